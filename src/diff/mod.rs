@@ -1,0 +1,1 @@
+//! Pure drift detection: desired × live × rules → drift. No I/O in here.

@@ -1,0 +1,1 @@
+//! Files → typed objects with identity: the desired state, read and validated.

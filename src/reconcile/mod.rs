@@ -1,0 +1,1 @@
+//! The level-triggered loop: triggers, backoff, policies, sync windows, leadership.

@@ -1,0 +1,1 @@
+//! Drift and sync reports for people and machines.

@@ -1,0 +1,1 @@
+//! A Kubernetes-compatible API server held in memory, for trying tether and for tests.

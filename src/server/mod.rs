@@ -1,0 +1,1 @@
+//! tether's own HTTP surface: webhooks, the status API, health and metrics.

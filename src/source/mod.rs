@@ -1,0 +1,1 @@
+//! Git, the source of truth: clone, fetch, and read one exact revision.

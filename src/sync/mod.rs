@@ -1,0 +1,1 @@
+//! Acting on drift: plan, apply, prune, health.

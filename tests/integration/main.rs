@@ -1,0 +1,5 @@
+//! tether's integration tests: one binary, one module per topic. They talk HTTP to a
+//! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
+//! sandbox with the real `kubectl`.
+
+mod support;
