@@ -1,1 +1,370 @@
 //! A Kubernetes-compatible API server held in memory, for trying tether and for tests.
+//!
+//! The sandbox is a stand-in for a real cluster, never a replacement: where it and a real
+//! kube-apiserver could differ, the real API's documented behaviour wins, and the
+//! fidelity tests replay answers recorded from a real kube-apiserver 1.36 against it.
+//! It speaks HTTPS (HTTP/2 and HTTP/1.1) with a CA it generates, authenticates a bearer
+//! token, and writes a kubeconfig that `kubectl` and kube-rs use unchanged.
+
+pub mod api;
+pub mod controllers;
+pub mod defaults;
+pub mod faults;
+pub mod fields;
+pub mod openapi;
+pub mod registry;
+pub mod selector;
+pub mod status;
+pub mod store;
+pub mod tls;
+pub mod validate;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::distr::{Alphanumeric, SampleString as _};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+pub use faults::RequestCounts;
+
+use api::{Body, Reply, State};
+use status::ApiError;
+
+/// How long simulated controllers wait before reporting a workload's status: long
+/// enough for a client to see Progressing, short enough for tests.
+pub const DEFAULT_CONTROLLER_DELAY: Duration = Duration::from_millis(200);
+
+/// How to run a sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    pub listen: SocketAddr,
+    /// Simulate workload controllers, reporting status after this delay.
+    pub simulate_controllers: Option<Duration>,
+    /// Share of requests answered with 500, 503 or 429.
+    pub fail_rate: f64,
+    /// Added to every answer.
+    pub latency: Duration,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            simulate_controllers: None,
+            fail_rate: 0.0,
+            latency: Duration::ZERO,
+        }
+    }
+}
+
+/// Why the sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot build a client for the sandbox: {0}")]
+    Client(String),
+}
+
+/// A running sandbox. Dropping it stops it too; [`Sandbox::stop`] also waits for the
+/// server task to end.
+pub struct Sandbox {
+    url: String,
+    kubeconfig: String,
+    state: Arc<State>,
+    shutdown: CancellationToken,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Sandbox {
+    /// Starts a sandbox and returns once it accepts requests.
+    pub async fn start(options: SandboxOptions) -> Result<Sandbox, SandboxError> {
+        let listener =
+            TcpListener::bind(options.listen)
+                .await
+                .map_err(|source| SandboxError::Listen {
+                    address: options.listen,
+                    source,
+                })?;
+        let address = listener
+            .local_addr()
+            .map_err(|source| SandboxError::Listen {
+                address: options.listen,
+                source,
+            })?;
+        let certificates = tls::generate(address.ip())?;
+        let url = format!("https://{address}");
+        let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
+        let kubeconfig = tls::kubeconfig(&url, &certificates.ca_pem, &token);
+
+        let state = Arc::new(State::new(token, address.to_string()));
+        state.faults.set_fail_rate(options.fail_rate);
+        state.faults.set_latency(options.latency);
+        state.bootstrap();
+
+        let shutdown = CancellationToken::new();
+        if let Some(delay) = options.simulate_controllers {
+            tokio::spawn(controllers::run(state.clone(), delay, shutdown.clone()));
+        }
+        let acceptor = TlsAcceptor::from(certificates.server_config);
+        let server = tokio::spawn(serve(listener, acceptor, state.clone(), shutdown.clone()));
+        Ok(Sandbox {
+            url,
+            kubeconfig,
+            state,
+            shutdown,
+            server: Some(server),
+        })
+    }
+
+    /// The `https://127.0.0.1:PORT` URL of the API.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kubeconfig (YAML) for this sandbox, context `tether-sandbox`.
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    pub fn token(&self) -> &str {
+        &self.state.token
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, &self.kubeconfig)
+    }
+
+    /// A kube-rs client for this sandbox.
+    pub async fn client(&self) -> Result<kube::Client, SandboxError> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig)
+            .map_err(|e| SandboxError::Client(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| SandboxError::Client(e.to_string()))?;
+        kube::Client::try_from(config).map_err(|e| SandboxError::Client(e.to_string()))
+    }
+
+    /// Requests served so far, by verb and resource.
+    pub fn requests(&self) -> RequestCounts {
+        self.state.counters.snapshot()
+    }
+
+    pub fn reset_requests(&self) {
+        self.state.counters.reset();
+    }
+
+    pub fn set_fail_rate(&self, rate: f64) {
+        self.state.faults.set_fail_rate(rate);
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        self.state.faults.set_latency(latency);
+    }
+
+    /// Stops accepting requests, ends open connections and watches, and waits.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+    shutdown: CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.cancelled() => break,
+        };
+        let (stream, _) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::debug!(error = %err, "accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            let tls = match acceptor.accept(stream).await {
+                Ok(tls) => tls,
+                Err(err) => {
+                    tracing::debug!(error = %err, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(state, request).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    // Open watches never finish by themselves; give others a moment.
+                    let _ = tokio::time::timeout(Duration::from_millis(200), connection).await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    connections.shutdown().await;
+}
+
+/// Serves one request: counters, injected faults and latency, authentication, then the
+/// API proper.
+async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query().unwrap_or_default());
+    let sandbox_endpoint = path.starts_with("/sandbox/");
+    if !sandbox_endpoint {
+        state.counters.record(
+            api::verb_of(&parts.method, &path, &query),
+            &api::resource_of(&path),
+        );
+    }
+
+    let latency = state.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if !authorized(&state, &parts.headers) {
+        return error_response(&ApiError::Unauthorized);
+    }
+    if !sandbox_endpoint {
+        if let Some(fault) = state.faults.draw() {
+            return error_response(&fault);
+        }
+    }
+    let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return error_response(&ApiError::BadRequest(format!(
+                "the request body is larger than {MAX_REQUEST_BODY} bytes"
+            )));
+        }
+    };
+    let request = api::Request {
+        method: parts.method,
+        path,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    let started = std::time::Instant::now();
+    let method = request.method.clone();
+    let path = request.path.clone();
+    let reply = state.serve(request).await;
+    tracing::debug!(%method, %path, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "request");
+    match reply {
+        Ok(Reply::Json(code, value)) => json_response(
+            code,
+            Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+        ),
+        Ok(Reply::Raw(code, bytes, content_type)) => {
+            response(code, content_type, api::full_body(bytes))
+        }
+        Ok(Reply::Stream(body)) => response(StatusCode::OK, "application/json", body),
+        Err(err) => error_response(&err),
+    }
+}
+
+/// The largest request body read (kube-apiserver accepts 3 MiB objects; YAML and
+/// patches need a little more).
+const MAX_REQUEST_BODY: usize = 8 * 1024 * 1024;
+
+fn authorized(state: &State, headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some(token) = value.strip_prefix("Bearer ") else {
+        return false;
+    };
+    // Constant-time, as any comparison of a secret should be.
+    use subtle::ConstantTimeEq as _;
+    token.as_bytes().ct_eq(state.token.as_bytes()).into()
+}
+
+fn parse_query(query: &str) -> HashMap<String, String> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn response(code: StatusCode, content_type: &str, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = code;
+    if let Ok(value) = http::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
+    response(code, "application/json", api::full_body(bytes))
+}
+
+fn error_response(err: &ApiError) -> Response<Body> {
+    let (body, content_type) = err.body();
+    let mut response = response(err.code(), content_type, api::full_body(body));
+    if matches!(
+        err,
+        ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_)
+    ) {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+    }
+    response
+}

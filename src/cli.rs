@@ -1,0 +1,160 @@
+//! The command line: `tether <command>`. Arguments are parsed and validated here, then
+//! handed to the stage that does the work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::sandbox::{self, SandboxOptions};
+
+/// Exit code for a command that failed (bad input, unreachable cluster, …). Follows
+/// `kubectl diff`: 0 means success, 1 a finding (drift), 2 an error.
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tether",
+    version,
+    about = "GitOps reconciler: keeps Kubernetes clusters equal to a Git repository"
+)]
+pub struct Cli {
+    /// Log format on stderr. The level is set with RUST_LOG (default: info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a Kubernetes-compatible API server in memory, for trying tether and for tests.
+    ///
+    /// Prints one line `ready <url>` on stdout once it accepts requests, and stops on
+    /// SIGTERM or SIGINT.
+    Sandbox(SandboxArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SandboxArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Where to write a kubeconfig (server, CA, token; context `tether-sandbox`).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+
+    /// Let workloads report status as healthy controllers would, after a short delay.
+    #[arg(long)]
+    pub simulate_controllers: bool,
+
+    /// Delay before simulated controllers report status, in milliseconds.
+    #[arg(long, default_value_t = sandbox::DEFAULT_CONTROLLER_DELAY.as_millis() as u64, requires = "simulate_controllers")]
+    pub controller_delay_ms: u64,
+
+    /// Share of requests (0.0 to 1.0) answered with 500, 503 or 429, for reliability tests.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    pub fail_rate: f64,
+
+    /// Delay every answer by this many milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=1.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!("{rate} is not between 0.0 and 1.0"))
+    }
+}
+
+/// Sets up `tracing` on stderr; stdout belongs to the commands' own output.
+pub fn init_logging(format: LogFormat) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    result.map_err(|err| anyhow::anyhow!("cannot set up logging: {err}"))
+}
+
+/// Runs one command and returns its exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Sandbox(args) => run_sandbox(args).await,
+    }
+}
+
+async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<u8> {
+    let options = SandboxOptions {
+        listen: args.listen,
+        simulate_controllers: args
+            .simulate_controllers
+            .then(|| Duration::from_millis(args.controller_delay_ms)),
+        fail_rate: args.fail_rate,
+        latency: Duration::from_millis(args.latency_ms),
+    };
+    let sandbox = sandbox::Sandbox::start(options)
+        .await
+        .context("cannot start the sandbox")?;
+    sandbox
+        .write_kubeconfig(&args.kubeconfig)
+        .with_context(|| {
+            format!(
+                "cannot write the kubeconfig to {}",
+                args.kubeconfig.display()
+            )
+        })?;
+    let mut stdout = tokio::io::stdout();
+    stdout
+        .write_all(format!("ready {}\n", sandbox.url()).as_bytes())
+        .await?;
+    stdout.flush().await?;
+    tracing::info!(url = %sandbox.url(), kubeconfig = %args.kubeconfig.display(), "sandbox ready");
+
+    shutdown_signal().await;
+    tracing::info!("stopping the sandbox");
+    sandbox.stop().await;
+    Ok(0)
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

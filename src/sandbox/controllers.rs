@@ -1,0 +1,338 @@
+//! Simulated controllers (`--simulate-controllers`): after a short delay, workloads
+//! report status as healthy controllers would, Jobs complete, LoadBalancer Services get
+//! an address and claims are bound. A container image whose tag ends in
+//! [`BROKEN_IMAGE_SUFFIX`] never becomes ready, so degraded health can be tested.
+//!
+//! Like real controllers they are level-triggered: each change of a watched object
+//! schedules a pass that computes the status the object should have now and writes it
+//! only if it differs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::api::State;
+use super::store::{EventType, ObjectKey, ResourceKey};
+
+/// An image tag ending in this never becomes ready (`nginx:1.25-broken`).
+pub const BROKEN_IMAGE_SUFFIX: &str = "-broken";
+
+/// The field manager simulated controllers write status as.
+const MANAGER: &str = "kube-controller-manager";
+
+/// The kinds simulated, by resource.
+const SIMULATED: &[(&str, &str)] = &[
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("apps", "replicasets"),
+    ("batch", "jobs"),
+    ("", "services"),
+    ("", "persistentvolumeclaims"),
+];
+
+pub async fn run(state: Arc<State>, delay: Duration, shutdown: CancellationToken) {
+    let mut events = state.store.subscribe();
+    resync(&state, delay);
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            _ = shutdown.cancelled() => return,
+        };
+        match event {
+            Ok(event)
+                if event.event_type != EventType::Deleted && is_simulated(&event.resource) =>
+            {
+                schedule(
+                    state.clone(),
+                    event.resource.clone(),
+                    event.key.clone(),
+                    delay,
+                );
+            }
+            Ok(_) => {}
+            // Missed events: look at everything again, as a controller re-lists.
+            Err(RecvError::Lagged(_)) => resync(&state, delay),
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+fn is_simulated(resource: &ResourceKey) -> bool {
+    SIMULATED
+        .iter()
+        .any(|(g, r)| resource.group == *g && resource.resource == *r)
+}
+
+fn resync(state: &Arc<State>, delay: Duration) {
+    for (group, resource) in SIMULATED {
+        let key = ResourceKey {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        };
+        let (_, items) = state.store.list(&key, None);
+        for (object_key, _) in items {
+            schedule(state.clone(), key.clone(), object_key, delay);
+        }
+    }
+}
+
+fn schedule(state: Arc<State>, resource: ResourceKey, key: ObjectKey, delay: Duration) {
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let types = state.registry().all_types();
+        let Some(resource_type) = types.iter().find(|t| t.key() == resource && !t.custom) else {
+            return;
+        };
+        let result = state.update_status(resource_type, &key, MANAGER, |object| {
+            desired_status(&resource, object)
+        });
+        if let Err(err) = result {
+            tracing::debug!(resource = %resource.resource, name = %key.1, error = %err, "simulated controller could not write status");
+        }
+    });
+}
+
+/// The status a healthy (or, for broken images, failing) controller reports now.
+fn desired_status(resource: &ResourceKey, object: &Value) -> Option<Value> {
+    let generation = object
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    let replicas = object
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let broken = has_broken_image(object);
+    let ready = if broken { 0 } else { replicas };
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let current = object.get("status").cloned().unwrap_or(json!({}));
+    let mut status = match resource.resource.as_str() {
+        "deployments" => {
+            let (available, progressing) = if broken {
+                (
+                    condition(
+                        "Available",
+                        "False",
+                        "MinimumReplicasUnavailable",
+                        "Deployment does not have minimum availability.",
+                        &now,
+                    ),
+                    condition(
+                        "Progressing",
+                        "False",
+                        "ProgressDeadlineExceeded",
+                        "ReplicaSet has timed out progressing.",
+                        &now,
+                    ),
+                )
+            } else {
+                (
+                    condition(
+                        "Available",
+                        "True",
+                        "MinimumReplicasAvailable",
+                        "Deployment has minimum availability.",
+                        &now,
+                    ),
+                    condition(
+                        "Progressing",
+                        "True",
+                        "NewReplicaSetAvailable",
+                        "ReplicaSet has successfully progressed.",
+                        &now,
+                    ),
+                )
+            };
+            let mut status = json!({
+                "observedGeneration": generation,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "conditions": [available, progressing],
+            });
+            if broken {
+                status["unavailableReplicas"] = json!(replicas);
+            }
+            status
+        }
+        "statefulsets" => json!({
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "currentReplicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": ready,
+            "collisionCount": 0,
+        }),
+        "replicasets" => json!({
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "fullyLabeledReplicas": replicas,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+        }),
+        // One simulated node schedules one pod of each DaemonSet.
+        "daemonsets" => json!({
+            "observedGeneration": generation,
+            "currentNumberScheduled": 1,
+            "numberMisscheduled": 0,
+            "desiredNumberScheduled": 1,
+            "numberReady": if broken { 0 } else { 1 },
+            "updatedNumberScheduled": 1,
+            "numberAvailable": if broken { 0 } else { 1 },
+        }),
+        "jobs" => {
+            if current.get("completionTime").is_some() || current.get("failed").is_some() {
+                return None;
+            }
+            if broken {
+                let backoff = object
+                    .pointer("/spec/backoffLimit")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(6);
+                json!({
+                    "startTime": now,
+                    "failed": backoff + 1,
+                    "conditions": [
+                        condition("FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", &now),
+                        condition("Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", &now),
+                    ],
+                })
+            } else {
+                let completions = object
+                    .pointer("/spec/completions")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                json!({
+                    "startTime": now,
+                    "completionTime": now,
+                    "succeeded": completions,
+                    "conditions": [
+                        condition("SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods", &now),
+                        condition("Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods", &now),
+                    ],
+                })
+            }
+        }
+        "services" => {
+            if object.pointer("/spec/type").and_then(Value::as_str) != Some("LoadBalancer") {
+                return None;
+            }
+            // TEST-NET-1 (RFC 5737): an address that is never routed.
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10", "ipMode": "VIP"}]}})
+        }
+        "persistentvolumeclaims" => json!({
+            "phase": "Bound",
+            "accessModes": object.pointer("/spec/accessModes").cloned().unwrap_or(json!(["ReadWriteOnce"])),
+            "capacity": {"storage": object.pointer("/spec/resources/requests/storage").cloned().unwrap_or(json!("1Gi"))},
+        }),
+        _ => return None,
+    };
+    // Keep condition timestamps when nothing else changed, so a pass is a no-op.
+    if let (Some(old), Some(new)) = (current.get("conditions"), status.get_mut("conditions")) {
+        if same_conditions(old, new) {
+            *new = old.clone();
+        }
+    }
+    if let (Some(old), Some(new)) = (current.get("startTime"), status.get_mut("startTime")) {
+        *new = old.clone();
+    }
+    Some(status)
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
+    json!({
+        "type": kind,
+        "status": status,
+        "lastUpdateTime": now,
+        "lastTransitionTime": now,
+        "reason": reason,
+        "message": message,
+    })
+}
+
+fn same_conditions(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Vec<(Value, Value, Value)> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    strip(old) == strip(new)
+}
+
+fn has_broken_image(object: &Value) -> bool {
+    let spec = object
+        .pointer("/spec/template/spec")
+        .or_else(|| object.pointer("/spec/jobTemplate/spec/template/spec"));
+    let Some(spec) = spec else { return false };
+    ["containers", "initContainers"].iter().any(|field| {
+        spec[field].as_array().is_some_and(|containers| {
+            containers
+                .iter()
+                .filter_map(|c| c["image"].as_str())
+                .any(|image| image.ends_with(BROKEN_IMAGE_SUFFIX))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployments() -> ResourceKey {
+        ResourceKey {
+            group: "apps".into(),
+            resource: "deployments".into(),
+        }
+    }
+
+    fn deployment(image: &str) -> Value {
+        json!({"metadata": {"generation": 3}, "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": image}]}}}})
+    }
+
+    #[test]
+    fn healthy_deployments_report_every_replica_available() {
+        let status = desired_status(&deployments(), &deployment("nginx:1.25")).unwrap();
+        assert_eq!(status["observedGeneration"], 3);
+        assert_eq!(status["availableReplicas"], 2);
+        assert_eq!(status["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn broken_images_never_become_ready() {
+        let status = desired_status(&deployments(), &deployment("nginx:1.25-broken")).unwrap();
+        assert_eq!(status["readyReplicas"], 0);
+        assert_eq!(
+            status["conditions"][1]["reason"],
+            "ProgressDeadlineExceeded"
+        );
+    }
+
+    #[test]
+    fn a_second_pass_computes_the_same_status() {
+        let mut object = deployment("nginx:1.25");
+        let first = desired_status(&deployments(), &object).unwrap();
+        object["status"] = first.clone();
+        assert_eq!(desired_status(&deployments(), &object).unwrap(), first);
+    }
+
+    #[test]
+    fn only_load_balancers_get_an_address() {
+        let services = ResourceKey {
+            group: String::new(),
+            resource: "services".into(),
+        };
+        assert!(desired_status(&services, &json!({"spec": {"type": "ClusterIP"}})).is_none());
+        let status = desired_status(&services, &json!({"spec": {"type": "LoadBalancer"}})).unwrap();
+        assert_eq!(status["loadBalancer"]["ingress"][0]["ip"], "192.0.2.10");
+    }
+}

@@ -1,0 +1,167 @@
+//! Fault injection and request accounting, for reliability and efficiency tests:
+//! `--fail-rate` answers a share of requests with 500, 503 or 429, `--latency-ms`
+//! delays every answer, and counters record each request by verb and resource so a
+//! test can assert exactly how many reads and writes a client made.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::Rng as _;
+
+use super::status::ApiError;
+
+/// Settable while the sandbox runs (from tests in-process, or `PUT /sandbox/faults`).
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// The failure rate in millionths, so it can live in an atomic.
+    fail_ppm: AtomicU64,
+    latency_ms: AtomicU64,
+}
+
+impl Faults {
+    pub fn set_fail_rate(&self, rate: f64) {
+        let ppm = (rate.clamp(0.0, 1.0) * 1_000_000.0).round() as u64;
+        self.fail_ppm.store(ppm, Ordering::Relaxed);
+    }
+
+    pub fn fail_rate(&self) -> f64 {
+        self.fail_ppm.load(Ordering::Relaxed) as f64 / 1_000_000.0
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        self.latency_ms
+            .store(latency.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn latency(&self) -> Duration {
+        Duration::from_millis(self.latency_ms.load(Ordering::Relaxed))
+    }
+
+    /// Draws whether this request fails, and how.
+    pub fn draw(&self) -> Option<ApiError> {
+        let ppm = self.fail_ppm.load(Ordering::Relaxed);
+        if ppm == 0 {
+            return None;
+        }
+        let mut rng = rand::rng();
+        if rng.random_range(0..1_000_000) >= ppm {
+            return None;
+        }
+        Some(match rng.random_range(0..3) {
+            0 => ApiError::Internal("injected fault: internal error".into()),
+            1 => ApiError::ServiceUnavailable(
+                "injected fault: the server is currently unable to handle the request".into(),
+            ),
+            _ => ApiError::TooManyRequests(
+                "injected fault: too many requests, please try again later".into(),
+            ),
+        })
+    }
+}
+
+/// Requests counted by (verb, resource), e.g. ("patch", "apps/deployments").
+#[derive(Debug, Default)]
+pub struct Counters(Mutex<BTreeMap<(String, String), u64>>);
+
+impl Counters {
+    pub fn record(&self, verb: &str, resource: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *counts
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> RequestCounts {
+        RequestCounts(self.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    pub fn reset(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// A snapshot of the request counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestCounts(pub BTreeMap<(String, String), u64>);
+
+/// The verbs that change state.
+pub const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+impl RequestCounts {
+    /// Requests of one verb on one resource (`"apps/deployments"`, `"configmaps"`).
+    pub fn get(&self, verb: &str, resource: &str) -> u64 {
+        self.0
+            .get(&(verb.to_string(), resource.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Requests of one verb, on any resource.
+    pub fn verb(&self, verb: &str) -> u64 {
+        self.0
+            .iter()
+            .filter(|((v, _), _)| v == verb)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Every write request, on any resource.
+    pub fn writes(&self) -> u64 {
+        WRITE_VERBS.iter().map(|v| self.verb(v)).sum()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let requests: Vec<_> = self
+            .0
+            .iter()
+            .map(|((verb, resource), count)| serde_json::json!({"verb": verb, "resource": resource, "count": count}))
+            .collect();
+        serde_json::json!({"requests": requests, "writes": self.writes(), "total": self.total()})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_rate_bounds() {
+        let faults = Faults::default();
+        assert!((0..1000).all(|_| faults.draw().is_none()));
+        faults.set_fail_rate(1.0);
+        assert!((0..1000).all(|_| faults.draw().is_some()));
+        faults.set_fail_rate(7.0);
+        assert_eq!(faults.fail_rate(), 1.0);
+    }
+
+    #[test]
+    fn injected_faults_are_retryable_codes() {
+        let faults = Faults::default();
+        faults.set_fail_rate(1.0);
+        for _ in 0..100 {
+            let code = faults.draw().unwrap().code().as_u16();
+            assert!([500, 503, 429].contains(&code), "{code}");
+        }
+    }
+
+    #[test]
+    fn counters_sum_by_verb_and_writes() {
+        let counters = Counters::default();
+        counters.record("get", "configmaps");
+        counters.record("patch", "apps/deployments");
+        counters.record("patch", "apps/deployments");
+        counters.record("delete", "configmaps");
+        let counts = counters.snapshot();
+        assert_eq!(counts.get("patch", "apps/deployments"), 2);
+        assert_eq!(counts.verb("get"), 1);
+        assert_eq!(counts.writes(), 3);
+        counters.reset();
+        assert_eq!(counters.snapshot().total(), 0);
+    }
+}

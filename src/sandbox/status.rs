@@ -1,0 +1,220 @@
+//! Errors as the Kubernetes API reports them: `Status` objects with the real reasons,
+//! codes, messages and causes (recorded in the fixtures' `errors/` folder).
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// One cause of an `Invalid` or `Conflict` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+/// An answer other than success, as the API server gives it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    #[error("{plural} \"{name}\" not found")]
+    NotFound { plural: String, name: String },
+    /// A path no handler serves: the real server answers with a plain-text 404.
+    #[error("404 page not found")]
+    PageNotFound,
+    #[error("{plural} \"{name}\" already exists")]
+    AlreadyExists { plural: String, name: String },
+    /// A stale resourceVersion on update.
+    #[error("Operation cannot be fulfilled on {plural} \"{name}\": {reason}")]
+    Conflict {
+        plural: String,
+        name: String,
+        reason: String,
+    },
+    /// Server-side apply found fields owned by other managers.
+    #[error("{message}")]
+    ApplyConflict { message: String, causes: Vec<Cause> },
+    #[error("{message}")]
+    Invalid {
+        kind: String,
+        name: String,
+        message: String,
+        causes: Vec<Cause>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("415: Unsupported Media Type")]
+    UnsupportedMediaType,
+    /// A watch or list from a resourceVersion older than the history kept.
+    #[error("{0}")]
+    Expired(String),
+    #[error("{0}")]
+    Internal(String),
+    /// Injected faults (`--fail-rate`).
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    #[error("{0}")]
+    TooManyRequests(String),
+}
+
+impl ApiError {
+    pub fn not_found(plural: &str, name: &str) -> ApiError {
+        ApiError::NotFound {
+            plural: plural.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn code(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound { .. } | ApiError::PageNotFound => StatusCode::NOT_FOUND,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
+            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Expired(_) => StatusCode::GONE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::PageNotFound => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::UnsupportedMediaType => "UnsupportedMediaType",
+            ApiError::Expired(_) => "Expired",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
+        }
+    }
+
+    /// The `Status` object, key for key as kube-apiserver writes it.
+    pub fn status(&self) -> Value {
+        let mut status = serde_json::Map::new();
+        status.insert("kind".into(), "Status".into());
+        status.insert("apiVersion".into(), "v1".into());
+        status.insert("metadata".into(), json!({}));
+        status.insert("status".into(), "Failure".into());
+        status.insert("message".into(), self.to_string().into());
+        status.insert("reason".into(), self.reason().into());
+        let details = match self {
+            ApiError::NotFound { plural, name }
+            | ApiError::AlreadyExists { plural, name }
+            | ApiError::Conflict { plural, name, .. } => {
+                Some(json!({"name": name, "kind": plural}))
+            }
+            ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes_json(causes)})),
+            ApiError::Invalid {
+                kind, name, causes, ..
+            } => {
+                let mut details = serde_json::Map::new();
+                if !name.is_empty() {
+                    details.insert("name".into(), name.clone().into());
+                }
+                details.insert("kind".into(), kind.clone().into());
+                details.insert("causes".into(), causes_json(causes));
+                Some(Value::Object(details))
+            }
+            ApiError::MethodNotAllowed | ApiError::UnsupportedMediaType => Some(json!({})),
+            ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_) => {
+                Some(json!({"retryAfterSeconds": 1}))
+            }
+            _ => None,
+        };
+        if let Some(details) = details {
+            status.insert("details".into(), details);
+        }
+        status.insert("code".into(), self.code().as_u16().into());
+        Value::Object(status)
+    }
+
+    /// The response body: a JSON `Status`, or plain text for an unknown path.
+    pub fn body(&self) -> (Bytes, &'static str) {
+        match self {
+            ApiError::PageNotFound => (
+                Bytes::from_static(b"404 page not found\n"),
+                "text/plain; charset=utf-8",
+            ),
+            _ => (
+                Bytes::from(serde_json::to_vec(&self.status()).unwrap_or_default()),
+                "application/json",
+            ),
+        }
+    }
+}
+
+fn causes_json(causes: &[Cause]) -> Value {
+    causes
+        .iter()
+        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+        .collect()
+}
+
+/// The success `Status` answered for an object deleted at once.
+pub fn deleted(plural: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "kind": plural, "uid": uid},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_matches_the_real_status() {
+        let status = ApiError::not_found("configmaps", "nope").status();
+        assert_eq!(
+            status,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "configmaps \"nope\" not found", "reason": "NotFound",
+                "details": {"name": "nope", "kind": "configmaps"}, "code": 404})
+        );
+    }
+
+    #[test]
+    fn unknown_paths_answer_plain_text() {
+        let (body, content_type) = ApiError::PageNotFound.body();
+        assert_eq!(&body[..], b"404 page not found\n");
+        assert!(content_type.starts_with("text/plain"));
+    }
+
+    #[test]
+    fn invalid_without_a_name_omits_it_from_details() {
+        let status = ApiError::Invalid {
+            kind: "ConfigMap".into(),
+            name: String::new(),
+            message: "m".into(),
+            causes: vec![],
+        }
+        .status();
+        assert_eq!(
+            status["details"],
+            json!({"kind": "ConfigMap", "causes": []})
+        );
+        assert_eq!(status["code"], 422);
+    }
+}
