@@ -149,6 +149,19 @@ pub fn verb_of(method: &Method, path: &str, query: &HashMap<String, String>) -> 
     }
 }
 
+/// Whether the client asks for aggregated discovery (`as=APIGroupDiscoveryList`).
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|accept| {
+            accept
+                .split(',')
+                .any(|t| t.contains("as=APIGroupDiscoveryList") && t.contains("v=v2;"))
+        })
+}
+
 fn is_watch(query: &HashMap<String, String>) -> bool {
     query.get("watch").is_some_and(|w| w == "true" || w == "1")
 }
@@ -203,6 +216,15 @@ impl State {
                 Bytes::from_static(b"ok"),
                 "text/plain",
             )),
+            ["api"] | ["apis"] if wants_aggregated(&request.headers) => {
+                let body = self.registry().aggregated(segments == ["api"]);
+                let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+                Ok(Reply::Raw(
+                    StatusCode::OK,
+                    bytes,
+                    registry::AGGREGATED_CONTENT_TYPE,
+                ))
+            }
             ["api"] => Ok(Reply::ok(Registry::api_versions(&self.server_address))),
             ["apis"] => Ok(Reply::ok(self.registry().group_list())),
             ["apis", group] => self
@@ -367,25 +389,28 @@ impl State {
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok())
             .filter(|l| *l > 0);
-        let start_after = match query.get("continue").filter(|c| !c.is_empty()) {
-            Some(token) => Some(decode_continue(token)?),
-            None => None,
+        // Later pages report the first page's resourceVersion, so a watch started from
+        // it replays whatever changed while the pages were read.
+        let (start_after, rv) = match query.get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let (key, first_rv) = decode_continue(token)?;
+                (Some(key), first_rv)
+            }
+            None => (None, rv),
         };
         let mut selected = items
             .iter()
             .filter(|(key, _)| start_after.as_ref().is_none_or(|after| key > after))
             .filter(|(key, stored)| filter.matches(key, stored));
         let mut body = Vec::with_capacity(64 + items.len() * 1024);
-        let mut count = 0usize;
         let mut last_key = None;
         body.extend_from_slice(b"[");
-        for (key, stored) in selected.by_ref() {
-            if count > 0 {
+        for (index, (key, stored)) in selected.by_ref().enumerate() {
+            if index > 0 {
                 body.push(b',');
             }
             body.extend_from_slice(&list_item_json(&target.resource, stored));
-            count += 1;
-            if limit.is_some_and(|limit| count == limit) {
+            if limit.is_some_and(|limit| index + 1 == limit) {
                 last_key = Some(key.clone());
                 break;
             }
@@ -395,7 +420,7 @@ impl State {
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), rv.to_string().into());
         if let (Some(last), true) = (last_key, remaining > 0) {
-            metadata.insert("continue".into(), encode_continue(&last).into());
+            metadata.insert("continue".into(), encode_continue(&last, rv).into());
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
         let head = format!(
@@ -788,9 +813,6 @@ impl State {
         write.dry_run = is_dry_run(&request.query);
         write.strict = is_strict(&request.query);
         write.subresource = target.subresource.clone();
-        if write.old.is_none() {
-            self.require_namespace(resource, &target.key().0)?;
-        }
         self.commit(write)
             .map(|(code, value)| Reply::Json(code, value))
     }
@@ -1759,12 +1781,13 @@ pub fn full_body(bytes: Bytes) -> Body {
     BodyExt::boxed(Full::new(bytes))
 }
 
-fn encode_continue(key: &ObjectKey) -> String {
-    let token = json!({"v": CONTINUE_VERSION, "ns": key.0, "name": key.1});
+fn encode_continue(key: &ObjectKey, resource_version: u64) -> String {
+    let token = json!({"v": CONTINUE_VERSION, "rv": resource_version, "ns": key.0, "name": key.1});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
+/// The last key of the previous page and the resourceVersion of the first.
+fn decode_continue(token: &str) -> Result<(ObjectKey, u64), ApiError> {
     let invalid = || ApiError::BadRequest(format!("continue key is not valid: {token}"));
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -1773,10 +1796,11 @@ fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
     if value["v"] != CONTINUE_VERSION {
         return Err(invalid());
     }
-    Ok((
+    let key = (
         value["ns"].as_str().ok_or_else(invalid)?.to_string(),
         value["name"].as_str().ok_or_else(invalid)?.to_string(),
-    ))
+    );
+    Ok((key, value["rv"].as_u64().ok_or_else(invalid)?))
 }
 
 #[cfg(test)]
@@ -1824,7 +1848,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let key = ("ns".to_string(), "name".to_string());
-        assert_eq!(decode_continue(&encode_continue(&key)).unwrap(), key);
+        assert_eq!(
+            decode_continue(&encode_continue(&key, 42)).unwrap(),
+            (key, 42)
+        );
         assert!(decode_continue("not-a-token").is_err());
     }
 

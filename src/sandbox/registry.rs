@@ -56,6 +56,15 @@ const BUILTIN: &[(&str, &str, &str)] = &[
 
 const GROUP_LIST: &str = include_str!("../../assets/discovery/apis.json");
 
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`), which kubectl asks for first.
+const AGGREGATED_LEGACY: &str = include_str!("../../assets/discovery/aggregated-api.json");
+const AGGREGATED_GROUPS: &str = include_str!("../../assets/discovery/aggregated-apis.json");
+
+/// The content type of an aggregated discovery answer; clients that do not see it fall
+/// back to one request per group version.
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
 /// One resource the sandbox serves, in one version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceType {
@@ -96,6 +105,34 @@ impl ResourceType {
 
     pub fn is(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
+    }
+
+    /// The `APIResourceDiscovery` of this resource in aggregated discovery.
+    fn aggregated_entry(&self) -> Value {
+        let mut entry = json!({
+            "resource": self.plural,
+            "responseKind": {"group": "", "version": "", "kind": self.kind},
+            "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": self.singular,
+            "verbs": self.verbs,
+        });
+        if !self.short_names.is_empty() {
+            entry["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            entry["categories"] = json!(self.categories);
+        }
+        let mut subresources = Vec::new();
+        if self.has_scale {
+            subresources.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+        }
+        if self.has_status {
+            subresources.push(json!({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": self.kind}, "verbs": ["get", "patch", "update"]}));
+        }
+        if !subresources.is_empty() {
+            entry["subresources"] = json!(subresources);
+        }
+        entry
     }
 
     /// The `APIResource` entries of this resource in an `APIResourceList`.
@@ -274,6 +311,65 @@ impl Registry {
             groups.push(group_document(group, &versions));
         }
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// `GET /api` or `GET /apis` as an `APIGroupDiscoveryList`: the recorded built-in
+    /// groups narrowed to those served here, plus the groups of CRDs.
+    pub fn aggregated(&self, legacy: bool) -> Value {
+        let recorded: Value = serde_json::from_str(if legacy {
+            AGGREGATED_LEGACY
+        } else {
+            AGGREGATED_GROUPS
+        })
+        .unwrap_or(Value::Null);
+        let mut items: Vec<Value> = recorded["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        let group = if legacy {
+                            ""
+                        } else {
+                            item["metadata"]["name"].as_str().unwrap_or_default()
+                        };
+                        let mut item = item.clone();
+                        let versions = item.get_mut("versions")?.as_array_mut()?;
+                        versions.retain(|v| {
+                            let version = v["version"].as_str().unwrap_or_default().to_string();
+                            self.builtin_documents
+                                .contains_key(&(group.to_string(), version))
+                        });
+                        (!versions.is_empty()).then_some(item)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !legacy {
+            let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&ResourceType>>> = BTreeMap::new();
+            for t in self.custom.values().flat_map(|c| c.types.iter()) {
+                groups
+                    .entry(&t.group)
+                    .or_default()
+                    .entry(&t.version)
+                    .or_default()
+                    .push(t);
+            }
+            for (group, versions) in groups {
+                let versions: Vec<Value> = versions
+                    .into_iter()
+                    .map(|(version, types)| {
+                        json!({
+                            "version": version,
+                            "resources": types.iter().map(|t| t.aggregated_entry()).collect::<Vec<_>>(),
+                            "freshness": "Current",
+                        })
+                    })
+                    .collect();
+                items.push(json!({"metadata": {"name": group}, "versions": versions}));
+            }
+        }
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
     }
 
     /// Keeps only the versions of a recorded group that are served here.
@@ -487,6 +583,30 @@ mod tests {
         assert_eq!(autoscaling["kind"], "APIGroup");
         assert_eq!(autoscaling["versions"].as_array().unwrap().len(), 1);
         assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+    }
+
+    #[test]
+    fn aggregated_discovery_narrows_to_served_groups_and_adds_crds() {
+        let mut registry = Registry::builtin();
+        let legacy = registry.aggregated(true);
+        assert_eq!(legacy["items"][0]["versions"][0]["version"], "v1");
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        registry.add_custom("widgets.example.com", custom_resource_of(&crd).unwrap());
+        let groups = registry.aggregated(false);
+        let names: Vec<&str> = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"apps") && names.contains(&"example.com"));
+        assert!(!names.contains(&"storage.k8s.io"));
+        let widgets =
+            &groups["items"].as_array().unwrap().last().unwrap()["versions"][0]["resources"][0];
+        assert_eq!(widgets["resource"], "widgets");
+        assert_eq!(widgets["scope"], "Namespaced");
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct Store {
     events: broadcast::Sender<Arc<Event>>,
 }
 
+/// The objects of a resource at one resourceVersion, in key order.
+pub type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
+
 /// Where a watch starts.
 pub enum WatchStart {
     /// The changes after this resourceVersion, replayed from history.
@@ -352,11 +355,7 @@ impl Store {
         &self,
         resource: &ResourceKey,
         namespace: Option<&str>,
-    ) -> (
-        u64,
-        Vec<(ObjectKey, Arc<Stored>)>,
-        broadcast::Receiver<Arc<Event>>,
-    ) {
+    ) -> (u64, Snapshot, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let receiver = self.events.subscribe();
         let items = match inner.objects.get(resource) {
