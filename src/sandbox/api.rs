@@ -17,6 +17,7 @@ use hyper::body::Frame;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use super::crd;
 use super::defaults::{self, Defaulter};
 use super::faults::{Counters, Faults};
 use super::fields::{self, ApplyError, ApplyOptions};
@@ -1243,12 +1244,21 @@ impl State {
             }
         }
 
-        self.defaulter.default_object(
-            &resource.group,
-            &resource.kind,
-            &mut new,
-            old_value.as_ref(),
-        );
+        if resource.custom {
+            let registry = self.registry();
+            if let Some(schema) =
+                registry.custom_schema(&resource.group, &resource.version, &resource.kind)
+            {
+                crd::apply_defaults(schema, &mut new);
+            }
+        } else {
+            self.defaulter.default_object(
+                &resource.group,
+                &resource.kind,
+                &mut new,
+                old_value.as_ref(),
+            );
+        }
 
         let mut errors =
             validate::validate(&resource.group, &resource.kind, &new, resource.namespaced);
@@ -1396,26 +1406,11 @@ impl State {
             return;
         };
         self.registry_mut().add_custom(&key.1, custom);
-        let names = crd["spec"]["names"].clone();
-        let mut accepted = names.clone();
-        if accepted.get("listKind").is_none() {
-            accepted["listKind"] =
-                format!("{}List", names["kind"].as_str().unwrap_or_default()).into();
-        }
-        let now = now();
-        let conditions = json!([
-            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts", "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "lastTransitionTime": now, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
-        ]);
-        let established = crd["status"]["conditions"].as_array().is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Established" && c["status"] == "True")
-        });
-        if established {
+        if crd::is_established(&crd) {
             return;
         }
-        crd["status"]["acceptedNames"] = accepted;
-        crd["status"]["conditions"] = conditions;
+        crd["status"]["acceptedNames"] = crd::accepted_names(&crd);
+        crd["status"]["conditions"] = crd::established_conditions(&now());
         let _ = self.store.put(
             &resource.key(),
             key,

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod controllers;
+pub mod crd;
 pub mod defaults;
 pub mod faults;
 pub mod fields;
