@@ -1,3 +1,4 @@
 //! A Kubernetes-compatible API server held in memory, for trying tether and for tests.
 
 pub mod defaults;
+pub mod validate;
