@@ -19,6 +19,7 @@
 //! | containers, init and ephemeral containers | `imagePullPolicy` `Always` for `:latest` or no tag (and no digest), else `IfNotPresent`; `terminationMessagePath: /dev/termination-log`, `terminationMessagePolicy: File`; `resources: {}`; ports' `protocol: TCP`; probes' `timeoutSeconds: 1`, `periodSeconds: 10`, `successThreshold: 1`, `failureThreshold: 3`; `httpGet` `path: /`, `scheme: HTTP` (probes and lifecycle hooks); `grpc.service: ""`; env `fieldRef.apiVersion: v1`, `resourceFieldRef.divisor: "0"` |
 //! | volumes | no source: `emptyDir: {}`; `configMap`/`secret`/`downwardAPI`/`projected` `defaultMode: 420`; projected `serviceAccountToken.expirationSeconds: 3600`; `hostPath.type: ""`; ephemeral claim templates `volumeMode: Filesystem` |
 //! | Pod only | `enableServiceLinks: true`; requests default to limits; on create: `serviceAccountName: default`, the `kube-api-access-xxxxx` token volume and its mounts (unless `automountServiceAccountToken: false`), `priority` (0, or the `system-*` classes) and `preemptionPolicy: PreemptLowerPriority`, the `not-ready`/`unreachable` `NoExecute` tolerations for 300 s; `status.qosClass` |
+//! | every built-in kind | explicit `null` members outside `status` removed, as Go's decoding drops them (`creationTimestamp: null` in templates) |
 //! | resource quantities | canonical form (`1024Mi` → `1Gi`, `0.5` → `500m`), requests/limits rounded up to milli-units |
 //! | Namespace | label `kubernetes.io/metadata.name`; on create `spec.finalizers` gets `kubernetes`; on update finalizers are kept from the stored object |
 //! | Secret | `type: Opaque`; `stringData` merged into `data` (base64) and removed |
@@ -87,6 +88,23 @@ const CLIENT_IP_AFFINITY_SECONDS: i64 = 10800;
 /// The characters of `utilrand.String`, which names the token volume.
 const RAND_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// Groups whose kinds the real server decodes into Go types, where an explicit `null`
+/// is the zero value and disappears (`creationTimestamp: null` in the templates
+/// `kubectl create --dry-run` prints). CRDs are left out: their schemas may hold
+/// `default: null` on purpose; custom resources keep what their schema allows.
+const BUILT_IN_GROUPS: [&str; 10] = [
+    "",
+    "apps",
+    "batch",
+    "networking.k8s.io",
+    "rbac.authorization.k8s.io",
+    "policy",
+    "autoscaling",
+    "coordination.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+];
+
 /// Applies the real API server's defaults on writes; holds the Service allocators.
 ///
 /// Allocation is first-free from the dynamic band, so it is deterministic for tests;
@@ -126,6 +144,9 @@ impl Defaulter {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
+        if BUILT_IN_GROUPS.contains(&group) {
+            drop_nulls(o);
+        }
         match (group, kind) {
             ("", "Namespace") => default_namespace(o, old),
             ("", "Secret") => default_secret(o),
@@ -1618,6 +1639,34 @@ fn ensure_obj<'a>(m: &'a mut Obj, key: &str) -> Option<&'a mut Obj> {
         m.insert(key.to_string(), Value::Object(Map::new()));
     }
     child(m, key)
+}
+
+/// Removes `null` members everywhere but in `status`, which the server writes itself
+/// (and where Go prints some nil lists as `null`).
+fn drop_nulls(o: &mut Obj) {
+    o.retain(|_, v| !v.is_null());
+    for (key, value) in o.iter_mut() {
+        if key != "status" {
+            drop_nulls_in(value);
+        }
+    }
+}
+
+fn drop_nulls_in(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.retain(|_, v| !v.is_null());
+            for value in o.values_mut() {
+                drop_nulls_in(value);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                drop_nulls_in(item);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn sort_keys(m: &mut Obj) {
