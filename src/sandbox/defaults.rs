@@ -39,7 +39,7 @@
 //! | PriorityClass | `preemptionPolicy: PreemptLowerPriority` |
 //! | StorageClass | `reclaimPolicy: Delete`, `volumeBindingMode: Immediate` |
 //! | CustomResourceDefinition | `scope: Namespaced`, `names.singular`, `names.listKind`, `conversion.strategy: None`, webhook service `port: 443`, `status.storedVersions` |
-//! | custom resources | `default`s of the CRD's structural schema, through [`default_custom_resource`] |
+//! | custom resources | fields the CRD's structural schema does not declare pruned ([`prune_custom_resource`]), then its `default`s applied ([`default_custom_resource`]) |
 //!
 //! Not reproduced: allocation errors (a requested clusterIP or nodePort already taken is
 //! accepted, not refused), the ServiceAccount admission's refusal when the account does
@@ -588,6 +588,59 @@ pub fn default_custom_resource(schema: &Value, obj: &mut Value) {
             continue;
         }
         apply_schema_default(o, key, prop);
+    }
+}
+
+/// Drops the fields of a custom resource its CRD version's `openAPIV3Schema` does not
+/// declare, as the real server's structural pruning does on every write: unknown
+/// properties go unless the schema says `x-kubernetes-preserve-unknown-fields: true`;
+/// `apiVersion`, `kind` and `metadata` stay at the root and in embedded resources.
+/// Call it before [`default_custom_resource`], as the server prunes then defaults.
+pub fn prune_custom_resource(schema: &Value, obj: &mut Value) {
+    prune(obj, schema, true);
+}
+
+fn preserves_unknown(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+fn prune(value: &mut Value, schema: &Value, is_resource: bool) {
+    match value {
+        Value::Object(o) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let extra = schema.get("additionalProperties").filter(|s| s.is_object());
+            let keeps_meta = is_resource
+                || schema
+                    .get("x-kubernetes-embedded-resource")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+            let preserve = preserves_unknown(schema);
+            o.retain(|key, _| {
+                (keeps_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
+                    || props.is_some_and(|p| p.contains_key(key))
+                    || extra.is_some()
+                    || preserve
+            });
+            for (key, child_value) in o.iter_mut() {
+                if keeps_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                if let Some(child_schema) = props.and_then(|p| p.get(key)).or(extra) {
+                    prune(child_value, child_schema, false);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    prune(item, item_schema, false);
+                }
+            }
+        }
+        _ => {}
     }
 }
 

@@ -69,6 +69,7 @@ fn simulate_create(defaulter: &Defaulter, request: &mut Value, uid: &Value, crd:
     defaulter.default_object(&group, &kind, request, None);
     if group == "example.com" {
         let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        prune_custom_resource(schema, request);
         default_custom_resource(schema, request);
     }
 }
@@ -794,4 +795,34 @@ fn explicit_nulls_of_built_in_kinds_disappear() {
     let mut cr = json!({"apiVersion": "example.com/v1", "kind": "W", "metadata": {"name": "w"}, "spec": {"x": null}});
     Defaulter::new().default_object("example.com", "W", &mut cr, None);
     assert_eq!(cr["spec"], json!({"x": null}));
+}
+
+#[test]
+fn custom_resources_lose_undeclared_fields() {
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+            "template": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {"spec": {"type": "object"}}},
+        }},
+    }});
+    let mut cr = json!({"apiVersion": "example.com/v1", "kind": "W", "metadata": {"name": "w", "labels": {"a": "b"}},
+        "extra": 1,
+        "spec": {"size": 2, "colour": "red",
+                 "free": {"anything": {"goes": true}},
+                 "tags": {"x": "y"},
+                 "items": [{"a": "1", "b": "2"}],
+                 "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"gone": 1}, "other": 2}}});
+    prune_custom_resource(&schema, &mut cr);
+    assert_eq!(
+        cr,
+        json!({"apiVersion": "example.com/v1", "kind": "W", "metadata": {"name": "w", "labels": {"a": "b"}},
+            "spec": {"size": 2,
+                     "free": {"anything": {"goes": true}},
+                     "tags": {"x": "y"},
+                     "items": [{"a": "1"}],
+                     "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}}})
+    );
 }
