@@ -24,6 +24,7 @@
 //! | Namespace | label `kubernetes.io/metadata.name`; on create `spec.finalizers` gets `kubernetes`; on update finalizers are kept from the stored object |
 //! | Secret | `type: Opaque`; `stringData` merged into `data` (base64) and removed |
 //! | Service | `type: ClusterIP`, `sessionAffinity: None` (`ClientIP` gets `timeoutSeconds: 10800`), ports' `protocol: TCP` and `targetPort` = `port`; `clusterIP`/`clusterIPs` allocated from 10.96.0.0/12 (kept on update); `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack` (`RequireDualStack` for headless without selector); `internalTrafficPolicy: Cluster`; NodePort/LoadBalancer: `externalTrafficPolicy: Cluster`, `nodePort` allocated from 30000-32767 (kept on update, by port name); LoadBalancer: `allocateLoadBalancerNodePorts: true`, `healthCheckNodePort` for `externalTrafficPolicy: Local` |
+//! | LimitRange | `Container` items: `default` from `max`, `defaultRequest` from `default`, else `min` |
 //! | PersistentVolumeClaim | `volumeMode: Filesystem`; on create finalizer `kubernetes.io/pvc-protection` |
 //! | PersistentVolume | `persistentVolumeReclaimPolicy: Retain`, `volumeMode: Filesystem`; on create finalizer `kubernetes.io/pv-protection` |
 //! | Deployment | `replicas: 1`, `strategy: RollingUpdate` 25%/25%, `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600` |
@@ -176,6 +177,7 @@ impl Defaulter {
                     add_finalizer(o, "kubernetes.io/pv-protection");
                 }
             }
+            ("", "LimitRange") => default_limit_range(o),
             ("", "ResourceQuota") => {
                 if let Some(spec) = child(o, "spec") {
                     canonicalize_quantities(spec, "hard", false);
@@ -955,6 +957,43 @@ fn qos_class(spec: &Obj) -> &'static str {
         "Guaranteed"
     } else {
         "Burstable"
+    }
+}
+
+/// `SetDefaults_LimitRangeItem`: for containers, a missing default limit is the max,
+/// a missing default request the default limit, else the min.
+fn default_limit_range(o: &mut Obj) {
+    let Some(items) = child(o, "spec").and_then(|s| array(s, "limits")) else {
+        return;
+    };
+    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+        for key in [
+            "max",
+            "min",
+            "default",
+            "defaultRequest",
+            "maxLimitRequestRatio",
+        ] {
+            canonicalize_quantities(item, key, false);
+        }
+        if str_of(item, "type") != "Container" {
+            continue;
+        }
+        let max = item.get("max").and_then(Value::as_object).cloned();
+        let min = item.get("min").and_then(Value::as_object).cloned();
+        let Some(default) = ensure_obj(item, "default") else {
+            continue;
+        };
+        for (k, v) in max.into_iter().flatten() {
+            default.entry(k).or_insert(v);
+        }
+        let default = default.clone();
+        let Some(request) = ensure_obj(item, "defaultRequest") else {
+            continue;
+        };
+        for (k, v) in default.into_iter().chain(min.into_iter().flatten()) {
+            request.entry(k).or_insert(v);
+        }
     }
 }
 

@@ -826,3 +826,22 @@ fn custom_resources_lose_undeclared_fields() {
                      "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}}})
     );
 }
+
+#[test]
+fn limit_ranges_fill_defaults_from_max_and_min() {
+    let lr = defaulted(
+        "",
+        "LimitRange",
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [
+            {"type": "Container", "max": {"cpu": "2", "memory": "1024Mi"}, "min": {"cpu": "100m", "ephemeral-storage": "1Gi"}, "default": {"cpu": "1"}},
+            {"type": "Pod", "max": {"cpu": "4"}},
+        ]}}),
+    );
+    let container = &lr["spec"]["limits"][0];
+    assert_eq!(container["default"], json!({"cpu": "1", "memory": "1Gi"}));
+    assert_eq!(
+        container["defaultRequest"],
+        json!({"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"})
+    );
+    assert!(lr["spec"]["limits"][1].get("default").is_none());
+}
