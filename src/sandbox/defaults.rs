@@ -23,7 +23,7 @@
 //! | resource quantities | canonical form (`1024Mi` → `1Gi`, `0.5` → `500m`), requests/limits rounded up to milli-units |
 //! | Namespace | label `kubernetes.io/metadata.name`; on create `spec.finalizers` gets `kubernetes`; on update finalizers are kept from the stored object |
 //! | Secret | `type: Opaque`; `stringData` merged into `data` (base64) and removed |
-//! | Service | `type: ClusterIP`, `sessionAffinity: None` (`ClientIP` gets `timeoutSeconds: 10800`), ports' `protocol: TCP` and `targetPort` = `port`; `clusterIP`/`clusterIPs` allocated from 10.96.0.0/12 (kept on update); `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack` (`RequireDualStack` for headless without selector); `internalTrafficPolicy: Cluster`; NodePort/LoadBalancer: `externalTrafficPolicy: Cluster`, `nodePort` allocated from 30000-32767 (kept on update, by port name); LoadBalancer: `allocateLoadBalancerNodePorts: true`, `healthCheckNodePort` for `externalTrafficPolicy: Local` |
+//! | Service | `type: ClusterIP`, `sessionAffinity: None` (`ClientIP` gets `timeoutSeconds: 10800`), ports' `protocol: TCP` and `targetPort` = `port`; `clusterIP`/`clusterIPs` allocated from 10.96.0.0/12 (kept on update); `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack` (`RequireDualStack` for headless without selector); `internalTrafficPolicy: Cluster`; NodePort/LoadBalancer: `externalTrafficPolicy: Cluster`, `nodePort` allocated from 30000-32767 (kept on update, by port name); LoadBalancer: `allocateLoadBalancerNodePorts: true`, `healthCheckNodePort` for `externalTrafficPolicy: Local`; on a type change, the allocated or defaulted values the new type does not use are dropped (`dropTypeDependentFields`) |
 //! | LimitRange | `Container` items: `default` from `max`, `defaultRequest` from `default`, else `min` |
 //! | PersistentVolumeClaim | `volumeMode: Filesystem`; on create finalizer `kubernetes.io/pvc-protection` |
 //! | PersistentVolume | `persistentVolumeReclaimPolicy: Retain`, `volumeMode: Filesystem`; on create finalizer `kubernetes.io/pv-protection` |
@@ -273,6 +273,19 @@ impl Defaulter {
 
     fn default_service(&self, o: &mut Obj, old: Option<&Value>) {
         let old_spec = old.and_then(|v| v.get("spec"));
+        let new_type = o
+            .get("spec")
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .unwrap_or("ClusterIP");
+        // Load-balancer status only means something for a LoadBalancer.
+        if old.is_some()
+            && new_type != "LoadBalancer"
+            && let Some(status) = child(o, "status")
+        {
+            status.insert("loadBalancer".into(), json!({}));
+        }
         let Some(spec) = child(o, "spec") else {
             return;
         };
@@ -321,6 +334,9 @@ impl Defaulter {
         }
         if ty == "LoadBalancer" {
             set_ptr(spec, "allocateLoadBalancerNodePorts", json!(true));
+        }
+        if let Some(old_spec) = old_spec {
+            drop_type_dependent_fields(spec, old_spec);
         }
         if ty == "ExternalName" {
             return;
@@ -459,6 +475,85 @@ impl Defaulter {
                 }
             }
         }
+    }
+}
+
+/// The service strategy's `dropTypeDependentFields`: on a type change, values the
+/// server allocated or defaulted for the old type go when the user left them as they
+/// were (a changed value is the user's and stays, for validation to judge).
+fn drop_type_dependent_fields(spec: &mut Obj, old: &Value) {
+    let old_type = old
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
+    let new_type = str_of(spec, "type").to_string();
+    let same = |spec: &Obj, key: &str| spec.get(key) == old.get(key);
+    let needs_ip = |t: &str| t != "ExternalName";
+    if needs_ip(old_type) && !needs_ip(&new_type) {
+        if same(spec, "clusterIP") && same(spec, "clusterIPs") {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
+        }
+        for key in ["ipFamilies", "ipFamilyPolicy"] {
+            if same(spec, key) {
+                spec.remove(key);
+            }
+        }
+    }
+    let allocates = |t: &str, s: Option<&Value>| {
+        t == "NodePort"
+            || (t == "LoadBalancer"
+                && s.and_then(|s| s.get("allocateLoadBalancerNodePorts"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true))
+    };
+    let node_ports = |ports: Option<&Value>| -> Vec<Option<Value>> {
+        ports
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| p.get("nodePort").cloned())
+            .collect()
+    };
+    let new_allocates = allocates(&new_type, Some(&Value::Object(spec.clone())));
+    if allocates(old_type, Some(old))
+        && !new_allocates
+        && node_ports(spec.get("ports")) == node_ports(old.get("ports"))
+        && let Some(ports) = array(spec, "ports")
+    {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
+        }
+    }
+    let local_lb = |t: &str, s: &Value| {
+        t == "LoadBalancer"
+            && s.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
+    };
+    if local_lb(old_type, old)
+        && !local_lb(&new_type, &Value::Object(spec.clone()))
+        && same(spec, "healthCheckNodePort")
+    {
+        spec.remove("healthCheckNodePort");
+    }
+    if old_type == "LoadBalancer" && new_type != "LoadBalancer" {
+        for key in ["allocateLoadBalancerNodePorts", "loadBalancerClass"] {
+            if same(spec, key) {
+                spec.remove(key);
+            }
+        }
+    }
+    let external = |t: &str, s: &Value| {
+        t == "NodePort"
+            || t == "LoadBalancer"
+            || s.get("externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+    };
+    if external(old_type, old)
+        && !external(&new_type, &Value::Object(spec.clone()))
+        && same(spec, "externalTrafficPolicy")
+    {
+        spec.remove("externalTrafficPolicy");
     }
 }
 

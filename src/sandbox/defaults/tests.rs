@@ -845,3 +845,42 @@ fn limit_ranges_fill_defaults_from_max_and_min() {
     );
     assert!(lr["spec"]["limits"][1].get("default").is_none());
 }
+
+#[test]
+fn changing_a_service_type_drops_what_the_old_type_needed() {
+    let d = Defaulter::new();
+    let mut lb = service(json!({"type": "LoadBalancer", "ports": [{"port": 443}]}));
+    lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+    d.default_object("", "Service", &mut lb, None);
+    assert!(lb["spec"]["ports"][0]["nodePort"].is_number());
+
+    // An update that only changes the type, as a merge patch leaves it.
+    let mut to_cluster_ip = lb.clone();
+    to_cluster_ip["spec"]["type"] = json!("ClusterIP");
+    d.default_object("", "Service", &mut to_cluster_ip, Some(&lb));
+    let spec = &to_cluster_ip["spec"];
+    assert!(spec["ports"][0].get("nodePort").is_none());
+    assert!(spec.get("externalTrafficPolicy").is_none());
+    assert!(spec.get("allocateLoadBalancerNodePorts").is_none());
+    assert_eq!(spec["clusterIP"], lb["spec"]["clusterIP"]);
+    assert_eq!(to_cluster_ip["status"], json!({"loadBalancer": {}}));
+    d.release(&lb, Some(&to_cluster_ip));
+
+    let mut to_external = to_cluster_ip.clone();
+    to_external["spec"]["type"] = json!("ExternalName");
+    to_external["spec"]["externalName"] = json!("example.com");
+    d.default_object("", "Service", &mut to_external, Some(&to_cluster_ip));
+    let spec = &to_external["spec"];
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        assert!(spec.get(key).is_none(), "{key} kept");
+    }
+
+    // A nodePort the user changed is theirs: it stays for validation to judge.
+    let mut np = service(json!({"type": "NodePort", "ports": [{"port": 80}]}));
+    d.default_object("", "Service", &mut np, None);
+    let mut changed = np.clone();
+    changed["spec"]["type"] = json!("ClusterIP");
+    changed["spec"]["ports"][0]["nodePort"] = json!(30500);
+    d.default_object("", "Service", &mut changed, Some(&np));
+    assert_eq!(changed["spec"]["ports"][0]["nodePort"], 30500);
+}
