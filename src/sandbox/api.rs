@@ -17,7 +17,6 @@ use hyper::body::Frame;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
-use super::crd;
 use super::defaults::{self, Defaulter};
 use super::faults::{Counters, Faults};
 use super::fields::{self, ApplyError, ApplyOptions};
@@ -962,6 +961,7 @@ impl State {
     /// After an object is gone: cascade to its dependents, and stop serving a CRD's
     /// resources when the CRD goes.
     fn after_delete(&self, resource: &Arc<ResourceType>, object: &Value, cascade: bool) {
+        self.defaulter.release(object, None);
         let uid = object
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
@@ -1249,7 +1249,9 @@ impl State {
             if let Some(schema) =
                 registry.custom_schema(&resource.group, &resource.version, &resource.kind)
             {
-                crd::apply_defaults(schema, &mut new);
+                // Structural pruning, then defaulting, as kube-apiserver does.
+                defaults::prune_custom_resource(schema, &mut new);
+                defaults::default_custom_resource(schema, &mut new);
             }
         } else {
             self.defaulter.default_object(
@@ -1273,14 +1275,17 @@ impl State {
         let type_errors = schema.validate(&new);
         errors.extend(type_errors.invalid);
         if !errors.is_empty() {
+            self.defaulter.release(&new, old_value.as_ref());
+            let kind = validate::qualified_kind(&resource.group, &resource.kind);
             return Err(ApiError::Invalid {
+                message: validate::invalid_message(&kind, name, &errors),
                 kind: resource.kind.clone(),
                 name: name.clone(),
-                message: validate::invalid_message(&resource.kind, name, &errors),
-                causes: errors.iter().map(validate::FieldError::cause).collect(),
+                causes: errors.iter().map(cause).collect(),
             });
         }
         if strict && !type_errors.unknown.is_empty() {
+            self.defaulter.release(&new, old_value.as_ref());
             let fields: Vec<String> = type_errors
                 .unknown
                 .iter()
@@ -1321,14 +1326,18 @@ impl State {
 
         let Some(old) = old else {
             if dry_run {
+                self.defaulter.release(&new, None);
                 return Ok((StatusCode::CREATED, new));
             }
             let stored = self
                 .store
                 .put(&resource.key(), &key, None, &mut new)
-                .map_err(|_| ApiError::AlreadyExists {
-                    plural: resource.plural.clone(),
-                    name: name.clone(),
+                .map_err(|_| {
+                    self.defaulter.release(&new, None);
+                    ApiError::AlreadyExists {
+                        plural: resource.plural.clone(),
+                        name: name.clone(),
+                    }
                 })?;
             self.after_write(&resource, &key, &stored);
             return Ok((StatusCode::CREATED, new));
@@ -1340,6 +1349,7 @@ impl State {
         }
         new["metadata"]["resourceVersion"] = old.resource_version.to_string().into();
         if dry_run {
+            self.defaulter.release(&new, Some(&old_value));
             return Ok((StatusCode::OK, new));
         }
         // An object being deleted goes once its last finalizer is removed.
@@ -1361,10 +1371,15 @@ impl State {
         let stored = self
             .store
             .put(&resource.key(), &key, Some(old.resource_version), &mut new)
-            .map_err(|err| match err {
-                PutError::Gone => ApiError::not_found(&resource.plural, name),
-                _ => conflict(&resource, name),
+            .map_err(|err| {
+                self.defaulter.release(&new, Some(&old_value));
+                match err {
+                    PutError::Gone => ApiError::not_found(&resource.plural, name),
+                    _ => conflict(&resource, name),
+                }
             })?;
+        // Addresses and ports the old object held and the new one does not are free.
+        self.defaulter.release(&old_value, Some(&new));
         self.after_write(&resource, &key, &stored);
         Ok((StatusCode::OK, new))
     }
@@ -1406,11 +1421,17 @@ impl State {
             return;
         };
         self.registry_mut().add_custom(&key.1, custom);
-        if crd::is_established(&crd) {
+        let established = crd
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+        if established {
             return;
         }
-        crd["status"]["acceptedNames"] = crd::accepted_names(&crd);
-        crd["status"]["conditions"] = crd::established_conditions(&now());
+        crd["status"] = defaults::crd_established_status(&crd, &now());
         let _ = self.store.put(
             &resource.key(),
             key,
@@ -1500,6 +1521,15 @@ fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// A validation error as a `Status` cause.
+fn cause(error: &validate::FieldError) -> Cause {
+    Cause {
+        reason: error.reason.as_str().to_string(),
+        message: error.message.clone(),
+        field: error.field.clone(),
+    }
 }
 
 fn conflict(resource: &ResourceType, name: &str) -> ApiError {

@@ -8,7 +8,6 @@
 
 pub mod api;
 pub mod controllers;
-pub mod crd;
 pub mod defaults;
 pub mod faults;
 pub mod fields;
