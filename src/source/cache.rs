@@ -105,7 +105,10 @@ impl SourceCache {
     /// [`SourceCache::read_files`] still reads.
     pub async fn sync(&self, source: &Source) -> Result<Revision, SourceError> {
         let requested = Instant::now();
-        let result = self.sync_inner(source, requested).await;
+        let result = self
+            .sync_inner(source, requested)
+            .await
+            .map_err(|e| e.redact(&source.url));
         self.record(source, &result);
         result
     }
@@ -166,6 +169,16 @@ impl SourceCache {
         revision: &Revision,
         path: &str,
     ) -> Result<Vec<SourceFile>, SourceError> {
+        self.read_path_inner(source, revision, path)
+            .map_err(|e| e.redact(&source.url))
+    }
+
+    fn read_path_inner(
+        &self,
+        source: &Source,
+        revision: &Revision,
+        path: &str,
+    ) -> Result<Vec<SourceFile>, SourceError> {
         let entry = self.entry(&source.repo_key());
         let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
         let repo = Repository::open_bare(&entry.dir).map_err(|e| {
@@ -196,8 +209,9 @@ impl SourceCache {
             return Ok(status.last_good.is_none());
         }
         let entry = self.entry(&source.repo_key());
+        let url = source.url.clone();
         let source = source.clone();
-        tokio::task::spawn_blocking(move || {
+        let moved: Result<bool, SourceError> = tokio::task::spawn_blocking(move || {
             let remote = ls_remote(&source.url, &source.auth, &source.reference)?;
             let local = Repository::open_bare(&entry.dir)
                 .ok()
@@ -211,7 +225,8 @@ impl SourceCache {
         .await
         .map_err(|e| SourceError::Git {
             message: format!("check task failed: {e}"),
-        })?
+        })?;
+        moved.map_err(|e: SourceError| e.redact(&url))
     }
 
     /// The source's readiness and last good revision.

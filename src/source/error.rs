@@ -70,6 +70,45 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// The same error with the password of `url` (if it has one) replaced by `***`
+    /// everywhere, including in libgit2's own messages, which may quote the URL.
+    pub(crate) fn redact(self, url: &str) -> Self {
+        let Some(password) = super::url::password_in(url) else {
+            return self;
+        };
+        let fix = |s: String| s.replace(password, "***");
+        match self {
+            SourceError::Unreachable { url, message } => SourceError::Unreachable {
+                url: fix(url),
+                message: fix(message),
+            },
+            SourceError::AuthRefused { url, message } => SourceError::AuthRefused {
+                url: fix(url),
+                message: fix(message),
+            },
+            SourceError::Credentials { url, message } => SourceError::Credentials {
+                url: fix(url),
+                message: fix(message),
+            },
+            SourceError::HostKeyUnknown { host, message } => SourceError::HostKeyUnknown {
+                host,
+                message: fix(message),
+            },
+            SourceError::RefMissing { url, reference } => SourceError::RefMissing {
+                url: fix(url),
+                reference,
+            },
+            SourceError::CacheCorrupt { url, message } => SourceError::CacheCorrupt {
+                url: fix(url),
+                message: fix(message),
+            },
+            SourceError::Git { message } => SourceError::Git {
+                message: fix(message),
+            },
+            other => other,
+        }
+    }
+
     /// Whether retrying unchanged (with backoff) can succeed.
     pub fn is_retryable(&self) -> bool {
         match self {

@@ -31,7 +31,7 @@ pub use poll::{
     SourceState, SourceWatcher, Trigger, Triggers,
 };
 pub use read::{FileKind, MAX_FILE_BYTES, SourceFile};
-pub use url::{RepoKey, normalize_repo_url};
+pub use url::{RepoKey, normalize_repo_url, redact_url};
 pub use webhook::{
     DEFAULT_WEBHOOK_BODY_LIMIT, Provider, WebhookConfig, WebhookSecret, WebhookState,
     webhook_router,
@@ -91,7 +91,13 @@ impl Source {
 
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}:{}", self.url, self.reference, self.path)
+        write!(
+            f,
+            "{}@{}:{}",
+            redact_url(&self.url),
+            self.reference,
+            self.path
+        )
     }
 }
 

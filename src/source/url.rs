@@ -53,6 +53,25 @@ impl fmt::Display for RepoKey {
     }
 }
 
+/// The URL with any password in it replaced by `***`, for messages and logs. tether
+/// reads credentials from the environment or files, but a URL pasted with a token in
+/// it must still never be printed.
+pub fn redact_url(raw: &str) -> String {
+    match password_in(raw) {
+        Some(pw) => raw.replace(pw, "***"),
+        None => raw.to_string(),
+    }
+}
+
+/// The password of `scheme://user:password@host/...`, if any.
+pub(crate) fn password_in(raw: &str) -> Option<&str> {
+    let (_, rest) = raw.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then_some(password)
+}
+
 /// Normalize a repository URL to its [`RepoKey`].
 pub fn normalize_repo_url(raw: &str) -> RepoKey {
     let raw = raw.trim();
@@ -165,6 +184,19 @@ mod tests {
         let url = normalize_repo_url(&format!("file://{}", dir.to_string_lossy()));
         assert_eq!(plain, url);
         assert!(plain.host_path.starts_with("file:/"));
+    }
+
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        assert_eq!(
+            redact_url("https://user:tok3n@h.example/org/r.git"),
+            "https://user:***@h.example/org/r.git"
+        );
+        assert_eq!(redact_url("https://user@h/r"), "https://user@h/r");
+        assert_eq!(
+            redact_url("git@github.com:org/r.git"),
+            "git@github.com:org/r.git"
+        );
     }
 
     #[test]

@@ -335,6 +335,27 @@ async fn smart_http_with_basic_auth_and_token_from_files() {
     assert!(!err.is_retryable());
     assert!(!err.to_string().contains("nope"), "secret leaked: {err}");
 
+    // A password pasted into the URL is used, and never shown.
+    let in_url = Source::new(
+        format!("http://tether:pasted-pw@127.0.0.1:{}/app", http.port),
+        "main",
+        "deploy",
+    );
+    let err = fresh
+        .sync(&in_url)
+        .await
+        .expect_err("wrong password in the URL");
+    assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+    let status = fresh.status(&in_url);
+    for shown in [
+        err.to_string(),
+        format!("{err:?}"),
+        format!("{status:?}"),
+        in_url.to_string(),
+    ] {
+        assert!(!shown.contains("pasted-pw"), "password leaked: {shown}");
+    }
+
     let anonymous = Source::new(http.url("app"), "main", "deploy");
     let err = fresh.sync(&anonymous).await.expect_err("no credentials");
     assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
