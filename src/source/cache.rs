@@ -421,7 +421,16 @@ fn fetch(repo: &Repository, url: &str, auth: &Auth, reference: &str) -> Result<(
             .prune(FetchPrune::On)
             .download_tags(AutotagOption::None)
             .update_fetchhead(false);
-        remote.fetch(FETCH_REFSPECS, Some(&mut opts), None)
+        let fetched = remote.fetch(FETCH_REFSPECS, Some(&mut opts), None);
+        if fetched.is_ok() {
+            // Remember the remote's default branch so a source may follow `HEAD`.
+            if let Ok(name) = remote.default_branch() {
+                if let Ok(name) = name.as_str() {
+                    let _ = repo.set_head(name);
+                }
+            }
+        }
+        fetched
     };
     if let Err(e) = result {
         return Err(classify(url, e, outcome.into_inner()));
@@ -442,11 +451,30 @@ fn fetch(repo: &Repository, url: &str, auth: &Auth, reference: &str) -> Result<(
     Ok(())
 }
 
+/// `HEAD` (or no reference at all) follows the remote's default branch.
+pub(crate) fn follows_default_branch(reference: &str) -> bool {
+    reference.is_empty() || reference == "HEAD"
+}
+
 /// The commit a reference points to in the local clone, `None` when it is not there.
 fn resolve_local(repo: &Repository, reference: &str) -> Result<Option<Oid>, SourceError> {
     if is_full_sha(reference) {
         let oid = Oid::from_str(reference).map_err(git_err)?;
         return Ok(repo.find_commit(oid).ok().map(|c| c.id()));
+    }
+    if follows_default_branch(reference) {
+        return match repo.head() {
+            Ok(head) => Ok(Some(head.peel_to_commit().map_err(git_err)?.id())),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    git2::ErrorCode::UnbornBranch | git2::ErrorCode::NotFound
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(git_err(e)),
+        };
     }
     let candidates = if reference.starts_with("refs/") {
         vec![reference.to_string()]
@@ -482,7 +510,9 @@ fn ls_remote(url: &str, auth: &Auth, reference: &str) -> Result<Option<Oid>, Sou
             None,
         )?;
         let heads = conn.list()?;
-        let names: Vec<String> = if reference.starts_with("refs/") {
+        let names: Vec<String> = if follows_default_branch(reference) {
+            vec!["HEAD".to_string()]
+        } else if reference.starts_with("refs/") {
             vec![reference.to_string()]
         } else {
             vec![

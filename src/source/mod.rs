@@ -46,8 +46,8 @@ pub struct Source {
     /// Repository URL: `file://`, a plain local path, `git://`, `http(s)://`,
     /// `ssh://` or scp-like `user@host:path`.
     pub url: String,
-    /// A branch (`main`), a tag (`v1.2.0`), a full ref name (`refs/heads/main`) or a
-    /// full 40-hex commit SHA.
+    /// A branch (`main`), a tag (`v1.2.0`), a full ref name (`refs/heads/main`), a
+    /// full 40-hex commit SHA, or `HEAD` (also `""`) for the remote's default branch.
     pub reference: String,
     /// Directory (or single file) inside the repository; `""` or `"."` is the root.
     pub path: String,

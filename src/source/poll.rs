@@ -109,6 +109,11 @@ impl PushedRef {
     /// Does a source following `reference` follow this ref? A bare reference may name
     /// a branch or a tag (sync tries branches first, then tags).
     fn matches(&self, reference: &str) -> bool {
+        // A source following the default branch cannot tell from a push which branch
+        // that is: any branch push wakes it, and its sync finds out whether HEAD moved.
+        if super::cache::follows_default_branch(reference) {
+            return matches!(self, PushedRef::Branch(_));
+        }
         match self {
             PushedRef::Branch(b) => {
                 reference == b || reference.strip_prefix("refs/heads/") == Some(b)
@@ -309,6 +314,23 @@ mod tests {
         );
         let ssh = vec!["ssh://git@github.com/org/other.git".to_string()];
         assert_eq!(triggers.push(&ssh, &PushedRef::parse("main")), vec![other]);
+    }
+
+    #[test]
+    fn a_source_following_head_wakes_on_any_branch_push() {
+        let triggers = Triggers::new();
+        let head = Source::new("https://git.example.com/team/app", "HEAD", "");
+        triggers.register(&head);
+        let urls = vec!["git@git.example.com:team/app.git".to_string()];
+        assert_eq!(
+            triggers.push(&urls, &PushedRef::parse("refs/heads/trunk")),
+            vec![head]
+        );
+        assert!(
+            triggers
+                .push(&urls, &PushedRef::parse("refs/tags/v1"))
+                .is_empty()
+        );
     }
 
     #[test]

@@ -453,6 +453,9 @@ async fn tags_shas_and_missing_refs_and_paths() {
     assert_eq!(cache.sync(&pinned).await.expect("sha").sha, first);
     let full = Source::new(origin.file_url(), "refs/heads/main", "deploy");
     assert_eq!(cache.sync(&full).await.expect("full ref").sha, second);
+    let head = Source::new(origin.file_url(), "HEAD", "deploy");
+    assert_eq!(cache.sync(&head).await.expect("default branch").sha, second);
+    assert!(!cache.remote_moved(&head).await.expect("ls-remote HEAD"));
 
     let missing = Source::new(origin.file_url(), "no-such-branch", "deploy");
     let err = cache.sync(&missing).await.expect_err("missing ref");
