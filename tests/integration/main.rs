@@ -2,4 +2,5 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod source;
 mod support;
