@@ -120,7 +120,10 @@ fn custom_document(registry: &Registry, group: &str, version: &str) -> Vec<u8> {
         let name = format!("{}.{version}.{}", reversed_group.join("."), resource.kind);
         let gvk = json!({"group": group, "version": version, "kind": resource.kind});
         let collection = if resource.namespaced {
-            format!("/apis/{group}/{version}/namespaces/{{namespace}}/{}", resource.plural)
+            format!(
+                "/apis/{group}/{version}/namespaces/{{namespace}}/{}",
+                resource.plural
+            )
         } else {
             format!("/apis/{group}/{version}/{}", resource.plural)
         };
