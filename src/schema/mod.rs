@@ -456,6 +456,34 @@ impl<'a> Node<'a> {
         self.items()?.field_default(key)
     }
 
+    /// The identity of item `index` of this list: its key fields sorted by name, with
+    /// a key the item omits taken from its schema default (`protocol: "TCP"`), for a
+    /// list-map; its value for a set; its position otherwise. `Err` says why an item
+    /// of a list-map has no identity, in the API server's words.
+    pub fn item_element(&self, index: usize, item: &Value) -> Result<PathElement, String> {
+        match self.list_type() {
+            Some(ListType::Set) => Ok(PathElement::Value(item.clone())),
+            Some(ListType::Map { keys }) if !keys.is_empty() => {
+                let Value::Object(fields) = item else {
+                    return Err("associative list with keys may not have non-map elements".into());
+                };
+                let mut key = Vec::with_capacity(keys.len());
+                for name in keys {
+                    match fields.get(name).or_else(|| self.key_default(name)) {
+                        Some(v) => key.push((name.clone(), v.clone())),
+                        None => {
+                            return Err(format!(
+                                "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
+                            ));
+                        }
+                    }
+                }
+                Ok(PathElement::key(key))
+            }
+            _ => Ok(PathElement::Index(index)),
+        }
+    }
+
     /// Strategic-merge-patch strategy of this list (`x-kubernetes-patch-strategy`,
     /// `x-kubernetes-patch-merge-key`).
     pub fn list_patch_strategy(&self) -> Option<&'a PatchStrategy> {
@@ -572,6 +600,12 @@ impl Schemas {
             arena: Arc::clone(&doc.arena),
             root,
         })
+    }
+
+    /// The schema of a built-in kind by `apiVersion` (`apps/v1`, `v1`).
+    pub fn get_by_api_version(&self, api_version: &str, kind: &str) -> Option<Schema> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        self.get(group, version, kind)
     }
 
     /// The group versions held, as `(group, version)`.

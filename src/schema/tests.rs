@@ -409,3 +409,34 @@ fn zero_object_has_non_pointer_structs_and_required_lists() {
         .expect("ConfigMap");
     assert_eq!(cm.zero_object(), json!({"metadata": {}}));
 }
+
+#[test]
+fn list_items_are_identified_as_the_server_identifies_them() {
+    let schema = Schemas::builtin()
+        .get_by_api_version("apps/v1", "Deployment")
+        .expect("Deployment");
+    let containers = path(schema.root(), &["spec", "template", "spec", "containers"]);
+    let ports = path(containers, &["[]", "ports"]);
+    assert_eq!(
+        ports
+            .item_element(0, &json!({"containerPort": 80, "name": "http"}))
+            .map(|pe| pe.to_string()),
+        Ok("[containerPort=80,protocol=\"TCP\"]".to_string())
+    );
+    assert!(ports.item_element(0, &json!("80")).is_err());
+    let finalizers = path(schema.root(), &["metadata", "finalizers"]);
+    assert_eq!(
+        finalizers.item_element(1, &json!("a/b")),
+        Ok(PathElement::Value(json!("a/b")))
+    );
+    let command = path(containers, &["[]", "command"]);
+    assert_eq!(
+        command.item_element(2, &json!("sh")),
+        Ok(PathElement::Index(2))
+    );
+    assert!(
+        Schemas::builtin()
+            .get_by_api_version("v1", "Secret")
+            .is_some()
+    );
+}

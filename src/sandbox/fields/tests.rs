@@ -871,3 +871,88 @@ fn strategic_merge_patch_errors() {
         Err(PatchError::InvalidDirective { .. })
     ));
 }
+
+#[test]
+fn subresource_writes_keep_their_own_entries() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let live = response(&fixture("apply/deployment-web.json"));
+    let mut new = live.clone();
+    new["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    record_update(
+        &schema,
+        Some(&live),
+        &mut new,
+        &UpdateOptions {
+            manager: "kube-controller-manager",
+            api_version: "apps/v1",
+            now: T18,
+            reset_fields: &[],
+            subresource: "status",
+        },
+    );
+    let entries = managed(&new).as_array().expect("entries");
+    assert_eq!(entries.len(), 2);
+    assert_same_json(
+        &entries[1],
+        &json!({
+            "manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
+            "time": T18, "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:readyReplicas": {}, "f:replicas": {}}},
+            "subresource": "status"
+        }),
+        "status entry",
+    );
+    // The main resource ignores status: the same change there records nothing.
+    let mut main = live.clone();
+    main["status"] = json!({"replicas": 1});
+    record_update(
+        &schema,
+        Some(&live),
+        &mut main,
+        &update_opts("kubectl", "apps/v1"),
+    );
+    assert_eq!(managed(&main), managed(&live));
+}
+
+#[test]
+fn a_manager_that_loses_every_field_is_dropped() {
+    let schema = Schemas::builtin()
+        .get("", "v1", "ConfigMap")
+        .expect("ConfigMap");
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+    let mut created = live.clone();
+    record_update(
+        &schema,
+        None,
+        &mut created,
+        &update_opts("kubectl-create", "v1"),
+    );
+    assert_eq!(
+        managed(&created)[0]["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "2"}});
+    let got = apply(
+        &schema,
+        Some(&created),
+        &config,
+        &opts("tether", true, "v1", T18),
+    )
+    .expect("apply");
+    let entries = managed(&got).as_array().expect("entries");
+    // kubectl-create keeps only the map it created; its key moved to tether.
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1]["fieldsV1"], json!({"f:data": {}}));
+    let mut emptied = got.clone();
+    emptied.as_object_mut().expect("obj").remove("data");
+    record_update(
+        &schema,
+        Some(&got),
+        &mut emptied,
+        &update_opts("kubectl-edit", "v1"),
+    );
+    assert!(
+        emptied["metadata"].get("managedFields").is_none(),
+        "{emptied}"
+    );
+}

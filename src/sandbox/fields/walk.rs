@@ -22,43 +22,13 @@ fn path_string(path: &[PathElement]) -> String {
     crate::schema::render_path(path)
 }
 
-/// The identity of item `index` of a list: its key fields (defaults filled in), its
-/// value, or its position. `Err` carries the reason an item has no identity.
-pub(super) fn item_element(
-    list: Node<'_>,
-    index: usize,
-    item: &Value,
-) -> Result<PathElement, String> {
-    match list.list_type() {
-        Some(ListType::Set) => Ok(PathElement::Value(item.clone())),
-        Some(ListType::Map { keys }) if !keys.is_empty() => {
-            let Value::Object(fields) = item else {
-                return Err("associative list with keys may not have non-map elements".into());
-            };
-            let mut key = Vec::with_capacity(keys.len());
-            for name in keys {
-                match fields.get(name).or_else(|| list.key_default(name)) {
-                    Some(v) => key.push((name.clone(), v.clone())),
-                    None => {
-                        return Err(format!(
-                            "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
-                        ));
-                    }
-                }
-            }
-            Ok(PathElement::key(key))
-        }
-        _ => Ok(PathElement::Index(index)),
-    }
-}
-
 /// Item identities of a list, falling back to positions for items without one (a
 /// stored object is taken as it is).
 fn lenient_elements(list: Node<'_>, items: &[Value]) -> Vec<PathElement> {
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| item_element(list, i, item).unwrap_or(PathElement::Index(i)))
+        .map(|(i, item)| list.item_element(i, item).unwrap_or(PathElement::Index(i)))
         .collect()
 }
 
@@ -101,7 +71,7 @@ fn collect_fields(
             let item_node = node.items().unwrap_or(node);
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let pe = item_element(node, i, item).map_err(|message| WalkError {
+                let pe = node.item_element(i, item).map_err(|message| WalkError {
                     path: format!("{}: element {i}", path_string(path)),
                     message,
                 })?;
