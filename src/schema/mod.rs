@@ -206,6 +206,9 @@ impl Arena {
 pub struct Schema {
     arena: Arc<Arena>,
     root: TypeId,
+    /// Built-in kinds start from Go zero values; custom resources (and unknown
+    /// kinds) from an empty object, as the API server handles them unstructured.
+    typed_zero: bool,
 }
 
 impl Schema {
@@ -219,6 +222,7 @@ impl Schema {
         Schema {
             arena: Arc::new(arena),
             root,
+            typed_zero: false,
         }
     }
 
@@ -239,6 +243,7 @@ impl Schema {
                 Schema {
                     arena: Arc::new(arena),
                     root,
+                    typed_zero: false,
                 }
             })
             .clone()
@@ -261,8 +266,12 @@ impl Schema {
     /// The object a create starts from: what the API server's zero value of the kind
     /// looks like once serialized (non-pointer structs as `{}`, required lists and
     /// maps as `null`). Server-side apply compares against it when an object is
-    /// created, which decides where FieldsV1 says `"."`.
+    /// created, which decides where FieldsV1 says `"."`. Custom resources start from
+    /// `{}`.
     pub fn zero_object(&self) -> Value {
+        if !self.typed_zero {
+            return Value::Object(serde_json::Map::new());
+        }
         zero_value(self.root(), 0).unwrap_or(Value::Object(serde_json::Map::new()))
     }
 }
@@ -599,6 +608,7 @@ impl Schemas {
         Some(Schema {
             arena: Arc::clone(&doc.arena),
             root,
+            typed_zero: true,
         })
     }
 

@@ -408,6 +408,10 @@ fn zero_object_has_non_pointer_structs_and_required_lists() {
         .get("", "v1", "ConfigMap")
         .expect("ConfigMap");
     assert_eq!(cm.zero_object(), json!({"metadata": {}}));
+    let crd = Schema::from_openapi_v3(&json!({"type": "object", "properties": {
+        "spec": {"type": "object", "default": {}, "properties": {"a": {"type": "string"}}}}}));
+    assert_eq!(crd.zero_object(), json!({}));
+    assert_eq!(Schema::untyped().zero_object(), json!({}));
 }
 
 #[test]

@@ -956,3 +956,23 @@ fn a_manager_that_loses_every_field_is_dropped() {
         "{emptied}"
     );
 }
+
+#[test]
+fn a_custom_resource_created_by_an_update_owns_its_top_level_objects() {
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget"});
+    let schema = schema_of(&widget);
+    let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"color": "red", "size": 1}});
+    record_update(
+        &schema,
+        None,
+        &mut obj,
+        &update_opts("kubectl-create", "example.com/v1"),
+    );
+    assert_same_json(
+        &managed(&obj)[0]["fieldsV1"],
+        &json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                "f:spec": {".": {}, "f:color": {}, "f:size": {}}}),
+        "widget",
+    );
+}
