@@ -155,8 +155,12 @@ fn merge_object(
         let key = node
             .field_patch_strategy(&field)
             .and_then(|s| s.merge_key.clone());
+        let server = match original.get(&field) {
+            Some(Value::Array(server)) => server.clone(),
+            _ => Vec::new(),
+        };
         if let Some(Value::Array(items)) = out.get_mut(&field) {
-            reorder(items, &order, key.as_deref());
+            reorder(items, &order, key.as_deref(), &server);
         }
     }
     if let Some(keep) = retain {
@@ -172,15 +176,39 @@ fn same_item(a: &Value, b: &Value, key: Option<&str>) -> bool {
     }
 }
 
-/// Puts the items named in `order` first, in that order; the rest keep theirs.
-fn reorder(items: &mut Vec<Value>, order: &[Value], key: Option<&str>) {
-    let mut rest = std::mem::take(items);
-    for wanted in order {
-        if let Some(pos) = rest.iter().position(|item| same_item(wanted, item, key)) {
-            items.push(rest.remove(pos));
+/// Orders a merged list as `$setElementOrder` asks: the items it names in its order,
+/// and the items only the server had interleaved among them where the server list
+/// had them (an item only the server had goes before a named item it preceded).
+fn reorder(items: &mut Vec<Value>, order: &[Value], key: Option<&str>, server: &[Value]) {
+    let position = |list: &[Value], item: &Value| list.iter().position(|o| same_item(o, item, key));
+    let mut named: Vec<(usize, Value)> = Vec::new();
+    let mut server_only = Vec::new();
+    for item in std::mem::take(items) {
+        match position(order, &item) {
+            Some(i) => named.push((i, item)),
+            None => server_only.push(item),
         }
     }
-    items.extend(rest);
+    named.sort_by_key(|(i, _)| *i);
+    let mut named = named.into_iter().map(|(_, item)| item).peekable();
+    let mut server_only = server_only.into_iter().peekable();
+    loop {
+        let take_server = match (server_only.peek(), named.peek()) {
+            (Some(s), Some(n)) => match (position(server, s), position(server, n)) {
+                (Some(si), Some(ni)) => si < ni,
+                _ => false,
+            },
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_server {
+            server_only.next()
+        } else {
+            named.next()
+        };
+        items.extend(next);
+    }
 }
 
 fn merge_list(
