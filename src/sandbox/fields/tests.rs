@@ -976,3 +976,42 @@ fn a_custom_resource_created_by_an_update_owns_its_top_level_objects() {
         "widget",
     );
 }
+
+/// A created Deployment starts from Go zero values: its non-pointer structs and
+/// required lists exist before the create, so they are not owned themselves, while
+/// everything the create brings (pointers, maps, list items) is.
+#[test]
+fn a_created_deployment_owns_fields_like_kubectl_create() {
+    let mut obj = response(&fixture("apply/deployment-web.json"));
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("managedFields");
+    let schema = schema_of(&obj);
+    record_update(
+        &schema,
+        None,
+        &mut obj,
+        &update_opts("kubectl-create", "apps/v1"),
+    );
+    let fields = &managed(&obj)[0]["fieldsV1"];
+    let spec = &fields["f:spec"];
+    assert!(spec.get(".").is_none());
+    assert_eq!(
+        spec["f:strategy"],
+        json!({"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}})
+    );
+    let pod = &spec["f:template"]["f:spec"];
+    assert!(pod.get(".").is_none());
+    assert!(
+        pod["f:containers"].get(".").is_none(),
+        "containers is required"
+    );
+    assert_eq!(pod["f:securityContext"], json!({}));
+    let sidecar = &pod["f:containers"]["k:{\"name\":\"sidecar\"}"];
+    assert_eq!(sidecar["."], json!({}));
+    assert_eq!(sidecar["f:resources"], json!({}));
+    assert_eq!(sidecar["f:imagePullPolicy"], json!({}));
+    assert_eq!(fields["f:metadata"]["f:labels"]["."], json!({}));
+    assert!(fields.get("f:status").is_none());
+}
