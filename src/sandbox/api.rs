@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 
 use super::defaults::{self, Defaulter};
 use super::faults::{Counters, Faults};
-use super::fields::{self, ApplyError, ApplyOptions};
+use super::fields::{self, ApplyError, ApplyOptions, UpdateOptions};
 use super::registry::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, Cause};
@@ -778,34 +778,21 @@ impl State {
             api_version: &api_version,
             now: &now,
             reset_fields: reset,
+            subresource: target.subresource.as_deref().unwrap_or_default(),
         };
         let merged =
-            fields::apply(&schema, live.as_ref(), &config, &options).map_err(|err| match err {
-                ApplyError::Conflicts(conflicts) => {
-                    let count = conflicts.len();
-                    let mut message = format!(
-                        "Apply failed with {count} conflict{}: ",
-                        if count == 1 { "" } else { "s" }
-                    );
-                    message.push_str(
-                        &conflicts
-                            .iter()
-                            .map(|c| format!("conflict with \"{}\": {}", c.manager, c.field))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    );
-                    ApiError::ApplyConflict {
-                        message,
-                        causes: conflicts
-                            .iter()
-                            .map(|c| Cause {
-                                reason: "FieldManagerConflict".into(),
-                                message: format!("conflict with \"{}\"", c.manager),
-                                field: c.field.clone(),
-                            })
-                            .collect(),
-                    }
-                }
+            fields::apply(&schema, live.as_ref(), &config, &options).map_err(|err| match &err {
+                ApplyError::Conflicts(conflicts) => ApiError::ApplyConflict {
+                    message: err.to_string(),
+                    causes: conflicts
+                        .iter()
+                        .map(|c| Cause {
+                            reason: "FieldManagerConflict".into(),
+                            message: c.message(),
+                            field: c.field.clone(),
+                        })
+                        .collect(),
+                },
                 other => ApiError::BadRequest(other.to_string()),
             })?;
         let mut write = Write::new(resource.clone(), target.key(), stored, merged, &manager);
@@ -1272,8 +1259,12 @@ impl State {
                 &new,
             ));
         }
-        let type_errors = schema.validate(&new);
-        errors.extend(type_errors.invalid);
+        let checked = schema.validate(&new);
+        errors.extend(checked.type_errors.iter().map(|e| validate::FieldError {
+            field: e.field.clone(),
+            reason: validate::FieldErrorReason::Invalid,
+            message: e.message(),
+        }));
         if !errors.is_empty() {
             self.defaulter.release(&new, old_value.as_ref());
             let kind = validate::qualified_kind(&resource.group, &resource.kind);
@@ -1284,13 +1275,9 @@ impl State {
                 causes: errors.iter().map(cause).collect(),
             });
         }
-        if strict && !type_errors.unknown.is_empty() {
+        if strict && !checked.unknown_fields.is_empty() {
             self.defaulter.release(&new, old_value.as_ref());
-            let fields: Vec<String> = type_errors
-                .unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
+            let fields: Vec<String> = checked.unknown_fields.iter().map(|f| f.message()).collect();
             return Err(ApiError::BadRequest(format!(
                 "strict decoding error: {}",
                 fields.join(", ")
@@ -1298,14 +1285,18 @@ impl State {
         }
 
         if !ownership_tracked {
-            fields::record_update(
-                &schema,
-                old_value.as_ref(),
-                &mut new,
-                &manager,
-                &resource.api_version(),
-                &now(),
-            );
+            let reset: &[&str] = match subresource.as_deref() {
+                None if resource.has_status => &["status"],
+                _ => &[],
+            };
+            let options = UpdateOptions {
+                manager: &manager,
+                api_version: &resource.api_version(),
+                now: &now(),
+                reset_fields: reset,
+                subresource: subresource.as_deref().unwrap_or_default(),
+            };
+            fields::record_update(&schema, old_value.as_ref(), &mut new, &options);
         }
 
         if defaults::tracks_generation(&resource.group, &resource.kind, resource.custom) {
