@@ -5,7 +5,7 @@ use crate::schema::Schemas;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/kube-apiserver-v1.36/"
+    "/tests/fixtures/kube-apiserver-v1.36/"
 );
 /// The time of the recorded SSA sequence and later writes.
 const T18: &str = "2026-11-21T21:02:18Z";
