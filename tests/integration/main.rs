@@ -2,4 +2,6 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod diff_corpus;
+mod manifest;
 mod support;
