@@ -256,7 +256,7 @@ impl<'a, 's> Comparer<'a, 's> {
                 Seg::Key { item, names_len } => {
                     let keys = match self.schema.list_type(self.ty, &self.names[..names_len]) {
                         Some(ListType::Map(keys)) => keys,
-                        _ => Vec::new(),
+                        _ => std::borrow::Cow::Borrowed(&[][..]),
                     };
                     Segment::Key(
                         keys.iter()

@@ -3,6 +3,8 @@
 //! where the full OpenAPI schemas (`crate::schema`) plug in; [`BuiltinSchemas`] is the
 //! fallback that knows the built-in kinds' lists by field name.
 
+use std::borrow::Cow;
+
 use crate::manifest::ObjectId;
 
 /// How a list is merged (`x-kubernetes-list-type`).
@@ -13,7 +15,7 @@ pub enum ListType<'s> {
     /// Scalars, each present or not; order does not matter.
     Set,
     /// Objects addressed by these key fields (`x-kubernetes-list-map-keys`).
-    Map(Vec<&'s str>),
+    Map(Cow<'s, [&'s str]>),
 }
 
 /// How a scalar field's value is normalised by the server.
@@ -103,7 +105,7 @@ const INT_OR_STRING: &[&str] = &["targetPort", "maxSurge", "maxUnavailable", "mi
 impl SchemaLookup for BuiltinSchemas {
     fn list_type(&self, _ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>> {
         if let Some(keys) = builtin_list_keys(path) {
-            return Some(ListType::Map(keys.to_vec()));
+            return Some(ListType::Map(Cow::Borrowed(keys)));
         }
         builtin_is_set(path).then_some(ListType::Set)
     }

@@ -67,6 +67,7 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
     }
     spans.push((start, text.len(), first_line, remainder, preamble));
 
+    let has_markers = spans.len() > 1;
     let mut docs = Vec::new();
     for (s, e, first_line, rem, is_preamble) in spans {
         let body: std::borrow::Cow<'_, str> = match rem {
@@ -77,7 +78,7 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
             None => text[s..e].into(),
         };
         // An empty preamble before the first `---` is not a document.
-        if is_preamble && is_blank(&body) && spans_len_gt_one(text) {
+        if is_preamble && has_markers && is_blank(&body) {
             continue;
         }
         docs.push(Document {
@@ -87,12 +88,6 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
         });
     }
     docs
-}
-
-/// Whether the stream has a document marker at all (so a blank start is a preamble).
-fn spans_len_gt_one(text: &str) -> bool {
-    text.lines()
-        .any(|l| l == "---" || l.starts_with("--- ") || l == "..." || l.starts_with("... "))
 }
 
 fn is_blank(text: &str) -> bool {
