@@ -3,5 +3,7 @@
 //! sandbox with the real `kubectl`.
 
 mod cli;
+mod diff_corpus;
+mod manifest;
 mod source;
 mod support;
