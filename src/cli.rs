@@ -2,13 +2,18 @@
 //! handed to the stage that does the work.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::io::AsyncWriteExt as _;
 
+use crate::cluster::Cluster;
+use crate::reconcile::observe::{
+    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
+};
+use crate::report::drift;
 use crate::sandbox::{self, SandboxOptions};
 use crate::source::{Auth, SecretRef, Source, SourceCache, SourceError};
 
@@ -50,22 +55,91 @@ pub enum Command {
     /// Exits 0 when the source is readable, 2 when it is not (unreachable remote,
     /// refused credentials, missing ref or path).
     Source(SourceArgs),
+
+    /// Show how the cluster (or a snapshot of it) differs from the desired state.
+    ///
+    /// Desired state comes from `--path DIR`, or from `--repo URL --ref REF --path
+    /// SUBDIR`. Live state comes from the cluster (`--kubeconfig`, `--context`, or the
+    /// default kubeconfig / in-cluster config), compared with the API server's own
+    /// server-side apply dry run, or from `--live FILE|DIR` (objects as `kubectl get -o
+    /// yaml` prints them) for CI jobs with no cluster access. Exits 0 when in sync, 1
+    /// when drift is found, 2 on error.
+    Diff(DiffArgs),
 }
 
-/// Where desired state comes from in Git, and how to authenticate.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Manifests: a local directory, or with --repo a directory inside the repository.
+    #[arg(long)]
+    pub path: String,
+
+    /// Read the manifests from this Git repository instead of the local disk.
+    #[arg(long)]
+    pub repo: Option<String>,
+
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    /// Compare with objects in this file or directory instead of a cluster.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub live: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The app the manifests belong to: its ownership labels are part of the desired
+    /// state, and (with --live) objects labelled for it that Git no longer has are
+    /// reported as Extra. Without it, manifests are compared as written.
+    #[arg(long)]
+    pub app: Option<String>,
+
+    /// Namespace for namespaced objects that name none.
+    #[arg(long, short = 'n', default_value = crate::manifest::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
+
+    /// Colour the text diff: auto (on a terminal), always or never.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
+/// Which cluster to talk to; without either, the default kubeconfig (KUBECONFIG,
+/// ~/.kube/config) or the in-cluster service account, as kubectl does.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Path to a kubeconfig file.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Markdown,
+    Junit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// How to reach a Git repository: cache and credentials.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GitArgs {
-    /// Repository URL: file://, a local path, git://, http(s)://, ssh:// or user@host:path.
-    #[arg(long)]
-    pub repo: String,
-
     /// Branch, tag, full commit SHA, or HEAD (the remote's default branch).
     #[arg(long = "ref", default_value = "HEAD")]
     pub reference: String,
-
-    /// Directory inside the repository.
-    #[arg(long, default_value = ".")]
-    pub path: String,
 
     /// Where clones are kept (one per repository, fetched incrementally).
     #[arg(long, env = "TETHER_CACHE_DIR")]
@@ -101,8 +175,8 @@ pub struct GitArgs {
 }
 
 impl GitArgs {
-    /// The source these arguments name, with its credentials.
-    pub fn source(&self) -> Source {
+    /// The source at `repo` and `path` these arguments name, with its credentials.
+    pub fn source(&self, repo: &str, path: &str) -> Source {
         let secret = |env: &Option<String>, file: &Option<PathBuf>| {
             env.clone()
                 .map(SecretRef::Env)
@@ -131,7 +205,7 @@ impl GitArgs {
         } else {
             Auth::None
         };
-        Source::new(&self.repo, &self.reference, &self.path).with_auth(auth)
+        Source::new(repo, &self.reference, path).with_auth(auth)
     }
 
     pub fn cache(&self) -> Result<SourceCache, SourceError> {
@@ -145,6 +219,14 @@ impl GitArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SourceArgs {
+    /// Repository URL: file://, a local path, git://, http(s)://, ssh:// or user@host:path.
+    #[arg(long)]
+    pub repo: String,
+
+    /// Directory inside the repository.
+    #[arg(long, default_value = ".")]
+    pub path: String,
+
     #[command(flatten)]
     pub git: GitArgs,
 
@@ -217,11 +299,92 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Sandbox(args) => run_sandbox(args).await,
         Command::Source(args) => run_source(args).await,
+        Command::Diff(args) => run_diff(args).await,
+    }
+}
+
+/// Exit code of `tether diff` when drift was found.
+pub const EXIT_DRIFT: u8 = 1;
+
+async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
+    let observation = Observation {
+        app: args.app.as_deref(),
+        default_namespace: &args.namespace,
+        rules: &[],
+    };
+    let report = match diff(&args, &observation).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let color = match args.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    };
+    let format = match args.output {
+        ReportFormat::Text => drift::Format::Text { color },
+        ReportFormat::Json => drift::Format::Json,
+        ReportFormat::Markdown => drift::Format::Markdown,
+        ReportFormat::Junit => drift::Format::Junit,
+    };
+    let mut out = drift::render(&report, format);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    write_stdout(&out)?;
+    Ok(if report.has_drift() { EXIT_DRIFT } else { 0 })
+}
+
+async fn diff(
+    args: &DiffArgs,
+    observation: &Observation<'_>,
+) -> Result<drift::DriftReport, ObserveError> {
+    let desired = match &args.repo {
+        Some(repo) => {
+            let source = args.git.source(repo, &args.path);
+            let cache = args.git.cache()?;
+            read_desired(
+                DesiredInput::Git {
+                    cache: &cache,
+                    source: &source,
+                },
+                observation,
+            )
+            .await?
+        }
+        None => read_desired(DesiredInput::Dir(Path::new(&args.path)), observation).await?,
+    };
+    match &args.live {
+        Some(live) => observe(&desired, LiveInput::Snapshot(live), observation).await,
+        None => {
+            let cluster = Cluster::connect(
+                args.cluster.kubeconfig.as_deref(),
+                args.cluster.context.as_deref(),
+            )
+            .await?;
+            observe(&desired, LiveInput::Cluster(&cluster), observation).await
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`tether diff | head`) is not an error.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
 async fn run_source(args: SourceArgs) -> anyhow::Result<u8> {
-    let source = args.git.source();
+    let source = args.git.source(&args.repo, &args.path);
     let cache = args.git.cache()?;
     let revision = match cache.sync(&source).await {
         Ok(revision) => revision,

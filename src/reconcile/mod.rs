@@ -1,1 +1,3 @@
 //! The level-triggered loop: triggers, backoff, policies, sync windows, leadership.
+
+pub mod observe;

@@ -1,4 +1,3 @@
 //! Drift and sync reports for people and machines.
 
 pub mod drift;
-pub mod offline;

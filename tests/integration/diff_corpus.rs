@@ -11,10 +11,44 @@ use tether::diff::{
     BuiltinSchemas, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, Status, diff_sets,
 };
 use tether::manifest::{ManifestSet, ParseOptions, parse_files};
-use tether::report::drift::{DriftReport, Format, render};
-use tether::report::offline::{
-    EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, OfflineDiff, exit_code, run_offline_diff,
+use tether::reconcile::observe::{
+    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
 };
+use tether::report::drift::{DriftReport, Format, render};
+
+/// `tether diff --path desired --live live [--app app]`, in-process.
+fn offline_diff(
+    desired: &Path,
+    live: &Path,
+    app: Option<&str>,
+) -> Result<DriftReport, ObserveError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let observation = Observation {
+            app,
+            default_namespace: "default",
+            rules: &[],
+        };
+        let desired = read_desired(DesiredInput::Dir(desired), &observation).await?;
+        observe(&desired, LiveInput::Snapshot(live), &observation).await
+    })
+}
+
+/// Runs the `tether` binary and returns its exit code and stdout.
+fn tether_diff(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .arg("diff")
+        .args(args)
+        .output()
+        .expect("tether runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diff")
@@ -235,11 +269,7 @@ fn secret_trees(root: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
 fn no_secret_value_appears_in_any_output_format() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (desired, live) = secret_trees(tmp.path())?;
-    let req = OfflineDiff {
-        app: Some("shop"),
-        ..OfflineDiff::new(&desired, &live)
-    };
-    let report = run_offline_diff(&req)?;
+    let report = offline_diff(&desired, &live, Some("shop"))?;
     let statuses: Vec<_> = report.objects.iter().map(|o| o.drift.status()).collect();
     assert_eq!(
         statuses,
@@ -288,14 +318,21 @@ fn offline_diff_exit_codes_follow_kubectl() -> anyhow::Result<()> {
         &cm.replace("k: v", "k: v, extra: x"),
     )?;
     let (d, l) = (tmp.path().join("d"), tmp.path().join("l"));
-    assert_eq!(
-        exit_code(&run_offline_diff(&OfflineDiff::new(&d, &l))),
-        EXIT_IN_SYNC
-    );
+    let args = |color: &'static str| -> Vec<&std::ffi::OsStr> {
+        vec![
+            "--path".as_ref(),
+            d.as_os_str(),
+            "--live".as_ref(),
+            l.as_os_str(),
+            "--color".as_ref(),
+            color.as_ref(),
+        ]
+    };
+    let (code, out, _) = tether_diff(&args("never"));
+    assert_eq!(code, Some(0), "in sync: {out}");
     write(&l, "cm.yaml", &cm.replace("k: v", "k: w"))?;
-    let result = run_offline_diff(&OfflineDiff::new(&d, &l));
-    assert_eq!(exit_code(&result), EXIT_DRIFT);
-    let text = render(&result?, Format::Text { color: false });
+    let (code, text, _) = tether_diff(&args("never"));
+    assert_eq!(code, Some(1), "drift: {text}");
     assert!(
         text.contains("Modified: ConfigMap shop/a\n  ~ data.k\n"),
         "{text}"
@@ -310,9 +347,9 @@ fn offline_diff_exit_codes_follow_kubectl() -> anyhow::Result<()> {
         "bad.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n",
     )?;
-    let result = run_offline_diff(&OfflineDiff::new(&d, &l));
-    assert_eq!(exit_code(&result), EXIT_ERROR);
-    let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+    let (code, out, message) = tether_diff(&args("never"));
+    assert_eq!(code, Some(2), "an error is never exit 1: {out}");
+    assert!(out.is_empty(), "nothing on stdout for an error: {out}");
     assert!(
         message.contains("bad.yaml, document 1, line 1: missing metadata.name"),
         "{message}"
@@ -326,10 +363,7 @@ fn json_and_junit_follow_the_contract() -> anyhow::Result<()> {
     let (desired, live) = secret_trees(tmp.path())?;
     let report = DriftReport {
         revision: Some("0123abc".into()),
-        ..run_offline_diff(&OfflineDiff {
-            app: Some("shop"),
-            ..OfflineDiff::new(&desired, &live)
-        })?
+        ..offline_diff(&desired, &live, Some("shop"))?
     };
     let v: Value = serde_json::from_str(&render(&report, Format::Json))?;
     assert_eq!(v["revision"], "0123abc");

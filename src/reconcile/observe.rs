@@ -1,0 +1,300 @@
+//! One observation of an application: its desired state (a directory, or one revision
+//! of a Git source) and its live state (a cluster, or a snapshot of objects on disk),
+//! compared. `tether diff` is exactly this; a reconcile pass begins with it.
+//!
+//! Against a cluster the comparison is *online*: each desired object is compared with
+//! the API server's own answer to a server-side apply dry run, so server defaults and
+//! admission never look like drift. Against a snapshot it is *offline*: fields only the
+//! live object has are taken as server defaults, and equal quantities compare equal.
+
+use std::path::Path;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::diff::{
+    APP_LABEL, BuiltinSchemas, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, diff_sets,
+    is_secret,
+};
+use crate::manifest::{ManifestErrors, ManifestSet, ObjectId, ParseOptions, parse_files, read_dir};
+use crate::report::drift::DriftReport;
+use crate::source::{Revision, Source, SourceCache, SourceError};
+
+/// The label every object tether applies carries, with [`MANAGED_BY_VALUE`].
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "tether";
+
+/// How many objects are dry-run against the API server at once: enough to hide
+/// round trips, few enough not to trip API priority and fairness on a real cluster.
+const DRY_RUN_CONCURRENCY: usize = 16;
+
+/// Where desired state is read from.
+pub enum DesiredInput<'a> {
+    /// Manifests in a local directory (a `kustomization.yaml` is rendered).
+    Dir(&'a Path),
+    /// The files under a Git source's path, at the revision its ref resolves to.
+    Git {
+        cache: &'a SourceCache,
+        source: &'a Source,
+    },
+}
+
+/// Where live state is read from.
+pub enum LiveInput<'a> {
+    /// Objects as `kubectl get -o yaml` prints them, in a file or directory.
+    Snapshot(&'a Path),
+    /// A cluster, asked for server-side apply dry runs.
+    Cluster(&'a Cluster),
+}
+
+/// What an observation compares, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    /// The app the objects belong to: ownership labels become part of the desired
+    /// state, and (offline) live objects labelled for the app but no longer desired
+    /// are reported as Extra. Without an app, manifests are compared as written.
+    pub app: Option<&'a str>,
+    /// Namespace for namespaced objects that name none.
+    pub default_namespace: &'a str,
+    pub rules: &'a [IgnoreRule],
+}
+
+/// Desired state at one revision.
+#[derive(Debug)]
+pub struct Desired {
+    pub revision: Option<Revision>,
+    pub manifests: ManifestSet,
+}
+
+/// Why an observation failed; each variant names its stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error("source: {0}")]
+    Source(#[from] SourceError),
+    #[error("desired state: {0}")]
+    Desired(#[source] ManifestErrors),
+    #[error("live objects: {0}")]
+    Live(#[source] ManifestErrors),
+    #[error("cluster: {0}")]
+    Cluster(#[from] ClusterError),
+    /// A task of the observation failed (a panic): a bug, never the input's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The API server refused a dry run of one object (invalid field, conflict, …).
+    #[error("{object}: {message}")]
+    DryRun {
+        object: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+impl ObserveError {
+    /// Whether trying again later can help without a change to Git or configuration.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ObserveError::Source(err) => err.is_retryable(),
+            ObserveError::Desired(_) | ObserveError::Live(_) => false,
+            ObserveError::Internal(_) => true,
+            ObserveError::Cluster(err) => err.is_retryable(),
+            ObserveError::DryRun { retryable, .. } => *retryable,
+        }
+    }
+}
+
+/// Reads and validates the desired state; a revision that does not validate yields
+/// an error naming every bad file and document, and nothing else.
+pub async fn read_desired(
+    input: DesiredInput<'_>,
+    observation: &Observation<'_>,
+) -> Result<Desired, ObserveError> {
+    let default_namespace = observation.default_namespace.to_string();
+    let (revision, mut manifests) = match input {
+        DesiredInput::Dir(path) => {
+            let path = path.to_path_buf();
+            let manifests = tokio::task::spawn_blocking(move || {
+                let options = ParseOptions {
+                    default_namespace: &default_namespace,
+                    ..ParseOptions::default()
+                };
+                read_dir(&path, &options)
+            })
+            .await
+            .map_err(|e| ObserveError::Internal(e.to_string()))?
+            .map_err(ObserveError::Desired)?;
+            (None, manifests)
+        }
+        DesiredInput::Git { cache, source } => {
+            let revision = cache.sync(source).await?;
+            let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
+            let manifests = tokio::task::spawn_blocking(move || {
+                let files = cache
+                    .read_files(&source, &at)
+                    .map_err(ObserveError::Source)?;
+                let files: Vec<(String, Vec<u8>)> =
+                    files.into_iter().map(|f| (f.path, f.bytes)).collect();
+                let options = ParseOptions {
+                    default_namespace: &default_namespace,
+                    ..ParseOptions::default()
+                };
+                parse_files(&files, &options).map_err(ObserveError::Desired)
+            })
+            .await
+            .map_err(|e| ObserveError::Internal(e.to_string()))??;
+            (Some(revision), manifests)
+        }
+    };
+    if let Some(app) = observation.app {
+        label_for_app(&mut manifests, app);
+    }
+    Ok(Desired {
+        revision,
+        manifests,
+    })
+}
+
+/// Adds the ownership labels an applied object carries, so they are part of what is
+/// compared.
+pub fn label_for_app(set: &mut ManifestSet, app: &str) {
+    for manifest in &mut set.objects {
+        let Some(metadata) = manifest
+            .object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+            labels.insert(APP_LABEL.into(), app.into());
+        }
+    }
+}
+
+/// Compares desired state with live state.
+pub async fn observe(
+    desired: &Desired,
+    live: LiveInput<'_>,
+    observation: &Observation<'_>,
+) -> Result<DriftReport, ObserveError> {
+    let mask = MaskKey::random();
+    let schema = BuiltinSchemas;
+    let objects = match live {
+        LiveInput::Snapshot(path) => {
+            let options = ParseOptions {
+                default_namespace: observation.default_namespace,
+                ..ParseOptions::default()
+            };
+            let live = read_dir(path, &options).map_err(ObserveError::Live)?;
+            let options = DiffOptions {
+                mode: Mode::Offline,
+                rules: observation.rules,
+                schema: &schema,
+                mask: &mask,
+            };
+            let extra = observation
+                .app
+                .map(ExtraPolicy::OwnedBy)
+                .unwrap_or(ExtraPolicy::Ignore);
+            diff_sets(
+                desired.manifests.objects.iter().map(|m| (&m.id, &m.object)),
+                live.objects.iter().map(|m| (&m.id, &m.object)),
+                extra,
+                &options,
+            )
+        }
+        LiveInput::Cluster(cluster) => {
+            let answers = dry_run_all(cluster, &desired.manifests).await?;
+            let options = DiffOptions {
+                mode: Mode::Online,
+                rules: observation.rules,
+                schema: &schema,
+                mask: &mask,
+            };
+            diff_sets(
+                answers
+                    .iter()
+                    .map(|(id, written, dry_run, _)| (*id, dry_run.as_ref().unwrap_or(written))),
+                answers
+                    .iter()
+                    .filter_map(|(id, _, _, live)| Some((*id, live.as_ref()?))),
+                ExtraPolicy::Ignore,
+                &options,
+            )
+        }
+    };
+    Ok(DriftReport {
+        revision: desired.revision.as_ref().map(|r| r.sha.clone()),
+        objects,
+    })
+}
+
+/// Per desired object: its identity, the object as written, the dry-run answer and
+/// the live object (both absent when it is Missing).
+type Answer<'m> = (&'m ObjectId, &'m Value, Option<Value>, Option<Value>);
+
+async fn dry_run_all<'m>(
+    cluster: &Cluster,
+    manifests: &'m ManifestSet,
+) -> Result<Vec<Answer<'m>>, ObserveError> {
+    futures::stream::iter(manifests.objects.iter())
+        .map(|manifest| async move {
+            let (dry_run, live) = dry_run_one(cluster, &manifest.id, &manifest.object).await?;
+            Ok::<_, ObserveError>((&manifest.id, &manifest.object, dry_run, live))
+        })
+        .buffered(DRY_RUN_CONCURRENCY)
+        .try_collect()
+        .await
+}
+
+/// The live object and the dry-run answer for one desired object. A kind the server
+/// does not serve yet (a CRD in the same revision) or an object that does not exist
+/// yet has no live object: it is Missing.
+async fn dry_run_one(
+    cluster: &Cluster,
+    id: &ObjectId,
+    object: &Value,
+) -> Result<(Option<Value>, Option<Value>), ObserveError> {
+    let gvk = GroupVersionKind::gvk(&id.group, &id.version, &id.kind);
+    let Some(kind) = cluster.resolve(&gvk).await? else {
+        tracing::info!(object = %id, "kind not served yet; reported as Missing");
+        return Ok((None, None));
+    };
+    let namespace = if kind.namespaced {
+        id.namespace.as_deref()
+    } else {
+        None
+    };
+    let Some(live) = cluster.get(&kind, namespace, &id.name).await? else {
+        return Ok((None, None));
+    };
+    let answer = cluster.dry_run_apply(&kind, object).await.map_err(|err| {
+        let retryable = err.is_retryable();
+        // The server's message may quote a field's value: never a Secret's.
+        let message = if is_secret(id) {
+            redacted(&err)
+        } else {
+            err.to_string()
+        };
+        ObserveError::DryRun {
+            object: id.to_string(),
+            message,
+            retryable,
+        }
+    })?;
+    Ok((Some(answer), Some(live)))
+}
+
+fn redacted(err: &ClusterError) -> String {
+    match err {
+        ClusterError::Api { code, reason, .. } => {
+            format!("{reason} ({code}): the server's message is withheld for a Secret")
+        }
+        other => other.to_string(),
+    }
+}
