@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether::diff::{BuiltinSchemas, DiffOptions, Drift, MaskKey, Mode, diff};
+use tether::diff::{DiffOptions, Drift, MaskKey, Mode, OpenApiSchemas, diff};
 use tether::manifest::ObjectId;
 
 /// A Deployment as people write it, with `containers` containers.
@@ -152,10 +152,11 @@ fn in_memory(n: usize, containers: usize, target: Option<Duration>) -> Row {
         .collect();
     let fields = leaf_count(&pairs[0].1);
     let mask = MaskKey::new([0; 32]);
+    let schemas = OpenApiSchemas::new(pairs.iter().map(|(id, _, _)| id), []);
     let opts = DiffOptions {
         mode: Mode::Offline,
         rules: &[],
-        schema: &BuiltinSchemas,
+        schema: &schemas,
         mask: &mask,
     };
     let mut modified = 0;

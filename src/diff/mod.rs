@@ -24,7 +24,7 @@ pub use fields::{OwnedStep, owned_leaves};
 pub use mask::{MaskKey, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
 pub use quantity::{Quantity, same_quantity};
-pub use schema::{BuiltinSchemas, ListType, ScalarFormat, SchemaLookup};
+pub use schema::{ListType, OpenApiSchemas, ScalarFormat, SchemaLookup};
 
 /// The label that marks an object as owned by an app (see DESIGN.md, Ownership).
 pub const APP_LABEL: &str = "tether.dev/app";

@@ -1,11 +1,15 @@
 //! What the comparison needs to know about a kind's structure: which lists merge by
-//! key, and which scalars are quantities or int-or-string. [`SchemaLookup`] is the seam
-//! where the full OpenAPI schemas (`crate::schema`) plug in; [`BuiltinSchemas`] is the
-//! fallback that knows the built-in kinds' lists by field name.
+//! key, and which scalars are quantities or int-or-string. [`SchemaLookup`] is the seam;
+//! [`OpenApiSchemas`] answers it from the real OpenAPI schemas (`crate::schema`): the
+//! recorded documents of the built-in kinds, and the schemas CRDs declare.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::Value;
 
 use crate::manifest::ObjectId;
+use crate::schema::{self, NodeKind, ScalarType, Schema, Schemas};
 
 /// How a list is merged (`x-kubernetes-list-type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,104 +40,97 @@ pub trait SchemaLookup: Sync {
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat;
 }
 
-/// The built-in kinds' merge keys, by field name, as recorded in
-/// `shared/fixtures/kube-apiserver-v1.36/openapi-v3/` (`x-kubernetes-list-map-keys`).
-/// Field names are unambiguous across the built-in kinds except `ports`, whose key
-/// depends on whether it belongs to a container or a Service. Custom resources that
-/// embed a pod template get the same keys, which is what their CRDs declare too.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BuiltinSchemas;
-
-const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
-
-fn builtin_list_keys(path: &[&str]) -> Option<&'static [&'static str]> {
-    let (last, parent) = match path {
-        [.., parent, last] => (*last, Some(*parent)),
-        [last] => (*last, None),
-        [] => return None,
-    };
-    Some(match last {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "resourceClaims"
-        | "schedulingGates"
-        | "claims" => &["name"],
-        "ports" if parent.is_some_and(|p| CONTAINER_LISTS.contains(&p)) => {
-            &["containerPort", "protocol"]
-        }
-        "ports" if path == ["spec", "ports"] => &["port", "protocol"],
-        "volumeMounts" => &["mountPath"],
-        "volumeDevices" => &["devicePath"],
-        "hostAliases" => &["ip"],
-        "topologySpreadConstraints" => &["topologyKey", "whenUnsatisfiable"],
-        "ownerReferences" => &["uid"],
-        "conditions" => &["type"],
-        "x-kubernetes-validations" => &["rule"],
-        "secrets" if path == ["secrets"] => &["name"],
-        _ => return None,
-    })
+/// The schemas of a known set of kinds, resolved once before comparing: built-in
+/// kinds from the recorded OpenAPI documents, custom resources from the CRDs given
+/// (in the desired state or read from the cluster), anything else untyped (maps
+/// merge key by key, lists compare as atomic).
+#[derive(Clone, Default)]
+pub struct OpenApiSchemas {
+    by_kind: HashMap<(String, String, String), Schema>,
 }
 
-/// Set-typed lists of the built-in kinds (`x-kubernetes-list-type: set`).
-fn builtin_is_set(path: &[&str]) -> bool {
-    matches!(path, ["metadata", "finalizers"])
+impl OpenApiSchemas {
+    /// Resolves the schemas of `kinds`, using `crds` (CustomResourceDefinition
+    /// objects) for kinds that are not built in.
+    pub fn new<'a>(
+        kinds: impl IntoIterator<Item = &'a ObjectId>,
+        crds: impl IntoIterator<Item = &'a Value>,
+    ) -> Self {
+        let mut custom: HashMap<(String, String, String), Schema> = HashMap::new();
+        for crd in crds {
+            let group = crd
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = crd
+                .pointer("/spec/names/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            for version in crd
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (Some(name), Some(schema)) = (
+                    version["name"].as_str(),
+                    version.pointer("/schema/openAPIV3Schema"),
+                ) else {
+                    continue;
+                };
+                custom.insert(
+                    (group.into(), name.into(), kind.into()),
+                    Schema::from_openapi_v3(schema),
+                );
+            }
+        }
+        let mut by_kind = HashMap::new();
+        for id in kinds {
+            let key = (id.group.clone(), id.version.clone(), id.kind.clone());
+            if by_kind.contains_key(&key) {
+                continue;
+            }
+            let schema = Schemas::builtin()
+                .get(&id.group, &id.version, &id.kind)
+                .or_else(|| custom.get(&key).cloned())
+                .unwrap_or_else(Schema::untyped);
+            by_kind.insert(key, schema);
+        }
+        OpenApiSchemas { by_kind }
+    }
+
+    /// The node at `path` (field names, list positions left out) of a kind's schema.
+    fn node(&self, ty: &ObjectId, path: &[&str]) -> Option<schema::Node<'_>> {
+        let schema = self
+            .by_kind
+            .get(&(ty.group.clone(), ty.version.clone(), ty.kind.clone()))?;
+        let mut node = schema.root();
+        for name in path {
+            if let NodeKind::List(_) = node.kind() {
+                node = node.items()?;
+            }
+            node = node.field(name)?;
+        }
+        Some(node)
+    }
 }
 
-/// Maps whose values are quantities: container resources, PVC requests, quotas,
-/// limit ranges, pod overhead.
-const QUANTITY_MAPS: &[&str] = &[
-    "limits",
-    "requests",
-    "hard",
-    "capacity",
-    "allocatable",
-    "overhead",
-    "max",
-    "min",
-    "default",
-    "defaultRequest",
-    "maxLimitRequestRatio",
-];
-
-/// int-or-string fields of the built-in kinds.
-const INT_OR_STRING: &[&str] = &["targetPort", "maxSurge", "maxUnavailable", "minAvailable"];
-
-impl SchemaLookup for BuiltinSchemas {
-    fn list_type(&self, _ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>> {
-        if let Some(keys) = builtin_list_keys(path) {
-            return Some(ListType::Map(Cow::Borrowed(keys)));
-        }
-        builtin_is_set(path).then_some(ListType::Set)
+impl SchemaLookup for OpenApiSchemas {
+    fn list_type(&self, ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>> {
+        Some(match self.node(ty, path)?.list_type()? {
+            schema::ListType::Atomic => ListType::Atomic,
+            schema::ListType::Set => ListType::Set,
+            schema::ListType::Map { keys } => {
+                ListType::Map(Cow::Owned(keys.iter().map(String::as_str).collect()))
+            }
+        })
     }
 
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
-        let (last, parent) = match path {
-            [.., parent, last] => (*last, *parent),
-            _ => return ScalarFormat::Plain,
-        };
-        if INT_OR_STRING.contains(&last) {
-            return ScalarFormat::IntOrString;
-        }
-        // Probe and lifecycle handler ports (`httpGet.port`, `tcpSocket.port`) and
-        // NetworkPolicy ports accept a number or a named port.
-        if last == "port"
-            && (matches!(parent, "httpGet" | "tcpSocket") || ty.kind == "NetworkPolicy")
-        {
-            return ScalarFormat::IntOrString;
-        }
-        let is_limit_range = ty.kind == "LimitRange";
-        let quantity_parent = match parent {
-            "max" | "min" | "default" | "defaultRequest" | "maxLimitRequestRatio" => is_limit_range,
-            p => QUANTITY_MAPS.contains(&p),
-        };
-        if quantity_parent || last == "sizeLimit" {
-            ScalarFormat::Quantity
-        } else {
-            ScalarFormat::Plain
+        match self.node(ty, path).map(|node| node.kind()) {
+            Some(NodeKind::Scalar(ScalarType::IntOrString)) => ScalarFormat::IntOrString,
+            Some(NodeKind::Scalar(ScalarType::StringOrNumber)) => ScalarFormat::Quantity,
+            _ => ScalarFormat::Plain,
         }
     }
 }

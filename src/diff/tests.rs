@@ -14,10 +14,11 @@ fn id(group: &str, kind: &str) -> ObjectId {
 
 fn run(ty: &ObjectId, mode: Mode, rules: &[IgnoreRule], d: Value, l: Value) -> Drift {
     let mask = MaskKey::new([7; 32]);
+    let schemas = OpenApiSchemas::new([ty], []);
     let opts = DiffOptions {
         mode,
         rules,
-        schema: &BuiltinSchemas,
+        schema: &schemas,
         mask: &mask,
     };
     diff(ty, Some(&d), Some(&l), &opts)
@@ -67,32 +68,40 @@ fn keyed_lists_match_by_key_whatever_the_order() {
 #[test]
 fn container_ports_match_without_the_defaulted_protocol() {
     let ty = id("apps", "Deployment");
-    let d = json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "name": "http"}]}]}});
-    let l = json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "TCP", "name": "web"}]}]}});
+    let d = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "name": "http"}]}]}}}});
+    let l = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "TCP", "name": "web"}]}]}}}});
     assert_eq!(
         paths(&run(&ty, Mode::Offline, &[], d, l)),
-        vec!["spec.containers[name=a].ports[containerPort=80].name"]
+        vec!["spec.template.spec.containers[name=a].ports[containerPort=80].name"]
     );
 }
 
 #[test]
 fn missing_keyed_item_is_reported_by_key() {
     let ty = id("apps", "Deployment");
-    let d = json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}});
-    let l = json!({"spec": {"env": [{"name": "A", "value": "1"}]}});
+    let env = |items: Value| json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "env": items}]}}}});
+    let d = env(json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]));
+    let l = env(json!([{"name": "A", "value": "1"}]));
     let drift = run(&ty, Mode::Offline, &[], d, l);
-    assert_eq!(paths(&drift), vec!["spec.env[name=B]"]);
+    assert_eq!(
+        paths(&drift),
+        vec!["spec.template.spec.containers[name=a].env[name=B]"]
+    );
     assert_eq!(drift.changes()[0].live, None);
 }
 
 #[test]
 fn quantities_and_int_or_string_compare_by_value() {
     let ty = id("apps", "Deployment");
-    let d = json!({"spec": {"resources": {"limits": {"cpu": "1000m", "memory": "1Gi"}, "requests": {"cpu": 0.5}},
-        "strategy": {"rollingUpdate": {"maxSurge": "1"}}, "ports": [{"port": 80, "targetPort": 8080}]}});
-    let l = json!({"spec": {"resources": {"limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "500m"}},
-        "strategy": {"rollingUpdate": {"maxSurge": 1}}, "ports": [{"port": 80, "protocol": "TCP", "targetPort": "8080"}]}});
+    let d = json!({"spec": {"strategy": {"rollingUpdate": {"maxSurge": "1"}}, "template": {"spec": {"containers": [
+        {"name": "a", "resources": {"limits": {"cpu": "1000m", "memory": "1Gi"}, "requests": {"cpu": 0.5}}}]}}}});
+    let l = json!({"spec": {"strategy": {"rollingUpdate": {"maxSurge": 1}}, "template": {"spec": {"containers": [
+        {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "500m"}}}]}}}});
     assert_eq!(run(&ty, Mode::Offline, &[], d, l), Drift::InSync);
+    let service = id("", "Service");
+    let d = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}]}});
+    let l = json!({"spec": {"ports": [{"port": 80, "protocol": "TCP", "targetPort": "8080"}]}});
+    assert_eq!(run(&service, Mode::Offline, &[], d, l), Drift::InSync);
 }
 
 #[test]
@@ -241,10 +250,11 @@ fn sets_ignore_order_and_offline_extra_members() {
 #[test]
 fn sets_report_missing_and_extra_by_ownership() {
     let mask = MaskKey::new([1; 32]);
+    let schemas = OpenApiSchemas::new([&id("", "ConfigMap")], []);
     let opts = DiffOptions {
         mode: Mode::Offline,
         rules: &[],
-        schema: &BuiltinSchemas,
+        schema: &schemas,
         mask: &mask,
     };
     let mk = |name: &str| ObjectId {
@@ -281,13 +291,14 @@ fn sets_report_missing_and_extra_by_ownership() {
 #[test]
 fn views_project_live_onto_desired_and_mask_secrets() {
     let mask = MaskKey::new([1; 32]);
+    let ty = id("", "Secret");
+    let schemas = OpenApiSchemas::new([&ty], []);
     let opts = DiffOptions {
         mode: Mode::Offline,
         rules: &[],
-        schema: &BuiltinSchemas,
+        schema: &schemas,
         mask: &mask,
     };
-    let ty = id("", "Secret");
     let d = json!({"kind": "Secret", "data": {"p": "c2VjcmV0"}, "type": "Opaque"});
     let l = json!({"kind": "Secret", "data": {"p": "b3RoZXI="}, "type": "Opaque", "immutable": false,
         "metadata": {"uid": "1"}});

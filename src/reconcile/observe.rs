@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ClusterError};
 use crate::diff::{
-    APP_LABEL, BuiltinSchemas, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, diff_sets,
+    APP_LABEL, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff_sets,
     is_secret,
 };
 use crate::manifest::{ManifestErrors, ManifestSet, ObjectId, ParseOptions, parse_files, read_dir};
@@ -183,7 +183,6 @@ pub async fn observe(
     observation: &Observation<'_>,
 ) -> Result<DriftReport, ObserveError> {
     let mask = MaskKey::random();
-    let schema = BuiltinSchemas;
     let objects = match live {
         LiveInput::Snapshot(path) => {
             let options = ParseOptions {
@@ -191,6 +190,7 @@ pub async fn observe(
                 ..ParseOptions::default()
             };
             let live = read_dir(path, &options).map_err(ObserveError::Live)?;
+            let schema = schemas_for(&desired.manifests, &live);
             let options = DiffOptions {
                 mode: Mode::Offline,
                 rules: observation.rules,
@@ -210,6 +210,7 @@ pub async fn observe(
         }
         LiveInput::Cluster(cluster) => {
             let answers = dry_run_all(cluster, &desired.manifests).await?;
+            let schema = schemas_for(&desired.manifests, &ManifestSet::default());
             let options = DiffOptions {
                 mode: Mode::Online,
                 rules: observation.rules,
@@ -232,6 +233,15 @@ pub async fn observe(
         revision: desired.revision.as_ref().map(|r| r.sha.clone()),
         objects,
     })
+}
+
+/// The schemas of every kind in both sets; CRDs in either declare their kinds'.
+fn schemas_for(desired: &ManifestSet, live: &ManifestSet) -> OpenApiSchemas {
+    let all = || desired.objects.iter().chain(live.objects.iter());
+    let crds = all()
+        .filter(|m| m.id.group == "apiextensions.k8s.io" && m.id.kind == "CustomResourceDefinition")
+        .map(|m| &m.object);
+    OpenApiSchemas::new(all().map(|m| &m.id), crds)
 }
 
 /// Per desired object: its identity, the object as written, the dry-run answer and

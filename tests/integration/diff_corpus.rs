@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use tether::diff::{
-    BuiltinSchemas, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, Status, diff_sets,
+    DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, Status, diff_sets,
 };
 use tether::manifest::{ManifestSet, ParseOptions, parse_files};
 use tether::reconcile::observe::{
@@ -104,10 +104,15 @@ fn run_case(dir: &Path) -> anyhow::Result<Vec<String>> {
         _ => Mode::Offline,
     };
     let mask = MaskKey::new([42; 32]);
+    let all = || desired.objects.iter().chain(live.objects.iter());
+    let crds = all()
+        .filter(|m| m.id.kind == "CustomResourceDefinition")
+        .map(|m| &m.object);
+    let schemas = OpenApiSchemas::new(all().map(|m| &m.id), crds);
     let opts = DiffOptions {
         mode,
         rules: &rules,
-        schema: &BuiltinSchemas,
+        schema: &schemas,
         mask: &mask,
     };
     let app = expected.get("app").and_then(Value::as_str);
