@@ -376,16 +376,14 @@ impl State {
             .filter(|(key, _)| start_after.as_ref().is_none_or(|after| key > after))
             .filter(|(key, stored)| filter.matches(key, stored));
         let mut body = Vec::with_capacity(64 + items.len() * 1024);
-        let mut count = 0usize;
         let mut last_key = None;
         body.extend_from_slice(b"[");
-        for (key, stored) in selected.by_ref() {
-            if count > 0 {
+        for (index, (key, stored)) in selected.by_ref().enumerate() {
+            if index > 0 {
                 body.push(b',');
             }
             body.extend_from_slice(&list_item_json(&target.resource, stored));
-            count += 1;
-            if limit.is_some_and(|limit| count == limit) {
+            if limit.is_some_and(|limit| index + 1 == limit) {
                 last_key = Some(key.clone());
                 break;
             }

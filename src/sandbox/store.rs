@@ -35,6 +35,9 @@ pub struct ResourceKey {
 /// order is etcd's key order, which is the order of list answers.
 pub type ObjectKey = (String, String);
 
+/// The objects of a resource at one resourceVersion, in key order.
+pub type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
+
 /// One stored object.
 #[derive(Debug)]
 pub struct Stored {
@@ -368,11 +371,7 @@ impl Store {
         &self,
         resource: &ResourceKey,
         namespace: Option<&str>,
-    ) -> (
-        u64,
-        Vec<(ObjectKey, Arc<Stored>)>,
-        broadcast::Receiver<Arc<Event>>,
-    ) {
+    ) -> (u64, Snapshot, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let receiver = self.events.subscribe();
         let items = match inner.objects.get(resource) {
