@@ -35,6 +35,25 @@ const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 /// (kube-apiserver picks a random time between 30 and 60 minutes).
 const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 
+/// The content type of aggregated discovery; clients that get another answer to
+/// `GET /api` or `/apis` fall back to one request per group version.
+const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client asks for aggregated discovery `v2` (kubectl and client-go list
+/// it first in `Accept`; `v2beta1` is not served).
+fn wants_aggregated_discovery(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let params: Vec<&str> = media.split(';').map(str::trim).collect();
+            params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"v=v2")
+        })
+}
+
 /// Marks continue tokens as the sandbox's own.
 const CONTINUE_VERSION: &str = "tether-sandbox/v1";
 
@@ -203,6 +222,14 @@ impl State {
                 Bytes::from_static(b"ok"),
                 "text/plain",
             )),
+            ["api"] | ["apis"] if wants_aggregated_discovery(&request.headers) => {
+                let document = self.registry().aggregated(segments == ["api"]);
+                Ok(Reply::Raw(
+                    StatusCode::OK,
+                    Bytes::from(serde_json::to_vec(&document).unwrap_or_default()),
+                    AGGREGATED_DISCOVERY,
+                ))
+            }
             ["api"] => Ok(Reply::ok(Registry::api_versions(&self.server_address))),
             ["apis"] => Ok(Reply::ok(self.registry().group_list())),
             ["apis", group] => self

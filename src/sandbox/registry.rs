@@ -310,6 +310,56 @@ impl Registry {
         Some(Value::Object(with_kind))
     }
 
+    /// `GET /api` (`core`) or `GET /apis` asked for aggregated discovery
+    /// (`apidiscovery.k8s.io/v2`): every group version's resources in one document,
+    /// so that kubectl learns the API in one request instead of one per group version.
+    /// Rendered from the same resource lists as the per-group-version documents.
+    pub fn aggregated(&self, core: bool) -> Value {
+        let mut group_versions: Vec<(String, Vec<String>)> = Vec::new();
+        if core {
+            group_versions.push((String::new(), vec!["v1".to_string()]));
+        } else {
+            for group in self.group_list()["groups"].as_array().into_iter().flatten() {
+                let versions = group["versions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v["version"].as_str().map(str::to_string))
+                    .collect();
+                let name = group["name"].as_str().unwrap_or_default().to_string();
+                group_versions.push((name, versions));
+            }
+        }
+        let items: Vec<Value> = group_versions
+            .iter()
+            .map(|(group, versions)| {
+                let versions: Vec<Value> = versions
+                    .iter()
+                    .filter_map(|version| {
+                        let list = self.resource_list(group, version)?;
+                        Some(json!({
+                            "version": version,
+                            "resources": aggregated_resources(&list),
+                            "freshness": "Current",
+                        }))
+                    })
+                    .collect();
+                let metadata = if group.is_empty() {
+                    json!({})
+                } else {
+                    json!({"name": group})
+                };
+                json!({"metadata": metadata, "versions": versions})
+            })
+            .collect();
+        json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": "apidiscovery.k8s.io/v2",
+            "metadata": {},
+            "items": items,
+        })
+    }
+
     /// The group versions served, for the OpenAPI index.
     pub fn custom_group_versions(&self) -> Vec<(String, String)> {
         let mut gvs: Vec<(String, String)> = self
@@ -332,6 +382,66 @@ impl Registry {
             .cloned()
             .collect()
     }
+}
+
+/// The resources of an `APIResourceList` in aggregated form: `x/status` and the like
+/// become subresources of `x` (sorted by name, as kube-apiserver lists them), and a
+/// kind in the same group version is named with an empty group and version.
+fn aggregated_resources(list: &Value) -> Vec<Value> {
+    let entries = list["resources"].as_array().cloned().unwrap_or_default();
+    let response_kind = |entry: &Value| {
+        json!({
+            "group": entry["group"].as_str().unwrap_or_default(),
+            "version": entry["version"].as_str().unwrap_or_default(),
+            "kind": entry["kind"],
+        })
+    };
+    let mut resources = Vec::new();
+    for entry in entries
+        .iter()
+        .filter(|e| e["name"].as_str().is_some_and(|n| !n.contains('/')))
+    {
+        let name = entry["name"].as_str().unwrap_or_default();
+        let mut resource = serde_json::Map::new();
+        resource.insert("resource".into(), name.into());
+        resource.insert("responseKind".into(), response_kind(entry));
+        let scope = if entry["namespaced"].as_bool() == Some(true) {
+            "Namespaced"
+        } else {
+            "Cluster"
+        };
+        resource.insert("scope".into(), scope.into());
+        resource.insert("singularResource".into(), entry["singularName"].clone());
+        resource.insert("verbs".into(), entry["verbs"].clone());
+        for field in ["shortNames", "categories"] {
+            if let Some(values) = entry
+                .get(field)
+                .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+            {
+                resource.insert(field.into(), values.clone());
+            }
+        }
+        let prefix = format!("{name}/");
+        let mut subresources: Vec<(String, Value)> = entries
+            .iter()
+            .filter_map(|sub| {
+                let sub_name = sub["name"].as_str()?.strip_prefix(&prefix)?;
+                Some((
+                    sub_name.to_string(),
+                    json!({"subresource": sub_name, "responseKind": response_kind(sub), "verbs": sub["verbs"]}),
+                ))
+            })
+            .collect();
+        subresources.sort_by(|a, b| a.0.cmp(&b.0));
+        if !subresources.is_empty() {
+            resource.insert(
+                "subresources".into(),
+                subresources.into_iter().map(|(_, s)| s).collect(),
+            );
+        }
+        resources.push(Value::Object(resource));
+    }
+    resources
 }
 
 fn group_document(group: &str, versions: &[&str]) -> Value {
