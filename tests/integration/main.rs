@@ -2,4 +2,8 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod fidelity;
+mod sandbox_client;
+mod sandbox_http;
+mod sandbox_kubectl;
 mod support;
