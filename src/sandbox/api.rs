@@ -1253,6 +1253,9 @@ impl State {
             }
         }
 
+        if resource.is("", "Secret") {
+            fold_string_data(&mut new);
+        }
         self.defaulter.default_object(
             &resource.group,
             &resource.kind,
@@ -1661,6 +1664,36 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
     a != b
 }
 
+/// Moves a Secret's write-only `stringData` into `data`, base64-encoded, as
+/// kube-apiserver's conversion does (fixture apply/secret-app-secret: the stored
+/// Secret has `data.password` and no `stringData`). A key in both takes the
+/// `stringData` value.
+fn fold_string_data(secret: &mut Value) {
+    let Some(object) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = object.remove("stringData") else {
+        return;
+    };
+    let data = object
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in string_data {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(
+                key,
+                base64::engine::general_purpose::STANDARD
+                    .encode(text)
+                    .into(),
+            );
+        }
+    }
+}
+
 /// Equal but for managedFields timestamps and resourceVersion: such a write is a no-op.
 fn same_ignoring_timestamps(old: &Value, new: &Value) -> bool {
     let strip = |value: &Value| {
@@ -1867,6 +1900,22 @@ mod tests {
         let scaled = json!({"metadata": {}, "spec": {"replicas": 2}});
         assert!(!spec_changed(&old, &relabelled));
         assert!(spec_changed(&old, &scaled));
+    }
+
+    #[test]
+    fn secret_string_data_is_folded_into_data() {
+        let mut secret = json!({"kind": "Secret",
+            "stringData": {"password": "not-a-real-password", "token": "new"},
+            "data": {"token": "b2xk", "kept": "eA=="}});
+        fold_string_data(&mut secret);
+        assert_eq!(
+            secret,
+            json!({"kind": "Secret", "data": {"token": "bmV3", "kept": "eA==",
+                "password": "bm90LWEtcmVhbC1wYXNzd29yZA=="}})
+        );
+        let mut plain = json!({"kind": "Secret", "data": {"a": "Yg=="}});
+        fold_string_data(&mut plain);
+        assert_eq!(plain, json!({"kind": "Secret", "data": {"a": "Yg=="}}));
     }
 
     #[test]
