@@ -600,6 +600,46 @@ mod tests {
     }
 
     #[test]
+    fn aggregated_discovery_folds_subresources_into_their_resource() {
+        let registry = Registry::builtin();
+        let core = registry.aggregated(true);
+        assert_eq!(core["kind"], "APIGroupDiscoveryList");
+        let v1 = &core["items"][0]["versions"][0];
+        assert_eq!(v1["version"], "v1");
+        let namespaces = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "namespaces")
+            .unwrap();
+        assert_eq!(namespaces["scope"], "Cluster");
+        let subresources: Vec<&str> = namespaces["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["subresource"].as_str().unwrap())
+            .collect();
+        assert_eq!(subresources, ["finalize", "status"]);
+        let groups = registry.aggregated(false);
+        let apps = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .unwrap();
+        let deployments = apps["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        assert_eq!(
+            deployments["subresources"][0],
+            json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]})
+        );
+    }
+
+    #[test]
     fn crds_serve_every_served_version_and_leave_when_removed() {
         let crd = json!({"spec": {"group": "example.com", "scope": "Cluster",
             "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},

@@ -1057,3 +1057,27 @@ async fn generation_counts_spec_changes_only() {
     let same = sandbox.patch(path, CM, r#"{"spec":{"size":2}}"#).await;
     assert_eq!(generation(same), Some(2), "an unchanged spec is no change");
 }
+
+#[tokio::test]
+async fn secret_string_data_is_stored_as_data() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("h-secret").await;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+        "stringData": {"password": "not-a-real-password"}});
+    let created = sandbox
+        .post("/api/v1/namespaces/h-secret/secrets", &secret)
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    let stored = sandbox
+        .get("/api/v1/namespaces/h-secret/secrets/s")
+        .await
+        .json();
+    assert_eq!(
+        stored["data"],
+        json!({"password": "bm90LWEtcmVhbC1wYXNzd29yZA=="})
+    );
+    assert!(
+        stored.get("stringData").is_none(),
+        "stringData is write-only"
+    );
+}
