@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::sandbox::{self, SandboxOptions};
+use crate::source::{Auth, SecretRef, Source, SourceCache, SourceError};
 
 /// Exit code for a command that failed (bad input, unreachable cluster, …). Follows
 /// `kubectl diff`: 0 means success, 1 a finding (drift), 2 an error.
@@ -43,6 +44,119 @@ pub enum Command {
     /// Prints one line `ready <url>` on stdout once it accepts requests, and stops on
     /// SIGTERM or SIGINT.
     Sandbox(SandboxArgs),
+
+    /// Fetch a Git source and show the revision it resolves to and the files at its path.
+    ///
+    /// Exits 0 when the source is readable, 2 when it is not (unreachable remote,
+    /// refused credentials, missing ref or path).
+    Source(SourceArgs),
+}
+
+/// Where desired state comes from in Git, and how to authenticate.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GitArgs {
+    /// Repository URL: file://, a local path, git://, http(s)://, ssh:// or user@host:path.
+    #[arg(long)]
+    pub repo: String,
+
+    /// Branch, tag, full commit SHA, or HEAD (the remote's default branch).
+    #[arg(long = "ref", default_value = "HEAD")]
+    pub reference: String,
+
+    /// Directory inside the repository.
+    #[arg(long, default_value = ".")]
+    pub path: String,
+
+    /// Where clones are kept (one per repository, fetched incrementally).
+    #[arg(long, env = "TETHER_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// HTTP(S) user name, with --password-env or --password-file, or with a token.
+    #[arg(long)]
+    pub username: Option<String>,
+
+    /// Environment variable holding the HTTP(S) password.
+    #[arg(long, conflicts_with = "password_file", requires = "username")]
+    pub password_env: Option<String>,
+
+    /// File holding the HTTP(S) password.
+    #[arg(long, requires = "username")]
+    pub password_file: Option<PathBuf>,
+
+    /// Environment variable holding an HTTP(S) access token.
+    #[arg(long, conflicts_with_all = ["token_file", "password_env", "password_file"])]
+    pub token_env: Option<String>,
+
+    /// File holding an HTTP(S) access token.
+    #[arg(long, conflicts_with_all = ["password_env", "password_file"])]
+    pub token_file: Option<PathBuf>,
+
+    /// SSH private key file (for ssh:// and user@host:path URLs).
+    #[arg(long, requires = "known_hosts")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// known_hosts file the SSH server's key must be listed in.
+    #[arg(long)]
+    pub known_hosts: Option<PathBuf>,
+}
+
+impl GitArgs {
+    /// The source these arguments name, with its credentials.
+    pub fn source(&self) -> Source {
+        let secret = |env: &Option<String>, file: &Option<PathBuf>| {
+            env.clone()
+                .map(SecretRef::Env)
+                .or_else(|| file.clone().map(SecretRef::File))
+        };
+        let auth = if let Some(token) = secret(&self.token_env, &self.token_file) {
+            Auth::Token {
+                token,
+                username: self.username.clone(),
+            }
+        } else if let (Some(username), Some(password)) = (
+            &self.username,
+            secret(&self.password_env, &self.password_file),
+        ) {
+            Auth::Basic {
+                username: username.clone(),
+                password,
+            }
+        } else if let (Some(private_key), Some(known_hosts)) = (&self.ssh_key, &self.known_hosts) {
+            Auth::SshKey {
+                private_key: private_key.clone(),
+                known_hosts: known_hosts.clone(),
+                passphrase: None,
+                username: self.username.clone(),
+            }
+        } else {
+            Auth::None
+        };
+        Source::new(&self.repo, &self.reference, &self.path).with_auth(auth)
+    }
+
+    pub fn cache(&self) -> Result<SourceCache, SourceError> {
+        SourceCache::open(
+            self.cache_dir
+                .clone()
+                .unwrap_or_else(SourceCache::default_dir),
+        )
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -85,8 +199,11 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 pub fn init_logging(format: LogFormat) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, never in CI logs or files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),
@@ -99,7 +216,54 @@ pub fn init_logging(format: LogFormat) -> anyhow::Result<()> {
 pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Sandbox(args) => run_sandbox(args).await,
+        Command::Source(args) => run_source(args).await,
     }
+}
+
+async fn run_source(args: SourceArgs) -> anyhow::Result<u8> {
+    let source = args.git.source();
+    let cache = args.git.cache()?;
+    let revision = match cache.sync(&source).await {
+        Ok(revision) => revision,
+        Err(err) => {
+            eprintln!("error: {source}: {err} ({})", err.reason());
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let files = {
+        let (cache, source, revision) = (cache.clone(), source.clone(), revision.clone());
+        tokio::task::spawn_blocking(move || cache.read_files(&source, &revision)).await?
+    };
+    let files = match files {
+        Ok(files) => files,
+        Err(err) => {
+            eprintln!("error: {source}: {err} ({})", err.reason());
+            return Ok(EXIT_ERROR);
+        }
+    };
+    match args.output {
+        Format::Text => {
+            println!("source    {source}");
+            println!("revision  {} {}", revision.sha, revision.subject);
+            println!("files     {}", files.len());
+            for file in &files {
+                println!("  {:>9}  {}", file.bytes.len(), file.path);
+            }
+        }
+        Format::Json => {
+            let files: Vec<_> = files
+                .iter()
+                .map(|f| serde_json::json!({"path": f.path, "bytes": f.bytes.len()}))
+                .collect();
+            let out = serde_json::json!({
+                "source": source.to_string(),
+                "revision": {"sha": revision.sha, "subject": revision.subject},
+                "files": files,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+    }
+    Ok(0)
 }
 
 async fn run_sandbox(args: SandboxArgs) -> anyhow::Result<u8> {

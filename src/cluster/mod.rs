@@ -1,1 +1,248 @@
 //! The Kubernetes API, through kube-rs: the only stage that talks to an API server.
+//!
+//! Objects travel as `serde_json::Value` (kube's `DynamicObject` underneath): tether
+//! manages any kind, including custom resources it has never seen, and the diff stage
+//! compares values, not Rust types.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::core::GroupVersionKind;
+use kube::discovery::{ApiResource, Scope};
+use kube::{Client, Config};
+use serde_json::Value;
+
+/// The field manager of every write tether makes (DESIGN.md: one field manager).
+pub const FIELD_MANAGER: &str = "tether";
+
+/// A kind the API server serves, with its scope.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// Why a request to the API server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No usable kubeconfig or in-cluster configuration: fix the configuration.
+    #[error("cannot configure a Kubernetes client: {0}")]
+    Config(String),
+    /// The API server answered with a `Status`: 4xx answers need a change to the input
+    /// (or to permissions); 409, 429 and 5xx can succeed on a retry.
+    #[error("{reason} ({code}): {message}")]
+    Api {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    /// The server could not be reached or the connection broke: retryable.
+    #[error("cannot reach the API server: {0}")]
+    Transport(String),
+}
+
+impl ClusterError {
+    /// Whether trying again later can succeed without a change to the input.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClusterError::Config(_) => false,
+            ClusterError::Api { code, .. } => *code == 409 || *code == 429 || *code >= 500,
+            ClusterError::Transport(_) => true,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClusterError::Api { code: 404, .. })
+    }
+}
+
+impl From<kube::Error> for ClusterError {
+    fn from(err: kube::Error) -> Self {
+        match err {
+            kube::Error::Api(status) => ClusterError::Api {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => ClusterError::Transport(other.to_string()),
+        }
+    }
+}
+
+/// A connection to one cluster, with the kinds it serves resolved once and cached.
+pub struct Cluster {
+    client: Client,
+    kinds: Mutex<HashMap<GroupVersionKind, Option<Resolved>>>,
+}
+
+impl Cluster {
+    /// Connects with a kubeconfig file and context, or the default kubeconfig, or the
+    /// in-cluster service account, in that order, as kubectl does.
+    pub async fn connect(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Cluster, ClusterError> {
+        let options = kube::config::KubeConfigOptions {
+            context: context.map(str::to_string),
+            ..Default::default()
+        };
+        let config = match kubeconfig {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| ClusterError::Config(format!("{}: {e}", path.display())))?;
+                Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(|e| ClusterError::Config(e.to_string()))?
+            }
+            None if context.is_some() => Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| ClusterError::Config(e.to_string()))?,
+            None => Config::infer()
+                .await
+                .map_err(|e| ClusterError::Config(e.to_string()))?,
+        };
+        let client = Client::try_from(config).map_err(|e| ClusterError::Config(e.to_string()))?;
+        Ok(Cluster::from_client(client))
+    }
+
+    pub fn from_client(client: Client) -> Cluster {
+        Cluster {
+            client,
+            kinds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The resource serving a kind, or None when the server does not serve it (yet: a
+    /// CRD in the same revision).
+    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Option<Resolved>, ClusterError> {
+        if let Some(known) = self.cached(gvk) {
+            return Ok(known);
+        }
+        let resolved = match kube::discovery::pinned_kind(&self.client, gvk).await {
+            Ok((resource, capabilities)) => Some(Resolved {
+                resource,
+                namespaced: capabilities.scope == Scope::Namespaced,
+            }),
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(kube::Error::Discovery(_)) => None,
+            Err(err) => return Err(err.into()),
+        };
+        // A kind not served is not cached: its CRD may be created by the next sync.
+        if resolved.is_some() {
+            self.kinds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(gvk.clone(), resolved.clone());
+        }
+        Ok(resolved)
+    }
+
+    fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(gvk)
+            .cloned()
+    }
+
+    /// Forgets what was resolved (after CRDs change).
+    pub fn forget_kinds(&self) {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn api(&self, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (kind.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
+            _ => Api::all_with(self.client.clone(), &kind.resource),
+        }
+    }
+
+    /// The live object, or None when it does not exist.
+    pub async fn get(
+        &self,
+        kind: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, ClusterError> {
+        match self.api(kind, namespace).get_opt(name).await? {
+            Some(object) => Ok(Some(to_value(object)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// What the object would become if tether applied it now: the API server's own
+    /// answer to a server-side apply dry run, defaults and admission included.
+    pub async fn dry_run_apply(
+        &self,
+        kind: &Resolved,
+        object: &Value,
+    ) -> Result<Value, ClusterError> {
+        let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+        self.patch_apply(kind, object, &params).await
+    }
+
+    /// Server-side apply as field manager `tether`.
+    pub async fn apply(
+        &self,
+        kind: &Resolved,
+        object: &Value,
+        force: bool,
+    ) -> Result<Value, ClusterError> {
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        if force {
+            params = params.force();
+        }
+        self.patch_apply(kind, object, &params).await
+    }
+
+    async fn patch_apply(
+        &self,
+        kind: &Resolved,
+        object: &Value,
+        params: &PatchParams,
+    ) -> Result<Value, ClusterError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ClusterError::Config("an object without metadata.name cannot be applied".into())
+            })?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let applied = self
+            .api(kind, namespace)
+            .patch(name, params, &Patch::Apply(object))
+            .await?;
+        to_value(applied)
+    }
+
+    /// Deletes an object with background propagation; an object already gone is fine.
+    pub async fn delete(
+        &self,
+        kind: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), ClusterError> {
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        match self.api(kind, namespace).delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, ClusterError> {
+    serde_json::to_value(object)
+        .map_err(|e| ClusterError::Transport(format!("cannot read the API server's answer: {e}")))
+}

@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 
 use super::defaults::{self, Defaulter};
 use super::faults::{Counters, Faults};
-use super::fields::{self, ApplyError, ApplyOptions};
+use super::fields::{self, ApplyError, ApplyOptions, UpdateOptions};
 use super::registry::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, Cause};
@@ -34,25 +34,6 @@ const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest a watch stays open when the client gives no `timeoutSeconds`
 /// (kube-apiserver picks a random time between 30 and 60 minutes).
 const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
-
-/// The content type of aggregated discovery; clients that get another answer to
-/// `GET /api` or `/apis` fall back to one request per group version.
-const AGGREGATED_DISCOVERY: &str =
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-
-/// Whether the client asks for aggregated discovery `v2` (kubectl and client-go list
-/// it first in `Accept`; `v2beta1` is not served).
-fn wants_aggregated_discovery(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|media| {
-            let params: Vec<&str> = media.split(';').map(str::trim).collect();
-            params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"v=v2")
-        })
-}
 
 /// Marks continue tokens as the sandbox's own.
 const CONTINUE_VERSION: &str = "tether-sandbox/v1";
@@ -168,6 +149,19 @@ pub fn verb_of(method: &Method, path: &str, query: &HashMap<String, String>) -> 
     }
 }
 
+/// Whether the client asks for aggregated discovery (`as=APIGroupDiscoveryList`).
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|accept| {
+            accept
+                .split(',')
+                .any(|t| t.contains("as=APIGroupDiscoveryList") && t.contains("v=v2;"))
+        })
+}
+
 fn is_watch(query: &HashMap<String, String>) -> bool {
     query.get("watch").is_some_and(|w| w == "true" || w == "1")
 }
@@ -222,12 +216,13 @@ impl State {
                 Bytes::from_static(b"ok"),
                 "text/plain",
             )),
-            ["api"] | ["apis"] if wants_aggregated_discovery(&request.headers) => {
-                let document = self.registry().aggregated(segments == ["api"]);
+            ["api"] | ["apis"] if wants_aggregated(&request.headers) => {
+                let body = self.registry().aggregated(segments == ["api"]);
+                let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
                 Ok(Reply::Raw(
                     StatusCode::OK,
-                    Bytes::from(serde_json::to_vec(&document).unwrap_or_default()),
-                    AGGREGATED_DISCOVERY,
+                    bytes,
+                    registry::AGGREGATED_CONTENT_TYPE,
                 ))
             }
             ["api"] => Ok(Reply::ok(Registry::api_versions(&self.server_address))),
@@ -394,9 +389,14 @@ impl State {
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok())
             .filter(|l| *l > 0);
-        let start_after = match query.get("continue").filter(|c| !c.is_empty()) {
-            Some(token) => Some(decode_continue(token)?),
-            None => None,
+        // Later pages report the first page's resourceVersion, so a watch started from
+        // it replays whatever changed while the pages were read.
+        let (start_after, rv) = match query.get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let (key, first_rv) = decode_continue(token)?;
+                (Some(key), first_rv)
+            }
+            None => (None, rv),
         };
         let mut selected = items
             .iter()
@@ -420,7 +420,7 @@ impl State {
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), rv.to_string().into());
         if let (Some(last), true) = (last_key, remaining > 0) {
-            metadata.insert("continue".into(), encode_continue(&last).into());
+            metadata.insert("continue".into(), encode_continue(&last, rv).into());
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
         let head = format!(
@@ -778,34 +778,21 @@ impl State {
             api_version: &api_version,
             now: &now,
             reset_fields: reset,
+            subresource: target.subresource.as_deref().unwrap_or_default(),
         };
         let merged =
-            fields::apply(&schema, live.as_ref(), &config, &options).map_err(|err| match err {
-                ApplyError::Conflicts(conflicts) => {
-                    let count = conflicts.len();
-                    let mut message = format!(
-                        "Apply failed with {count} conflict{}: ",
-                        if count == 1 { "" } else { "s" }
-                    );
-                    message.push_str(
-                        &conflicts
-                            .iter()
-                            .map(|c| format!("conflict with \"{}\": {}", c.manager, c.field))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    );
-                    ApiError::ApplyConflict {
-                        message,
-                        causes: conflicts
-                            .iter()
-                            .map(|c| Cause {
-                                reason: "FieldManagerConflict".into(),
-                                message: format!("conflict with \"{}\"", c.manager),
-                                field: c.field.clone(),
-                            })
-                            .collect(),
-                    }
-                }
+            fields::apply(&schema, live.as_ref(), &config, &options).map_err(|err| match &err {
+                ApplyError::Conflicts(conflicts) => ApiError::ApplyConflict {
+                    message: err.to_string(),
+                    causes: conflicts
+                        .iter()
+                        .map(|c| Cause {
+                            reason: "FieldManagerConflict".into(),
+                            message: c.message(),
+                            field: c.field.clone(),
+                        })
+                        .collect(),
+                },
                 other => ApiError::BadRequest(other.to_string()),
             })?;
         let mut write = Write::new(resource.clone(), target.key(), stored, merged, &manager);
@@ -813,9 +800,6 @@ impl State {
         write.dry_run = is_dry_run(&request.query);
         write.strict = is_strict(&request.query);
         write.subresource = target.subresource.clone();
-        if write.old.is_none() {
-            self.require_namespace(resource, &target.key().0)?;
-        }
         self.commit(write)
             .map(|(code, value)| Reply::Json(code, value))
     }
@@ -971,6 +955,7 @@ impl State {
     /// After an object is gone: cascade to its dependents, and stop serving a CRD's
     /// resources when the CRD goes.
     fn after_delete(&self, resource: &Arc<ResourceType>, object: &Value, cascade: bool) {
+        self.defaulter.release(object, None);
         let uid = object
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
@@ -1253,15 +1238,23 @@ impl State {
             }
         }
 
-        if resource.is("", "Secret") {
-            fold_string_data(&mut new);
+        if resource.custom {
+            let registry = self.registry();
+            if let Some(schema) =
+                registry.custom_schema(&resource.group, &resource.version, &resource.kind)
+            {
+                // Structural pruning, then defaulting, as kube-apiserver does.
+                defaults::prune_custom_resource(schema, &mut new);
+                defaults::default_custom_resource(schema, &mut new);
+            }
+        } else {
+            self.defaulter.default_object(
+                &resource.group,
+                &resource.kind,
+                &mut new,
+                old_value.as_ref(),
+            );
         }
-        self.defaulter.default_object(
-            &resource.group,
-            &resource.kind,
-            &mut new,
-            old_value.as_ref(),
-        );
 
         let mut errors =
             validate::validate(&resource.group, &resource.kind, &new, resource.namespaced);
@@ -1273,22 +1266,25 @@ impl State {
                 &new,
             ));
         }
-        let type_errors = schema.validate(&new);
-        errors.extend(type_errors.invalid);
+        let checked = schema.validate(&new);
+        errors.extend(checked.type_errors.iter().map(|e| validate::FieldError {
+            field: e.field.clone(),
+            reason: validate::FieldErrorReason::Invalid,
+            message: e.message(),
+        }));
         if !errors.is_empty() {
+            self.defaulter.release(&new, old_value.as_ref());
+            let kind = validate::qualified_kind(&resource.group, &resource.kind);
             return Err(ApiError::Invalid {
+                message: validate::invalid_message(&kind, name, &errors),
                 kind: resource.kind.clone(),
                 name: name.clone(),
-                message: validate::invalid_message(&resource.kind, name, &errors),
-                causes: errors.iter().map(validate::FieldError::cause).collect(),
+                causes: errors.iter().map(cause).collect(),
             });
         }
-        if strict && !type_errors.unknown.is_empty() {
-            let fields: Vec<String> = type_errors
-                .unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
+        if strict && !checked.unknown_fields.is_empty() {
+            self.defaulter.release(&new, old_value.as_ref());
+            let fields: Vec<String> = checked.unknown_fields.iter().map(|f| f.message()).collect();
             return Err(ApiError::BadRequest(format!(
                 "strict decoding error: {}",
                 fields.join(", ")
@@ -1296,14 +1292,18 @@ impl State {
         }
 
         if !ownership_tracked {
-            fields::record_update(
-                &schema,
-                old_value.as_ref(),
-                &mut new,
-                &manager,
-                &resource.api_version(),
-                &now(),
-            );
+            let reset: &[&str] = match subresource.as_deref() {
+                None if resource.has_status => &["status"],
+                _ => &[],
+            };
+            let options = UpdateOptions {
+                manager: &manager,
+                api_version: &resource.api_version(),
+                now: &now(),
+                reset_fields: reset,
+                subresource: subresource.as_deref().unwrap_or_default(),
+            };
+            fields::record_update(&schema, old_value.as_ref(), &mut new, &options);
         }
 
         if defaults::tracks_generation(&resource.group, &resource.kind, resource.custom) {
@@ -1324,14 +1324,18 @@ impl State {
 
         let Some(old) = old else {
             if dry_run {
+                self.defaulter.release(&new, None);
                 return Ok((StatusCode::CREATED, new));
             }
             let stored = self
                 .store
                 .put(&resource.key(), &key, None, &mut new)
-                .map_err(|_| ApiError::AlreadyExists {
-                    plural: resource.plural.clone(),
-                    name: name.clone(),
+                .map_err(|_| {
+                    self.defaulter.release(&new, None);
+                    ApiError::AlreadyExists {
+                        plural: resource.plural.clone(),
+                        name: name.clone(),
+                    }
                 })?;
             self.after_write(&resource, &key, &stored);
             return Ok((StatusCode::CREATED, new));
@@ -1343,6 +1347,7 @@ impl State {
         }
         new["metadata"]["resourceVersion"] = old.resource_version.to_string().into();
         if dry_run {
+            self.defaulter.release(&new, Some(&old_value));
             return Ok((StatusCode::OK, new));
         }
         // An object being deleted goes once its last finalizer is removed.
@@ -1364,10 +1369,15 @@ impl State {
         let stored = self
             .store
             .put(&resource.key(), &key, Some(old.resource_version), &mut new)
-            .map_err(|err| match err {
-                PutError::Gone => ApiError::not_found(&resource.plural, name),
-                _ => conflict(&resource, name),
+            .map_err(|err| {
+                self.defaulter.release(&new, Some(&old_value));
+                match err {
+                    PutError::Gone => ApiError::not_found(&resource.plural, name),
+                    _ => conflict(&resource, name),
+                }
             })?;
+        // Addresses and ports the old object held and the new one does not are free.
+        self.defaulter.release(&old_value, Some(&new));
         self.after_write(&resource, &key, &stored);
         Ok((StatusCode::OK, new))
     }
@@ -1409,26 +1419,17 @@ impl State {
             return;
         };
         self.registry_mut().add_custom(&key.1, custom);
-        let names = crd["spec"]["names"].clone();
-        let mut accepted = names.clone();
-        if accepted.get("listKind").is_none() {
-            accepted["listKind"] =
-                format!("{}List", names["kind"].as_str().unwrap_or_default()).into();
-        }
-        let now = now();
-        let conditions = json!([
-            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts", "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "lastTransitionTime": now, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
-        ]);
-        let established = crd["status"]["conditions"].as_array().is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Established" && c["status"] == "True")
-        });
+        let established = crd
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
         if established {
             return;
         }
-        crd["status"]["acceptedNames"] = accepted;
-        crd["status"]["conditions"] = conditions;
+        crd["status"] = defaults::crd_established_status(&crd, &now());
         let _ = self.store.put(
             &resource.key(),
             key,
@@ -1518,6 +1519,15 @@ fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// A validation error as a `Status` cause.
+fn cause(error: &validate::FieldError) -> Cause {
+    Cause {
+        reason: error.reason.as_str().to_string(),
+        message: error.message.clone(),
+        field: error.field.clone(),
+    }
 }
 
 fn conflict(resource: &ResourceType, name: &str) -> ApiError {
@@ -1664,36 +1674,6 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
     a != b
 }
 
-/// Moves a Secret's write-only `stringData` into `data`, base64-encoded, as
-/// kube-apiserver's conversion does (fixture apply/secret-app-secret: the stored
-/// Secret has `data.password` and no `stringData`). A key in both takes the
-/// `stringData` value.
-fn fold_string_data(secret: &mut Value) {
-    let Some(object) = secret.as_object_mut() else {
-        return;
-    };
-    let Some(Value::Object(string_data)) = object.remove("stringData") else {
-        return;
-    };
-    let data = object
-        .entry("data")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !data.is_object() {
-        *data = Value::Object(Map::new());
-    }
-    if let Some(data) = data.as_object_mut() {
-        for (key, value) in string_data {
-            let text = value.as_str().unwrap_or_default();
-            data.insert(
-                key,
-                base64::engine::general_purpose::STANDARD
-                    .encode(text)
-                    .into(),
-            );
-        }
-    }
-}
-
 /// Equal but for managedFields timestamps and resourceVersion: such a write is a no-op.
 fn same_ignoring_timestamps(old: &Value, new: &Value) -> bool {
     let strip = |value: &Value| {
@@ -1824,12 +1804,13 @@ pub fn full_body(bytes: Bytes) -> Body {
     BodyExt::boxed(Full::new(bytes))
 }
 
-fn encode_continue(key: &ObjectKey) -> String {
-    let token = json!({"v": CONTINUE_VERSION, "ns": key.0, "name": key.1});
+fn encode_continue(key: &ObjectKey, resource_version: u64) -> String {
+    let token = json!({"v": CONTINUE_VERSION, "rv": resource_version, "ns": key.0, "name": key.1});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
+/// The last key of the previous page and the resourceVersion of the first.
+fn decode_continue(token: &str) -> Result<(ObjectKey, u64), ApiError> {
     let invalid = || ApiError::BadRequest(format!("continue key is not valid: {token}"));
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -1838,10 +1819,11 @@ fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
     if value["v"] != CONTINUE_VERSION {
         return Err(invalid());
     }
-    Ok((
+    let key = (
         value["ns"].as_str().ok_or_else(invalid)?.to_string(),
         value["name"].as_str().ok_or_else(invalid)?.to_string(),
-    ))
+    );
+    Ok((key, value["rv"].as_u64().ok_or_else(invalid)?))
 }
 
 #[cfg(test)]
@@ -1889,7 +1871,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let key = ("ns".to_string(), "name".to_string());
-        assert_eq!(decode_continue(&encode_continue(&key)).unwrap(), key);
+        assert_eq!(
+            decode_continue(&encode_continue(&key, 42)).unwrap(),
+            (key, 42)
+        );
         assert!(decode_continue("not-a-token").is_err());
     }
 
@@ -1900,22 +1885,6 @@ mod tests {
         let scaled = json!({"metadata": {}, "spec": {"replicas": 2}});
         assert!(!spec_changed(&old, &relabelled));
         assert!(spec_changed(&old, &scaled));
-    }
-
-    #[test]
-    fn secret_string_data_is_folded_into_data() {
-        let mut secret = json!({"kind": "Secret",
-            "stringData": {"password": "not-a-real-password", "token": "new"},
-            "data": {"token": "b2xk", "kept": "eA=="}});
-        fold_string_data(&mut secret);
-        assert_eq!(
-            secret,
-            json!({"kind": "Secret", "data": {"token": "bmV3", "kept": "eA==",
-                "password": "bm90LWEtcmVhbC1wYXNzd29yZA=="}})
-        );
-        let mut plain = json!({"kind": "Secret", "data": {"a": "Yg=="}});
-        fold_string_data(&mut plain);
-        assert_eq!(plain, json!({"kind": "Secret", "data": {"a": "Yg=="}}));
     }
 
     #[test]

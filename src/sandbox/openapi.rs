@@ -1,6 +1,8 @@
 //! `/openapi/v3`: the recorded OpenAPI v3 documents of the built-in group versions, and
 //! one generated from each CRD's schema. kubectl's `apply` fetches them.
 
+use std::sync::OnceLock;
+
 use bytes::Bytes;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha512};
@@ -56,10 +58,15 @@ pub fn builtin_documents() -> &'static [(&'static str, &'static str)] {
 /// `GET /openapi/v3`: every document with a content hash, as kube-apiserver lists them
 /// (clients cache documents by that hash).
 pub fn index(registry: &Registry) -> Value {
-    let mut paths = serde_json::Map::new();
-    for (path, document) in DOCUMENTS {
-        paths.insert((*path).to_string(), entry(path, document.as_bytes()));
-    }
+    // Hashing 4 MB of built-in documents takes a while; they never change.
+    static BUILTIN: OnceLock<Vec<(String, Value)>> = OnceLock::new();
+    let builtin = BUILTIN.get_or_init(|| {
+        DOCUMENTS
+            .iter()
+            .map(|(path, document)| (path.to_string(), entry(path, document.as_bytes())))
+            .collect()
+    });
+    let mut paths: serde_json::Map<String, Value> = builtin.iter().cloned().collect();
     for (group, version) in registry.custom_group_versions() {
         let path = format!("apis/{group}/{version}");
         let document = custom_document(registry, &group, &version);
@@ -142,6 +149,43 @@ fn custom_document(registry: &Registry, group: &str, version: &str) -> Vec<u8> {
         schema["x-kubernetes-group-version-kind"] =
             json!([{"group": group, "version": version, "kind": resource.kind}]);
         let name = format!("{}.{version}.{}", reversed_group.join("."), resource.kind);
+        let gvk = json!({"group": group, "version": version, "kind": resource.kind});
+        let collection = if resource.namespaced {
+            format!(
+                "/apis/{group}/{version}/namespaces/{{namespace}}/{}",
+                resource.plural
+            )
+        } else {
+            format!("/apis/{group}/{version}/{}", resource.plural)
+        };
+        // kubectl finds a kind's operations, and the query parameters they accept
+        // (fieldValidation, dryRun, fieldManager, force), through these paths.
+        let operation = |action: &str, params: &[&str]| {
+            let parameters: Vec<Value> = params
+                .iter()
+                .map(|p| json!({"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": true}}))
+                .collect();
+            json!({
+                "parameters": parameters,
+                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}}},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            })
+        };
+        let writes = ["dryRun", "fieldManager", "fieldValidation"];
+        paths.insert(
+            collection.clone(),
+            json!({"get": operation("list", &[]), "post": operation("post", &writes)}),
+        );
+        paths.insert(
+            format!("{collection}/{{name}}"),
+            json!({
+                "get": operation("get", &[]),
+                "put": operation("put", &writes),
+                "patch": operation("patch", &["dryRun", "fieldManager", "fieldValidation", "force"]),
+                "delete": operation("delete", &["dryRun"]),
+            }),
+        );
         schemas.insert(name, schema);
         paths.insert(
             object_path(group, version, &resource),

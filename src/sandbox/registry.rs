@@ -56,6 +56,15 @@ const BUILTIN: &[(&str, &str, &str)] = &[
 
 const GROUP_LIST: &str = include_str!("../../assets/discovery/apis.json");
 
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`), which kubectl asks for first.
+const AGGREGATED_LEGACY: &str = include_str!("../../assets/discovery/aggregated-api.json");
+const AGGREGATED_GROUPS: &str = include_str!("../../assets/discovery/aggregated-apis.json");
+
+/// The content type of an aggregated discovery answer; clients that do not see it fall
+/// back to one request per group version.
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
 /// One resource the sandbox serves, in one version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceType {
@@ -96,6 +105,34 @@ impl ResourceType {
 
     pub fn is(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
+    }
+
+    /// The `APIResourceDiscovery` of this resource in aggregated discovery.
+    fn aggregated_entry(&self) -> Value {
+        let mut entry = json!({
+            "resource": self.plural,
+            "responseKind": {"group": "", "version": "", "kind": self.kind},
+            "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": self.singular,
+            "verbs": self.verbs,
+        });
+        if !self.short_names.is_empty() {
+            entry["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            entry["categories"] = json!(self.categories);
+        }
+        let mut subresources = Vec::new();
+        if self.has_scale {
+            subresources.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+        }
+        if self.has_status {
+            subresources.push(json!({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": self.kind}, "verbs": ["get", "patch", "update"]}));
+        }
+        if !subresources.is_empty() {
+            entry["subresources"] = json!(subresources);
+        }
+        entry
     }
 
     /// The `APIResource` entries of this resource in an `APIResourceList`.
@@ -276,6 +313,65 @@ impl Registry {
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
     }
 
+    /// `GET /api` or `GET /apis` as an `APIGroupDiscoveryList`: the recorded built-in
+    /// groups narrowed to those served here, plus the groups of CRDs.
+    pub fn aggregated(&self, legacy: bool) -> Value {
+        let recorded: Value = serde_json::from_str(if legacy {
+            AGGREGATED_LEGACY
+        } else {
+            AGGREGATED_GROUPS
+        })
+        .unwrap_or(Value::Null);
+        let mut items: Vec<Value> = recorded["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        let group = if legacy {
+                            ""
+                        } else {
+                            item["metadata"]["name"].as_str().unwrap_or_default()
+                        };
+                        let mut item = item.clone();
+                        let versions = item.get_mut("versions")?.as_array_mut()?;
+                        versions.retain(|v| {
+                            let version = v["version"].as_str().unwrap_or_default().to_string();
+                            self.builtin_documents
+                                .contains_key(&(group.to_string(), version))
+                        });
+                        (!versions.is_empty()).then_some(item)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !legacy {
+            let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&ResourceType>>> = BTreeMap::new();
+            for t in self.custom.values().flat_map(|c| c.types.iter()) {
+                groups
+                    .entry(&t.group)
+                    .or_default()
+                    .entry(&t.version)
+                    .or_default()
+                    .push(t);
+            }
+            for (group, versions) in groups {
+                let versions: Vec<Value> = versions
+                    .into_iter()
+                    .map(|(version, types)| {
+                        json!({
+                            "version": version,
+                            "resources": types.iter().map(|t| t.aggregated_entry()).collect::<Vec<_>>(),
+                            "freshness": "Current",
+                        })
+                    })
+                    .collect();
+                items.push(json!({"metadata": {"name": group}, "versions": versions}));
+            }
+        }
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    }
+
     /// Keeps only the versions of a recorded group that are served here.
     fn narrow_group(&self, group: &Value) -> Value {
         let name = group["name"].as_str().unwrap_or_default();
@@ -310,56 +406,6 @@ impl Registry {
         Some(Value::Object(with_kind))
     }
 
-    /// `GET /api` (`core`) or `GET /apis` asked for aggregated discovery
-    /// (`apidiscovery.k8s.io/v2`): every group version's resources in one document,
-    /// so that kubectl learns the API in one request instead of one per group version.
-    /// Rendered from the same resource lists as the per-group-version documents.
-    pub fn aggregated(&self, core: bool) -> Value {
-        let mut group_versions: Vec<(String, Vec<String>)> = Vec::new();
-        if core {
-            group_versions.push((String::new(), vec!["v1".to_string()]));
-        } else {
-            for group in self.group_list()["groups"].as_array().into_iter().flatten() {
-                let versions = group["versions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|v| v["version"].as_str().map(str::to_string))
-                    .collect();
-                let name = group["name"].as_str().unwrap_or_default().to_string();
-                group_versions.push((name, versions));
-            }
-        }
-        let items: Vec<Value> = group_versions
-            .iter()
-            .map(|(group, versions)| {
-                let versions: Vec<Value> = versions
-                    .iter()
-                    .filter_map(|version| {
-                        let list = self.resource_list(group, version)?;
-                        Some(json!({
-                            "version": version,
-                            "resources": aggregated_resources(&list),
-                            "freshness": "Current",
-                        }))
-                    })
-                    .collect();
-                let metadata = if group.is_empty() {
-                    json!({})
-                } else {
-                    json!({"name": group})
-                };
-                json!({"metadata": metadata, "versions": versions})
-            })
-            .collect();
-        json!({
-            "kind": "APIGroupDiscoveryList",
-            "apiVersion": "apidiscovery.k8s.io/v2",
-            "metadata": {},
-            "items": items,
-        })
-    }
-
     /// The group versions served, for the OpenAPI index.
     pub fn custom_group_versions(&self) -> Vec<(String, String)> {
         let mut gvs: Vec<(String, String)> = self
@@ -382,66 +428,6 @@ impl Registry {
             .cloned()
             .collect()
     }
-}
-
-/// The resources of an `APIResourceList` in aggregated form: `x/status` and the like
-/// become subresources of `x` (sorted by name, as kube-apiserver lists them), and a
-/// kind in the same group version is named with an empty group and version.
-fn aggregated_resources(list: &Value) -> Vec<Value> {
-    let entries = list["resources"].as_array().cloned().unwrap_or_default();
-    let response_kind = |entry: &Value| {
-        json!({
-            "group": entry["group"].as_str().unwrap_or_default(),
-            "version": entry["version"].as_str().unwrap_or_default(),
-            "kind": entry["kind"],
-        })
-    };
-    let mut resources = Vec::new();
-    for entry in entries
-        .iter()
-        .filter(|e| e["name"].as_str().is_some_and(|n| !n.contains('/')))
-    {
-        let name = entry["name"].as_str().unwrap_or_default();
-        let mut resource = serde_json::Map::new();
-        resource.insert("resource".into(), name.into());
-        resource.insert("responseKind".into(), response_kind(entry));
-        let scope = if entry["namespaced"].as_bool() == Some(true) {
-            "Namespaced"
-        } else {
-            "Cluster"
-        };
-        resource.insert("scope".into(), scope.into());
-        resource.insert("singularResource".into(), entry["singularName"].clone());
-        resource.insert("verbs".into(), entry["verbs"].clone());
-        for field in ["shortNames", "categories"] {
-            if let Some(values) = entry
-                .get(field)
-                .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
-            {
-                resource.insert(field.into(), values.clone());
-            }
-        }
-        let prefix = format!("{name}/");
-        let mut subresources: Vec<(String, Value)> = entries
-            .iter()
-            .filter_map(|sub| {
-                let sub_name = sub["name"].as_str()?.strip_prefix(&prefix)?;
-                Some((
-                    sub_name.to_string(),
-                    json!({"subresource": sub_name, "responseKind": response_kind(sub), "verbs": sub["verbs"]}),
-                ))
-            })
-            .collect();
-        subresources.sort_by(|a, b| a.0.cmp(&b.0));
-        if !subresources.is_empty() {
-            resource.insert(
-                "subresources".into(),
-                subresources.into_iter().map(|(_, s)| s).collect(),
-            );
-        }
-        resources.push(Value::Object(resource));
-    }
-    resources
 }
 
 fn group_document(group: &str, versions: &[&str]) -> Value {
@@ -600,43 +586,27 @@ mod tests {
     }
 
     #[test]
-    fn aggregated_discovery_folds_subresources_into_their_resource() {
-        let registry = Registry::builtin();
-        let core = registry.aggregated(true);
-        assert_eq!(core["kind"], "APIGroupDiscoveryList");
-        let v1 = &core["items"][0]["versions"][0];
-        assert_eq!(v1["version"], "v1");
-        let namespaces = v1["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["resource"] == "namespaces")
-            .unwrap();
-        assert_eq!(namespaces["scope"], "Cluster");
-        let subresources: Vec<&str> = namespaces["subresources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["subresource"].as_str().unwrap())
-            .collect();
-        assert_eq!(subresources, ["finalize", "status"]);
+    fn aggregated_discovery_narrows_to_served_groups_and_adds_crds() {
+        let mut registry = Registry::builtin();
+        let legacy = registry.aggregated(true);
+        assert_eq!(legacy["items"][0]["versions"][0]["version"], "v1");
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        registry.add_custom("widgets.example.com", custom_resource_of(&crd).unwrap());
         let groups = registry.aggregated(false);
-        let apps = groups["items"]
+        let names: Vec<&str> = groups["items"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|g| g["metadata"]["name"] == "apps")
-            .unwrap();
-        let deployments = apps["versions"][0]["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["resource"] == "deployments")
-            .unwrap();
-        assert_eq!(
-            deployments["subresources"][0],
-            json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]})
-        );
+            .map(|g| g["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"apps") && names.contains(&"example.com"));
+        assert!(!names.contains(&"storage.k8s.io"));
+        let widgets =
+            &groups["items"].as_array().unwrap().last().unwrap()["versions"][0]["resources"][0];
+        assert_eq!(widgets["resource"], "widgets");
+        assert_eq!(widgets["scope"], "Namespaced");
     }
 
     #[test]

@@ -35,9 +35,6 @@ pub struct ResourceKey {
 /// order is etcd's key order, which is the order of list answers.
 pub type ObjectKey = (String, String);
 
-/// The objects of a resource at one resourceVersion, in key order.
-pub type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
-
 /// One stored object.
 #[derive(Debug)]
 pub struct Stored {
@@ -132,6 +129,9 @@ pub struct Store {
     /// [`HISTORY_LIMIT`] unless a test shrinks it to reach `410 Expired` quickly.
     history_limit: AtomicUsize,
 }
+
+/// The objects of a resource at one resourceVersion, in key order.
+pub type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
 
 /// Where a watch starts.
 pub enum WatchStart {

@@ -1,1 +1,122 @@
 //! Git, the source of truth: clone, fetch, and read one exact revision.
+//!
+//! The first stage of the loop. A [`Source`] is a repository URL, a reference (branch,
+//! tag or full commit SHA) and a path inside the repository. [`SourceCache`] keeps one
+//! bare clone per repository under a cache directory, fetches it incrementally,
+//! resolves the reference to one commit ([`Revision`]) and reads the files under the
+//! path straight from that commit's tree (no working tree, so a reader of revision X
+//! never sees a file of revision Y).
+//!
+//! Triggers live here too: [`SourceWatcher`] polls one source at an interval with
+//! jitter (skipping the fetch when the remote ref has not moved) and wakes early when
+//! [`webhook_router`] receives a matching push from a Git provider.
+//!
+//! Failures are [`SourceError`]s: typed, never fatal, each documented as retryable or
+//! not. The last good revision of a source stays in use and [`SourceCache::status`]
+//! reports `Ready=False` with the reason.
+
+mod auth;
+mod cache;
+mod error;
+mod poll;
+mod read;
+mod url;
+mod webhook;
+
+pub use auth::{Auth, SecretRef};
+pub use cache::{SourceCache, SourceStatus};
+pub use error::SourceError;
+pub use poll::{
+    DEFAULT_COALESCE_WINDOW, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER, PollConfig, PushedRef,
+    SourceState, SourceWatcher, Trigger, Triggers,
+};
+pub use read::{FileKind, MAX_FILE_BYTES, SourceFile};
+pub use url::{RepoKey, normalize_repo_url, redact_url};
+pub use webhook::{
+    DEFAULT_WEBHOOK_BODY_LIMIT, Provider, WebhookConfig, WebhookSecret, WebhookState,
+    webhook_router,
+};
+
+use std::fmt;
+
+/// Where an application's desired state lives: one path of one reference of one
+/// repository.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Source {
+    /// Repository URL: `file://`, a plain local path, `git://`, `http(s)://`,
+    /// `ssh://` or scp-like `user@host:path`.
+    pub url: String,
+    /// A branch (`main`), a tag (`v1.2.0`), a full ref name (`refs/heads/main`), a
+    /// full 40-hex commit SHA, or `HEAD` (also `""`) for the remote's default branch.
+    pub reference: String,
+    /// Directory (or single file) inside the repository; `""` or `"."` is the root.
+    pub path: String,
+    /// How to authenticate; credentials are read from the environment or a file at
+    /// fetch time, never stored in the configuration itself.
+    pub auth: Auth,
+}
+
+impl Source {
+    /// A source without credentials.
+    pub fn new(
+        url: impl Into<String>,
+        reference: impl Into<String>,
+        path: impl Into<String>,
+    ) -> Self {
+        Source {
+            url: url.into(),
+            reference: reference.into(),
+            path: path.into(),
+            auth: Auth::None,
+        }
+    }
+
+    /// The same source with credentials.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// The repository this source reads, normalized so that https/ssh/scp-like,
+    /// `.git` and case variants of one repository share one clone.
+    pub fn repo_key(&self) -> RepoKey {
+        normalize_repo_url(&self.url)
+    }
+
+    /// True when the reference is a full commit SHA (a pin that never moves).
+    pub fn is_pinned(&self) -> bool {
+        is_full_sha(&self.reference)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}@{}:{}",
+            redact_url(&self.url),
+            self.reference,
+            self.path
+        )
+    }
+}
+
+/// One resolved commit: what every downstream stage reads and reports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Revision {
+    /// Full 40-hex commit SHA.
+    pub sha: String,
+    /// First line of the commit message.
+    pub subject: String,
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = self.sha.get(..12).unwrap_or(&self.sha);
+        write!(f, "{short} {}", self.subject)
+    }
+}
+
+pub(crate) fn is_full_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}

@@ -2,8 +2,10 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod cli;
 mod fidelity;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;
+mod source;
 mod support;

@@ -1,0 +1,351 @@
+//! Credentials for fetching: read from the environment or a file at fetch time (so a
+//! rotated token is picked up without a restart), never stored in configuration and
+//! never logged.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
+
+use super::SourceError;
+
+/// The username sent with a bare token over HTTP. GitHub, GitLab and Gitea accept any
+/// username with a personal access token; GitHub documents `x-access-token` for app
+/// installation tokens, which makes it the one that works everywhere.
+const DEFAULT_TOKEN_USERNAME: &str = "x-access-token";
+
+/// The SSH user when the URL names none (every hosted forge uses `git`).
+const DEFAULT_SSH_USERNAME: &str = "git";
+
+/// Where a secret value is read from.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum SecretRef {
+    /// An environment variable's name.
+    Env(String),
+    /// A file's path (e.g. a mounted Kubernetes Secret); one trailing newline is dropped.
+    File(PathBuf),
+}
+
+impl fmt::Debug for SecretRef {
+    // Names where the secret lives, never what it is.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretRef::Env(name) => write!(f, "env:{name}"),
+            SecretRef::File(path) => write!(f, "file:{}", path.display()),
+        }
+    }
+}
+
+impl SecretRef {
+    /// Read the secret now. The error names the variable or file, not the value.
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            SecretRef::Env(name) => {
+                std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
+            }
+            SecretRef::File(path) => std::fs::read_to_string(path)
+                .map(|s| s.strip_suffix('\n').unwrap_or(&s).to_string())
+                .map_err(|e| format!("cannot read {}: {e}", path.display())),
+        }
+    }
+}
+
+/// How to authenticate to a remote.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Auth {
+    /// Anonymous (public repositories, local paths, `git://`).
+    #[default]
+    None,
+    /// HTTP(S) with a token as the password.
+    Token {
+        token: SecretRef,
+        /// Defaults to `x-access-token`.
+        username: Option<String>,
+    },
+    /// HTTP(S) basic authentication.
+    Basic {
+        username: String,
+        password: SecretRef,
+    },
+    /// SSH with a private key file, checking the server against a known_hosts file.
+    SshKey {
+        private_key: PathBuf,
+        known_hosts: PathBuf,
+        passphrase: Option<SecretRef>,
+        /// Defaults to the URL's user, else `git`.
+        username: Option<String>,
+    },
+}
+
+/// What the callbacks saw, so a failed fetch can be told apart (auth vs host key vs
+/// network) without parsing libgit2's messages.
+#[derive(Debug, Default)]
+pub(crate) struct AuthOutcome {
+    attempts: u32,
+    pub(crate) failure: Option<SourceError>,
+}
+
+pub(crate) fn is_ssh_url(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("ssh://") || lower.starts_with("git+ssh://") {
+        return true;
+    }
+    if url.contains("://") {
+        return false;
+    }
+    // scp-like `user@host:path`; a local path has a slash before any colon.
+    match url.split_once(':') {
+        Some((before, rest)) => !before.is_empty() && !before.contains('/') && !rest.is_empty(),
+        None => false,
+    }
+}
+
+/// Checks that need no network: the key files exist and the auth suits the protocol.
+pub(crate) fn preflight(url: &str, auth: &Auth) -> Result<(), SourceError> {
+    let cred_err = |message: String| SourceError::Credentials {
+        url: url.to_string(),
+        message,
+    };
+    if is_ssh_url(url) {
+        match auth {
+            Auth::SshKey {
+                private_key,
+                known_hosts,
+                ..
+            } => {
+                if !private_key.is_file() {
+                    return Err(cred_err(format!(
+                        "SSH private key {} does not exist",
+                        private_key.display()
+                    )));
+                }
+                if !known_hosts.is_file() {
+                    return Err(cred_err(format!(
+                        "known_hosts file {} does not exist",
+                        known_hosts.display()
+                    )));
+                }
+            }
+            _ => {
+                return Err(cred_err(
+                    "an ssh:// source needs a private key file and a known_hosts file".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Remote callbacks answering libgit2's credential and host key questions for `auth`.
+/// Each credential is offered once: libgit2 asks again after a refusal, and answering
+/// again would loop forever.
+pub(crate) fn callbacks<'a>(
+    url: &'a str,
+    auth: &'a Auth,
+    outcome: &'a RefCell<AuthOutcome>,
+) -> RemoteCallbacks<'a> {
+    let mut cb = RemoteCallbacks::new();
+    cb.credentials(move |_url, username_from_url, allowed| {
+        let mut out = outcome.borrow_mut();
+        out.attempts += 1;
+        let refuse = |out: &mut AuthOutcome, message: String| {
+            out.failure = Some(SourceError::AuthRefused {
+                url: url.to_string(),
+                message: message.clone(),
+            });
+            git2::Error::from_str(&message)
+        };
+        if out.attempts > 1 {
+            return Err(refuse(
+                &mut out,
+                "the server refused the credentials".into(),
+            ));
+        }
+        match auth {
+            Auth::None => Err(refuse(
+                &mut out,
+                "the server requires credentials and none are configured".into(),
+            )),
+            Auth::Token { token, username }
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
+            {
+                let secret = read_secret(url, token, &mut out)?;
+                let user = username.as_deref().unwrap_or(DEFAULT_TOKEN_USERNAME);
+                Cred::userpass_plaintext(user, &secret)
+            }
+            Auth::Basic { username, password }
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
+            {
+                let secret = read_secret(url, password, &mut out)?;
+                Cred::userpass_plaintext(username, &secret)
+            }
+            Auth::SshKey {
+                private_key,
+                passphrase,
+                username,
+                ..
+            } => {
+                let user = username
+                    .as_deref()
+                    .or(username_from_url)
+                    .unwrap_or(DEFAULT_SSH_USERNAME);
+                if allowed.contains(CredentialType::USERNAME) {
+                    return Cred::username(user);
+                }
+                let pass = match passphrase {
+                    Some(p) => Some(read_secret(url, p, &mut out)?),
+                    None => None,
+                };
+                Cred::ssh_key(user, None, private_key, pass.as_deref())
+            }
+            _ => Err(refuse(
+                &mut out,
+                format!("the configured credentials do not fit what the server asks ({allowed:?})"),
+            )),
+        }
+    });
+    if let Auth::SshKey { known_hosts, .. } = auth {
+        let port = ssh_port(url);
+        cb.certificate_check(move |cert, host| {
+            let Some(key) = cert.as_hostkey().and_then(|h| h.hostkey()) else {
+                // Not an SSH host key (an X.509 certificate): let libgit2's own
+                // verification decide.
+                return Ok(CertificateCheckStatus::CertificatePassthrough);
+            };
+            match check_known_host(known_hosts, host, port, key) {
+                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+                Err(message) => {
+                    outcome.borrow_mut().failure = Some(SourceError::HostKeyUnknown {
+                        host: host.to_string(),
+                        message: message.clone(),
+                    });
+                    Err(git2::Error::from_str(&message))
+                }
+            }
+        });
+    }
+    cb
+}
+
+fn read_secret(
+    url: &str,
+    secret: &SecretRef,
+    out: &mut AuthOutcome,
+) -> Result<String, git2::Error> {
+    secret.read().map_err(|message| {
+        out.failure = Some(SourceError::Credentials {
+            url: url.to_string(),
+            message: message.clone(),
+        });
+        git2::Error::from_str(&message)
+    })
+}
+
+fn ssh_port(url: &str) -> Option<u16> {
+    if !url.contains("://") {
+        return None;
+    }
+    url::Url::parse(url).ok()?.port().filter(|p| *p != 22)
+}
+
+/// Is `key` (the raw public key blob the server sent) listed for `host` in the
+/// known_hosts file? Plain host patterns only: hashed entries (`|1|…`) are not read.
+pub(crate) fn check_known_host(
+    known_hosts: &Path,
+    host: &str,
+    port: Option<u16>,
+    key: &[u8],
+) -> Result<(), String> {
+    let text = std::fs::read_to_string(known_hosts)
+        .map_err(|e| format!("cannot read {}: {e}", known_hosts.display()))?;
+    let wanted = match port {
+        Some(p) => format!("[{host}]:{p}"),
+        None => host.to_string(),
+    };
+    let mut listed_with_other_key = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let (Some(hosts), Some(_kind), Some(blob)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if !hosts.split(',').any(|h| h.eq_ignore_ascii_case(&wanted)) {
+            continue;
+        }
+        match base64::engine::general_purpose::STANDARD.decode(blob) {
+            Ok(listed) if listed == key => return Ok(()),
+            _ => listed_with_other_key = true,
+        }
+    }
+    if listed_with_other_key {
+        Err(format!(
+            "{wanted} is in {} with a different key: the server's host key changed",
+            known_hosts.display()
+        ))
+    } else {
+        Err(format!(
+            "{wanted} is not in {} (hashed entries are not read; add a plain `host type key` line)",
+            known_hosts.display()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY_B64: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
+
+    fn known_hosts(content: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("known_hosts");
+        std::fs::write(&path, content).expect("write");
+        (dir, path)
+    }
+
+    #[test]
+    fn a_listed_host_key_is_accepted() {
+        let (_d, path) = known_hosts(&format!("# c\ngithub.com,1.2.3.4 ssh-ed25519 {KEY_B64}\n"));
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(KEY_B64)
+            .expect("b64");
+        assert!(check_known_host(&path, "github.com", None, &key).is_ok());
+        assert!(check_known_host(&path, "1.2.3.4", None, &key).is_ok());
+    }
+
+    #[test]
+    fn an_unknown_host_or_changed_key_is_refused() {
+        let (_d, path) = known_hosts(&format!("github.com ssh-ed25519 {KEY_B64}\n"));
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(KEY_B64)
+            .expect("b64");
+        let err = check_known_host(&path, "gitlab.com", None, &key).expect_err("unknown host");
+        assert!(err.contains("not in"), "{err}");
+        let err = check_known_host(&path, "github.com", None, b"other").expect_err("changed");
+        assert!(err.contains("different key"), "{err}");
+        // A non-default port is a different known_hosts entry.
+        let err = check_known_host(&path, "github.com", Some(2222), &key).expect_err("port");
+        assert!(err.contains("[github.com]:2222"), "{err}");
+    }
+
+    #[test]
+    fn ssh_urls_are_recognised() {
+        assert!(is_ssh_url("ssh://git@h/x"));
+        assert!(is_ssh_url("git@github.com:org/repo.git"));
+        assert!(!is_ssh_url("/tmp/repo"));
+        assert!(!is_ssh_url("https://h/x"));
+        assert!(!is_ssh_url("file:///tmp/x"));
+    }
+
+    #[test]
+    fn secret_refs_never_print_their_value() {
+        let s = SecretRef::Env("TOKEN_VAR".into());
+        assert_eq!(format!("{s:?}"), "env:TOKEN_VAR");
+    }
+}

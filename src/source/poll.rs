@@ -1,0 +1,348 @@
+//! When to sync: a poll per source at an interval with jitter, woken early by webhooks.
+//!
+//! A poll first asks the remote where the reference points (one `ls-remote`) and skips
+//! the fetch when nothing moved. A webhook skips that check (the provider just told us
+//! it moved) and waits a short window first, so a burst of deliveries for one push
+//! (GitHub sends `push` and `pull_request` for a merge) costs one fetch.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Revision, Source, SourceCache, SourceStatus, normalize_repo_url};
+
+/// Poll interval when none is configured: Argo CD's default
+/// (`timeout.reconciliation: 180s`), which webhooks make a safety net rather than the
+/// main trigger.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(180);
+
+/// ±10% jitter keeps many sources (or replicas) polling one server from firing together.
+pub const DEFAULT_POLL_JITTER: f64 = 0.1;
+
+/// Wait after a webhook before fetching, so deliveries for the same push that arrive
+/// together are answered by one fetch. Providers send them within milliseconds; this is
+/// well under the 1 s budget for noticing a merge.
+pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(25);
+
+/// How one source is polled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollConfig {
+    /// Mean time between polls.
+    pub interval: Duration,
+    /// Fraction of `interval` by which each wait is randomly shortened or lengthened.
+    pub jitter: f64,
+    /// Wait after a webhook before fetching, to coalesce a burst.
+    pub coalesce: Duration,
+}
+
+impl Default for PollConfig {
+    fn default() -> Self {
+        PollConfig {
+            interval: DEFAULT_POLL_INTERVAL,
+            jitter: DEFAULT_POLL_JITTER,
+            coalesce: DEFAULT_COALESCE_WINDOW,
+        }
+    }
+}
+
+impl PollConfig {
+    /// The next wait: `interval × (1 ± jitter)`.
+    pub fn next_wait(&self) -> Duration {
+        let j = self.jitter.clamp(0.0, 1.0);
+        if j == 0.0 {
+            return self.interval;
+        }
+        let factor = rand::rng().random_range((1.0 - j)..=(1.0 + j));
+        self.interval.mul_f64(factor)
+    }
+}
+
+/// A source's wake-up signal. Firing it many times before the watcher wakes counts
+/// once (a generation counter in a `watch` channel).
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    tx: Arc<watch::Sender<u64>>,
+}
+
+impl Trigger {
+    fn new() -> Self {
+        Trigger {
+            tx: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Ask for a sync now.
+    pub fn fire(&self) {
+        self.tx.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.tx.subscribe()
+    }
+}
+
+/// A pushed reference, as a webhook names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushedRef {
+    /// `refs/heads/<name>`.
+    Branch(String),
+    /// `refs/tags/<name>`.
+    Tag(String),
+}
+
+impl PushedRef {
+    /// From a full ref name; a bare name is taken as a branch.
+    pub fn parse(name: &str) -> Self {
+        if let Some(b) = name.strip_prefix("refs/heads/") {
+            PushedRef::Branch(b.to_string())
+        } else if let Some(t) = name.strip_prefix("refs/tags/") {
+            PushedRef::Tag(t.to_string())
+        } else {
+            PushedRef::Branch(name.to_string())
+        }
+    }
+
+    /// Does a source following `reference` follow this ref? A bare reference may name
+    /// a branch or a tag (sync tries branches first, then tags).
+    fn matches(&self, reference: &str) -> bool {
+        // A source following the default branch cannot tell from a push which branch
+        // that is: any branch push wakes it, and its sync finds out whether HEAD moved.
+        if super::cache::follows_default_branch(reference) {
+            return matches!(self, PushedRef::Branch(_));
+        }
+        match self {
+            PushedRef::Branch(b) => {
+                reference == b || reference.strip_prefix("refs/heads/") == Some(b)
+            }
+            PushedRef::Tag(t) => reference == t || reference.strip_prefix("refs/tags/") == Some(t),
+        }
+    }
+}
+
+/// Every source that can be woken, with its trigger. Shared by the webhook receivers
+/// (which fire) and the watchers (which wait).
+#[derive(Debug, Clone, Default)]
+pub struct Triggers {
+    inner: Arc<Mutex<Vec<(Source, Trigger)>>>,
+}
+
+impl Triggers {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The trigger of `source`, registering it on first use.
+    pub fn register(&self, source: &Source) -> Trigger {
+        let mut inner = match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some((_, t)) = inner.iter().find(|(s, _)| s == source) {
+            return t.clone();
+        }
+        let t = Trigger::new();
+        inner.push((source.clone(), t.clone()));
+        t
+    }
+
+    /// Forget a source (an app was deleted).
+    pub fn unregister(&self, source: &Source) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.retain(|(s, _)| s != source);
+        }
+    }
+
+    /// Fire every source of a repository (named by any of `repo_urls`) following the
+    /// pushed ref; return the sources fired. Pinned sources never move and never match.
+    pub fn push(&self, repo_urls: &[String], pushed: &PushedRef) -> Vec<Source> {
+        let keys: Vec<String> = repo_urls
+            .iter()
+            .filter(|u| !u.is_empty())
+            .map(|u| normalize_repo_url(u).host_path)
+            .collect();
+        let inner = match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let mut fired = Vec::new();
+        for (source, trigger) in inner.iter() {
+            if source.is_pinned() || !pushed.matches(&source.reference) {
+                continue;
+            }
+            if keys.contains(&source.repo_key().host_path) {
+                trigger.fire();
+                fired.push(source.clone());
+            }
+        }
+        fired
+    }
+}
+
+/// What a watcher publishes after every sync.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceState {
+    /// The revision to use: the last good one (unchanged by a failed sync).
+    pub revision: Option<Revision>,
+    /// Readiness and the reason when not ready.
+    pub status: SourceStatus,
+    /// Syncs attempted so far (a poll whose check found nothing new is not one).
+    pub syncs: u64,
+}
+
+/// Keeps one source synced: at start, at every poll where the remote moved, and after
+/// webhooks.
+pub struct SourceWatcher;
+
+impl SourceWatcher {
+    /// Spawn the watcher task. It stops when `shutdown` is cancelled.
+    pub fn spawn(
+        cache: SourceCache,
+        source: Source,
+        config: PollConfig,
+        trigger: Trigger,
+        shutdown: CancellationToken,
+    ) -> (watch::Receiver<SourceState>, JoinHandle<()>) {
+        let (tx, rx) = watch::channel(SourceState::default());
+        let handle = tokio::spawn(async move {
+            let mut wake = trigger.subscribe();
+            wake.borrow_and_update();
+            let mut syncs = 0u64;
+            let mut run_sync = true;
+            loop {
+                if run_sync {
+                    // Pushes seen from here on are covered by this sync.
+                    wake.borrow_and_update();
+                    syncs += 1;
+                    let result = cache.sync(&source).await;
+                    if let Err(e) = &result {
+                        tracing::debug!(source = %source, error = %e, "sync failed; keeping last good revision");
+                    }
+                    let status = cache.status(&source);
+                    tx.send_replace(SourceState {
+                        revision: status.last_good.clone(),
+                        status,
+                        syncs,
+                    });
+                }
+                // A push that arrived during the sync may be newer than what it fetched.
+                if wake.has_changed().unwrap_or(false) {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(config.coalesce) => {}
+                    }
+                    run_sync = true;
+                    continue;
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    changed = wake.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(config.coalesce) => {}
+                        }
+                        run_sync = true;
+                    }
+                    _ = tokio::time::sleep(config.next_wait()) => {
+                        // The cheap check; on error, sync anyway so the status says why.
+                        run_sync = !matches!(cache.remote_moved(&source).await, Ok(false))
+                            || !cache.status(&source).ready;
+                    }
+                }
+            }
+        });
+        (rx, handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_bounds() {
+        let c = PollConfig {
+            interval: Duration::from_secs(100),
+            jitter: 0.1,
+            coalesce: Duration::ZERO,
+        };
+        for _ in 0..200 {
+            let w = c.next_wait();
+            assert!(
+                w >= Duration::from_secs(90) && w <= Duration::from_secs(110),
+                "{w:?}"
+            );
+        }
+        let fixed = PollConfig { jitter: 0.0, ..c };
+        assert_eq!(fixed.next_wait(), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn pushes_match_by_repository_and_ref() {
+        let triggers = Triggers::new();
+        let main = Source::new("git@github.com:org/app.git", "main", "deploy");
+        let tag = Source::new("https://github.com/org/app", "v1.0", "deploy");
+        let pinned = Source::new(
+            "https://github.com/org/app",
+            "0123456789abcdef0123456789abcdef01234567",
+            "",
+        );
+        let other = Source::new("https://github.com/org/other", "main", "");
+        for s in [&main, &tag, &pinned, &other] {
+            triggers.register(s);
+        }
+        let urls = vec!["https://github.com/Org/App.git".to_string()];
+        assert_eq!(
+            triggers.push(&urls, &PushedRef::parse("refs/heads/main")),
+            vec![main.clone()]
+        );
+        assert_eq!(
+            triggers.push(&urls, &PushedRef::parse("refs/tags/v1.0")),
+            vec![tag]
+        );
+        assert!(
+            triggers
+                .push(&urls, &PushedRef::parse("refs/heads/dev"))
+                .is_empty()
+        );
+        let ssh = vec!["ssh://git@github.com/org/other.git".to_string()];
+        assert_eq!(triggers.push(&ssh, &PushedRef::parse("main")), vec![other]);
+    }
+
+    #[test]
+    fn a_source_following_head_wakes_on_any_branch_push() {
+        let triggers = Triggers::new();
+        let head = Source::new("https://git.example.com/team/app", "HEAD", "");
+        triggers.register(&head);
+        let urls = vec!["git@git.example.com:team/app.git".to_string()];
+        assert_eq!(
+            triggers.push(&urls, &PushedRef::parse("refs/heads/trunk")),
+            vec![head]
+        );
+        assert!(
+            triggers
+                .push(&urls, &PushedRef::parse("refs/tags/v1"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_burst_of_fires_is_seen_once() {
+        let t = Trigger::new();
+        let mut rx = t.subscribe();
+        rx.borrow_and_update();
+        for _ in 0..10 {
+            t.fire();
+        }
+        assert!(rx.has_changed().unwrap_or(false));
+        rx.borrow_and_update();
+        assert!(!rx.has_changed().unwrap_or(true));
+    }
+}

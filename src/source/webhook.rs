@@ -1,0 +1,611 @@
+//! Webhook receivers: a Git provider says a branch moved, and the sources following it
+//! sync now instead of at their next poll.
+//!
+//! Every delivery is checked in the same order: size (413), signature (401), body
+//! shape (400), then what it means (202 when it wakes a source, 200 with a reason when
+//! it does not). Signatures are compared in constant time, and a provider without a
+//! configured secret is refused unless unsigned deliveries were explicitly allowed.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::{PushedRef, Triggers};
+
+/// Largest webhook body accepted. GitHub caps payloads at 25 MB but a push of a handful
+/// of commits is a few KiB; GitLab's default is similar. 1 MiB refuses junk early while
+/// leaving room for pushes of many commits.
+pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The providers we read, one route each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// `X-Hub-Signature-256: sha256=<hmac>`, `X-GitHub-Event`.
+    Github,
+    /// `X-Gitlab-Token: <secret>`, `X-Gitlab-Event`.
+    Gitlab,
+    /// Gitea and Forgejo: `X-Gitea-Signature` / `X-Forgejo-Signature: <hmac>`.
+    Gitea,
+    /// Bitbucket Cloud and Data Center: `X-Hub-Signature: sha256=<hmac>`, `X-Event-Key`.
+    Bitbucket,
+    /// Anything else: `X-Signature: sha256=<hmac>` over `{"repository": …, "ref": …}`.
+    Generic,
+}
+
+impl Provider {
+    fn name(self) -> &'static str {
+        match self {
+            Provider::Github => "github",
+            Provider::Gitlab => "gitlab",
+            Provider::Gitea => "gitea",
+            Provider::Bitbucket => "bitbucket",
+            Provider::Generic => "generic",
+        }
+    }
+}
+
+/// A webhook secret. Its `Debug` never shows the value.
+#[derive(Clone)]
+pub struct WebhookSecret(Vec<u8>);
+
+impl WebhookSecret {
+    /// A secret from its bytes (read from an environment variable or file by the caller).
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        WebhookSecret(bytes.into())
+    }
+}
+
+impl fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WebhookSecret(***)")
+    }
+}
+
+/// How the receivers check deliveries.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// One secret per provider.
+    pub secrets: HashMap<Provider, WebhookSecret>,
+    /// Accept unsigned deliveries for providers without a secret. Off by default: anyone
+    /// who can reach the endpoint could otherwise make tether fetch at will.
+    pub allow_unsigned: bool,
+    /// Largest body accepted (413 above).
+    pub body_limit: usize,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            secrets: HashMap::new(),
+            allow_unsigned: false,
+            body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
+        }
+    }
+}
+
+impl WebhookConfig {
+    /// The same config with a secret for `provider`.
+    pub fn with_secret(mut self, provider: Provider, secret: WebhookSecret) -> Self {
+        self.secrets.insert(provider, secret);
+        self
+    }
+}
+
+/// What the receivers need: the config and the sources they can wake.
+#[derive(Debug, Clone)]
+pub struct WebhookState {
+    config: Arc<WebhookConfig>,
+    triggers: Triggers,
+}
+
+impl WebhookState {
+    /// Receivers checking with `config` and waking `triggers`.
+    pub fn new(config: WebhookConfig, triggers: Triggers) -> Self {
+        WebhookState {
+            config: Arc::new(config),
+            triggers,
+        }
+    }
+}
+
+/// `POST /webhooks/{github,gitlab,gitea,bitbucket,generic}`.
+pub fn webhook_router(state: WebhookState) -> Router {
+    Router::new()
+        .route("/webhooks/github", post(github))
+        .route("/webhooks/gitlab", post(gitlab))
+        .route("/webhooks/gitea", post(gitea))
+        .route("/webhooks/bitbucket", post(bitbucket))
+        .route("/webhooks/generic", post(generic))
+        .with_state(state)
+}
+
+async fn github(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Github, &h, b).await
+}
+async fn gitlab(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Gitlab, &h, b).await
+}
+async fn gitea(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Gitea, &h, b).await
+}
+async fn bitbucket(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Bitbucket, &h, b).await
+}
+async fn generic(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Generic, &h, b).await
+}
+
+/// Why a delivery was refused.
+#[derive(Debug)]
+enum Rejection {
+    TooLarge,
+    Unauthorized(&'static str),
+    BadPayload(String),
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let (code, msg) = match self {
+            Rejection::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "body too large".to_string()),
+            Rejection::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m.to_string()),
+            Rejection::BadPayload(m) => (StatusCode::BAD_REQUEST, m),
+        };
+        (code, axum::Json(json!({ "error": msg }))).into_response()
+    }
+}
+
+/// What a verified delivery means.
+#[derive(Debug, PartialEq, Eq)]
+enum Event {
+    /// A branch or tag moved in a repository named by any of these URLs.
+    Push {
+        urls: Vec<String>,
+        pushed: Vec<PushedRef>,
+    },
+    /// Nothing to fetch, and why.
+    Ignored(String),
+}
+
+async fn receive(
+    state: &WebhookState,
+    provider: Provider,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    match verify_and_parse(state, provider, headers, body).await {
+        Err(rejection) => {
+            tracing::info!(provider = provider.name(), ?rejection, "webhook refused");
+            rejection.into_response()
+        }
+        Ok(Event::Ignored(reason)) => (
+            StatusCode::OK,
+            axum::Json(json!({ "status": "ignored", "reason": reason })),
+        )
+            .into_response(),
+        Ok(Event::Push { urls, pushed }) => {
+            let mut matched = Vec::new();
+            for p in &pushed {
+                for source in state.triggers.push(&urls, p) {
+                    let s = source.to_string();
+                    if !matched.contains(&s) {
+                        matched.push(s);
+                    }
+                }
+            }
+            if matched.is_empty() {
+                let reason = "push matches no source (repository or ref not followed)";
+                return (
+                    StatusCode::OK,
+                    axum::Json(json!({ "status": "ignored", "reason": reason })),
+                )
+                    .into_response();
+            }
+            tracing::info!(provider = provider.name(), sources = ?matched, "webhook woke sources");
+            (
+                StatusCode::ACCEPTED,
+                axum::Json(json!({ "status": "accepted", "sources": matched })),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn verify_and_parse(
+    state: &WebhookState,
+    provider: Provider,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Event, Rejection> {
+    let limit = state.config.body_limit;
+    let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(Rejection::TooLarge);
+    }
+    let body = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| Rejection::TooLarge)?;
+    verify(state, provider, headers, &body)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Rejection::BadPayload(format!("body is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Rejection::BadPayload("body is not a JSON object".into()));
+    }
+    match provider {
+        Provider::Github => github_event(headers, &value),
+        Provider::Gitlab => gitlab_event(headers, &value),
+        Provider::Gitea => gitea_event(headers, &value),
+        Provider::Bitbucket => bitbucket_event(headers, &value),
+        Provider::Generic => generic_event(&value),
+    }
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn verify(
+    state: &WebhookState,
+    provider: Provider,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), Rejection> {
+    let Some(secret) = state.config.secrets.get(&provider) else {
+        if state.config.allow_unsigned {
+            return Ok(());
+        }
+        return Err(Rejection::Unauthorized(
+            "no webhook secret configured for this provider",
+        ));
+    };
+    let ok = match provider {
+        Provider::Gitlab => {
+            let token = header(headers, "x-gitlab-token")
+                .ok_or(Rejection::Unauthorized("missing X-Gitlab-Token"))?;
+            // Compare digests so the comparison takes the same time whatever the lengths.
+            let a = Sha256::digest(token.as_bytes());
+            let b = Sha256::digest(&secret.0);
+            bool::from(a.ct_eq(&b))
+        }
+        Provider::Github => hmac_ok(secret, body, prefixed(headers, "x-hub-signature-256")?)?,
+        Provider::Bitbucket => hmac_ok(secret, body, prefixed(headers, "x-hub-signature")?)?,
+        Provider::Generic => hmac_ok(secret, body, prefixed(headers, "x-signature")?)?,
+        Provider::Gitea => {
+            let sig = header(headers, "x-gitea-signature")
+                .or_else(|| header(headers, "x-forgejo-signature"))
+                .ok_or(Rejection::Unauthorized(
+                    "missing X-Gitea-Signature / X-Forgejo-Signature",
+                ))?;
+            hmac_ok(secret, body, sig)?
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::Unauthorized("signature does not match"))
+    }
+}
+
+/// The hex digest of a `sha256=<hex>` header.
+fn prefixed<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, Rejection> {
+    let value = header(headers, name).ok_or(Rejection::Unauthorized("missing signature header"))?;
+    value
+        .strip_prefix("sha256=")
+        .ok_or(Rejection::Unauthorized("signature is not sha256=<hex>"))
+}
+
+fn hmac_ok(secret: &WebhookSecret, body: &[u8], hex_sig: &str) -> Result<bool, Rejection> {
+    let sig =
+        hex::decode(hex_sig.trim()).map_err(|_| Rejection::Unauthorized("signature is not hex"))?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)
+        .map_err(|_| Rejection::Unauthorized("unusable secret"))?;
+    mac.update(body);
+    // `verify_slice` compares in constant time.
+    Ok(mac.verify_slice(&sig).is_ok())
+}
+
+fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn urls_at(v: &Value, pointers: &[&str]) -> Vec<String> {
+    pointers
+        .iter()
+        .filter_map(|p| str_at(v, p))
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn bad(provider: &str, what: &str) -> Rejection {
+    Rejection::BadPayload(format!("not a {provider} {what} payload"))
+}
+
+const GITHUB_REPO_URLS: &[&str] = &[
+    "/repository/clone_url",
+    "/repository/ssh_url",
+    "/repository/git_url",
+    "/repository/html_url",
+    "/repository/url",
+];
+
+/// GitHub: `push`, and `pull_request` closed with `merged: true` (the base branch moved).
+fn github_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
+    let event = header(headers, "x-github-event").unwrap_or("");
+    github_like(event, v, "GitHub")
+}
+
+/// Gitea and Forgejo send GitHub-shaped payloads.
+fn gitea_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
+    let event = header(headers, "x-gitea-event")
+        .or_else(|| header(headers, "x-forgejo-event"))
+        .or_else(|| header(headers, "x-github-event"))
+        .unwrap_or("");
+    github_like(event, v, "Gitea")
+}
+
+fn github_like(event: &str, v: &Value, provider: &str) -> Result<Event, Rejection> {
+    match event {
+        "push" => {
+            let r = str_at(v, "/ref").ok_or_else(|| bad(provider, "push"))?;
+            let urls = urls_at(v, GITHUB_REPO_URLS);
+            if urls.is_empty() {
+                return Err(bad(provider, "push"));
+            }
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::parse(r)],
+            })
+        }
+        "pull_request" => {
+            let action = str_at(v, "/action").ok_or_else(|| bad(provider, "pull_request"))?;
+            let merged = v
+                .pointer("/pull_request/merged")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if action != "closed" || !merged {
+                return Ok(Event::Ignored(format!("pull request {action}, not merged")));
+            }
+            let base =
+                str_at(v, "/pull_request/base/ref").ok_or_else(|| bad(provider, "pull_request"))?;
+            let mut urls = urls_at(v, GITHUB_REPO_URLS);
+            urls.extend(urls_at(
+                v,
+                &[
+                    "/pull_request/base/repo/clone_url",
+                    "/pull_request/base/repo/ssh_url",
+                ],
+            ));
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::Branch(base.to_string())],
+            })
+        }
+        "ping" => Ok(Event::Ignored("ping".into())),
+        "" => Err(Rejection::BadPayload(format!(
+            "missing {provider} event header"
+        ))),
+        other => Ok(Event::Ignored(format!("event {other:?} is not a push"))),
+    }
+}
+
+const GITLAB_REPO_URLS: &[&str] = &[
+    "/project/git_http_url",
+    "/project/git_ssh_url",
+    "/project/web_url",
+    "/repository/git_http_url",
+    "/repository/git_ssh_url",
+    "/repository/homepage",
+];
+
+/// GitLab: `Push Hook`, `Tag Push Hook`, and `Merge Request Hook` with action `merge`.
+fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
+    let event = header(headers, "x-gitlab-event")
+        .map(str::to_string)
+        .or_else(|| str_at(v, "/object_kind").map(str::to_string))
+        .unwrap_or_default();
+    match event.as_str() {
+        "Push Hook" | "Tag Push Hook" | "push" | "tag_push" => {
+            let r = str_at(v, "/ref").ok_or_else(|| bad("GitLab", "push"))?;
+            let urls = urls_at(v, GITLAB_REPO_URLS);
+            if urls.is_empty() {
+                return Err(bad("GitLab", "push"));
+            }
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::parse(r)],
+            })
+        }
+        "Merge Request Hook" | "merge_request" => {
+            let attrs = v
+                .get("object_attributes")
+                .ok_or_else(|| bad("GitLab", "merge request"))?;
+            let action = str_at(attrs, "/action").unwrap_or("");
+            if action != "merge" {
+                return Ok(Event::Ignored(format!(
+                    "merge request {action}, not merged"
+                )));
+            }
+            let target =
+                str_at(attrs, "/target_branch").ok_or_else(|| bad("GitLab", "merge request"))?;
+            let mut urls = urls_at(v, GITLAB_REPO_URLS);
+            urls.extend(urls_at(
+                attrs,
+                &["/target/git_http_url", "/target/git_ssh_url"],
+            ));
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::Branch(target.to_string())],
+            })
+        }
+        "" => Err(Rejection::BadPayload(
+            "missing X-Gitlab-Event header".into(),
+        )),
+        other => Ok(Event::Ignored(format!("event {other:?} is not a push"))),
+    }
+}
+
+/// Bitbucket Cloud (`repo:push`, `pullrequest:fulfilled`) and Data Center
+/// (`repo:refs_changed`, `pr:merged`).
+fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
+    let event = header(headers, "x-event-key")
+        .map(str::to_string)
+        .or_else(|| str_at(v, "/eventKey").map(str::to_string))
+        .unwrap_or_default();
+    let mut urls = urls_at(v, &["/repository/links/html/href"]);
+    if let Some(full) = str_at(v, "/repository/full_name") {
+        urls.push(format!("https://bitbucket.org/{full}"));
+    }
+    if let Some(clones) = v
+        .pointer("/repository/links/clone")
+        .and_then(Value::as_array)
+    {
+        urls.extend(
+            clones
+                .iter()
+                .filter_map(|c| str_at(c, "/href"))
+                .map(str::to_string),
+        );
+    }
+    match event.as_str() {
+        "repo:push" => {
+            let changes = v
+                .pointer("/push/changes")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("Bitbucket", "repo:push"))?;
+            let mut pushed = Vec::new();
+            for c in changes {
+                // `new` is null when the ref was deleted; the old name still moved.
+                let side = c
+                    .get("new")
+                    .filter(|n| !n.is_null())
+                    .or_else(|| c.get("old"));
+                let (Some(kind), Some(name)) = (
+                    side.and_then(|s| str_at(s, "/type")),
+                    side.and_then(|s| str_at(s, "/name")),
+                ) else {
+                    continue;
+                };
+                pushed.push(if kind == "tag" {
+                    PushedRef::Tag(name.to_string())
+                } else {
+                    PushedRef::Branch(name.to_string())
+                });
+            }
+            if urls.is_empty() {
+                return Err(bad("Bitbucket", "repo:push"));
+            }
+            Ok(Event::Push { urls, pushed })
+        }
+        "repo:refs_changed" => {
+            let changes = v
+                .pointer("/changes")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("Bitbucket", "repo:refs_changed"))?;
+            let pushed = changes
+                .iter()
+                .filter_map(|c| str_at(c, "/ref/id").or_else(|| str_at(c, "/refId")))
+                .map(PushedRef::parse)
+                .collect();
+            Ok(Event::Push { urls, pushed })
+        }
+        "pullrequest:fulfilled" => {
+            let branch = str_at(v, "/pullrequest/destination/branch/name")
+                .ok_or_else(|| bad("Bitbucket", "pullrequest:fulfilled"))?;
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::Branch(branch.to_string())],
+            })
+        }
+        "pr:merged" => {
+            let to =
+                str_at(v, "/pullRequest/toRef/id").ok_or_else(|| bad("Bitbucket", "pr:merged"))?;
+            let mut urls = urls;
+            if let Some(clones) = v
+                .pointer("/pullRequest/toRef/repository/links/clone")
+                .and_then(Value::as_array)
+            {
+                urls.extend(
+                    clones
+                        .iter()
+                        .filter_map(|c| str_at(c, "/href"))
+                        .map(str::to_string),
+                );
+            }
+            Ok(Event::Push {
+                urls,
+                pushed: vec![PushedRef::parse(to)],
+            })
+        }
+        "diagnostics:ping" => Ok(Event::Ignored("ping".into())),
+        "" => Err(Rejection::BadPayload("missing X-Event-Key header".into())),
+        other => Ok(Event::Ignored(format!("event {other:?} is not a push"))),
+    }
+}
+
+/// `{"repository": "<url>", "ref": "refs/heads/main"}`; `repository` may also be a list.
+fn generic_event(v: &Value) -> Result<Event, Rejection> {
+    let r = str_at(v, "/ref")
+        .ok_or_else(|| bad("generic", "push (needs \"repository\" and \"ref\")"))?;
+    let urls: Vec<String> = match v.get("repository") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if urls.is_empty() {
+        return Err(bad("generic", "push (needs \"repository\" and \"ref\")"));
+    }
+    Ok(Event::Push {
+        urls,
+        pushed: vec![PushedRef::parse(r)],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_merged_pull_request_moves_the_base_branch() {
+        let v = json!({
+            "action": "closed",
+            "pull_request": { "merged": true, "base": { "ref": "main" } },
+            "repository": { "clone_url": "https://github.com/o/r.git" }
+        });
+        let e = github_like("pull_request", &v, "GitHub").expect("parse");
+        assert_eq!(
+            e,
+            Event::Push {
+                urls: vec!["https://github.com/o/r.git".into()],
+                pushed: vec![PushedRef::Branch("main".into())]
+            }
+        );
+        let open = json!({ "action": "opened", "pull_request": { "merged": false } });
+        assert!(matches!(
+            github_like("pull_request", &open, "GitHub"),
+            Ok(Event::Ignored(_))
+        ));
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        assert_eq!(
+            format!("{:?}", WebhookSecret::new("hunter2")),
+            "WebhookSecret(***)"
+        );
+    }
+}

@@ -1,0 +1,1173 @@
+//! The Git source stage against real git: local paths, a real `git daemon`, git's real
+//! smart-HTTP server (`git http-backend` behind a CGI host), and webhooks with each
+//! provider's signature scheme and documented payload shapes.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use tether::source::{
+    Auth, FileKind, PollConfig, Provider, SecretRef, Source, SourceCache, SourceError,
+    SourceWatcher, Triggers, WebhookConfig, WebhookSecret, WebhookState, webhook_router,
+};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+// ---------------------------------------------------------------------------------
+// Real git, real servers
+// ---------------------------------------------------------------------------------
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository to serve, with `deploy/` and `other/` directories on branch `main`.
+struct Origin {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+}
+
+impl Origin {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("srv");
+        let repo = root.join("app");
+        std::fs::create_dir_all(&repo).expect("mkdir");
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let o = Origin {
+            _tmp: tmp,
+            root,
+            repo,
+        };
+        o.write("deploy/app.yaml", "kind: ConfigMap\nmetadata: {name: v1}\n");
+        o.write("deploy/nested/svc.yaml", "kind: Service\n");
+        o.write("other/readme.txt", "not under deploy\n");
+        o.commit("first");
+        o
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.repo.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, content).expect("write");
+    }
+
+    fn commit(&self, subject: &str) -> String {
+        git(&self.repo, &["add", "-A"]);
+        git(
+            &self.repo,
+            &["commit", "-q", "--allow-empty", "-m", subject],
+        );
+        git(&self.repo, &["rev-parse", "HEAD"])
+    }
+
+    fn file_url(&self) -> String {
+        format!("file://{}", self.repo.display())
+    }
+}
+
+fn git_daemon_binary() -> PathBuf {
+    let out = Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .expect("git --exec-path");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server on {port} never came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A real `git daemon` serving `root`, killed by PID on drop.
+struct GitDaemon {
+    child: Child,
+    port: u16,
+}
+
+impl GitDaemon {
+    fn start(root: &Path) -> Self {
+        let port = free_port();
+        // `git daemon` would run git-daemon as a child and leave it behind when
+        // killed: start the daemon itself so its PID is the one we kill.
+        let child = Command::new(git_daemon_binary())
+            .args([
+                "--reuseaddr",
+                "--export-all",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", root.display()),
+                &root.display().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start git daemon");
+        wait_for_port(port);
+        GitDaemon { child, port }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("git://127.0.0.1:{}/{name}", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// git's smart-HTTP server (`git http-backend`) behind a small python CGI host.
+struct HttpGit {
+    child: Child,
+    port: u16,
+}
+
+impl HttpGit {
+    fn start(root: &Path, auth: Option<&str>) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/git-http-host.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script)
+            .arg(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        match auth {
+            Some(a) => cmd.env("GIT_HOST_AUTH", a),
+            None => cmd.env_remove("GIT_HOST_AUTH"),
+        };
+        let mut child = cmd.spawn().expect("start python3 CGI host");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("port line");
+        let port: u16 = line.trim().parse().expect("port");
+        wait_for_port(port);
+        HttpGit { child, port }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for HttpGit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cache() -> (tempfile::TempDir, SourceCache) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = SourceCache::open(dir.path().join("cache")).expect("open cache");
+    (dir, cache)
+}
+
+fn file_paths(files: &[tether::source::SourceFile]) -> Vec<&str> {
+    files.iter().map(|f| f.path.as_str()).collect()
+}
+
+// ---------------------------------------------------------------------------------
+// Protocols
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn file_urls_and_plain_paths_share_one_clone_and_read_one_revision() {
+    let origin = Origin::new();
+    let (_d, cache) = cache();
+    let by_url = Source::new(origin.file_url(), "main", "deploy");
+    let by_path = Source::new(origin.repo.display().to_string(), "main", "other");
+
+    let rev1 = cache.sync(&by_url).await.expect("sync file://");
+    assert_eq!(rev1.subject, "first");
+    assert_eq!(rev1.sha, git(&origin.repo, &["rev-parse", "HEAD"]));
+    let files = cache.read_files(&by_url, &rev1).expect("read");
+    assert_eq!(
+        file_paths(&files),
+        ["deploy/app.yaml", "deploy/nested/svc.yaml"]
+    );
+    assert_eq!(files[0].bytes, b"kind: ConfigMap\nmetadata: {name: v1}\n");
+    assert_eq!(files[0].kind, FileKind::Regular);
+
+    let other = cache.sync(&by_path).await.expect("sync plain path");
+    assert_eq!(other, rev1);
+    assert_eq!(
+        file_paths(&cache.read_files(&by_path, &other).expect("read")),
+        ["other/readme.txt"]
+    );
+    // Both spellings of the repository use one clone.
+    let clones: Vec<_> = std::fs::read_dir(cache.root())
+        .expect("ls cache")
+        .filter_map(Result::ok)
+        .collect();
+    assert_eq!(clones.len(), 1, "{clones:?}");
+
+    // A new commit is a new revision; the old revision still reads its own files.
+    origin.write("deploy/app.yaml", "kind: ConfigMap\nmetadata: {name: v2}\n");
+    origin.write("deploy/added.yaml", "kind: Secret\n");
+    let sha2 = origin.commit("second");
+    let rev2 = cache.sync(&by_url).await.expect("sync again");
+    assert_eq!(rev2.sha, sha2);
+    let new_files = cache.read_files(&by_url, &rev2).expect("read v2");
+    assert_eq!(
+        file_paths(&new_files),
+        [
+            "deploy/added.yaml",
+            "deploy/app.yaml",
+            "deploy/nested/svc.yaml"
+        ]
+    );
+    let old_files = cache
+        .read_files(&by_url, &rev1)
+        .expect("read v1 after fetch");
+    assert_eq!(
+        old_files, files,
+        "revision X never sees a file of revision Y"
+    );
+    assert!(cache.status(&by_url).ready);
+}
+
+#[tokio::test]
+async fn git_daemon_serves_incremental_fetches() {
+    let origin = Origin::new();
+    let daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let source = Source::new(daemon.url("app"), "main", "deploy");
+    let rev1 = cache.sync(&source).await.expect("clone over git://");
+    assert_eq!(rev1.sha, git(&origin.repo, &["rev-parse", "HEAD"]));
+
+    origin.write("deploy/app.yaml", "changed\n");
+    let sha2 = origin.commit("over the daemon");
+    let rev2 = cache.sync(&source).await.expect("fetch over git://");
+    assert_eq!(rev2.sha, sha2);
+    assert_eq!(rev2.subject, "over the daemon");
+    let files = cache.read_files(&source, &rev2).expect("read");
+    assert_eq!(files[0].bytes, b"changed\n");
+
+    // The cheap check: nothing moved, then something did.
+    assert!(!cache.remote_moved(&source).await.expect("ls-remote"));
+    origin.commit("third");
+    assert!(cache.remote_moved(&source).await.expect("ls-remote"));
+}
+
+#[tokio::test]
+async fn smart_http_with_basic_auth_and_token_from_files() {
+    let origin = Origin::new();
+    let http = HttpGit::start(&origin.root, Some("tether:s3cret-pass"));
+    let (dir, cache) = cache();
+    let secret_file = dir.path().join("password");
+    std::fs::write(&secret_file, "s3cret-pass\n").expect("write secret");
+    let wrong_file = dir.path().join("wrong");
+    std::fs::write(&wrong_file, "nope").expect("write secret");
+
+    let basic = Source::new(http.url("app"), "main", "deploy").with_auth(Auth::Basic {
+        username: "tether".into(),
+        password: SecretRef::File(secret_file.clone()),
+    });
+    let rev = cache
+        .sync(&basic)
+        .await
+        .expect("fetch over http with basic auth");
+    assert_eq!(rev.sha, git(&origin.repo, &["rev-parse", "HEAD"]));
+    let sha2 = origin.commit("over http");
+    assert_eq!(cache.sync(&basic).await.expect("incremental").sha, sha2);
+    assert!(
+        !cache
+            .remote_moved(&basic)
+            .await
+            .expect("ls-remote over http")
+    );
+
+    let token = Source::new(http.url("app"), "main", "deploy").with_auth(Auth::Token {
+        token: SecretRef::File(secret_file),
+        username: Some("tether".into()),
+    });
+    assert_eq!(cache.sync(&token).await.expect("token").sha, sha2);
+
+    // A separate cache so the refused fetches cannot be answered from a clone.
+    let (_d2, fresh) = self::cache();
+    let wrong = Source::new(http.url("app"), "main", "deploy").with_auth(Auth::Basic {
+        username: "tether".into(),
+        password: SecretRef::File(wrong_file),
+    });
+    let err = fresh.sync(&wrong).await.expect_err("wrong password");
+    assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+    assert!(!err.to_string().contains("nope"), "secret leaked: {err}");
+
+    // A password pasted into the URL is used, and never shown.
+    let in_url = Source::new(
+        format!("http://tether:pasted-pw@127.0.0.1:{}/app", http.port),
+        "main",
+        "deploy",
+    );
+    let err = fresh
+        .sync(&in_url)
+        .await
+        .expect_err("wrong password in the URL");
+    assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+    let status = fresh.status(&in_url);
+    for shown in [
+        err.to_string(),
+        format!("{err:?}"),
+        format!("{status:?}"),
+        in_url.to_string(),
+    ] {
+        assert!(!shown.contains("pasted-pw"), "password leaked: {shown}");
+    }
+
+    let anonymous = Source::new(http.url("app"), "main", "deploy");
+    let err = fresh.sync(&anonymous).await.expect_err("no credentials");
+    assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+
+    let missing = Source::new(http.url("app"), "main", "deploy").with_auth(Auth::Token {
+        token: SecretRef::Env("TETHER_TEST_TOKEN_THAT_IS_NEVER_SET".into()),
+        username: None,
+    });
+    let err = fresh.sync(&missing).await.expect_err("unset variable");
+    assert!(matches!(err, SourceError::Credentials { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("TETHER_TEST_TOKEN_THAT_IS_NEVER_SET")
+    );
+    let status = fresh.status(&missing);
+    assert!(!status.ready);
+    assert_eq!(status.reason, Some("CredentialsUnavailable"));
+}
+
+#[tokio::test]
+async fn smart_http_without_auth() {
+    let origin = Origin::new();
+    let http = HttpGit::start(&origin.root, None);
+    let (_d, cache) = cache();
+    let source = Source::new(http.url("app"), "main", "");
+    let rev = cache.sync(&source).await.expect("anonymous http");
+    let files = cache.read_files(&source, &rev).expect("read root");
+    assert_eq!(
+        file_paths(&files),
+        [
+            "deploy/app.yaml",
+            "deploy/nested/svc.yaml",
+            "other/readme.txt"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ssh_reports_missing_key_and_known_hosts_clearly() {
+    let (dir, cache) = cache();
+    let key = dir.path().join("id_ed25519");
+    let known = dir.path().join("known_hosts");
+    let url = "ssh://git@127.0.0.1:1/org/app.git";
+
+    let no_key = Source::new(url, "main", "").with_auth(Auth::SshKey {
+        private_key: key.clone(),
+        known_hosts: known.clone(),
+        passphrase: None,
+        username: None,
+    });
+    let err = cache.sync(&no_key).await.expect_err("missing key");
+    assert!(matches!(err, SourceError::Credentials { .. }), "{err:?}");
+    assert!(err.to_string().contains("id_ed25519"), "{err}");
+
+    std::fs::write(&key, "not really a key").expect("write key");
+    let err = cache.sync(&no_key).await.expect_err("missing known_hosts");
+    assert!(err.to_string().contains("known_hosts"), "{err}");
+
+    let scp_like = Source::new("git@127.0.0.1:org/app.git", "main", "");
+    let err = cache.sync(&scp_like).await.expect_err("ssh without a key");
+    assert!(matches!(err, SourceError::Credentials { .. }), "{err:?}");
+
+    // With both files present, nothing listening is an unreachable remote.
+    std::fs::write(&known, "").expect("write known_hosts");
+    let err = cache
+        .sync(&no_key)
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(matches!(err, SourceError::Unreachable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+}
+
+// ---------------------------------------------------------------------------------
+// References, paths, files
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn tags_shas_and_missing_refs_and_paths() {
+    let origin = Origin::new();
+    let first = git(&origin.repo, &["rev-parse", "HEAD"]);
+    git(&origin.repo, &["tag", "-a", "v1.0", "-m", "release"]);
+    git(&origin.repo, &["tag", "light"]);
+    origin.write("deploy/app.yaml", "v2\n");
+    let second = origin.commit("second");
+    let (_d, cache) = cache();
+
+    let tag = Source::new(origin.file_url(), "v1.0", "deploy");
+    assert_eq!(cache.sync(&tag).await.expect("annotated tag").sha, first);
+    let light = Source::new(origin.file_url(), "refs/tags/light", "deploy");
+    assert_eq!(
+        cache.sync(&light).await.expect("lightweight tag").sha,
+        first
+    );
+    let pinned = Source::new(origin.file_url(), first.clone(), "deploy");
+    assert_eq!(cache.sync(&pinned).await.expect("sha").sha, first);
+    let full = Source::new(origin.file_url(), "refs/heads/main", "deploy");
+    assert_eq!(cache.sync(&full).await.expect("full ref").sha, second);
+    let head = Source::new(origin.file_url(), "HEAD", "deploy");
+    assert_eq!(cache.sync(&head).await.expect("default branch").sha, second);
+    assert!(!cache.remote_moved(&head).await.expect("ls-remote HEAD"));
+
+    let missing = Source::new(origin.file_url(), "no-such-branch", "deploy");
+    let err = cache.sync(&missing).await.expect_err("missing ref");
+    assert!(matches!(err, SourceError::RefMissing { .. }), "{err:?}");
+    assert_eq!(cache.status(&missing).reason, Some("RefNotFound"));
+    let missing_sha = Source::new(origin.file_url(), "0".repeat(40), "deploy");
+    let err = cache.sync(&missing_sha).await.expect_err("missing sha");
+    assert!(matches!(err, SourceError::RefMissing { .. }), "{err:?}");
+
+    // The path disappears in a later commit: the last good revision stays in use.
+    let source = Source::new(origin.file_url(), "main", "other");
+    let good = cache.sync(&source).await.expect("path exists");
+    git(&origin.repo, &["rm", "-q", "-r", "other"]);
+    origin.commit("remove other");
+    let err = cache.sync(&source).await.expect_err("path gone");
+    assert!(matches!(err, SourceError::PathMissing { .. }), "{err:?}");
+    let status = cache.status(&source);
+    assert!(!status.ready);
+    assert_eq!(status.reason, Some("PathNotFound"));
+    assert_eq!(status.last_good.as_ref(), Some(&good));
+    assert_eq!(
+        cache.read_files(&source, &good).expect("last good").len(),
+        1
+    );
+
+    let climbing = Source::new(origin.file_url(), "main", "deploy/../../etc");
+    let err = cache.sync(&climbing).await.expect_err("..");
+    assert!(matches!(err, SourceError::OutsideRoot { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_deleted_branch_is_a_missing_ref_after_fetch() {
+    let origin = Origin::new();
+    git(&origin.repo, &["branch", "feature"]);
+    let (_d, cache) = cache();
+    let source = Source::new(origin.file_url(), "feature", "deploy");
+    let good = cache.sync(&source).await.expect("branch exists");
+    git(&origin.repo, &["branch", "-D", "feature"]);
+    let err = cache.sync(&source).await.expect_err("branch deleted");
+    assert!(matches!(err, SourceError::RefMissing { .. }), "{err:?}");
+    assert_eq!(cache.last_good(&source), Some(good));
+}
+
+#[tokio::test]
+async fn symlinks_inside_are_reported_and_outside_refused_and_big_files_refused() {
+    let origin = Origin::new();
+    std::os::unix::fs::symlink("app.yaml", origin.repo.join("deploy/alias.yaml")).expect("symlink");
+    std::os::unix::fs::symlink("nested", origin.repo.join("deploy/dir-link")).expect("symlink");
+    origin.commit("links");
+    let (_d, cache) = cache();
+    let source = Source::new(origin.file_url(), "main", "deploy");
+    let rev = cache.sync(&source).await.expect("sync");
+    let files = cache.read_files(&source, &rev).expect("read");
+    let alias = files
+        .iter()
+        .find(|f| f.path == "deploy/alias.yaml")
+        .expect("alias listed");
+    assert_eq!(
+        alias.kind,
+        FileKind::Symlink {
+            target: "deploy/app.yaml".into()
+        }
+    );
+    assert_eq!(alias.bytes, b"kind: ConfigMap\nmetadata: {name: v1}\n");
+    let dir_link = files
+        .iter()
+        .find(|f| f.path == "deploy/dir-link")
+        .expect("dir link listed");
+    assert!(dir_link.bytes.is_empty());
+
+    std::os::unix::fs::symlink(
+        "../other/readme.txt",
+        origin.repo.join("deploy/escape.yaml"),
+    )
+    .expect("symlink");
+    origin.commit("escape");
+    let rev = cache.sync(&source).await.expect("sync");
+    let err = cache
+        .read_files(&source, &rev)
+        .expect_err("escaping symlink");
+    match &err {
+        SourceError::OutsideRoot { file, .. } => assert_eq!(file, "deploy/escape.yaml"),
+        other => panic!("expected OutsideRoot, got {other:?}"),
+    }
+    // The same link is fine when the root is the whole repository.
+    let whole = Source::new(origin.file_url(), "main", "");
+    let rev = cache.sync(&whole).await.expect("sync root");
+    let files = cache.read_files(&whole, &rev).expect("read root");
+    assert!(
+        files
+            .iter()
+            .any(|f| f.path == "deploy/escape.yaml" && f.bytes == b"not under deploy\n")
+    );
+
+    std::fs::remove_file(origin.repo.join("deploy/escape.yaml")).expect("rm");
+    let big = vec![b'x'; 9 * 1024 * 1024];
+    std::fs::write(origin.repo.join("deploy/huge.yaml"), big).expect("write big");
+    origin.commit("huge");
+    let rev = cache.sync(&source).await.expect("sync");
+    let err = cache.read_files(&source, &rev).expect_err("too large");
+    match &err {
+        SourceError::FileTooLarge { file, size, .. } => {
+            assert_eq!(file, "deploy/huge.yaml");
+            assert_eq!(*size, 9 * 1024 * 1024);
+        }
+        other => panic!("expected FileTooLarge, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Failures keep the last good revision
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_remote_disappearing_keeps_the_last_good_revision() {
+    let origin = Origin::new();
+    let mut daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let source = Source::new(daemon.url("app"), "main", "deploy");
+    let good = cache.sync(&source).await.expect("first fetch");
+    daemon.stop();
+
+    let err = cache.sync(&source).await.expect_err("daemon gone");
+    assert!(matches!(err, SourceError::Unreachable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    let status = cache.status(&source);
+    assert!(!status.ready);
+    assert_eq!(status.reason, Some("RemoteUnreachable"));
+    assert_eq!(status.last_good.as_ref(), Some(&good));
+    let files = cache
+        .read_files(&source, &good)
+        .expect("last good still reads");
+    assert_eq!(
+        files.len(),
+        2,
+        "a failed fetch is never an empty repository"
+    );
+
+    // A local remote that vanishes is the same story.
+    let local = Source::new(origin.file_url(), "main", "deploy");
+    let good = cache.sync(&local).await.expect("local fetch");
+    let moved = origin.root.join("moved-away");
+    std::fs::rename(&origin.repo, &moved).expect("move repo away");
+    let err = cache.sync(&local).await.expect_err("repo gone");
+    assert!(matches!(err, SourceError::Unreachable { .. }), "{err:?}");
+    assert_eq!(cache.last_good(&local), Some(good.clone()));
+    assert_eq!(
+        cache.read_files(&local, &good).expect("still reads").len(),
+        2
+    );
+}
+
+fn clone_dir(cache: &SourceCache) -> PathBuf {
+    std::fs::read_dir(cache.root())
+        .expect("ls cache")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.join("HEAD").exists())
+        .expect("one clone")
+}
+
+fn remove_objects(clone: &Path) {
+    for entry in std::fs::read_dir(clone.join("objects"))
+        .expect("ls objects")
+        .filter_map(Result::ok)
+    {
+        let name = entry.file_name();
+        if name == "info" {
+            continue;
+        }
+        std::fs::remove_dir_all(entry.path()).expect("rm objects");
+    }
+    std::fs::create_dir_all(clone.join("objects/pack")).expect("mkdir pack");
+}
+
+#[tokio::test]
+async fn a_corrupt_cache_is_repaired_by_recloning() {
+    let origin = Origin::new();
+    let (_d, cache) = cache();
+    let source = Source::new(origin.file_url(), "main", "deploy");
+    let good = cache.sync(&source).await.expect("first");
+
+    // Objects lost: the next sync re-clones and resolves the same revision.
+    remove_objects(&clone_dir(&cache));
+    let err = cache
+        .read_files(&source, &good)
+        .expect_err("objects are gone");
+    assert!(matches!(err, SourceError::CacheCorrupt { .. }), "{err:?}");
+    assert_eq!(cache.sync(&source).await.expect("repaired"), good);
+    assert_eq!(
+        cache.read_files(&source, &good).expect("reads again").len(),
+        2
+    );
+
+    // Objects lost while the remote also moved: the fetch may bring the new commit on
+    // top of the damage, in which case the read finds it and the next sync repairs.
+    remove_objects(&clone_dir(&cache));
+    origin.write("deploy/app.yaml", "after corruption\n");
+    let sha = origin.commit("after corruption");
+    let rev = cache.sync(&source).await.expect("synced");
+    assert_eq!(rev.sha, sha);
+    let files = match cache.read_files(&source, &rev) {
+        Ok(files) => files,
+        Err(SourceError::CacheCorrupt { .. }) => {
+            assert_eq!(cache.sync(&source).await.expect("repaired").sha, sha);
+            cache.read_files(&source, &rev).expect("reads after repair")
+        }
+        Err(other) => panic!("expected CacheCorrupt, got {other:?}"),
+    };
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0].bytes, b"after corruption\n");
+
+    // An unreadable repository (garbage HEAD and config).
+    let clone = clone_dir(&cache);
+    std::fs::write(clone.join("HEAD"), "garbage").expect("write");
+    std::fs::write(clone.join("config"), "[[[not a config").expect("write");
+    assert_eq!(cache.sync(&source).await.expect("repaired").sha, sha);
+    assert!(cache.status(&source).ready);
+}
+
+#[tokio::test]
+async fn a_corrupt_cache_with_the_remote_gone_keeps_the_old_clone() {
+    let origin = Origin::new();
+    let (_d, cache) = cache();
+    let source = Source::new(origin.file_url(), "main", "deploy");
+    cache.sync(&source).await.expect("first");
+    let clone = clone_dir(&cache);
+    remove_objects(&clone);
+    std::fs::rename(&origin.repo, origin.root.join("gone")).expect("move away");
+    let err = cache
+        .sync(&source)
+        .await
+        .expect_err("cannot repair without the remote");
+    assert!(matches!(err, SourceError::Unreachable { .. }), "{err:?}");
+    assert!(
+        clone.join("HEAD").exists(),
+        "the failed repair did not delete the clone"
+    );
+    assert!(!cache.status(&source).ready);
+}
+
+// ---------------------------------------------------------------------------------
+// Webhooks
+// ---------------------------------------------------------------------------------
+
+const SECRET: &str = "It's a Secret to Everybody";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/webhooks")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn sign(body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("hmac");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn signed_config() -> WebhookConfig {
+    let mut c = WebhookConfig::default();
+    for p in [
+        Provider::Github,
+        Provider::Gitlab,
+        Provider::Gitea,
+        Provider::Bitbucket,
+        Provider::Generic,
+    ] {
+        c = c.with_secret(p, WebhookSecret::new(SECRET));
+    }
+    c
+}
+
+/// Sources registered under URL spellings different from the payloads'.
+fn registered() -> Triggers {
+    let t = Triggers::new();
+    for (url, reference) in [
+        ("git@github.com:codertocat/hello-world.git", "main"),
+        ("ssh://git@example.com/mike/diaspora", "main"),
+        ("https://EXAMPLE.com/jsmith/example", "v1.0.0"),
+        ("https://example.com/gitlabhq/gitlab-test.git", "main"),
+        ("http://localhost:3000/gitea/webhooks", "main"),
+        ("git@bitbucket.org:team_name/repo_name.git", "main"),
+        (
+            "https://git.example.com/platform/deployments",
+            "refs/heads/main",
+        ),
+    ] {
+        t.register(&Source::new(url, reference, "deploy"));
+    }
+    t
+}
+
+async fn post(
+    router: &axum::Router,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> (StatusCode, serde_json::Value) {
+    let mut req = Request::post(path).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::from(body)).expect("request"))
+        .await
+        .expect("response");
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+/// How each provider signs a body and names an event.
+fn provider_headers(provider: Provider, event: &str, body: &[u8]) -> Vec<(&'static str, String)> {
+    match provider {
+        Provider::Github => vec![
+            ("x-github-event", event.to_string()),
+            ("x-hub-signature-256", format!("sha256={}", sign(body))),
+        ],
+        Provider::Gitlab => vec![
+            ("x-gitlab-event", event.to_string()),
+            ("x-gitlab-token", SECRET.to_string()),
+        ],
+        Provider::Gitea => vec![
+            ("x-gitea-event", event.to_string()),
+            ("x-gitea-signature", sign(body)),
+        ],
+        Provider::Bitbucket => vec![
+            ("x-event-key", event.to_string()),
+            ("x-hub-signature", format!("sha256={}", sign(body))),
+        ],
+        Provider::Generic => vec![("x-signature", format!("sha256={}", sign(body)))],
+    }
+}
+
+#[tokio::test]
+async fn each_provider_accepts_signed_pushes_and_merges() {
+    let router = webhook_router(WebhookState::new(signed_config(), registered()));
+    let cases = [
+        (
+            Provider::Github,
+            "/webhooks/github",
+            "push",
+            "github-push.json",
+            "hello-world",
+        ),
+        (
+            Provider::Github,
+            "/webhooks/github",
+            "pull_request",
+            "github-pull_request-merged.json",
+            "hello-world",
+        ),
+        (
+            Provider::Gitlab,
+            "/webhooks/gitlab",
+            "Push Hook",
+            "gitlab-push.json",
+            "diaspora",
+        ),
+        (
+            Provider::Gitlab,
+            "/webhooks/gitlab",
+            "Tag Push Hook",
+            "gitlab-tag_push.json",
+            "jsmith/example",
+        ),
+        (
+            Provider::Gitlab,
+            "/webhooks/gitlab",
+            "Merge Request Hook",
+            "gitlab-merge_request-merged.json",
+            "gitlab-test",
+        ),
+        (
+            Provider::Gitea,
+            "/webhooks/gitea",
+            "push",
+            "gitea-push.json",
+            "gitea/webhooks",
+        ),
+        (
+            Provider::Bitbucket,
+            "/webhooks/bitbucket",
+            "repo:push",
+            "bitbucket-repo-push.json",
+            "repo_name",
+        ),
+        (
+            Provider::Bitbucket,
+            "/webhooks/bitbucket",
+            "pullrequest:fulfilled",
+            "bitbucket-pullrequest-fulfilled.json",
+            "repo_name",
+        ),
+        (
+            Provider::Generic,
+            "/webhooks/generic",
+            "",
+            "generic-push.json",
+            "deployments",
+        ),
+    ];
+    for (provider, path, event, file, expect) in cases {
+        let body = fixture(file);
+        let headers = provider_headers(provider, event, &body);
+        let (status, json) = post(&router, path, &headers, body).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{file}: {json}");
+        let sources = json["sources"].as_array().expect("sources");
+        assert_eq!(sources.len(), 1, "{file}: {json}");
+        assert!(
+            sources[0]
+                .as_str()
+                .unwrap_or("")
+                .to_lowercase()
+                .contains(expect),
+            "{file}: {json}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn forgejo_signature_header_is_accepted() {
+    let router = webhook_router(WebhookState::new(signed_config(), registered()));
+    let body = fixture("gitea-push.json");
+    let headers = vec![
+        ("x-forgejo-event", "push".to_string()),
+        ("x-forgejo-signature", sign(&body)),
+    ];
+    let (status, _) = post(&router, "/webhooks/gitea", &headers, body).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn tampered_missing_and_wrong_signatures_are_401() {
+    let router = webhook_router(WebhookState::new(signed_config(), registered()));
+    for (provider, path, event, file) in [
+        (
+            Provider::Github,
+            "/webhooks/github",
+            "push",
+            "github-push.json",
+        ),
+        (
+            Provider::Gitlab,
+            "/webhooks/gitlab",
+            "Push Hook",
+            "gitlab-push.json",
+        ),
+        (
+            Provider::Gitea,
+            "/webhooks/gitea",
+            "push",
+            "gitea-push.json",
+        ),
+        (
+            Provider::Bitbucket,
+            "/webhooks/bitbucket",
+            "repo:push",
+            "bitbucket-repo-push.json",
+        ),
+        (
+            Provider::Generic,
+            "/webhooks/generic",
+            "",
+            "generic-push.json",
+        ),
+    ] {
+        let body = fixture(file);
+        let headers = provider_headers(provider, event, &body);
+
+        // Tampered: the signature is for the original body.
+        let mut tampered = body.clone();
+        let at = tampered
+            .iter()
+            .position(|b| *b == b'm')
+            .expect("an m to flip");
+        tampered[at] = b'M';
+        let signed_only_for_hmac = provider != Provider::Gitlab;
+        let (status, _) = post(&router, path, &headers, tampered).await;
+        if signed_only_for_hmac {
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} tampered");
+        }
+
+        // Missing signature header.
+        let unsigned: Vec<_> = headers
+            .iter()
+            .filter(|(k, _)| k.contains("event") || k.contains("key"))
+            .cloned()
+            .collect();
+        let (status, json) = post(&router, path, &unsigned, body.clone()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} unsigned: {json}");
+
+        // Wrong secret.
+        let wrong: Vec<_> = headers
+            .iter()
+            .map(|(k, v)| {
+                if k.contains("signature") || k.contains("token") {
+                    let forged = if v.starts_with("sha256=") {
+                        format!("sha256={}", "0".repeat(64))
+                    } else if *k == "x-gitlab-token" {
+                        "wrong-token".to_string()
+                    } else {
+                        "0".repeat(64)
+                    };
+                    (*k, forged)
+                } else {
+                    (*k, v.clone())
+                }
+            })
+            .collect();
+        let (status, json) = post(&router, path, &wrong, body).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} wrong: {json}");
+        assert!(!json.to_string().contains(SECRET));
+    }
+}
+
+#[tokio::test]
+async fn non_push_events_and_unmatched_pushes_are_200_with_a_reason() {
+    let router = webhook_router(WebhookState::new(signed_config(), registered()));
+    for (provider, path, event, file) in [
+        (
+            Provider::Github,
+            "/webhooks/github",
+            "ping",
+            "github-ping.json",
+        ),
+        (
+            Provider::Github,
+            "/webhooks/github",
+            "issues",
+            "github-issues.json",
+        ),
+        (
+            Provider::Gitlab,
+            "/webhooks/gitlab",
+            "Issue Hook",
+            "gitlab-issue.json",
+        ),
+        (
+            Provider::Bitbucket,
+            "/webhooks/bitbucket",
+            "issue:created",
+            "bitbucket-issue-created.json",
+        ),
+    ] {
+        let body = fixture(file);
+        let headers = provider_headers(provider, event, &body);
+        let (status, json) = post(&router, path, &headers, body).await;
+        assert_eq!(status, StatusCode::OK, "{file}: {json}");
+        assert_eq!(json["status"], "ignored", "{file}: {json}");
+        assert!(!json["reason"].as_str().unwrap_or("").is_empty());
+    }
+    // A push to a branch nobody follows.
+    let body =
+        br#"{"repository":"https://git.example.com/platform/deployments","ref":"refs/heads/dev"}"#
+            .to_vec();
+    let headers = provider_headers(Provider::Generic, "", &body);
+    let (status, json) = post(&router, "/webhooks/generic", &headers, body).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert!(json["reason"].as_str().unwrap_or("").contains("no source"));
+}
+
+#[tokio::test]
+async fn bad_bodies_are_400_and_big_ones_413_and_unconfigured_secrets_401() {
+    let config = WebhookConfig {
+        body_limit: 4096,
+        ..signed_config()
+    };
+    let router = webhook_router(WebhookState::new(config, registered()));
+    let body = b"this is not json".to_vec();
+    let headers = provider_headers(Provider::Github, "push", &body);
+    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let body = br#"{"zen":"no ref, no repository"}"#.to_vec();
+    let headers = provider_headers(Provider::Github, "push", &body);
+    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let body = vec![b' '; 8192];
+    let headers = provider_headers(Provider::Github, "push", &body);
+    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // No secret configured: refused unless unsigned deliveries were allowed.
+    let router = webhook_router(WebhookState::new(WebhookConfig::default(), registered()));
+    let body = fixture("generic-push.json");
+    let (status, _) = post(&router, "/webhooks/generic", &[], body.clone()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let open = WebhookConfig {
+        allow_unsigned: true,
+        ..WebhookConfig::default()
+    };
+    let router = webhook_router(WebhookState::new(open, registered()));
+    let (status, _) = post(&router, "/webhooks/generic", &[], body).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+}
+
+// ---------------------------------------------------------------------------------
+// Triggers: polling and coalescing
+// ---------------------------------------------------------------------------------
+
+async fn wait_until<F: Fn(&tether::source::SourceState) -> bool>(
+    rx: &mut tokio::sync::watch::Receiver<tether::source::SourceState>,
+    what: &str,
+    f: F,
+) -> tether::source::SourceState {
+    let deadline = Duration::from_secs(20);
+    tokio::time::timeout(deadline, rx.wait_for(|s| f(s)))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .expect("watcher alive")
+        .clone()
+}
+
+#[tokio::test]
+async fn a_burst_of_webhooks_coalesces_into_one_sync() {
+    let origin = Origin::new();
+    let daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let source = Source::new(daemon.url("app"), "main", "deploy");
+    let triggers = Triggers::new();
+    let trigger = triggers.register(&source);
+    let shutdown = CancellationToken::new();
+    let config = PollConfig {
+        interval: Duration::from_secs(3600),
+        jitter: 0.0,
+        coalesce: Duration::from_millis(300),
+    };
+    let (mut rx, handle) = SourceWatcher::spawn(
+        cache.clone(),
+        source.clone(),
+        config,
+        trigger,
+        shutdown.clone(),
+    );
+    let first = wait_until(&mut rx, "first sync", |s| s.syncs == 1).await;
+    assert!(first.status.ready);
+
+    let sha = origin.commit("merged");
+    let router = webhook_router(WebhookState::new(signed_config(), triggers));
+    let body = serde_json::to_vec(
+        &serde_json::json!({ "repository": daemon.url("app.git"), "ref": "refs/heads/main" }),
+    )
+    .expect("json");
+    for _ in 0..10 {
+        let headers = provider_headers(Provider::Generic, "", &body);
+        let (status, json) = post(&router, "/webhooks/generic", &headers, body.clone()).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{json}");
+    }
+    let state = wait_until(&mut rx, "new revision", |s| {
+        s.revision.as_ref().is_some_and(|r| r.sha == sha)
+    })
+    .await;
+    assert_eq!(state.syncs, 2, "ten webhooks, one sync");
+    // Nothing else is pending.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rx.borrow().syncs, 2);
+    shutdown.cancel();
+    handle.await.expect("watcher stops");
+}
+
+#[tokio::test]
+async fn polling_skips_the_fetch_until_the_remote_moves() {
+    let origin = Origin::new();
+    let daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let source = Source::new(daemon.url("app"), "main", "deploy");
+    let triggers = Triggers::new();
+    let shutdown = CancellationToken::new();
+    let config = PollConfig {
+        interval: Duration::from_millis(100),
+        jitter: 0.2,
+        coalesce: Duration::ZERO,
+    };
+    let (mut rx, handle) = SourceWatcher::spawn(
+        cache.clone(),
+        source.clone(),
+        config,
+        triggers.register(&source),
+        shutdown.clone(),
+    );
+    wait_until(&mut rx, "first sync", |s| s.syncs == 1).await;
+    // Several polls pass; the remote has not moved, so none syncs.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(rx.borrow().syncs, 1, "unchanged remote, no fetch");
+
+    let sha = origin.commit("polled");
+    let state = wait_until(&mut rx, "polled revision", |s| {
+        s.revision.as_ref().is_some_and(|r| r.sha == sha)
+    })
+    .await;
+    assert_eq!(state.syncs, 2);
+    shutdown.cancel();
+    handle.await.expect("watcher stops");
+}
+
+#[tokio::test]
+async fn concurrent_syncs_of_one_repository_share_a_fetch() {
+    let origin = Origin::new();
+    let daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let a = Source::new(daemon.url("app"), "main", "deploy");
+    let b = Source::new(daemon.url("app"), "main", "other");
+    let (ra, rb) = tokio::join!(cache.sync(&a), cache.sync(&b));
+    let (ra, rb) = (ra.expect("a"), rb.expect("b"));
+    assert_eq!(ra.sha, rb.sha);
+    assert_eq!(std::fs::read_dir(cache.root()).expect("ls").count(), 1);
+}
