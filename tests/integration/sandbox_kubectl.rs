@@ -154,7 +154,7 @@ async fn api_resources_lists_builtin_resources_with_short_names() {
     assert!((2..=3).contains(&counts.total()), "{counts:?}");
 }
 
-/// Needs the real `defaults` and `fields` modules: defaults and managedFields.
+/// The server's defaults and kubectl's field ownership, as `kubectl get` shows them.
 #[tokio::test]
 async fn server_side_apply_stores_defaults_and_kubectl_as_manager() {
     let (sandbox, _) = applied("kx-apply").await;
@@ -358,7 +358,7 @@ async fn a_crd_then_a_custom_resource_of_it() {
     assert_eq!(out.stdout.trim(), "widget.example.com/w1");
 }
 
-/// Needs the real `fields` module: conflicts are found from managedFields.
+/// Conflicts are found from managedFields, and `--force-conflicts` takes the field.
 #[tokio::test]
 async fn a_conflicting_apply_fails_without_force_conflicts() {
     let (sandbox, _) = applied("kx-conflict").await;
@@ -556,7 +556,7 @@ async fn patch_merge_and_json() {
     assert_ne!(out.code, 0);
 }
 
-/// Needs the real `fields` module: strategic merge patch merges containers by name.
+/// Strategic merge patch merges containers by name (their patch merge key).
 #[tokio::test]
 async fn patch_strategic_merges_containers_by_name() {
     let (sandbox, _) = applied("kx-smp").await;
