@@ -3,7 +3,9 @@
 //! sandbox with the real `kubectl`.
 
 mod cli;
+mod diff_corpus;
 mod fidelity;
+mod manifest;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

@@ -1,0 +1,117 @@
+//! Manifest errors: each names the file, the document and the line, and none quotes
+//! the content (a Secret's value must never reach a log through a parse error).
+
+use std::fmt;
+
+/// Where in the input an error is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    /// 1-based document index.
+    pub document: Option<usize>,
+    /// 1-based line in the file.
+    pub line: Option<usize>,
+    /// 0-based index in a `kind: List`'s items.
+    pub item: Option<usize>,
+}
+
+impl Location {
+    pub fn file(file: &str) -> Location {
+        Location {
+            file: file.to_string(),
+            document: None,
+            line: None,
+            item: None,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(doc) = self.document {
+            write!(f, ", document {doc}")?;
+        }
+        if let Some(item) = self.item {
+            write!(f, ", item {item}")?;
+        }
+        if let Some(line) = self.line {
+            write!(f, ", line {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One thing wrong with the manifests. None of these is retryable: the repository
+/// needs a change (status reason `ManifestInvalid`), except [`ManifestError::Io`] and
+/// [`ManifestError::Kustomize`], which may be passing trouble on the machine.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{at}: invalid YAML: {message}")]
+    InvalidYaml { at: Location, message: String },
+    #[error("{at}: invalid JSON: {message}")]
+    InvalidJson { at: Location, message: String },
+    #[error("{at}: the document is not an object")]
+    NotAnObject { at: Location },
+    #[error("{at}: missing {field}")]
+    MissingField { at: Location, field: &'static str },
+    #[error("{at}: a kind: List needs an items list")]
+    BadList { at: Location },
+    #[error("{at}: {object} is defined twice: here and at {first}")]
+    Duplicate {
+        at: Location,
+        /// Boxed: keeps every error small enough to return by value.
+        first: Box<Location>,
+        object: String,
+    },
+    #[error("{at}: symlink leads outside the repository root")]
+    SymlinkOutsideRoot { at: Location },
+    #[error("{at}: file is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { at: Location, size: u64, limit: u64 },
+    #[error("{at}: a kustomization needs the files on disk; read it with read_dir")]
+    KustomizationNeedsCheckout { at: Location },
+    #[error("{at}: kubectl is not installed; it is needed to render kustomizations")]
+    KubectlMissing { at: Location },
+    #[error("{at}: kubectl kustomize failed: {message}")]
+    Kustomize { at: Location, message: String },
+    #[error("{at}: cannot read: {source}")]
+    Io {
+        at: Location,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ManifestError {
+    pub fn location(&self) -> &Location {
+        match self {
+            ManifestError::InvalidYaml { at, .. }
+            | ManifestError::InvalidJson { at, .. }
+            | ManifestError::NotAnObject { at }
+            | ManifestError::MissingField { at, .. }
+            | ManifestError::BadList { at }
+            | ManifestError::Duplicate { at, .. }
+            | ManifestError::SymlinkOutsideRoot { at }
+            | ManifestError::TooLarge { at, .. }
+            | ManifestError::KustomizationNeedsCheckout { at }
+            | ManifestError::KubectlMissing { at }
+            | ManifestError::Kustomize { at, .. }
+            | ManifestError::Io { at, .. } => at,
+        }
+    }
+}
+
+/// Every error found in one read, in file order.
+#[derive(Debug, thiserror::Error)]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl fmt::Display for ManifestErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(f, "{n} manifest error{}", if n == 1 { "" } else { "s" })?;
+        for e in &self.0 {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! Drift reports: the verdicts of the diff stage rendered as text (a unified diff per
+//! object), JSON (the contract in DESIGN.md), Markdown (a pull-request comment) and
+//! JUnit XML (one test case per object). Every rendering works from the masked views
+//! of [`ObjectDiff`], so no Secret value can reach one.
+
+mod json;
+mod junit;
+mod markdown;
+mod text;
+
+use serde::Serialize;
+
+use crate::diff::{ObjectDiff, Status};
+
+pub use json::{render_json, render_json_apps};
+pub use junit::render_junit;
+pub use markdown::render_markdown;
+pub use text::{render_text, unified_diff};
+
+/// The drift of one app (or one path) at one revision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DriftReport {
+    /// The commit the desired state was read at, when it came from Git.
+    pub revision: Option<String>,
+    pub objects: Vec<ObjectDiff>,
+}
+
+/// How many objects are in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    #[serde(rename = "InSync")]
+    pub in_sync: usize,
+    #[serde(rename = "Modified")]
+    pub modified: usize,
+    #[serde(rename = "Missing")]
+    pub missing: usize,
+    #[serde(rename = "Extra")]
+    pub extra: usize,
+}
+
+impl Summary {
+    pub fn total(&self) -> usize {
+        self.in_sync + self.modified + self.missing + self.extra
+    }
+
+    pub fn drifted(&self) -> usize {
+        self.total() - self.in_sync
+    }
+
+    pub fn count(&self, status: Status) -> usize {
+        match status {
+            Status::InSync => self.in_sync,
+            Status::Modified => self.modified,
+            Status::Missing => self.missing,
+            Status::Extra => self.extra,
+        }
+    }
+
+    /// `5 objects: 3 in sync, 1 modified, 1 missing, 0 extra`
+    pub fn line(&self) -> String {
+        let n = self.total();
+        format!(
+            "{n} object{}: {} in sync, {} modified, {} missing, {} extra",
+            if n == 1 { "" } else { "s" },
+            self.in_sync,
+            self.modified,
+            self.missing,
+            self.extra
+        )
+    }
+}
+
+impl DriftReport {
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for o in &self.objects {
+            match o.drift.status() {
+                Status::InSync => s.in_sync += 1,
+                Status::Modified => s.modified += 1,
+                Status::Missing => s.missing += 1,
+                Status::Extra => s.extra += 1,
+            }
+        }
+        s
+    }
+
+    pub fn has_drift(&self) -> bool {
+        self.objects.iter().any(|o| o.drift.is_drift())
+    }
+}
+
+/// The output formats of `tether diff -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text { color: bool },
+    Json,
+    Markdown,
+    Junit,
+}
+
+/// Renders one report in the given format.
+pub fn render(report: &DriftReport, format: Format) -> String {
+    match format {
+        Format::Text { color } => render_text(report, color),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&render_json(report)).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        Format::Markdown => render_markdown(report),
+        Format::Junit => render_junit(report),
+    }
+}
+
+/// The object as `Kind[.group] namespace/name`, as reports title it.
+pub(crate) fn title(o: &ObjectDiff) -> String {
+    o.id.to_string()
+}
+
+/// YAML of a view, for text diffs.
+pub(crate) fn to_yaml(v: Option<&serde_json::Value>) -> String {
+    match v {
+        Some(v) => serde_saphyr::to_string(v)
+            .unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default()),
+        None => String::new(),
+    }
+}
