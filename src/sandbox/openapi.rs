@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha512};
 
-use super::registry::{Registry, ResourceType};
+use super::registry::Registry;
 
 /// The built-in documents, by their path under `/openapi/v3/`.
 const DOCUMENTS: &[(&str, &str)] = &[
@@ -94,37 +94,6 @@ pub fn document(registry: &Registry, path: &str) -> Option<Bytes> {
     Some(Bytes::from(custom_document(registry, group, version)))
 }
 
-/// The path of one object of a custom resource, as kube-apiserver names it.
-fn object_path(group: &str, version: &str, resource: &ResourceType) -> String {
-    let namespace = if resource.namespaced {
-        "namespaces/{namespace}/"
-    } else {
-        ""
-    };
-    format!(
-        "/apis/{group}/{version}/{namespace}{}/{{name}}",
-        resource.plural
-    )
-}
-
-/// The PATCH operation of an object path, with its `fieldValidation` parameter:
-/// kubectl looks for exactly that (cli-runtime's `QueryParamVerifierV3`) to decide that
-/// the server validates fields itself; without it kubectl falls back to client-side
-/// validation with OpenAPI v2, which the sandbox does not serve, and refuses to apply.
-fn patch_operation(group: &str, version: &str, kind: &str) -> Value {
-    json!({"patch": {
-        "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind},
-        "x-kubernetes-action": "patch",
-        "parameters": [
-            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
-        ],
-        "responses": {"200": {"description": "OK"}, "201": {"description": "Created"}},
-    }})
-}
-
 /// An OpenAPI v3 document for the CRD-served kinds of one group version, their schema
 /// as the CRD declares it, tagged with `x-kubernetes-group-version-kind`.
 fn custom_document(registry: &Registry, group: &str, version: &str) -> Vec<u8> {
@@ -187,10 +156,6 @@ fn custom_document(registry: &Registry, group: &str, version: &str) -> Vec<u8> {
             }),
         );
         schemas.insert(name, schema);
-        paths.insert(
-            object_path(group, version, &resource),
-            patch_operation(group, version, &resource.kind),
-        );
     }
     schemas.insert(
         "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(),
