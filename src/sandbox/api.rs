@@ -916,6 +916,13 @@ impl State {
             .ok_or_else(|| ApiError::Internal("stored object without metadata".into()))?;
         metadata.insert("deletionTimestamp".into(), now().into());
         metadata.insert("deletionGracePeriodSeconds".into(), 0.into());
+        // kube-apiserver's markAsDeleting bumps the generation of an object that
+        // tracks one (recorded in the fixtures' delete/delete-with-propagation: 6 → 7).
+        if let Some(generation) = metadata.get("generation").and_then(Value::as_i64) {
+            if generation > 0 {
+                metadata.insert("generation".into(), (generation + 1).into());
+            }
+        }
         if !finalizers.is_empty() {
             metadata.insert("finalizers".into(), json!(finalizers));
         }

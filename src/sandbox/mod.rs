@@ -185,6 +185,13 @@ impl Sandbox {
         self.state.faults.set_latency(latency);
     }
 
+    /// Keeps only the last `limit` changes for watches (default
+    /// [`store::HISTORY_LIMIT`]), so that a test can watch from an expired
+    /// resourceVersion without making 100,000 changes first.
+    pub fn set_watch_history_limit(&self, limit: usize) {
+        self.state.store.set_history_limit(limit);
+    }
+
     /// Stops accepting requests, ends open connections and watches, and waits.
     pub async fn stop(mut self) {
         self.shutdown.cancel();

@@ -7,6 +7,7 @@
 //! tens of MiB. Writes parse, change and re-serialise the one object they touch.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -125,6 +126,8 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
+    /// [`HISTORY_LIMIT`] unless a test shrinks it to reach `410 Expired` quickly.
+    history_limit: AtomicUsize,
 }
 
 /// The objects of a resource at one resourceVersion, in key order.
@@ -150,6 +153,18 @@ impl Store {
         Store {
             inner: Mutex::new(Inner::default()),
             events,
+            history_limit: AtomicUsize::new(HISTORY_LIMIT),
+        }
+    }
+
+    /// Keeps at most `limit` changes (at least one) for watches, dropping older ones
+    /// now: what an etcd compaction does, for tests of `410 Expired`.
+    pub fn set_history_limit(&self, limit: usize) {
+        let limit = limit.max(1);
+        self.history_limit.store(limit, Ordering::Relaxed);
+        let mut inner = self.lock();
+        while inner.history.len() > limit {
+            inner.history.pop_front();
         }
     }
 
@@ -320,7 +335,8 @@ impl Store {
             key: key.clone(),
             object,
         });
-        if inner.history.len() == HISTORY_LIMIT {
+        let limit = self.history_limit.load(Ordering::Relaxed);
+        while inner.history.len() >= limit {
             inner.history.pop_front();
         }
         inner.history.push_back(event.clone());
@@ -493,6 +509,29 @@ mod tests {
         assert_eq!(seen, [(2, EventType::Modified), (3, EventType::Deleted)]);
         let (start, _) = store.watch(0);
         assert!(matches!(start, WatchStart::Replay(events) if events.len() == 3));
+    }
+
+    #[test]
+    fn a_shorter_history_expires_older_resource_versions() {
+        let store = Store::new();
+        for name in ["a", "b", "c", "d"] {
+            store
+                .put(&cm(), &key("ns", name), None, &mut json!({"metadata": {}}))
+                .unwrap();
+        }
+        store.set_history_limit(2);
+        assert!(matches!(
+            store.watch(1).0,
+            WatchStart::Expired { oldest: 3 }
+        ));
+        assert!(matches!(store.watch(2).0, WatchStart::Replay(events) if events.len() == 2));
+        store
+            .put(&cm(), &key("ns", "e"), None, &mut json!({"metadata": {}}))
+            .unwrap();
+        assert!(matches!(
+            store.watch(2).0,
+            WatchStart::Expired { oldest: 4 }
+        ));
     }
 
     #[test]

@@ -4,6 +4,10 @@
 
 mod cli;
 mod diff_corpus;
+mod fidelity;
 mod manifest;
+mod sandbox_client;
+mod sandbox_http;
+mod sandbox_kubectl;
 mod source;
 mod support;

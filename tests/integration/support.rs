@@ -1,1 +1,339 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: a sandbox started in-process with its
+//! kubeconfig in a temporary directory, the real `kubectl` run against it, and a raw
+//! HTTPS client that trusts the sandbox's CA and sends its token.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Once;
+use std::time::Duration;
+
+use base64::Engine as _;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tether::sandbox::{Sandbox, SandboxOptions};
+use tokio::io::AsyncWriteExt as _;
+
+/// How long one kubectl invocation may take before the test fails.
+const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a poll for a condition waits before the test fails.
+pub const POLL_TIMEOUT: Duration = Duration::from_secs(10);
+
+static INIT: Once = Once::new();
+
+/// Installs the process-wide rustls crypto provider, once, before any TLS client.
+pub fn init() {
+    INIT.call_once(|| {
+        // Another test binary module may have installed it already: that is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A sandbox for one test, with its kubeconfig written to a temporary directory.
+pub struct TestSandbox {
+    pub sandbox: Sandbox,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub http: reqwest::Client,
+}
+
+/// What a kubectl run printed and how it ended.
+#[derive(Debug)]
+pub struct KubectlOutput {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl KubectlOutput {
+    /// Panics with both outputs unless kubectl exited 0.
+    #[track_caller]
+    pub fn ok(self) -> KubectlOutput {
+        assert_eq!(
+            self.code, 0,
+            "kubectl failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// One answer of the raw client: status code, content type and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "answer is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+impl TestSandbox {
+    pub async fn start() -> TestSandbox {
+        TestSandbox::start_with(SandboxOptions::default()).await
+    }
+
+    pub async fn start_with(options: SandboxOptions) -> TestSandbox {
+        init();
+        let sandbox = Sandbox::start(options).await.expect("the sandbox starts");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        sandbox
+            .write_kubeconfig(&kubeconfig)
+            .expect("the kubeconfig is written");
+        let http = http_client(sandbox.kubeconfig());
+        TestSandbox {
+            sandbox,
+            dir,
+            kubeconfig,
+            http,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        self.sandbox.url()
+    }
+
+    /// Runs kubectl against this sandbox. A missing kubectl fails the test: these
+    /// tests exist to prove kubectl works with the sandbox.
+    pub async fn kubectl(&self, args: &[&str]) -> KubectlOutput {
+        self.kubectl_with_stdin(args, None).await
+    }
+
+    pub async fn kubectl_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> KubectlOutput {
+        let mut command = tokio::process::Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            // No user cache or config outside the test's directory.
+            .env("HOME", self.dir.path())
+            .env("KUBECACHEDIR", self.dir.path().join("cache"))
+            .env_remove("KUBECONFIG")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl (it must be on PATH): {e}"));
+        if let Some(input) = stdin {
+            let mut pipe = child.stdin.take().expect("kubectl's stdin");
+            pipe.write_all(input.as_bytes())
+                .await
+                .expect("kubectl reads its stdin");
+            drop(pipe);
+        }
+        let output = tokio::time::timeout(KUBECTL_TIMEOUT, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in {KUBECTL_TIMEOUT:?}"))
+            .expect("kubectl runs");
+        KubectlOutput {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Writes `content` to a file in the test's directory and returns its path.
+    pub fn write_file(&self, name: &str, content: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, content).expect("the file is written");
+        path.to_string_lossy().into_owned()
+    }
+
+    /// A request with the sandbox's token.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.url()))
+            .bearer_auth(self.sandbox.token())
+    }
+
+    /// Sends a request and reads the whole answer.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> Answer {
+        let mut request = self.request(method, path);
+        if let Some(content_type) = content_type {
+            request = request.header(reqwest::header::CONTENT_TYPE, content_type);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        read(request).await
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send(Method::GET, path, None, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Answer {
+        self.send(
+            Method::POST,
+            path,
+            Some("application/json"),
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn put(&self, path: &str, body: &Value) -> Answer {
+        self.send(
+            Method::PUT,
+            path,
+            Some("application/json"),
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn patch(&self, path: &str, content_type: &str, body: &str) -> Answer {
+        self.send(
+            Method::PATCH,
+            path,
+            Some(content_type),
+            Some(body.as_bytes().to_vec()),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Answer {
+        self.send(Method::DELETE, path, None, None).await
+    }
+
+    /// Creates a namespace and fails the test if it cannot.
+    pub async fn namespace(&self, name: &str) {
+        let answer = self
+            .post(
+                "/api/v1/namespaces",
+                &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
+    }
+
+    /// Opens a watch and returns its events until `done` says so (or the stream ends),
+    /// failing the test if that takes longer than `timeout`.
+    pub async fn watch_until(
+        &self,
+        path: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let mut response = self
+            .request(Method::GET, path)
+            .send()
+            .await
+            .expect("the watch is sent");
+        assert_eq!(response.status(), StatusCode::OK, "watch {path}");
+        let mut events = Vec::new();
+        let mut pending = Vec::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(&events) {
+                return events;
+            }
+            let chunk = tokio::time::timeout_at(deadline, response.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("watch {path} timed out; events so far: {events:?}"))
+                .expect("the watch stream reads");
+            let Some(chunk) = chunk else {
+                return events;
+            };
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                events.push(serde_json::from_slice(&line).expect("a watch event is JSON"));
+            }
+        }
+    }
+}
+
+/// Sends a request and reads the whole answer.
+pub async fn read(request: reqwest::RequestBuilder) -> Answer {
+    let response = request.send().await.expect("the request is answered");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let content_type = headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = response.bytes().await.expect("the body reads").to_vec();
+    Answer {
+        status,
+        content_type,
+        headers,
+        body,
+    }
+}
+
+/// A client that trusts only the CA in `kubeconfig` (and sends no credentials itself).
+pub fn http_client(kubeconfig: &str) -> reqwest::Client {
+    init();
+    let config: Value = serde_saphyr::from_str(kubeconfig).expect("the kubeconfig is YAML");
+    let ca = config
+        .pointer("/clusters/0/cluster/certificate-authority-data")
+        .and_then(Value::as_str)
+        .expect("the kubeconfig embeds the CA");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .expect("the CA is base64");
+    let certificate = reqwest::Certificate::from_pem(&pem).expect("the CA is PEM");
+    reqwest::Client::builder()
+        .tls_certs_only([certificate])
+        .build()
+        .expect("a TLS client")
+}
+
+/// Polls `check` until it returns Some, failing the test after [`POLL_TIMEOUT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + POLL_TIMEOUT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The event types of a watch, in order.
+pub fn event_types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
