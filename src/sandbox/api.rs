@@ -133,16 +133,22 @@ impl Target {
     }
 }
 
-/// The verb of a request, for counters (kube-apiserver's audit verbs).
+/// The verb of a request, for counters (kube-apiserver's audit verbs). A dry run
+/// writes nothing and is counted apart (`dryrun:patch`), so "no writes" means none.
 pub fn verb_of(method: &Method, path: &str, query: &HashMap<String, String>) -> &'static str {
     let named = is_named(path);
+    let dry_run = is_dry_run(query);
     match *method {
         Method::GET if is_watch(query) => "watch",
         Method::GET if named => "get",
         Method::GET => "list",
+        Method::POST if dry_run => "dryrun:create",
         Method::POST => "create",
+        Method::PUT if dry_run => "dryrun:update",
         Method::PUT => "update",
+        Method::PATCH if dry_run => "dryrun:patch",
         Method::PATCH => "patch",
+        Method::DELETE if dry_run => "dryrun:delete",
         Method::DELETE if named => "delete",
         Method::DELETE => "deletecollection",
         _ => "other",

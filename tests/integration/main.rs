@@ -4,6 +4,7 @@
 
 mod cli;
 mod diff_corpus;
+mod diff_online;
 mod fidelity;
 mod manifest;
 mod sandbox_client;
