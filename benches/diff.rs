@@ -249,6 +249,111 @@ fn on_disk(n: usize) -> std::io::Result<Row> {
     })
 }
 
+/// Online: `tether diff` of `n` objects against a sandbox process, next to `kubectl
+/// diff --server-side -f` of the same files, in the same run (target: tether at most
+/// half of kubectl's wall time).
+fn online(n: usize) -> std::io::Result<[Row; 2]> {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+
+    let tmp = std::env::temp_dir().join(format!("tether-bench-online-{}", std::process::id()));
+    let (dir, kubeconfig) = (tmp.join("manifests"), tmp.join("kubeconfig"));
+    std::fs::create_dir_all(&dir)?;
+    let mut sandbox = Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["sandbox", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut ready = String::new();
+    std::io::BufReader::new(
+        sandbox
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?,
+    )
+    .read_line(&mut ready)?;
+
+    // A mix as apps have them: a Deployment, a Service and two ConfigMaps per four.
+    std::fs::write(
+        dir.join("00-namespace.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: bench}\n",
+    )?;
+    for i in 0..n - 1 {
+        let text = match i % 4 {
+            0 => format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        ports: [{{containerPort: 8080}}]\n        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}\n"
+            ),
+            1 => format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{app: app-{i}}}\n  ports: [{{port: 80, targetPort: 8080}}]\n"
+            ),
+            _ => format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app-{i}, namespace: bench}}\ndata: {{key: value-{i}}}\n"
+            ),
+        };
+        std::fs::write(dir.join(format!("{i:05}.yaml")), text)?;
+    }
+    let kubectl = |args: &[&str]| {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .arg(&dir)
+            .env("HOME", &tmp)
+            .output()
+    };
+    let applied = kubectl(&["apply", "--server-side", "-f"])?;
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    let time_best = |mut run: Box<dyn FnMut() -> std::io::Result<std::process::Output> + '_>| -> std::io::Result<Duration> {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let out = run()?;
+            let elapsed = started.elapsed();
+            assert_eq!(out.status.code(), Some(0), "in sync: {}", String::from_utf8_lossy(&out.stderr));
+            best = best.min(elapsed);
+        }
+        Ok(best)
+    };
+    let tether = time_best(Box::new(|| {
+        Command::new(env!("CARGO_BIN_EXE_tether"))
+            .args(["diff", "-o", "json", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--path")
+            .arg(&dir)
+            .output()
+    }))?;
+    let kubectl_time = time_best(Box::new(|| kubectl(&["diff", "--server-side", "-f"])))?;
+    let _ = sandbox.kill();
+    let _ = sandbox.wait();
+    std::fs::remove_dir_all(&tmp)?;
+    let row = |name: &str, wall: Duration, target: Option<Duration>| Row {
+        name: name.into(),
+        objects: n,
+        fields: 0,
+        wall,
+        cpu: wall,
+        target,
+    };
+    Ok([
+        row(
+            "tether diff, online (sandbox)",
+            tether,
+            Some(kubectl_time / 2),
+        ),
+        row(
+            "kubectl diff --server-side (same files)",
+            kubectl_time,
+            None,
+        ),
+    ])
+}
+
 fn main() -> std::io::Result<()> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("?").to_string();
@@ -262,6 +367,7 @@ fn main() -> std::io::Result<()> {
     }
     rows.push(reference(10_000));
     rows.push(on_disk(10_000)?);
+    rows.extend(online(1_000)?);
 
     println!("load average at start: {load} (2 cores, shared); targets judged on CPU time");
     println!(

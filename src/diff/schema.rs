@@ -46,7 +46,9 @@ pub trait SchemaLookup: Sync {
 /// merge key by key, lists compare as atomic).
 #[derive(Clone, Default)]
 pub struct OpenApiSchemas {
-    by_kind: HashMap<(String, String, String), Schema>,
+    /// (group, version, kind, schema): a handful of kinds, searched without allocating
+    /// on the comparison's hot path.
+    by_kind: Vec<(String, String, String, Schema)>,
 }
 
 impl OpenApiSchemas {
@@ -84,26 +86,33 @@ impl OpenApiSchemas {
                 );
             }
         }
-        let mut by_kind = HashMap::new();
+        let mut schemas = OpenApiSchemas::default();
         for id in kinds {
-            let key = (id.group.clone(), id.version.clone(), id.kind.clone());
-            if by_kind.contains_key(&key) {
+            if schemas.get(id).is_some() {
                 continue;
             }
+            let key = (id.group.clone(), id.version.clone(), id.kind.clone());
             let schema = Schemas::builtin()
                 .get(&id.group, &id.version, &id.kind)
                 .or_else(|| custom.get(&key).cloned())
                 .unwrap_or_else(Schema::untyped);
-            by_kind.insert(key, schema);
+            schemas.by_kind.push((key.0, key.1, key.2, schema));
         }
-        OpenApiSchemas { by_kind }
+        schemas
+    }
+
+    fn get(&self, ty: &ObjectId) -> Option<&Schema> {
+        self.by_kind
+            .iter()
+            .find(|(group, version, kind, _)| {
+                *kind == ty.kind && *group == ty.group && *version == ty.version
+            })
+            .map(|(_, _, _, schema)| schema)
     }
 
     /// The node at `path` (field names, list positions left out) of a kind's schema.
     fn node(&self, ty: &ObjectId, path: &[&str]) -> Option<schema::Node<'_>> {
-        let schema = self
-            .by_kind
-            .get(&(ty.group.clone(), ty.version.clone(), ty.kind.clone()))?;
+        let schema = self.get(ty)?;
         let mut node = schema.root();
         for name in path {
             if let NodeKind::List(_) = node.kind() {
