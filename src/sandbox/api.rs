@@ -623,25 +623,8 @@ impl State {
                 "the name of the object does not match the name on the URL".into(),
             ));
         }
-        // An update names the version it read; a stale one is refused.
-        if let Some(rv) = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-        {
-            if rv != stored.resource_version.to_string() {
-                return Err(conflict(resource, &name));
-            }
-        }
-        let mut write = Write::new(
-            resource.clone(),
-            target.key(),
-            Some(stored),
-            object,
-            &field_manager(request),
-        );
-        write.dry_run = is_dry_run(&request.query);
-        write.strict = is_strict(&request.query);
-        write.subresource = target.subresource.clone();
+        check_resource_version(resource, &object, &stored)?;
+        let write = Write::for_request(target, Some(stored), object, request);
         self.commit(write)
             .map(|(code, value)| Reply::Json(code, value))
     }
@@ -710,24 +693,8 @@ impl State {
         }
         check_type(resource, &patched)?;
         // A patch that carries a resourceVersion is a precondition, as for an update.
-        if let Some(rv) = patched
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-        {
-            if rv != stored.resource_version.to_string() {
-                return Err(conflict(resource, &name));
-            }
-        }
-        let mut write = Write::new(
-            resource.clone(),
-            target.key(),
-            Some(stored),
-            patched,
-            &field_manager(request),
-        );
-        write.dry_run = is_dry_run(&request.query);
-        write.strict = is_strict(&request.query);
-        write.subresource = target.subresource.clone();
+        check_resource_version(resource, &patched, &stored)?;
+        let write = Write::for_request(target, Some(stored), patched, request);
         self.commit(write)
             .map(|(code, value)| Reply::Json(code, value))
     }
@@ -1460,6 +1427,27 @@ struct Write {
 }
 
 impl Write {
+    /// A write of `new` over `old` at the target, with the request's field manager,
+    /// dry run and field validation.
+    fn for_request(
+        target: &Target,
+        old: Option<Arc<Stored>>,
+        new: Value,
+        request: &Request,
+    ) -> Write {
+        let mut write = Write::new(
+            target.resource.clone(),
+            target.key(),
+            old,
+            new,
+            &field_manager(request),
+        );
+        write.dry_run = is_dry_run(&request.query);
+        write.strict = is_strict(&request.query);
+        write.subresource = target.subresource.clone();
+        write
+    }
+
     fn new(
         resource: Arc<ResourceType>,
         key: ObjectKey,
@@ -1541,6 +1529,24 @@ fn conflict(resource: &ResourceType, name: &str) -> ApiError {
         plural: resource.plural.clone(),
         name: name.to_string(),
         reason: "the object has been modified; please apply your changes to the latest version and try again".into(),
+    }
+}
+
+/// An object that names a resourceVersion may only replace that version.
+fn check_resource_version(
+    resource: &ResourceType,
+    object: &Value,
+    stored: &Stored,
+) -> Result<(), ApiError> {
+    match object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        Some(rv) if rv != stored.resource_version.to_string() => Err(conflict(
+            resource,
+            object_name(object).as_deref().unwrap_or_default(),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -2,9 +2,10 @@
 //! kubeconfig, clean stop on SIGTERM), `tether source`, exit codes and `--help`.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::support::git;
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
 
@@ -98,21 +99,6 @@ fn sandbox_refuses_a_fail_rate_outside_zero_to_one() {
     let out = tether(&["sandbox", "--kubeconfig", "/dev/null", "--fail-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not between 0.0 and 1.0"));
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 #[test]

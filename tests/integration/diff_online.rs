@@ -4,11 +4,10 @@
 //! and a Git source is read at its revision. Secrets never appear in any format.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::TestSandbox;
+use crate::support::{TestSandbox, git};
 
 /// The recorded manifests: namespace, config, secret, RBAC, services, workloads.
 const MANIFESTS: &[&str] = &[
@@ -279,21 +278,6 @@ async fn secret_values_never_appear_in_any_format() {
             );
         }
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 #[tokio::test]

@@ -19,29 +19,11 @@ use tether::source::{
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::support::git;
+
 // ---------------------------------------------------------------------------------
 // Real git, real servers
 // ---------------------------------------------------------------------------------
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A repository to serve, with `deploy/` and `other/` directories on branch `main`.
 struct Origin {

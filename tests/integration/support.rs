@@ -2,7 +2,7 @@
 //! kubeconfig in a temporary directory, the real `kubectl` run against it, and a raw
 //! HTTPS client that trusts the sandbox's CA and sends its token.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Once;
 use std::time::Duration;
@@ -336,4 +336,26 @@ pub fn event_types(events: &[Value]) -> Vec<String> {
         .iter()
         .map(|e| e["type"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// Runs real `git` in `dir` with a fixed identity and no user or system config;
+/// returns its trimmed stdout and fails the test if git fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
