@@ -1,61 +1,23 @@
-//! A small reader of `managedFields[].fieldsV1` (the structured-merge-diff "FieldsV1"
-//! encoding): `f:<name>` a field, `k:<json>` a list item by key, `v:<json>` a set item,
-//! `i:<n>` an item by position, `.` the node itself. Used to ignore the fields another
-//! manager owns (an HPA's `spec.replicas`).
+//! What another field manager owns, read from `managedFields[].fieldsV1` (through
+//! [`FieldSet`], the same reader server-side apply uses), so that rules can ignore
+//! the fields an HPA or a controller owns (an HPA's `spec.replicas`).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// One step of an owned path, as FieldsV1 spells it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OwnedStep {
-    Field(String),
-    Key(Map<String, Value>),
-    SetValue(Value),
-    Index(usize),
-}
+use crate::schema::{FieldSet, PathElement};
 
-/// The leaf paths a FieldsV1 set names: every node with no children but `.`.
-pub fn owned_leaves(fields: &Value) -> Vec<Vec<OwnedStep>> {
-    let mut out = Vec::new();
-    let mut path = Vec::new();
-    walk(fields, &mut path, &mut out);
-    out
-}
-
-fn walk(node: &Value, path: &mut Vec<OwnedStep>, out: &mut Vec<Vec<OwnedStep>>) {
-    let Some(map) = node.as_object() else {
-        return;
+/// The paths a FieldsV1 set owns down to the leaves: a list item owned together with
+/// some of its fields yields those fields, not the whole item.
+pub fn owned_leaves(fields: &Value) -> Vec<Vec<PathElement>> {
+    let Ok(set) = FieldSet::from_fields_v1(fields) else {
+        return Vec::new();
     };
-    let mut has_children = false;
-    for (name, child) in map {
-        let step = if let Some(f) = name.strip_prefix("f:") {
-            OwnedStep::Field(f.to_string())
-        } else if let Some(k) = name.strip_prefix("k:") {
-            match serde_json::from_str::<Map<String, Value>>(k) {
-                Ok(m) => OwnedStep::Key(m),
-                Err(_) => continue,
-            }
-        } else if let Some(v) = name.strip_prefix("v:") {
-            match serde_json::from_str::<Value>(v) {
-                Ok(v) => OwnedStep::SetValue(v),
-                Err(_) => continue,
-            }
-        } else if let Some(i) = name.strip_prefix("i:") {
-            match i.parse() {
-                Ok(i) => OwnedStep::Index(i),
-                Err(_) => continue,
-            }
-        } else {
-            continue; // "." marks the node itself
-        };
-        has_children = true;
-        path.push(step);
-        walk(child, path, out);
-        path.pop();
-    }
-    if !has_children && !path.is_empty() {
-        out.push(path.clone());
-    }
+    let paths = set.paths();
+    paths
+        .iter()
+        .filter(|p| !paths.iter().any(|q| q.len() > p.len() && q.starts_with(p)))
+        .cloned()
+        .collect()
 }
 
 /// The FieldsV1 sets of the named managers in an object's `metadata.managedFields`.
@@ -87,25 +49,28 @@ pub(crate) fn key_value_eq(a: &Value, b: &Value) -> bool {
 
 /// Removes the field at `path` from `value`, if present. Key fields of a list item are
 /// kept: removing them would make the item unmatchable.
-pub fn remove_owned(value: &mut Value, path: &[OwnedStep]) {
+pub fn remove_owned(value: &mut Value, path: &[PathElement]) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
-    if let (OwnedStep::Field(name), Some(OwnedStep::Key(keys))) = (last, parents.last())
-        && keys.contains_key(name)
+    if let (PathElement::Field(name), Some(PathElement::Key(keys))) = (last, parents.last())
+        && keys.iter().any(|(k, _)| k == name)
     {
         return;
     }
+    let matches = |keys: &[(String, Value)], item: &Value| {
+        keys.iter()
+            .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
+    };
     let mut cur = value;
     for step in parents {
         let next = match (step, cur) {
-            (OwnedStep::Field(f), Value::Object(m)) => m.get_mut(f),
-            (OwnedStep::Key(keys), Value::Array(items)) => items.iter_mut().find(|item| {
-                keys.iter()
-                    .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
-            }),
-            (OwnedStep::Index(i), Value::Array(items)) => items.get_mut(*i),
-            (OwnedStep::SetValue(v), Value::Array(items)) => items.iter_mut().find(|i| *i == v),
+            (PathElement::Field(f), Value::Object(m)) => m.get_mut(f),
+            (PathElement::Key(keys), Value::Array(items)) => {
+                items.iter_mut().find(|item| matches(keys, item))
+            }
+            (PathElement::Index(i), Value::Array(items)) => items.get_mut(*i),
+            (PathElement::Value(v), Value::Array(items)) => items.iter_mut().find(|i| *i == v),
             _ => None,
         };
         match next {
@@ -114,16 +79,12 @@ pub fn remove_owned(value: &mut Value, path: &[OwnedStep]) {
         }
     }
     match (last, cur) {
-        (OwnedStep::Field(f), Value::Object(m)) => {
+        (PathElement::Field(f), Value::Object(m)) => {
             m.shift_remove(f);
         }
-        (OwnedStep::Key(keys), Value::Array(items)) => items.retain(|item| {
-            !keys
-                .iter()
-                .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
-        }),
-        (OwnedStep::SetValue(v), Value::Array(items)) => items.retain(|i| i != v),
-        (OwnedStep::Index(i), Value::Array(items)) if *i < items.len() => {
+        (PathElement::Key(keys), Value::Array(items)) => items.retain(|item| !matches(keys, item)),
+        (PathElement::Value(v), Value::Array(items)) => items.retain(|i| i != v),
+        (PathElement::Index(i), Value::Array(items)) if *i < items.len() => {
             items.remove(*i);
         }
         _ => {}
@@ -145,8 +106,8 @@ mod tests {
         });
         let leaves = owned_leaves(&f);
         assert!(leaves.contains(&vec![
-            OwnedStep::Field("spec".into()),
-            OwnedStep::Field("replicas".into())
+            PathElement::Field("spec".into()),
+            PathElement::Field("replicas".into())
         ]));
         assert_eq!(leaves.len(), 4);
         let mut obj = json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [

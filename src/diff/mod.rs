@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::manifest::{ObjectId, ObjectKey};
 
 pub use compare::{LAST_APPLIED, SERVER_METADATA};
-pub use fields::{OwnedStep, owned_leaves};
+pub use fields::owned_leaves;
 pub use mask::{MaskKey, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
 pub use quantity::{Quantity, same_quantity};

@@ -13,6 +13,7 @@
 //! [`PathElement`] and [`render_path`] address a place in an object the way the API
 //! server names it (`.spec.template.spec.containers[name="web"].image`).
 
+mod fieldset;
 mod openapi;
 mod path;
 mod validate;
@@ -22,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+pub use fieldset::{FieldSet, FieldsV1Error};
 pub use path::{PathElement, compare_values, render_path};
 pub use validate::{FieldError, FieldErrorKind, Validation};
 

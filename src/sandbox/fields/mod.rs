@@ -8,7 +8,6 @@
 //! apimachinery's field manager), checked against the recorded answers in
 //! `fixtures/kube-apiserver-v1.36/`.
 
-mod set;
 mod smp;
 mod walk;
 
@@ -16,7 +15,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-pub use set::{FieldSet, FieldsV1Error};
+pub use crate::schema::{FieldSet, FieldsV1Error};
 pub use smp::{PatchError, strategic_merge_patch};
 
 use crate::schema::{Node, PathElement, Schema, render_path};

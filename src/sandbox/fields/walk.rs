@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::set::FieldSet;
+use crate::schema::FieldSet;
 use crate::schema::{ListType, Node, NodeKind, PathElement};
 
 /// A value that cannot be addressed field by field.

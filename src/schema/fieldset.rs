@@ -1,10 +1,12 @@
-//! Sets of field paths (what a manager owns) and their FieldsV1 JSON form.
+//! Sets of field paths (what a manager owns) and their FieldsV1 JSON form: server-side
+//! apply tracks ownership with them, and the diff stage ignores what a named manager
+//! owns.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::schema::{Node, PathElement};
+use super::{Node, PathElement};
 
 /// A trie of field paths. A path is a *member* when it is owned itself (a leaf, an
 /// atomic value, a list item, a map entry); interior paths only lead to members.
