@@ -466,17 +466,7 @@ fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     if let Some(full) = str_at(v, "/repository/full_name") {
         urls.push(format!("https://bitbucket.org/{full}"));
     }
-    if let Some(clones) = v
-        .pointer("/repository/links/clone")
-        .and_then(Value::as_array)
-    {
-        urls.extend(
-            clones
-                .iter()
-                .filter_map(|c| str_at(c, "/href"))
-                .map(str::to_string),
-        );
-    }
+    urls.extend(clone_hrefs(v, "/repository/links/clone"));
     match event.as_str() {
         "repo:push" => {
             let changes = v
@@ -531,17 +521,7 @@ fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
             let to =
                 str_at(v, "/pullRequest/toRef/id").ok_or_else(|| bad("Bitbucket", "pr:merged"))?;
             let mut urls = urls;
-            if let Some(clones) = v
-                .pointer("/pullRequest/toRef/repository/links/clone")
-                .and_then(Value::as_array)
-            {
-                urls.extend(
-                    clones
-                        .iter()
-                        .filter_map(|c| str_at(c, "/href"))
-                        .map(str::to_string),
-                );
-            }
+            urls.extend(clone_hrefs(v, "/pullRequest/toRef/repository/links/clone"));
             Ok(Event::Push {
                 urls,
                 pushed: vec![PushedRef::parse(to)],
@@ -573,6 +553,20 @@ fn generic_event(v: &Value) -> Result<Event, Rejection> {
         urls,
         pushed: vec![PushedRef::parse(r)],
     })
+}
+
+/// The `href`s of a Bitbucket `links.clone` array at `pointer` (https and ssh URLs).
+fn clone_hrefs(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|clones| {
+            clones
+                .iter()
+                .filter_map(|c| str_at(c, "/href"))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
