@@ -11,11 +11,12 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::cluster::Cluster;
 use crate::reconcile::observe::{
-    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
+    Desired, DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
 };
 use crate::report::drift;
 use crate::sandbox::{self, SandboxOptions};
 use crate::source::{Auth, SecretRef, Source, SourceCache, SourceError};
+use crate::sync::SyncOptions;
 
 /// Exit code for a command that failed (bad input, unreachable cluster, …). Follows
 /// `kubectl diff`: 0 means success, 1 a finding (drift), 2 an error.
@@ -65,6 +66,98 @@ pub enum Command {
     /// yaml` prints them) for CI jobs with no cluster access. Exits 0 when in sync, 1
     /// when drift is found, 2 on error.
     Diff(DiffArgs),
+
+    /// Make the cluster match the desired state: validate everything, then apply what
+    /// drifted with server-side apply, in order, and prune what the app no longer has.
+    ///
+    /// Desired state comes from `--path DIR` or `--repo URL --ref REF --path SUBDIR`,
+    /// as for `tether diff`; `--app` names the app (its inventory and ownership label).
+    /// Nothing is applied unless every changed object passes a server dry run. Exits 0
+    /// on success, 1 when an object failed, prune was refused or health failed, 2 on
+    /// bad input.
+    Sync(SyncArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// Manifests: a local directory, or with --repo a directory inside the repository.
+    #[arg(long)]
+    pub path: String,
+
+    /// Read the manifests from this Git repository instead of the local disk.
+    #[arg(long)]
+    pub repo: Option<String>,
+
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The app: names its inventory (`tether-inventory-<app>`) and labels its objects.
+    #[arg(long)]
+    pub app: String,
+
+    /// Namespace for namespaced objects that name none.
+    #[arg(long, short = 'n', default_value = crate::manifest::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// Where the app's inventory ConfigMap lives (created when missing).
+    #[arg(long, default_value = crate::sync::inventory::DEFAULT_INVENTORY_NAMESPACE)]
+    pub inventory_namespace: String,
+
+    /// Validate and show what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Delete objects the app applied before and the desired state no longer has.
+    #[arg(long)]
+    pub prune: bool,
+
+    /// Allow a prune of more than half of the app's objects, or from an empty desired state.
+    #[arg(long, requires = "prune")]
+    pub allow_mass_prune: bool,
+
+    /// Report conflicts with other field managers instead of taking their fields.
+    #[arg(long)]
+    pub no_force: bool,
+
+    /// Delete and recreate objects whose change touches an immutable field.
+    #[arg(long)]
+    pub replace_immutable: bool,
+
+    /// Wait for each wave to be healthy before the next, and for the app at the end.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// How long --wait waits in all (e.g. 90s, 5m).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "wait")]
+    pub timeout: Duration,
+
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = crate::sync::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// `90s`, `5m`, `1h`, `250ms`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 5m)"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("`{s}` is not a duration (e.g. 90s, 5m)")),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -300,6 +393,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sandbox(args) => run_sandbox(args).await,
         Command::Source(args) => run_source(args).await,
         Command::Diff(args) => run_diff(args).await,
+        Command::Sync(args) => run_sync(args).await,
     }
 }
 
@@ -342,21 +436,7 @@ async fn diff(
     args: &DiffArgs,
     observation: &Observation<'_>,
 ) -> Result<drift::DriftReport, ObserveError> {
-    let desired = match &args.repo {
-        Some(repo) => {
-            let source = args.git.source(repo, &args.path);
-            let cache = args.git.cache()?;
-            read_desired(
-                DesiredInput::Git {
-                    cache: &cache,
-                    source: &source,
-                },
-                observation,
-            )
-            .await?
-        }
-        None => read_desired(DesiredInput::Dir(Path::new(&args.path)), observation).await?,
-    };
+    let desired = desired(&args.path, args.repo.as_deref(), &args.git, observation).await?;
     match &args.live {
         Some(live) => observe(&desired, LiveInput::Snapshot(live), observation).await,
         None => {
@@ -369,6 +449,89 @@ async fn diff(
         }
     }
 }
+
+/// The desired state at `path`, on disk or (with `repo`) in Git.
+async fn desired(
+    path: &str,
+    repo: Option<&str>,
+    git: &GitArgs,
+    observation: &Observation<'_>,
+) -> Result<Desired, ObserveError> {
+    match repo {
+        Some(repo) => {
+            let source = git.source(repo, path);
+            let cache = git.cache()?;
+            read_desired(
+                DesiredInput::Git {
+                    cache: &cache,
+                    source: &source,
+                },
+                observation,
+            )
+            .await
+        }
+        None => read_desired(DesiredInput::Dir(Path::new(path)), observation).await,
+    }
+}
+
+async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
+    let observation = Observation {
+        app: Some(&args.app),
+        default_namespace: &args.namespace,
+        rules: &[],
+    };
+    let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &observation).await {
+        Ok(desired) => desired,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let cluster = match Cluster::connect(
+        args.cluster.kubeconfig.as_deref(),
+        args.cluster.context.as_deref(),
+    )
+    .await
+    {
+        Ok(cluster) => cluster,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let options = SyncOptions {
+        inventory_namespace: &args.inventory_namespace,
+        force: !args.no_force,
+        prune: args.prune,
+        allow_mass_prune: args.allow_mass_prune,
+        dry_run: args.dry_run,
+        replace_immutable: args.replace_immutable,
+        wait: args.wait.then_some(args.timeout),
+        concurrency: args.concurrency.max(1),
+        ..SyncOptions::new(&args.app)
+    };
+    let revision = desired.revision.as_ref().map(|r| r.sha.as_str());
+    let report = match crate::sync::sync(&cluster, &desired.manifests, revision, &options).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let out = match args.output {
+        Format::Text => crate::report::sync::render_text(&report),
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&crate::report::sync::to_json(&report))?
+        ),
+    };
+    write_stdout(&out)?;
+    Ok(if report.failed() { EXIT_FAILED } else { 0 })
+}
+
+/// Exit code of `tether sync` when an object failed, prune was refused or the app
+/// did not become healthy.
+pub const EXIT_FAILED: u8 = 1;
 
 /// Writes to stdout; a closed pipe (`tether diff | head`) is not an error.
 fn write_stdout(text: &str) -> std::io::Result<()> {

@@ -177,13 +177,18 @@ impl Cluster {
     }
 
     /// What the object would become if tether applied it now: the API server's own
-    /// answer to a server-side apply dry run, defaults and admission included.
+    /// answer to a server-side apply dry run, defaults and admission included. Without
+    /// `force`, a field another manager owns is a conflict, as it would be for real.
     pub async fn dry_run_apply(
         &self,
         kind: &Resolved,
         object: &Value,
+        force: bool,
     ) -> Result<Value, ClusterError> {
-        let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+        let mut params = PatchParams::apply(FIELD_MANAGER).dry_run();
+        if force {
+            params = params.force();
+        }
         self.patch_apply(kind, object, &params).await
     }
 

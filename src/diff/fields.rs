@@ -47,6 +47,42 @@ pub(crate) fn key_value_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Where one step of a path leads inside a value: a map key or a list position.
+enum Slot<'p> {
+    Key(&'p str),
+    Index(usize),
+}
+
+fn slot<'p>(step: &'p PathElement, value: &Value) -> Option<Slot<'p>> {
+    let matches = |keys: &[(String, Value)], item: &Value| {
+        keys.iter()
+            .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
+    };
+    match (step, value) {
+        (PathElement::Field(f), Value::Object(m)) => m.contains_key(f).then_some(Slot::Key(f)),
+        (PathElement::Key(keys), Value::Array(items)) => items
+            .iter()
+            .position(|item| matches(keys, item))
+            .map(Slot::Index),
+        (PathElement::Index(i), Value::Array(items)) => {
+            (*i < items.len()).then_some(Slot::Index(*i))
+        }
+        (PathElement::Value(v), Value::Array(items)) => {
+            items.iter().position(|i| i == v).map(Slot::Index)
+        }
+        _ => None,
+    }
+}
+
+/// The value at `path` inside `value`, if the path exists there.
+pub fn lookup<'v>(value: &'v Value, path: &[PathElement]) -> Option<&'v Value> {
+    path.iter()
+        .try_fold(value, |cur, step| match slot(step, cur)? {
+            Slot::Key(k) => cur.get(k),
+            Slot::Index(i) => cur.get(i),
+        })
+}
+
 /// Removes the field at `path` from `value`, if present. Key fields of a list item are
 /// kept: removing them would make the item unmatchable.
 pub fn remove_owned(value: &mut Value, path: &[PathElement]) {
@@ -58,34 +94,24 @@ pub fn remove_owned(value: &mut Value, path: &[PathElement]) {
     {
         return;
     }
-    let matches = |keys: &[(String, Value)], item: &Value| {
-        keys.iter()
-            .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
-    };
     let mut cur = value;
     for step in parents {
-        let next = match (step, cur) {
-            (PathElement::Field(f), Value::Object(m)) => m.get_mut(f),
-            (PathElement::Key(keys), Value::Array(items)) => {
-                items.iter_mut().find(|item| matches(keys, item))
-            }
-            (PathElement::Index(i), Value::Array(items)) => items.get_mut(*i),
-            (PathElement::Value(v), Value::Array(items)) => items.iter_mut().find(|i| *i == v),
-            _ => None,
+        let next = match slot(step, cur) {
+            Some(Slot::Key(k)) => cur.get_mut(k),
+            Some(Slot::Index(i)) => cur.get_mut(i),
+            None => None,
         };
         match next {
             Some(n) => cur = n,
             None => return,
         }
     }
-    match (last, cur) {
-        (PathElement::Field(f), Value::Object(m)) => {
-            m.shift_remove(f);
+    match (slot(last, cur), cur) {
+        (Some(Slot::Key(k)), Value::Object(m)) => {
+            m.shift_remove(k);
         }
-        (PathElement::Key(keys), Value::Array(items)) => items.retain(|item| !matches(keys, item)),
-        (PathElement::Value(v), Value::Array(items)) => items.retain(|i| i != v),
-        (PathElement::Index(i), Value::Array(items)) if *i < items.len() => {
-            items.remove(*i);
+        (Some(Slot::Index(i)), Value::Array(items)) => {
+            items.remove(i);
         }
         _ => {}
     }

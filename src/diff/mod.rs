@@ -245,6 +245,52 @@ pub fn diff(
     Drift::Modified(changes)
 }
 
+/// Whether server-side applying `desired` as `manager` would leave `live` as it is,
+/// decided without asking the server: every desired field already has its value
+/// (quantities and int-or-strings as the server normalises them), and `manager` owns
+/// no field that `desired` dropped (applying would remove it). Conservative: `false`
+/// means "ask the server with a dry run", never "it differs".
+pub fn unchanged_by_apply(
+    id: &ObjectId,
+    desired: &Value,
+    live: &Value,
+    manager: &str,
+    schema: &dyn SchemaLookup,
+) -> bool {
+    if live.pointer("/metadata/deletionTimestamp").is_some() {
+        return false;
+    }
+    let Some(owned) = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .and_then(|entries| {
+            entries.iter().find(|e| {
+                e.get("manager").and_then(Value::as_str) == Some(manager)
+                    && e.get("operation").and_then(Value::as_str) == Some("Apply")
+                    && e.get("subresource").is_none()
+            })
+        })
+    else {
+        return false;
+    };
+    if owned.get("apiVersion") != desired.get("apiVersion") {
+        return false;
+    }
+    let Some(fields) = owned.get("fieldsV1") else {
+        return false;
+    };
+    if !owned_leaves(fields)
+        .iter()
+        .all(|leaf| fields::lookup(desired, leaf).is_some())
+    {
+        return false;
+    }
+    let (d, l) = prepare(id, desired, live, &[]);
+    let mut cmp = compare::Comparer::new(Mode::Offline, schema, id);
+    cmp.compare(&d, &l);
+    cmp.changes.is_empty()
+}
+
 /// One object's comparison with what a report shows of it: the desired object and
 /// the live one as compared (normalised, restricted to what the mode compares, Secret
 /// values masked). The views never hold a plain Secret value.

@@ -309,3 +309,61 @@ fn views_project_live_onto_desired_and_mask_secrets() {
     let text = format!("{:?}{:?}", o.desired, live);
     assert!(!text.contains("c2VjcmV0") && !text.contains("b3RoZXI="));
 }
+
+/// A Deployment as tether applied it: `tether` owns the replicas and the container's
+/// image, the server defaulted the rest.
+fn applied_deployment(replicas: i64, image: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "live", "managedFields": [{
+            "manager": "tether", "operation": "Apply", "apiVersion": "apps/v1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}
+        }]},
+        "spec": {"replicas": replicas, "progressDeadlineSeconds": 600, "template": {"spec": {
+            "containers": [{"name": "web", "image": image, "imagePullPolicy": "IfNotPresent"}]}}}
+    })
+}
+
+fn desired_deployment(spec: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "live"}, "spec": spec})
+}
+
+#[test]
+fn an_apply_of_what_is_there_is_known_unchanged_without_asking_the_server() {
+    let ty = id("apps", "Deployment");
+    let schemas = OpenApiSchemas::new([&ty], []);
+    let live = applied_deployment(2, "nginx:1");
+    let same = desired_deployment(
+        json!({"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}),
+    );
+    assert!(unchanged_by_apply(&ty, &same, &live, "tether", &schemas));
+    // A changed value needs the server.
+    let changed = desired_deployment(
+        json!({"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}),
+    );
+    assert!(!unchanged_by_apply(
+        &ty, &changed, &live, "tether", &schemas
+    ));
+    // A field tether owns and no longer sets would be removed by the apply.
+    let dropped = desired_deployment(
+        json!({"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}),
+    );
+    assert!(!unchanged_by_apply(
+        &ty, &dropped, &live, "tether", &schemas
+    ));
+    // Nothing owned by this manager: only the server can say what an apply changes.
+    assert!(!unchanged_by_apply(
+        &ty,
+        &same,
+        &live,
+        "someone-else",
+        &schemas
+    ));
+    let mut deleting = live.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    assert!(!unchanged_by_apply(
+        &ty, &same, &deleting, "tether", &schemas
+    ));
+}

@@ -283,20 +283,23 @@ async fn dry_run_one(
     let Some(live) = cluster.get(&kind, namespace, &id.name).await? else {
         return Ok((None, None));
     };
-    let answer = cluster.dry_run_apply(&kind, object).await.map_err(|err| {
-        let retryable = err.is_retryable();
-        // The server's message may quote a field's value: never a Secret's.
-        let message = if is_secret(id) {
-            redacted(&err)
-        } else {
-            err.to_string()
-        };
-        ObserveError::DryRun {
-            object: id.to_string(),
-            message,
-            retryable,
-        }
-    })?;
+    let answer = cluster
+        .dry_run_apply(&kind, object, true)
+        .await
+        .map_err(|err| {
+            let retryable = err.is_retryable();
+            // The server's message may quote a field's value: never a Secret's.
+            let message = if is_secret(id) {
+                redacted(&err)
+            } else {
+                err.to_string()
+            };
+            ObserveError::DryRun {
+                object: id.to_string(),
+                message,
+                retryable,
+            }
+        })?;
     Ok((Some(answer), Some(live)))
 }
 

@@ -1,3 +1,4 @@
 //! Drift and sync reports for people and machines.
 
 pub mod drift;
+pub mod sync;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{TestSandbox, git};
+use crate::support::{Run, TestSandbox, git, tether};
 
 /// The recorded manifests: namespace, config, secret, RBAC, services, workloads.
 const MANIFESTS: &[&str] = &[
@@ -37,28 +37,9 @@ fn manifests_dir(into: &Path) -> std::path::PathBuf {
     dir
 }
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `tether diff` as a process; async, so the in-process sandbox keeps serving.
+/// Runs `tether diff` against the sandbox.
 async fn tether_diff(sandbox: &TestSandbox, args: &[&str]) -> Run {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .arg("diff")
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .args(args)
-        .env("TETHER_CACHE_DIR", sandbox.dir.path().join("git-cache"))
-        .output()
-        .await
-        .expect("tether runs");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    tether(sandbox, "diff", args).await
 }
 
 fn drifted(report: &Value) -> Vec<(String, String, Vec<String>)> {

@@ -12,3 +12,4 @@ mod sandbox_http;
 mod sandbox_kubectl;
 mod source;
 mod support;
+mod sync;

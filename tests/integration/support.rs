@@ -359,3 +359,30 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// How a `tether` process ended and what it printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `tether <command> --kubeconfig <sandbox> <args>` as a process; async, so an
+/// in-process sandbox keeps serving while it runs.
+pub async fn tether(sandbox: &TestSandbox, command: &str, args: &[&str]) -> Run {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .arg(command)
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .args(args)
+        .env("TETHER_CACHE_DIR", sandbox.dir.path().join("git-cache"))
+        .output()
+        .await
+        .expect("tether runs");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

@@ -1,0 +1,163 @@
+//! What prune may delete: what the inventory holds and the desired set no longer has,
+//! guarded against the accidents Argo CD and Flux users fear most (an empty render
+//! deleting everything, a bad revision deleting most of an app). Pure.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::diff::APP_LABEL;
+use crate::manifest::{ObjectId, ObjectKey};
+
+use super::inventory::Inventory;
+
+/// The annotation that keeps an object from ever being pruned.
+pub const PRUNE_ANNOTATION: &str = "tether.dev/prune";
+pub const PRUNE_DISABLED: &str = "disabled";
+
+/// The inventory's objects the desired set no longer has, in inventory order.
+pub fn candidates(inventory: &Inventory, desired: &HashSet<ObjectKey>) -> Vec<ObjectId> {
+    inventory
+        .objects
+        .iter()
+        .filter(|e| !desired.contains(&e.key()))
+        .map(|e| e.id())
+        .collect()
+}
+
+/// Why prune refuses to run at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "refusing to prune {candidates} objects: the desired state is empty (a path that rendered nothing?); pass --allow-mass-prune if this is intended"
+    )]
+    EmptyDesired { candidates: usize },
+    #[error(
+        "refusing to prune {candidates} of the app's {owned} objects (more than half); pass --allow-mass-prune if this is intended"
+    )]
+    MassPrune { candidates: usize, owned: usize },
+}
+
+/// Checks the guards: no prune from an empty desired set, none of more than half of
+/// what the app owns, unless the caller allows mass prune.
+pub fn guard(
+    candidates: usize,
+    owned: usize,
+    desired: usize,
+    allow_mass_prune: bool,
+) -> Result<(), Refusal> {
+    if candidates == 0 || allow_mass_prune {
+        return Ok(());
+    }
+    if desired == 0 {
+        return Err(Refusal::EmptyDesired { candidates });
+    }
+    if candidates * 2 > owned {
+        return Err(Refusal::MassPrune { candidates, owned });
+    }
+    Ok(())
+}
+
+/// What to do with one candidate, given the live object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Delete,
+    /// Already gone: drop it from the inventory.
+    Gone,
+    /// Not labelled for this app (relabelled by someone, or a tampered inventory):
+    /// never deleted, and dropped from the inventory since the app does not own it.
+    NotOwned,
+    /// Protected by `tether.dev/prune: disabled`: kept, and kept in the inventory.
+    Protected,
+}
+
+pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
+    let Some(live) = live else {
+        return Verdict::Gone;
+    };
+    let label = live
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(APP_LABEL))
+        .and_then(Value::as_str);
+    if label != Some(app) {
+        return Verdict::NotOwned;
+    }
+    let annotation = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PRUNE_ANNOTATION))
+        .and_then(Value::as_str);
+    if annotation == Some(PRUNE_DISABLED) {
+        return Verdict::Protected;
+    }
+    Verdict::Delete
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::inventory::Entry;
+    use serde_json::json;
+
+    #[test]
+    fn candidates_are_owned_objects_no_longer_desired() {
+        let entry = |name: &str| Entry {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        };
+        let inventory = Inventory {
+            revision: None,
+            objects: [entry("kept"), entry("gone")].into(),
+        };
+        let desired: HashSet<ObjectKey> = [entry("kept").key(), entry("new").key()].into();
+        let found = candidates(&inventory, &desired);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].name, "gone");
+    }
+
+    #[test]
+    fn the_guards_refuse_empty_and_mass_prunes_unless_allowed() {
+        assert_eq!(guard(0, 10, 0, false), Ok(()));
+        assert_eq!(
+            guard(3, 3, 0, false),
+            Err(Refusal::EmptyDesired { candidates: 3 })
+        );
+        assert_eq!(
+            guard(3, 4, 1, false),
+            Err(Refusal::MassPrune {
+                candidates: 3,
+                owned: 4
+            })
+        );
+        // Exactly half is allowed: an app replacing half of itself is normal.
+        assert_eq!(guard(2, 4, 2, false), Ok(()));
+        assert_eq!(guard(3, 3, 0, true), Ok(()));
+        assert!(
+            guard(3, 4, 1, false)
+                .unwrap_err()
+                .to_string()
+                .contains("--allow-mass-prune")
+        );
+    }
+
+    #[test]
+    fn only_objects_labelled_for_the_app_and_unprotected_are_deleted() {
+        let labelled = |app: &str, annotations: Value| json!({"metadata": {"labels": {APP_LABEL: app}, "annotations": annotations}});
+        assert_eq!(verdict("web", None), Verdict::Gone);
+        assert_eq!(
+            verdict("web", Some(&labelled("web", json!({})))),
+            Verdict::Delete
+        );
+        assert_eq!(
+            verdict("web", Some(&labelled("api", json!({})))),
+            Verdict::NotOwned
+        );
+        assert_eq!(
+            verdict("web", Some(&json!({"metadata": {}}))),
+            Verdict::NotOwned
+        );
+        let protected = labelled("web", json!({PRUNE_ANNOTATION: PRUNE_DISABLED}));
+        assert_eq!(verdict("web", Some(&protected)), Verdict::Protected);
+    }
+}
