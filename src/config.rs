@@ -2,7 +2,8 @@
 //! sync, from where, under which policies. Read before the loop starts.
 //!
 //! Two steps (STYLE.md): the YAML is parsed into private `raw` structs that mirror the
-//! schema (`/work/briefs/config-schema.md`: camelCase, unknown keys refused), then
+//! schema agreed for issue #6 (camelCase, unknown keys refused; its example is
+//! `tests/fixtures/config/tether.yaml`), then
 //! validated into the typed [`Config`], collecting every problem with its field path
 //! and line. Secrets are never inline: the configuration names environment variables
 //! and files, read when used ([`Credentials::auth`] at fetch time,
@@ -24,8 +25,7 @@ use crate::diff::IgnoreRule;
 use crate::reconcile::windows::{SyncWindow, WindowKind, parse_schedule};
 use crate::source::{Auth, PollConfig, Provider, SecretRef, Source, WebhookConfig, WebhookSecret};
 
-/// Where the HTTP server listens: every interface, port 8080 (the schema's default, and
-/// the port the Helm chart's Service targets).
+/// Where the HTTP server listens: every interface, port 8080 (the schema's default).
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
 
@@ -33,8 +33,8 @@ pub const DEFAULT_LISTEN: SocketAddr =
 /// and the namespace the Helm chart installs into.
 pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
 
-/// Apps reconciled at once. Four keeps two cores busy while passes wait on Git and the
-/// API server, without bursting the API server's default client rate limits.
+/// Apps reconciled at once (the schema's default). Passes mostly wait on Git and the
+/// API server, so four keep a two-core machine busy without queuing behind each other.
 pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// Periodic full resync of every app, whatever the triggers say: the schema's default.
@@ -341,6 +341,9 @@ impl Config {
         let raw = parse_raw(text, origin)?;
         let mut check = Checker::default();
         let config = resolve(raw, &mut check);
+        // Top to bottom, as a person fixes a file; problems without a line (about a
+        // default) last.
+        check.problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
         if check.problems.is_empty() {
             Ok(config)
         } else {
@@ -736,7 +739,9 @@ fn parse_raw(text: &str, origin: &str) -> Result<raw::Config, ConfigError> {
     result.map_err(|e| {
         let line = e.location().map(|l| l.line() as usize).filter(|l| *l > 0);
         let path = track.path().to_string();
-        // `Spanned` adds an inner `.value`; `.` is the root and `?` an unknown place.
+        // `Spanned` adds an inner `.value` (no schema key is named `value`); `.` is the
+        // root and `?` an unknown place.
+        let path = path.replace(".value.", ".");
         let path = path.strip_suffix(".value").unwrap_or(&path).to_string();
         let path = (path != "." && path != "?").then_some(path);
         syntax(path, line, parser_message(&e.to_string()))
@@ -1494,9 +1499,9 @@ apps:
         assert_eq!(
             problems(text),
             [
-                "tether.yaml:3: inventoryNamespace: \"Tether_System\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 "tether.yaml:1: concurrency: 0 must be at least 1",
                 "tether.yaml:2: resyncInterval: \"0s\" must be positive",
+                "tether.yaml:3: inventoryNamespace: \"Tether_System\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 "tether.yaml:5: server.listen: \"localhost:8080\" is not an address and port (like 0.0.0.0:8080 or [::]:8080)",
                 "tether.yaml:7: apps[0].name: \"Web\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 "tether.yaml:9: apps[0].source.repo: must not be empty",
@@ -1551,8 +1556,8 @@ apps:
                 "leaderElection:\n  leaseName: Tether!\n  namespace: a.b\n  retryPeriod: 0ms\n"
             ),
             [
-                "tether.yaml:3: leaderElection.namespace: \"a.b\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 "tether.yaml:2: leaderElection.leaseName: \"Tether!\" is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
+                "tether.yaml:3: leaderElection.namespace: \"a.b\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 "tether.yaml:4: leaderElection.retryPeriod: \"0ms\" must be positive",
             ]
         );
@@ -1779,6 +1784,22 @@ apps:
             syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
             "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks"
         );
+    }
+
+    #[test]
+    fn an_inline_secret_is_refused_without_being_printed() {
+        let err = syntax(&app(
+            "    credentials:\n      username: bot\n      token: hunter2\n",
+        ));
+        assert!(
+            err.starts_with(
+                "tether.yaml:7: apps[0].source.credentials.token: unknown field `token`"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        let err = syntax(&app("    credentials:\n      tokenEnv: [hunter2]\n"));
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     #[test]
