@@ -151,7 +151,7 @@ fn render_all(origin: &str, problems: &[Problem]) -> String {
 // The typed configuration
 
 /// The whole configuration, validated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub server: ServerConfig,
     /// Where the `tether-inventory-<app>` ConfigMaps live.
@@ -166,7 +166,7 @@ pub struct Config {
 }
 
 /// The HTTP server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub webhooks: WebhooksConfig,
@@ -174,7 +174,7 @@ pub struct ServerConfig {
 
 /// Webhook secrets per provider (none configured: that provider's deliveries are
 /// refused unless `allow_unsigned`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WebhooksConfig {
     pub github: Option<WebhookSecretRef>,
     pub gitlab: Option<WebhookSecretRef>,
@@ -205,7 +205,7 @@ pub struct LeaderElectionConfig {
 }
 
 /// One application: a source, a destination and policies.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppConfig {
     /// DNS-1123 label of at most [`MAX_APP_NAME_LEN`] characters, unique.
     pub name: String,
@@ -1435,6 +1435,16 @@ mod tests {
         assert_eq!(a.sync, SyncPolicy::default());
         assert!(!a.sync.automated && a.sync.self_heal && a.sync.force);
         assert!(a.ignore_rules().is_empty() && a.sync_windows.is_empty());
+    }
+
+    #[test]
+    fn equal_files_give_equal_configurations() {
+        // What a reload compares to find the apps that changed.
+        let a = parse(SCHEMA_EXAMPLE);
+        assert_eq!(a, parse(SCHEMA_EXAMPLE));
+        let b = parse(&SCHEMA_EXAMPLE.replace("duration: 8h", "duration: 9h"));
+        assert_ne!(a.apps[0], b.apps[0]);
+        assert_eq!(a.apps[0].source, b.apps[0].source);
     }
 
     #[test]
