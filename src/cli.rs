@@ -10,12 +10,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::cluster::Cluster;
+use crate::config::Credentials;
 use crate::reconcile::observe::{
     Desired, DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
 };
 use crate::report::drift;
 use crate::sandbox::{self, SandboxOptions};
-use crate::source::{Auth, SecretRef, Source, SourceCache, SourceError};
+use crate::source::{SecretRef, Source, SourceCache, SourceError};
 use crate::sync::SyncOptions;
 
 /// Exit code for a command that failed (bad input, unreachable cluster, …). Follows
@@ -268,37 +269,22 @@ pub struct GitArgs {
 }
 
 impl GitArgs {
-    /// The source at `repo` and `path` these arguments name, with its credentials.
+    /// The source at `repo` and `path` these arguments name, with its credentials
+    /// (chosen as the service chooses them from its configuration).
     pub fn source(&self, repo: &str, path: &str) -> Source {
         let secret = |env: &Option<String>, file: &Option<PathBuf>| {
             env.clone()
                 .map(SecretRef::Env)
                 .or_else(|| file.clone().map(SecretRef::File))
         };
-        let auth = if let Some(token) = secret(&self.token_env, &self.token_file) {
-            Auth::Token {
-                token,
-                username: self.username.clone(),
-            }
-        } else if let (Some(username), Some(password)) = (
-            &self.username,
-            secret(&self.password_env, &self.password_file),
-        ) {
-            Auth::Basic {
-                username: username.clone(),
-                password,
-            }
-        } else if let (Some(private_key), Some(known_hosts)) = (&self.ssh_key, &self.known_hosts) {
-            Auth::SshKey {
-                private_key: private_key.clone(),
-                known_hosts: known_hosts.clone(),
-                passphrase: None,
-                username: self.username.clone(),
-            }
-        } else {
-            Auth::None
+        let credentials = Credentials {
+            username: self.username.clone(),
+            password: secret(&self.password_env, &self.password_file),
+            token: secret(&self.token_env, &self.token_file),
+            ssh_key_file: self.ssh_key.clone(),
+            known_hosts_file: self.known_hosts.clone(),
         };
-        Source::new(repo, &self.reference, path).with_auth(auth)
+        Source::new(repo, &self.reference, path).with_auth(credentials.auth(repo))
     }
 
     pub fn cache(&self) -> Result<SourceCache, SourceError> {
@@ -646,5 +632,70 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Auth;
+
+    fn source_args(args: &[&str]) -> SourceArgs {
+        let mut argv = vec!["tether", "source"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).expect("arguments parse").command {
+            Command::Source(args) => args,
+            other => panic!("not `source`: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn git_flags_become_the_credentials_the_url_needs() {
+        let a = source_args(&[
+            "--repo",
+            "https://h/r",
+            "--username",
+            "bot",
+            "--token-env",
+            "T",
+            "--ssh-key",
+            "/k",
+            "--known-hosts",
+            "/kh",
+        ]);
+        assert_eq!(
+            a.git.source(&a.repo, &a.path).auth,
+            Auth::Token {
+                token: SecretRef::Env("T".into()),
+                username: Some("bot".into())
+            }
+        );
+        // The same flags for an SSH remote offer the key.
+        assert_eq!(
+            a.git.source("git@h:r.git", ".").auth,
+            Auth::SshKey {
+                private_key: "/k".into(),
+                known_hosts: "/kh".into(),
+                passphrase: None,
+                username: Some("bot".into())
+            }
+        );
+        let a = source_args(&[
+            "--repo",
+            "https://h/r",
+            "--username",
+            "bot",
+            "--password-file",
+            "/p",
+        ]);
+        assert_eq!(
+            a.git.source(&a.repo, &a.path).auth,
+            Auth::Basic {
+                username: "bot".into(),
+                password: SecretRef::File("/p".into())
+            }
+        );
+        let a = source_args(&["--repo", "/tmp/r"]);
+        assert_eq!(a.git.source(&a.repo, &a.path).auth, Auth::None);
     }
 }

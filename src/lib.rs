@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod config;
 pub mod diff;
 pub mod manifest;
 pub mod reconcile;

@@ -23,6 +23,7 @@ mod read;
 mod url;
 mod webhook;
 
+pub(crate) use auth::is_ssh_url;
 pub use auth::{Auth, SecretRef};
 pub use cache::{SourceCache, SourceStatus};
 pub use error::SourceError;

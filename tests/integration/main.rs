@@ -3,6 +3,7 @@
 //! sandbox with the real `kubectl`.
 
 mod cli;
+mod config;
 mod diff_corpus;
 mod diff_online;
 mod fidelity;
