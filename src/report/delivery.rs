@@ -256,7 +256,10 @@ impl<J> Queue<J> {
 
 /// Spawn the worker on the current Tokio runtime: handles one job at a time, in queue
 /// order, until the queue is closed and empty. One at a time keeps each app's reports
-/// in order.
+/// in order, and is what GitHub's REST API best practices ask of integrations ("make
+/// requests serially instead of concurrently", to stay clear of secondary rate limits).
+/// A provider that times out therefore delays the others' reports: a handle per
+/// provider keeps them apart.
 pub(crate) fn spawn_worker<J, F, Fut>(
     queue: Arc<Queue<J>>,
     mut handle: F,

@@ -576,6 +576,14 @@ impl Notifier {
         queued
     }
 
+    /// Forget the rate-limit windows of `app` (it was removed from the configuration).
+    pub fn forget(&self, app: &str) {
+        self.windows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(a, _, _), _| a != app);
+    }
+
     /// Wait until every message queued so far has been sent or given up on.
     pub async fn flush(&self) {
         self.queue.flush().await;

@@ -766,6 +766,13 @@ async fn a_flapping_app_is_rate_limited_per_event_kind_and_the_next_message_coun
     assert_eq!(last["suppressed"], 2, "the two held back are counted");
     assert!(seen[0..3].iter().all(|s| s.json()["suppressed"] == 0));
     assert_eq!(notifier.stats().skipped, 2);
+
+    // A removed and re-added app starts with a fresh window.
+    notifier.forget("shop");
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        1
+    );
     notifier.shutdown().await;
 }
 
