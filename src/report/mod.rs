@@ -1,4 +1,8 @@
-//! Drift and sync reports for people and machines.
+//! Drift and sync reports for people and machines, and the outbound side of the
+//! report stage: commit statuses on the Git provider and notifications to webhooks.
 
+pub mod commit_status;
+pub mod delivery;
 pub mod drift;
+pub mod notify;
 pub mod sync;

@@ -8,6 +8,7 @@ mod diff_corpus;
 mod diff_online;
 mod fidelity;
 mod manifest;
+mod notify;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

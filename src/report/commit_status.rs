@@ -1,0 +1,713 @@
+//! Commit statuses: after a pass, the result for its revision is posted to the Git
+//! provider (GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud), so the commit shows
+//! whether the cluster runs it. Posting happens on a worker task: the loop only
+//! queues, and a status is posted only when it differs from the last one posted.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use super::delivery::{
+    self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
+};
+use crate::source::SecretRef;
+
+/// GitHub's public API (docs.github.com, "REST API endpoints for commit statuses").
+pub const GITHUB_API_URL: &str = "https://api.github.com";
+/// GitLab.com's API v4 (docs.gitlab.com, "Commits API").
+pub const GITLAB_API_URL: &str = "https://gitlab.com/api/v4";
+/// Bitbucket Cloud's API 2.0 (developer.atlassian.com, "Commit statuses").
+pub const BITBUCKET_API_URL: &str = "https://api.bitbucket.org/2.0";
+
+/// The status context (GitHub, Gitea), name (GitLab) or key (Bitbucket) prefix: one
+/// status per app, so several apps deploying one commit each get a line.
+pub const CONTEXT_PREFIX: &str = "tether/";
+
+/// GitHub documents the description as "a short description of the status"; longer
+/// ones are refused with 422. 140 is the limit its UI and API enforce.
+const MAX_DESCRIPTION_CHARS: usize = 140;
+
+/// Bitbucket Cloud refuses build status keys longer than 40 characters.
+const BITBUCKET_MAX_KEY_CHARS: usize = 40;
+
+/// The API version GitHub recommends pinning (docs.github.com, "API Versions").
+const GITHUB_API_VERSION: &str = "2022-11-28";
+
+/// Which API to post to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    Github,
+    Gitlab,
+    /// Gitea and Forgejo (one API).
+    Gitea,
+    /// Bitbucket Cloud.
+    Bitbucket,
+}
+
+impl Provider {
+    fn default_api_url(self) -> Option<&'static str> {
+        match self {
+            Provider::Github => Some(GITHUB_API_URL),
+            Provider::Gitlab => Some(GITLAB_API_URL),
+            Provider::Gitea => None,
+            Provider::Bitbucket => Some(BITBUCKET_API_URL),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Github => "github",
+            Provider::Gitlab => "gitlab",
+            Provider::Gitea => "gitea",
+            Provider::Bitbucket => "bitbucket",
+        }
+    }
+}
+
+/// An app's `commitStatus:` block, as written in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommitStatusConfig {
+    pub provider: Provider,
+    /// The API base URL (GitHub Enterprise, self-hosted GitLab, tests). Required for
+    /// Gitea, which has no public default.
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// `owner/name` (GitLab: the full project path, groups included). Derived from
+    /// the app's repository URL when absent.
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// The environment variable holding the API token.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// The file holding the API token (e.g. a mounted Secret).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// The status context; defaults to `tether/<app>`.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// A link shown with the status (e.g. tether's status page for the app).
+    #[serde(default)]
+    pub target_url: Option<String>,
+}
+
+/// Why a `commitStatus:` block cannot be used. All need a change of configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitStatusError {
+    #[error("commitStatus.apiUrl is required for provider {provider}")]
+    MissingApiUrl { provider: &'static str },
+    #[error("commitStatus.apiUrl {url:?} is not an http(s) URL")]
+    InvalidApiUrl { url: String },
+    #[error("commitStatus needs exactly one of tokenEnv and tokenFile")]
+    Token,
+    #[error("commitStatus.repository: cannot find owner/name in {input:?}: {reason}")]
+    Repository { input: String, reason: &'static str },
+}
+
+/// The state posted for a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum CommitState {
+    /// Synced and healthy.
+    Success,
+    /// Out of sync, or synced and still progressing.
+    Pending,
+    /// The pass failed, or the app is degraded.
+    Failure,
+}
+
+/// An app's health as the commit status reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Health {
+    Healthy,
+    Progressing,
+    Degraded,
+    Missing,
+}
+
+impl CommitState {
+    /// The state for a pass: a failed pass or a degraded app is a failure; out of
+    /// sync, progressing or missing objects are pending (the cluster is on its way, or
+    /// waits for a manual sync); synced and healthy is success.
+    pub fn from_pass(failed: bool, synced: bool, health: Health) -> CommitState {
+        match (failed, synced, health) {
+            (true, _, _) | (_, _, Health::Degraded) => CommitState::Failure,
+            (false, true, Health::Healthy) => CommitState::Success,
+            _ => CommitState::Pending,
+        }
+    }
+
+    fn github(self) -> &'static str {
+        match self {
+            CommitState::Success => "success",
+            CommitState::Pending => "pending",
+            CommitState::Failure => "failure",
+        }
+    }
+
+    fn gitlab(self) -> &'static str {
+        match self {
+            CommitState::Success => "success",
+            CommitState::Pending => "running",
+            CommitState::Failure => "failed",
+        }
+    }
+
+    fn bitbucket(self) -> &'static str {
+        match self {
+            CommitState::Success => "SUCCESSFUL",
+            CommitState::Pending => "INPROGRESS",
+            CommitState::Failure => "FAILED",
+        }
+    }
+}
+
+/// A resolved `commitStatus:` block: where and as what one app's statuses are posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitStatusTarget {
+    pub app: String,
+    pub provider: Provider,
+    /// Without a trailing slash.
+    pub api_url: String,
+    /// `owner/name`, or GitLab's full project path.
+    pub repository: String,
+    /// Read at each post, so a rotated token is used without a restart.
+    pub token: SecretRef,
+    pub context: String,
+    pub target_url: Option<String>,
+}
+
+impl CommitStatusConfig {
+    /// Check the block and resolve it for `app`, whose source is `repo_url`. The
+    /// token is not read here: it is read at each post.
+    pub fn resolve(
+        &self,
+        app: &str,
+        repo_url: &str,
+    ) -> Result<CommitStatusTarget, CommitStatusError> {
+        let api_url = match (&self.api_url, self.provider.default_api_url()) {
+            (Some(url), _) => url.trim_end_matches('/').to_string(),
+            (None, Some(default)) => default.to_string(),
+            (None, None) => {
+                return Err(CommitStatusError::MissingApiUrl {
+                    provider: self.provider.as_str(),
+                });
+            }
+        };
+        match url::Url::parse(&api_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+            _ => return Err(CommitStatusError::InvalidApiUrl { url: api_url }),
+        }
+        let token = match (&self.token_env, &self.token_file) {
+            (Some(name), None) => SecretRef::Env(name.clone()),
+            (None, Some(path)) => SecretRef::File(path.clone()),
+            _ => return Err(CommitStatusError::Token),
+        };
+        let repository = match &self.repository {
+            Some(r) => {
+                let r = r.trim_matches('/');
+                check_repository(self.provider, r)?;
+                r.to_string()
+            }
+            None => repository_from_url(self.provider, repo_url)?,
+        };
+        Ok(CommitStatusTarget {
+            app: app.to_string(),
+            provider: self.provider,
+            api_url,
+            repository,
+            token,
+            context: self
+                .context
+                .clone()
+                .unwrap_or_else(|| format!("{CONTEXT_PREFIX}{app}")),
+            target_url: self.target_url.clone(),
+        })
+    }
+}
+
+fn check_repository(provider: Provider, path: &str) -> Result<(), CommitStatusError> {
+    let segments: Vec<&str> = path.split('/').collect();
+    let err = |reason| CommitStatusError::Repository {
+        input: path.to_string(),
+        reason,
+    };
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        return Err(err("empty or relative path segment"));
+    }
+    match provider {
+        // A numeric project ID is as good as the path.
+        Provider::Gitlab if segments.len() >= 2 || path.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(())
+        }
+        Provider::Gitlab => Err(err("a GitLab project path is group/project")),
+        _ if segments.len() == 2 => Ok(()),
+        _ => Err(err("expected exactly owner/name")),
+    }
+}
+
+/// The repository path in a clone URL: `https://host/owner/name.git`,
+/// `ssh://git@host:2222/owner/name`, `git@host:owner/name.git`. GitLab keeps the
+/// whole path (groups and subgroups); the others take the last two segments, so an
+/// install under a sub-path (`https://host/gitea/owner/name`) still works.
+pub fn repository_from_url(
+    provider: Provider,
+    repo_url: &str,
+) -> Result<String, CommitStatusError> {
+    let raw = repo_url.trim();
+    let err = |reason| CommitStatusError::Repository {
+        input: crate::source::redact_url(raw),
+        reason,
+    };
+    let path = if raw.contains("://") {
+        let url = url::Url::parse(raw).map_err(|_| err("not a URL"))?;
+        if url.scheme() == "file" {
+            return Err(err("a local repository has no provider"));
+        }
+        url.path().to_string()
+    } else {
+        match raw.split_once(':') {
+            Some((host, path)) if !host.is_empty() && !host.contains('/') => path.to_string(),
+            _ => return Err(err("neither a URL nor user@host:path")),
+        }
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let repository = match provider {
+        Provider::Gitlab => {
+            // GitLab's clone URLs can carry a `/-/` marker in web URLs; clone URLs
+            // do not, but a pasted web URL should not become a project path.
+            let end = segments
+                .iter()
+                .position(|s| *s == "-")
+                .unwrap_or(segments.len());
+            segments[..end].join("/")
+        }
+        _ if segments.len() >= 2 => segments[segments.len() - 2..].join("/"),
+        _ => String::new(),
+    };
+    check_repository(provider, &repository).map_err(|_| err("no owner/name path in it"))?;
+    Ok(repository)
+}
+
+/// Characters escaped in a URL path segment: everything but RFC 3986's unreserved
+/// set, so GitLab's `group/project` becomes `group%2Fproject` as its API requires.
+fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `owner/name` with each part encoded, the slash kept.
+fn encode_path(repository: &str) -> String {
+    repository
+        .split('/')
+        .map(encode_segment)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Bitbucket's key: the context when it fits, else a prefix and a hash of it, so
+/// it stays unique and stable per app.
+fn bitbucket_key(context: &str) -> String {
+    if context.chars().count() <= BITBUCKET_MAX_KEY_CHARS {
+        return context.to_string();
+    }
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(context.as_bytes()));
+    let prefix: String = context.chars().take(BITBUCKET_MAX_KEY_CHARS - 13).collect();
+    format!("{prefix}-{}", &digest[..12])
+}
+
+/// One status to post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusReport {
+    pub target: Arc<CommitStatusTarget>,
+    /// The full commit SHA.
+    pub sha: String,
+    pub state: CommitState,
+    /// A short line (e.g. "Synced, Healthy" or "ApplyFailed"); cut to 140 characters.
+    pub description: String,
+}
+
+impl StatusReport {
+    /// The request for this status. The token is read from its env var or file now.
+    fn post(&self) -> Result<Post, DeliveryError> {
+        let t = &self.target;
+        let token = t.token.read().map_err(DeliveryError::Build)?;
+        let description = truncate_chars(&self.description, MAX_DESCRIPTION_CHARS);
+        let sha = encode_segment(&self.sha);
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let (url, body, auth) = match t.provider {
+            Provider::Github => {
+                headers.insert(
+                    ACCEPT,
+                    HeaderValue::from_static("application/vnd.github+json"),
+                );
+                headers.insert(
+                    HeaderName::from_static("x-github-api-version"),
+                    HeaderValue::from_static(GITHUB_API_VERSION),
+                );
+                let mut body = serde_json::json!({
+                    "state": self.state.github(),
+                    "description": description,
+                    "context": t.context,
+                });
+                if let Some(link) = &t.target_url {
+                    body["target_url"] = link.clone().into();
+                }
+                let url = format!(
+                    "{}/repos/{}/statuses/{sha}",
+                    t.api_url,
+                    encode_path(&t.repository)
+                );
+                (url, body, (AUTHORIZATION, format!("Bearer {token}")))
+            }
+            Provider::Gitea => {
+                let mut body = serde_json::json!({
+                    "state": self.state.github(),
+                    "description": description,
+                    "context": t.context,
+                });
+                if let Some(link) = &t.target_url {
+                    body["target_url"] = link.clone().into();
+                }
+                let url = format!(
+                    "{}/repos/{}/statuses/{sha}",
+                    t.api_url,
+                    encode_path(&t.repository)
+                );
+                (url, body, (AUTHORIZATION, format!("token {token}")))
+            }
+            Provider::Gitlab => {
+                let mut body = serde_json::json!({
+                    "state": self.state.gitlab(),
+                    "name": t.context,
+                    "description": description,
+                });
+                if let Some(link) = &t.target_url {
+                    body["target_url"] = link.clone().into();
+                }
+                let url = format!(
+                    "{}/projects/{}/statuses/{sha}",
+                    t.api_url,
+                    encode_segment(&t.repository)
+                );
+                (url, body, (HeaderName::from_static("private-token"), token))
+            }
+            Provider::Bitbucket => {
+                // Bitbucket requires a link; the commit's page is the honest default.
+                let link = t.target_url.clone().unwrap_or_else(|| {
+                    format!(
+                        "https://bitbucket.org/{}/commits/{}",
+                        t.repository, self.sha
+                    )
+                });
+                let body = serde_json::json!({
+                    "key": bitbucket_key(&t.context),
+                    "state": self.state.bitbucket(),
+                    "name": t.context,
+                    "description": description,
+                    "url": link,
+                });
+                let url = format!(
+                    "{}/repositories/{}/commit/{sha}/statuses/build",
+                    t.api_url,
+                    encode_path(&t.repository)
+                );
+                (url, body, (AUTHORIZATION, format!("Bearer {token}")))
+            }
+        };
+        let mut value = HeaderValue::from_str(&auth.1).map_err(|_| {
+            DeliveryError::Build(format!(
+                "the token in {:?} is not a valid header value",
+                t.token
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.insert(auth.0, value);
+        let body = serde_json::to_vec(&body).map_err(|e| DeliveryError::Build(e.to_string()))?;
+        Ok(Post { url, headers, body })
+    }
+}
+
+/// The last state posted per app, with the commit it was posted for. Only the
+/// newest commit is remembered: an app's older commits are not reported again.
+type Posted = Arc<Mutex<HashMap<String, (String, CommitState)>>>;
+
+/// The handle the reconcile loop holds: [`report`](Self::report) queues and returns
+/// at once; a worker task posts, skipping a state equal to the last one posted.
+#[derive(Clone)]
+pub struct CommitStatusReporter {
+    queue: Arc<Queue<StatusReport>>,
+    posted: Posted,
+    worker: Arc<Mutex<Option<JoinHandle<()>>>>,
+    _closer: Arc<CloseOnDrop<StatusReport>>,
+}
+
+impl CommitStatusReporter {
+    /// Start the worker on the current Tokio runtime (an error outside one). Dropping
+    /// every clone of the handle closes the queue; the worker drains it and ends.
+    pub fn start(options: DeliveryOptions) -> Result<CommitStatusReporter, DeliveryError> {
+        let client = delivery::client()?;
+        let queue = Queue::new(options.queue_capacity);
+        let posted: Posted = Arc::default();
+        let worker = {
+            let queue = queue.clone();
+            let posted = posted.clone();
+            delivery::spawn_worker(queue.clone(), move |_app, job: StatusReport| {
+                let client = client.clone();
+                let options = options.clone();
+                let queue = queue.clone();
+                let posted = posted.clone();
+                async move { deliver(&client, &options, &queue, &posted, job).await }
+            })?
+        };
+        Ok(CommitStatusReporter {
+            _closer: Arc::new(CloseOnDrop(queue.clone())),
+            queue,
+            posted,
+            worker: Arc::new(Mutex::new(Some(worker))),
+        })
+    }
+
+    /// Queue a status for the app's revision; never waits on the network. A status
+    /// still waiting for the same app is replaced (only the newest result matters).
+    /// Returns false when the reporter has been shut down.
+    pub fn report(&self, report: StatusReport) -> bool {
+        // Equal results are skipped by the worker, not here: a different result for
+        // the app may be waiting in the queue, and this one must replace it.
+        let app = report.target.app.clone();
+        self.queue.push(&app, report, Admission::ReplaceSameApp)
+    }
+
+    /// Forget what was posted for `app` (it was removed, or its target changed), so
+    /// the next result is posted even if equal.
+    pub fn forget(&self, app: &str) {
+        self.posted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(app);
+    }
+
+    /// Wait until every status queued so far has been posted or given up on.
+    pub async fn flush(&self) {
+        self.queue.flush().await;
+    }
+
+    /// Stop taking reports, post what is queued, and end the worker.
+    pub async fn shutdown(&self) {
+        self.queue.close();
+        let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+    }
+
+    pub fn stats(&self) -> DeliveryStats {
+        self.queue.counters.snapshot()
+    }
+}
+
+async fn deliver(
+    client: &reqwest::Client,
+    options: &DeliveryOptions,
+    queue: &Queue<StatusReport>,
+    posted: &Posted,
+    job: StatusReport,
+) {
+    let app = job.target.app.as_str();
+    // Checked again here: a report queued before an equal one was posted.
+    let unchanged = posted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(app)
+        .is_some_and(|(s, st)| *s == job.sha && *st == job.state);
+    if unchanged {
+        queue.counters.skipped();
+        return;
+    }
+    let provider = job.target.provider.as_str();
+    let result = match job.post() {
+        Ok(post) => delivery::post_with_retry(client, options, &queue.counters, &post).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(attempts) => {
+            queue.counters.delivered();
+            posted
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(app.to_string(), (job.sha.clone(), job.state));
+            tracing::debug!(app, provider, sha = %job.sha, state = ?job.state, attempts, "commit status posted");
+        }
+        Err(error) => {
+            queue.counters.failed();
+            tracing::warn!(app, provider, sha = %job.sha, state = ?job.state, %error, "commit status not posted");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_and_name_come_from_every_url_form() {
+        let cases = [
+            "https://github.com/acme/shop.git",
+            "https://github.com/acme/shop",
+            "https://github.com/acme/shop/",
+            "https://user@github.com/acme/shop.git",
+            "http://git.local:3000/acme/shop.git",
+            "ssh://git@github.com/acme/shop.git",
+            "ssh://git@git.local:2222/acme/shop",
+            "git@github.com:acme/shop.git",
+            "git@github.com:acme/shop",
+            "github.com:acme/shop.git",
+            "https://git.local/gitea/acme/shop.git",
+        ];
+        for url in cases {
+            assert_eq!(
+                repository_from_url(Provider::Github, url).as_deref(),
+                Ok("acme/shop"),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn gitlab_keeps_groups_and_encodes_the_project_path() {
+        for url in [
+            "https://gitlab.com/acme/platform/shop.git",
+            "git@gitlab.com:acme/platform/shop.git",
+            "ssh://git@gitlab.com:2222/acme/platform/shop",
+            "https://gitlab.com/acme/platform/shop/-/tree/main",
+        ] {
+            assert_eq!(
+                repository_from_url(Provider::Gitlab, url).as_deref(),
+                Ok("acme/platform/shop"),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            encode_segment("acme/platform/shop"),
+            "acme%2Fplatform%2Fshop"
+        );
+    }
+
+    #[test]
+    fn urls_without_owner_and_name_are_refused() {
+        for url in [
+            "https://github.com/shop.git",
+            "file:///srv/git/acme/shop",
+            "/srv/git/acme/shop",
+            "git@github.com:shop.git",
+            "",
+        ] {
+            assert!(
+                matches!(
+                    repository_from_url(Provider::Github, url),
+                    Err(CommitStatusError::Repository { .. })
+                ),
+                "{url}"
+            );
+        }
+        assert!(repository_from_url(Provider::Gitlab, "https://gitlab.com/shop").is_err());
+    }
+
+    #[test]
+    fn a_password_in_the_url_is_not_in_the_error() {
+        let err = repository_from_url(Provider::Github, "https://me:hunter2@github.com/shop")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn the_config_resolves_with_defaults_and_names_what_is_wrong() {
+        let yaml = "provider: github\ntokenEnv: GH_TOKEN\n";
+        let config: CommitStatusConfig = serde_saphyr::from_str(yaml).unwrap();
+        let target = config
+            .resolve("shop", "git@github.com:acme/shop.git")
+            .unwrap();
+        assert_eq!(target.api_url, GITHUB_API_URL);
+        assert_eq!(target.repository, "acme/shop");
+        assert_eq!(target.context, "tether/shop");
+        assert_eq!(target.token, SecretRef::Env("GH_TOKEN".into()));
+        let by_id: CommitStatusConfig =
+            serde_saphyr::from_str("provider: gitlab\ntokenEnv: T\nrepository: \"4242\"\n")
+                .unwrap();
+        assert_eq!(by_id.resolve("shop", "").unwrap().repository, "4242");
+
+        let gitea: CommitStatusConfig =
+            serde_saphyr::from_str("provider: gitea\ntokenFile: /run/token\n").unwrap();
+        assert_eq!(
+            gitea.resolve("shop", "https://git.local/acme/shop"),
+            Err(CommitStatusError::MissingApiUrl { provider: "gitea" })
+        );
+        let both: CommitStatusConfig =
+            serde_saphyr::from_str("provider: gitlab\ntokenFile: /run/token\ntokenEnv: T\n")
+                .unwrap();
+        assert_eq!(
+            both.resolve("shop", "https://gitlab.com/acme/shop"),
+            Err(CommitStatusError::Token)
+        );
+        let unknown = serde_saphyr::from_str::<CommitStatusConfig>(
+            "provider: github\ntokenEnv: T\ntoken: abc\n",
+        );
+        assert!(unknown.is_err(), "unknown fields are refused");
+        let bad_provider =
+            serde_saphyr::from_str::<CommitStatusConfig>("provider: svn\ntokenEnv: T\n");
+        assert!(bad_provider.is_err());
+    }
+
+    #[test]
+    fn pass_outcomes_map_to_states() {
+        use CommitState::*;
+        use Health::*;
+        assert_eq!(CommitState::from_pass(false, true, Healthy), Success);
+        assert_eq!(CommitState::from_pass(false, false, Healthy), Pending);
+        assert_eq!(CommitState::from_pass(false, true, Progressing), Pending);
+        assert_eq!(CommitState::from_pass(false, true, Missing), Pending);
+        assert_eq!(CommitState::from_pass(false, false, Degraded), Failure);
+        assert_eq!(CommitState::from_pass(true, true, Healthy), Failure);
+    }
+
+    #[test]
+    fn long_contexts_make_stable_bitbucket_keys() {
+        assert_eq!(bitbucket_key("tether/shop"), "tether/shop");
+        let long = "tether/a-very-long-application-name-indeed-yes";
+        let key = bitbucket_key(long);
+        assert_eq!(key.chars().count(), BITBUCKET_MAX_KEY_CHARS);
+        assert_eq!(key, bitbucket_key(long));
+        assert_ne!(
+            key,
+            bitbucket_key("tether/a-very-long-application-name-indeed-no")
+        );
+    }
+}

@@ -1,0 +1,819 @@
+//! Commit statuses and notifications against recording HTTP servers on 127.0.0.1:
+//! what each provider receives (URL, headers, body), the only-on-change rule, retries
+//! after 500 and 429, giving up, a slow provider that never holds up the caller, the
+//! rate limit, and that no Secret value reaches any request body.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use tether::diff::{Change, Drift, FieldPath, ObjectDiff, Segment};
+use tether::manifest::ObjectId;
+use tether::report::commit_status::{
+    CommitState, CommitStatusConfig, CommitStatusReporter, StatusReport,
+};
+use tether::report::delivery::DeliveryOptions;
+use tether::report::drift::DriftReport;
+use tether::report::notify::{Event, EventKind, NotificationConfig, Notifier, resolve_channels};
+use tether::source::Revision;
+
+use crate::support;
+
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+const SHA2: &str = "89abcdef0123456789abcdef0123456789abcdef";
+const TOKEN: &str = "tok-abc123";
+/// The value of the Secret in the drift report: must appear in no request.
+const SECRET_VALUE: &str = "hunter2-s3cr3t-value";
+
+/// One request the server saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+    at: Instant,
+}
+
+impl Seen {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("no header {name} in {:?}", self.headers))
+    }
+}
+
+/// How the server answers one request.
+#[derive(Debug, Clone)]
+struct Reply {
+    status: StatusCode,
+    retry_after: Option<&'static str>,
+    delay: Duration,
+}
+
+impl Reply {
+    fn status(status: u16) -> Reply {
+        Reply {
+            status: StatusCode::from_u16(status).expect("a status code"),
+            retry_after: None,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    seen: Vec<Seen>,
+    /// Answers in order; when empty, `fallback`.
+    replies: VecDeque<Reply>,
+    fallback: Option<Reply>,
+}
+
+/// A loopback HTTP server that records every request and answers as scripted.
+#[derive(Clone)]
+struct Recorder {
+    base: String,
+    script: Arc<Mutex<Script>>,
+}
+
+async fn record(
+    State(script): State<Arc<Mutex<Script>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let mut s = script.lock().unwrap();
+        s.seen.push(Seen {
+            method,
+            path: uri.path().to_string(),
+            headers,
+            body,
+            at: Instant::now(),
+        });
+        let fallback = s.fallback.clone().unwrap_or(Reply::status(201));
+        s.replies.pop_front().unwrap_or(fallback)
+    };
+    tokio::time::sleep(reply.delay).await;
+    let mut response = (reply.status, "{\"message\":\"scripted\"}").into_response();
+    if let Some(after) = reply.retry_after {
+        response
+            .headers_mut()
+            .insert("retry-after", after.parse().unwrap());
+    }
+    response
+}
+
+impl Recorder {
+    async fn start() -> Recorder {
+        support::init();
+        let script = Arc::new(Mutex::new(Script::default()));
+        let app = Router::new().fallback(record).with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Recorder { base, script }
+    }
+
+    fn reply(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.script.lock().unwrap().replies.extend(replies);
+    }
+
+    fn fallback(&self, reply: Reply) {
+        self.script.lock().unwrap().fallback = Some(reply);
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.script.lock().unwrap().seen.clone()
+    }
+}
+
+/// Options with short waits, so retry tests take milliseconds.
+fn fast() -> DeliveryOptions {
+    DeliveryOptions {
+        attempts: 3,
+        attempt_timeout: Duration::from_secs(5),
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+        ..DeliveryOptions::default()
+    }
+}
+
+/// A file holding `value` (with the trailing newline a mounted Secret often has).
+fn secret_file(dir: &tempfile::TempDir, name: &str, value: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, format!("{value}\n")).unwrap();
+    path
+}
+
+fn status_config(yaml: &str) -> CommitStatusConfig {
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+fn report(
+    target: &Arc<tether::report::commit_status::CommitStatusTarget>,
+    sha: &str,
+    state: CommitState,
+) -> StatusReport {
+    StatusReport {
+        target: target.clone(),
+        sha: sha.to_string(),
+        state,
+        description: format!("{state:?}"),
+    }
+}
+
+#[tokio::test]
+async fn github_statuses_carry_the_documented_request_and_are_posted_only_on_change() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(&dir, "token", TOKEN);
+    let config = status_config(&format!(
+        "provider: github\napiUrl: {}/\ntokenFile: {}\ntargetUrl: https://tether.local/apps/shop\n",
+        server.base,
+        token.display()
+    ));
+    let target = Arc::new(
+        config
+            .resolve("shop", "git@github.com:acme/shop.git")
+            .unwrap(),
+    );
+    let reporter = CommitStatusReporter::start(fast()).unwrap();
+
+    reporter.report(report(&target, SHA, CommitState::Pending));
+    reporter.flush().await;
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.flush().await;
+    // The same result again, twice: nothing to post.
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.flush().await;
+    // A new commit with the same state is a change.
+    reporter.report(report(&target, SHA2, CommitState::Success));
+    reporter.flush().await;
+
+    let seen = server.seen();
+    let states: Vec<(String, String)> = seen
+        .iter()
+        .map(|s| {
+            (
+                s.path.clone(),
+                s.json()["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (
+                format!("/repos/acme/shop/statuses/{SHA}"),
+                "pending".to_string()
+            ),
+            (
+                format!("/repos/acme/shop/statuses/{SHA}"),
+                "success".to_string()
+            ),
+            (
+                format!("/repos/acme/shop/statuses/{SHA2}"),
+                "success".to_string()
+            ),
+        ]
+    );
+    let first = &seen[0];
+    assert_eq!(first.method, Method::POST);
+    assert_eq!(first.header("authorization"), format!("Bearer {TOKEN}"));
+    assert_eq!(first.header("accept"), "application/vnd.github+json");
+    assert_eq!(first.header("x-github-api-version"), "2022-11-28");
+    assert_eq!(first.header("content-type"), "application/json");
+    assert!(first.header("user-agent").starts_with("tether/"));
+    assert_eq!(
+        first.json(),
+        json!({
+            "state": "pending",
+            "description": "Pending",
+            "context": "tether/shop",
+            "target_url": "https://tether.local/apps/shop",
+        })
+    );
+    let stats = reporter.stats();
+    assert_eq!(stats.delivered, 3);
+    assert_eq!(
+        (stats.skipped, stats.dropped),
+        (1, 1),
+        "of the two equal reports one replaced the other in the queue, then was skipped: {stats:?}"
+    );
+    reporter.shutdown().await;
+}
+
+#[tokio::test]
+async fn gitlab_gitea_and_bitbucket_get_their_own_urls_headers_and_states() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(&dir, "token", TOKEN);
+    let reporter = CommitStatusReporter::start(fast()).unwrap();
+    let cases = [
+        (
+            "gitlab",
+            "/api/v4",
+            "https://gitlab.local/acme/platform/shop.git",
+            CommitState::Pending,
+            format!("/api/v4/projects/acme%2Fplatform%2Fshop/statuses/{SHA}"),
+            ("private-token", TOKEN.to_string()),
+            json!({"state": "running", "name": "tether/shop", "description": "Pending"}),
+        ),
+        (
+            "gitea",
+            "/api/v1",
+            "ssh://git@gitea.local:2222/acme/shop.git",
+            CommitState::Failure,
+            format!("/api/v1/repos/acme/shop/statuses/{SHA}"),
+            ("authorization", format!("token {TOKEN}")),
+            json!({"state": "failure", "description": "Failure", "context": "tether/shop"}),
+        ),
+        (
+            "bitbucket",
+            "/2.0",
+            "https://bitbucket.org/acme/shop.git",
+            CommitState::Success,
+            format!("/2.0/repositories/acme/shop/commit/{SHA}/statuses/build"),
+            ("authorization", format!("Bearer {TOKEN}")),
+            json!({
+                "key": "tether/shop",
+                "state": "SUCCESSFUL",
+                "name": "tether/shop",
+                "description": "Success",
+                "url": format!("https://bitbucket.org/acme/shop/commits/{SHA}"),
+            }),
+        ),
+    ];
+    for (provider, prefix, repo_url, state, path, (header, value), body) in cases {
+        let config = status_config(&format!(
+            "provider: {provider}\napiUrl: {}{prefix}\ntokenFile: {}\n",
+            server.base,
+            token.display()
+        ));
+        let target = Arc::new(config.resolve("shop", repo_url).unwrap());
+        reporter.report(report(&target, SHA, state));
+        reporter.flush().await;
+        let seen = server.seen();
+        let last = seen.last().unwrap();
+        assert_eq!(last.path, path, "{provider}");
+        assert_eq!(last.header(header), value, "{provider}");
+        assert_eq!(last.json(), body, "{provider}");
+        // The same app under another provider is another target: forget the last.
+        reporter.forget("shop");
+    }
+    assert_eq!(server.seen().len(), 3);
+    reporter.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_500_and_a_429_are_retried_honouring_retry_after() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(&dir, "token", TOKEN);
+    server.reply([
+        Reply::status(500),
+        Reply {
+            retry_after: Some("1"),
+            ..Reply::status(429)
+        },
+        Reply::status(201),
+    ]);
+    let config = status_config(&format!(
+        "provider: github\napiUrl: {}\ntokenFile: {}\n",
+        server.base,
+        token.display()
+    ));
+    let target = Arc::new(
+        config
+            .resolve("shop", "https://github.com/acme/shop")
+            .unwrap(),
+    );
+    let reporter = CommitStatusReporter::start(fast()).unwrap();
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.flush().await;
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "two failures, then success");
+    assert!(
+        seen.iter().all(|s| s.body == seen[0].body),
+        "the same request each time"
+    );
+    let backoff = seen[1].at - seen[0].at;
+    assert!(
+        backoff < Duration::from_millis(900),
+        "backoff, not Retry-After: {backoff:?}"
+    );
+    let waited = seen[2].at - seen[1].at;
+    assert!(
+        waited >= Duration::from_millis(950),
+        "Retry-After: 1 honoured: {waited:?}"
+    );
+    let stats = reporter.stats();
+    assert_eq!((stats.delivered, stats.failed, stats.requests), (1, 0, 3));
+
+    // Posted: the same result is not posted again.
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.flush().await;
+    assert_eq!(server.seen().len(), 3);
+    reporter.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_retry_budget_runs_out_and_an_unposted_result_is_tried_again_later() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(&dir, "token", TOKEN);
+    server.fallback(Reply::status(503));
+    let config = status_config(&format!(
+        "provider: gitea\napiUrl: {}\ntokenFile: {}\n",
+        server.base,
+        token.display()
+    ));
+    let target = Arc::new(
+        config
+            .resolve("shop", "https://gitea.local/acme/shop")
+            .unwrap(),
+    );
+    let reporter = CommitStatusReporter::start(fast()).unwrap();
+    reporter.report(report(&target, SHA, CommitState::Failure));
+    reporter.flush().await;
+    assert_eq!(server.seen().len(), 3, "attempts: 3");
+    assert_eq!(reporter.stats().failed, 1);
+
+    // Nothing was posted, so the next pass's equal result is posted.
+    server.fallback(Reply::status(201));
+    reporter.report(report(&target, SHA, CommitState::Failure));
+    reporter.flush().await;
+    assert_eq!(server.seen().len(), 4);
+    assert_eq!(reporter.stats().delivered, 1);
+
+    // A refusal a retry cannot fix (bad token, unknown repo) is not retried.
+    server.reply([Reply::status(401)]);
+    reporter.report(report(&target, SHA, CommitState::Success));
+    reporter.flush().await;
+    assert_eq!(server.seen().len(), 5, "401 is tried once");
+    assert_eq!(reporter.stats().failed, 2);
+    reporter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_provider_never_holds_up_the_caller_and_queued_results_coalesce() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(&dir, "token", TOKEN);
+    server.fallback(Reply {
+        delay: Duration::from_secs(3),
+        ..Reply::status(201)
+    });
+    let options = DeliveryOptions {
+        attempts: 2,
+        attempt_timeout: Duration::from_millis(300),
+        ..fast()
+    };
+    let reporter = CommitStatusReporter::start(options).unwrap();
+    let targets: Vec<_> = (0..5)
+        .map(|i| {
+            let config = status_config(&format!(
+                "provider: github\napiUrl: {}\ntokenFile: {}\n",
+                server.base,
+                token.display()
+            ));
+            Arc::new(
+                config
+                    .resolve(&format!("app{i}"), "https://github.com/acme/shop")
+                    .unwrap(),
+            )
+        })
+        .collect();
+
+    // One status in flight against the slow server…
+    reporter.report(report(&targets[0], SHA, CommitState::Failure));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(server.seen().len(), 1, "the first status is being posted");
+
+    // …while the loop goes on reporting.
+    let started = Instant::now();
+    for round in 0..5 {
+        for target in &targets {
+            let state = if round % 2 == 0 {
+                CommitState::Pending
+            } else {
+                CommitState::Failure
+            };
+            assert!(reporter.report(report(target, SHA, state)));
+        }
+    }
+    let caller = started.elapsed();
+    assert!(
+        caller < Duration::from_millis(50),
+        "25 reports took {caller:?}"
+    );
+
+    // Waiting for delivery is bounded by the attempt timeout, not the server's 3 s.
+    let waiting = Instant::now();
+    reporter.flush().await;
+    assert!(
+        waiting.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        waiting.elapsed()
+    );
+    let stats = reporter.stats();
+    assert_eq!(
+        stats.failed, 6,
+        "the one in flight, then one per app: {stats:?}"
+    );
+    assert_eq!(
+        stats.dropped, 20,
+        "each app's queued reports coalesced: {stats:?}"
+    );
+    assert_eq!(stats.requests, 12, "each tried twice: {stats:?}");
+    let states: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|s| s.json()["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states[..2], ["failure", "failure"], "{states:?}");
+    assert!(
+        states[2..].iter().all(|s| s == "pending"),
+        "only each app's newest result (round 4: pending) was posted: {states:?}"
+    );
+    reporter.shutdown().await;
+}
+
+/// A drift report with a Deployment change and a Secret whose value sits in the
+/// change and in the desired and live objects, as a careless caller could pass it.
+fn drift_with_secret() -> DriftReport {
+    let deployment = ObjectDiff {
+        id: ObjectId {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        },
+        drift: Drift::Modified(vec![Change {
+            path: FieldPath(vec![
+                Segment::Field("spec".into()),
+                Segment::Field("replicas".into()),
+            ]),
+            desired: Some(json!(3)),
+            live: Some(json!(5)),
+        }]),
+        desired: Some(json!({"spec": {"replicas": 3}})),
+        live: Some(json!({"spec": {"replicas": 5}})),
+    };
+    let secret = ObjectDiff {
+        id: ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some("shop".into()),
+            name: "db".into(),
+        },
+        drift: Drift::Modified(vec![
+            Change {
+                path: FieldPath(vec![
+                    Segment::Field("stringData".into()),
+                    Segment::Field("password".into()),
+                ]),
+                desired: Some(json!(SECRET_VALUE)),
+                live: Some(json!("old")),
+            },
+            Change {
+                path: FieldPath(vec![
+                    Segment::Field("data".into()),
+                    Segment::Key(vec![("name".into(), json!(SECRET_VALUE))]),
+                ]),
+                desired: Some(json!(SECRET_VALUE)),
+                live: None,
+            },
+        ]),
+        desired: Some(json!({"stringData": {"password": SECRET_VALUE}})),
+        live: Some(json!({"stringData": {"password": "old"}})),
+    };
+    let missing = ObjectDiff {
+        id: ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: "settings".into(),
+        },
+        drift: Drift::Missing,
+        desired: Some(json!({"data": {"a": "b"}})),
+        live: None,
+    };
+    DriftReport {
+        revision: Some(SHA.into()),
+        objects: vec![deployment, secret, missing],
+    }
+}
+
+fn revision() -> Revision {
+    Revision {
+        sha: SHA.into(),
+        subject: "Scale web to 3".into(),
+    }
+}
+
+fn channels(yaml: &str) -> Vec<Arc<tether::report::notify::Channel>> {
+    let configs: Vec<NotificationConfig> = serde_saphyr::from_str(yaml).unwrap();
+    resolve_channels(&configs).unwrap()
+}
+
+fn hmac_hex(key: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+#[tokio::test]
+async fn a_signed_webhook_carries_the_event_and_no_secret_value() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = secret_file(&dir, "hmac", "hmac-key-1");
+    let channels = channels(&format!(
+        "- type: webhook\n  url: {}/hooks/tether\n  secretFile: {}\n",
+        server.base,
+        key.display()
+    ));
+    let notifier = Notifier::start(fast()).unwrap();
+    let event = Event::from_drift(
+        "shop",
+        EventKind::DriftDetected,
+        Some(&revision()),
+        &drift_with_secret(),
+    );
+    assert_eq!(notifier.notify(&channels, event), 1);
+    notifier.flush().await;
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let hook = &seen[0];
+    assert_eq!(hook.path, "/hooks/tether");
+    assert_eq!(hook.header("content-type"), "application/json");
+    assert_eq!(hook.header("x-tether-event"), "driftDetected");
+    assert_eq!(
+        hook.header("x-tether-signature-256"),
+        format!("sha256={}", hmac_hex("hmac-key-1", &hook.body)),
+        "HMAC-SHA256 of the exact body, under the key without its newline"
+    );
+    let body = hook.json();
+    assert_eq!(
+        body["deliveryId"].as_str(),
+        Some(hook.header("x-tether-delivery"))
+    );
+    assert_eq!(body["app"], "shop");
+    assert_eq!(body["event"], "driftDetected");
+    assert_eq!(
+        body["revision"],
+        json!({"sha": SHA, "subject": "Scale web to 3"})
+    );
+    assert_eq!(
+        body["summary"],
+        json!({"InSync": 0, "Modified": 2, "Missing": 1, "Extra": 0})
+    );
+    assert_eq!(body["suppressed"], 0);
+    assert_eq!(
+        body["objects"],
+        json!([
+            {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web",
+             "status": "Modified", "paths": ["spec.replicas"]},
+            {"apiVersion": "v1", "kind": "Secret", "namespace": "shop", "name": "db",
+             "status": "Modified", "paths": ["stringData.password", "data"]},
+            {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "settings",
+             "status": "Missing"},
+        ])
+    );
+    assert!(body.get("timestamp").is_some());
+    notifier.shutdown().await;
+}
+
+#[tokio::test]
+async fn no_request_of_any_kind_carries_a_secret_value() {
+    let server = Recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let slack_url = secret_file(
+        &dir,
+        "slack",
+        &format!("{}/services/T0/B0/XYZ", server.base),
+    );
+    let key = secret_file(&dir, "hmac", "k");
+    let channels = channels(&format!(
+        "- type: slack\n  urlFile: {}\n  minInterval: 0s\n- type: webhook\n  url: {}/hook\n  secretFile: {}\n  minInterval: 0s\n",
+        slack_url.display(),
+        server.base,
+        key.display()
+    ));
+    let notifier = Notifier::start(fast()).unwrap();
+    let mut queued = 0;
+    for kind in EventKind::ALL {
+        let mut event = Event::from_drift("shop", kind, Some(&revision()), &drift_with_secret());
+        event.reason = Some("ApplyFailed".into());
+        queued += notifier.notify(&channels, event);
+    }
+    assert_eq!(queued, 8, "4 events × 2 channels");
+    notifier.flush().await;
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 8);
+    for s in &seen {
+        let text = String::from_utf8_lossy(&s.body);
+        assert!(
+            !text.contains(SECRET_VALUE),
+            "{} leaks the Secret: {text}",
+            s.path
+        );
+        assert!(
+            !text.contains("\"old\""),
+            "{} carries a live value: {text}",
+            s.path
+        );
+    }
+    let slack: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.path == "/services/T0/B0/XYZ")
+        .collect();
+    assert_eq!(slack.len(), 4);
+    let text = slack[0].json()["text"].as_str().unwrap().to_string();
+    assert!(
+        text.contains("*shop*: sync failed at `0123456789ab` Scale web to 3 (ApplyFailed)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("• Deployment shop/web Modified: `spec.replicas`"),
+        "{text}"
+    );
+    assert!(text.contains("• ConfigMap shop/settings Missing"), "{text}");
+    assert!(
+        slack[0].headers.get("x-tether-signature-256").is_none(),
+        "Slack is not signed"
+    );
+    notifier.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_flapping_app_is_rate_limited_per_event_kind_and_the_next_message_counts_the_rest() {
+    let server = Recorder::start().await;
+    let channels = channels(&format!(
+        "- type: webhook\n  url: {}/hook\n  minInterval: 400ms\n  events: [syncFailed, driftDetected]\n",
+        server.base
+    ));
+    let notifier = Notifier::start(fast()).unwrap();
+    let event =
+        |app: &str, kind| Event::from_drift(app, kind, Some(&revision()), &DriftReport::default());
+
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        1
+    );
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        0
+    );
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        0
+    );
+    // Another kind, another app: their own windows.
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::DriftDetected)),
+        1
+    );
+    assert_eq!(
+        notifier.notify(&channels, event("cart", EventKind::SyncFailed)),
+        1
+    );
+    // Not subscribed.
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::DriftCorrected)),
+        0
+    );
+    notifier.flush().await;
+    assert_eq!(server.seen().len(), 3);
+
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        1
+    );
+    notifier.flush().await;
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    let last = seen[3].json();
+    assert_eq!(
+        (last["app"].as_str(), last["event"].as_str()),
+        (Some("shop"), Some("syncFailed"))
+    );
+    assert_eq!(last["suppressed"], 2, "the two held back are counted");
+    assert!(seen[0..3].iter().all(|s| s.json()["suppressed"] == 0));
+    assert_eq!(notifier.stats().skipped, 2);
+
+    // A removed and re-added app starts with a fresh window.
+    notifier.forget("shop");
+    assert_eq!(
+        notifier.notify(&channels, event("shop", EventKind::SyncFailed)),
+        1
+    );
+    notifier.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_notification_is_retried_and_a_missing_url_secret_fails_without_a_request() {
+    let server = Recorder::start().await;
+    server.reply([Reply::status(502)]);
+    let dir = tempfile::tempdir().unwrap();
+    // One app, two channels: a working webhook and a Slack whose URL file is absent.
+    let channels = channels(&format!(
+        "- type: webhook\n  url: {}/hook\n- type: slack\n  urlFile: {}\n",
+        server.base,
+        dir.path().join("absent").display()
+    ));
+    let notifier = Notifier::start(fast()).unwrap();
+    let event = Event::from_drift(
+        "shop",
+        EventKind::DriftCorrected,
+        Some(&revision()),
+        &DriftReport::default(),
+    );
+    assert_eq!(notifier.notify(&channels, event), 2);
+    notifier.flush().await;
+    assert_eq!(server.seen().len(), 2, "502, then delivered");
+    let stats = notifier.stats();
+    assert_eq!((stats.delivered, stats.failed), (1, 1), "{stats:?}");
+    notifier.shutdown().await;
+}
+
+#[tokio::test]
+async fn dropping_every_handle_still_delivers_what_was_queued() {
+    let server = Recorder::start().await;
+    let notifier = Notifier::start(fast()).unwrap();
+    let channels = channels(&format!("- type: webhook\n  url: {}/hook\n", server.base));
+    let event = Event::from_drift("shop", EventKind::SyncFailed, None, &DriftReport::default());
+    assert_eq!(notifier.clone().notify(&channels, event), 1);
+    drop(notifier);
+    let deadline = Instant::now() + support::POLL_TIMEOUT;
+    while server.seen().is_empty() {
+        assert!(Instant::now() < deadline, "the queued event was never sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(server.seen()[0].json().get("revision").is_none());
+}
