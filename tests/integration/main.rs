@@ -2,9 +2,11 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod chart;
 mod cli;
 mod diff_corpus;
 mod diff_online;
+mod examples;
 mod fidelity;
 mod manifest;
 mod sandbox_client;
