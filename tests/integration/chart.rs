@@ -711,3 +711,92 @@ fn values_the_chart_cannot_honour_are_refused_naming_the_field() {
         assert!(error.contains(expected), "{values:?}: {error}");
     }
 }
+
+#[test]
+fn a_changed_config_changes_the_pod_template_so_the_pods_restart() {
+    let checksum = |values: &str| {
+        render("tether-system", values).one("Deployment")["spec"]["template"]["metadata"]
+            ["annotations"]["checksum/config"]
+            .as_str()
+            .expect("a config checksum")
+            .to_string()
+    };
+    assert_eq!(checksum(""), checksum(""));
+    assert_ne!(checksum(""), checksum("config:\n  concurrency: 8\n"));
+}
+
+/// The image cannot be built here; what can be checked is that its build context has
+/// what the build reads, and that it runs as the user the chart expects.
+#[test]
+fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
+    let ignored: Vec<String> = std::fs::read_to_string(root.join(".dockerignore"))
+        .expect(".dockerignore")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .map(|l| l.trim_end_matches('/').to_string())
+        .collect();
+    assert!(ignored.iter().any(|p| p == "target"), "target/ stays out");
+
+    let mut copied = Vec::new();
+    for line in dockerfile.lines() {
+        let Some(rest) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        if rest.starts_with("--from") {
+            continue;
+        }
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        for source in &words[..words.len() - 1] {
+            assert!(root.join(source).exists(), "COPY {source}: not in the repo");
+            assert!(
+                !ignored
+                    .iter()
+                    .any(|p| source == p || source.starts_with(&format!("{p}/"))),
+                "COPY {source} is excluded by .dockerignore"
+            );
+            copied.push(source.to_string());
+        }
+    }
+    // Every target path Cargo.toml names is in the context (cargo refuses a manifest
+    // whose targets are missing), and so are the default bench and test directories.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let mut needed: Vec<String> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("path = \""))
+        .map(|p| p.trim_end_matches('"').to_string())
+        .collect();
+    needed.extend(["Cargo.lock".into(), "benches".into(), "assets".into()]);
+    for path in needed {
+        assert!(
+            copied
+                .iter()
+                .any(|c| path == *c || path.starts_with(&format!("{c}/"))),
+            "{path} is not copied into the build"
+        );
+    }
+
+    let values: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values.yaml is YAML");
+    let uid = values["securityContext"]["runAsUser"]
+        .as_i64()
+        .expect("a uid");
+    let gid = values["securityContext"]["runAsGroup"]
+        .as_i64()
+        .expect("a gid");
+    let user = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .next_back()
+        .expect("the image sets a USER");
+    assert_eq!(user.trim(), format!("{uid}:{gid}"));
+    assert!(uid > 0);
+    // The chart passes arguments only, so the image's entrypoint runs them.
+    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/tether\"]"));
+    let rendered = render("tether-system", "");
+    assert!(rendered.container()["command"].is_null());
+}
