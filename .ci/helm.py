@@ -13,6 +13,7 @@ install order. Errors go to stderr as `Error: ...` with exit code 1, as helm doe
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 from typing import Any
 
@@ -109,7 +110,7 @@ def main() -> None:
     if command == "version":
         print(
             f"helm SDK {helm.helm_sdk_version()} (helm-c {helm.helm_c_version()}, "
-            "helm-python-sdk 0.2.2)"
+            f"helm-python-sdk {importlib.metadata.version('helm-python-sdk')})"
         )
     elif command == "template":
         template(args[1:])
@@ -117,7 +118,6 @@ def main() -> None:
         lint(args[1:])
     else:
         raise SystemExit(__doc__)
-    return None
 
 
 if __name__ == "__main__":
