@@ -800,3 +800,41 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
     let rendered = render("tether-system", "");
     assert!(rendered.container()["command"].is_null());
 }
+
+/// The `yaml` blocks of the chart's README, in order.
+fn readme_values() -> Vec<String> {
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).expect("README.md");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```yaml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_variant_the_readme_documents_renders_and_lints_clean() {
+    let variants = readme_values();
+    assert!(variants.len() >= 5, "the README's variants: {variants:?}");
+    for values in variants {
+        let rendered = render("tether-system", &values);
+        assert!(rendered.all("Deployment").len() == 1, "{values}");
+        let lint = run_helm(&["lint", "--strict", "-n", "tether-system"], &values);
+        assert!(
+            lint.success,
+            "helm lint --strict with {values}: {}{}",
+            lint.stdout, lint.stderr
+        );
+    }
+}
