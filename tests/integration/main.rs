@@ -2,10 +2,12 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod chart;
 mod cli;
 mod config;
 mod diff_corpus;
 mod diff_online;
+mod examples;
 mod fidelity;
 mod manifest;
 mod notify;

@@ -1,0 +1,125 @@
+{{/* The port tether listens on in the container: /healthz, /readyz, /metrics,
+/api/v1/apps and /webhooks/<provider> are all served there. */}}
+{{- define "tether.httpPort" -}}8080{{- end -}}
+
+{{/* Where the config, webhook secrets, Git credentials and the Git cache live. */}}
+{{- define "tether.configDir" -}}/etc/tether{{- end -}}
+{{- define "tether.cacheDir" -}}/var/cache/tether{{- end -}}
+
+{{- define "tether.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tether.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. No app.kubernetes.io/managed-by: whatever applies the
+rendered chart (Helm, or tether syncing it from Git) sets its own ownership marks, and a
+fixed value here would contradict one of them. */}}
+{{- define "tether.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "tether.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: tether
+{{- end -}}
+
+{{- define "tether.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tether.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tether.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tether.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tether.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The webhook providers tether serves, as in the config schema. */}}
+{{- define "tether.webhookProviders" -}}github gitlab gitea bitbucket generic{{- end -}}
+
+{{/* The Secret key mounted for a webhook provider: `key`, default the provider name. */}}
+{{- define "tether.webhookKey" -}}
+{{- $ref := index . 1 -}}
+{{- default (index . 0) $ref.key -}}
+{{- end -}}
+
+{{/* The Git credentials as a source.credentials object (files under /etc/tether/git),
+or an empty dict when no Secret is configured. */}}
+{{- define "tether.gitCredentials" -}}
+{{- $c := .Values.git.credentials -}}
+{{- $creds := dict -}}
+{{- if $c.existingSecret -}}
+{{- if not (or $c.tokenKey $c.passwordKey $c.sshKeyKey) -}}
+{{- fail "git.credentials.existingSecret is set: name at least one of tokenKey, passwordKey, sshKeyKey" -}}
+{{- end -}}
+{{- $dir := printf "%s/git" (include "tether.configDir" .) -}}
+{{- if $c.username }}{{ $_ := set $creds "username" $c.username }}{{ end -}}
+{{- if $c.tokenKey }}{{ $_ := set $creds "tokenFile" (printf "%s/token" $dir) }}{{ end -}}
+{{- if $c.passwordKey }}{{ $_ := set $creds "passwordFile" (printf "%s/password" $dir) }}{{ end -}}
+{{- if $c.sshKeyKey }}{{ $_ := set $creds "sshKeyFile" (printf "%s/ssh-key" $dir) }}{{ end -}}
+{{- if $c.knownHostsKey }}{{ $_ := set $creds "knownHostsFile" (printf "%s/known_hosts" $dir) }}{{ end -}}
+{{- end -}}
+{{- toJson $creds -}}
+{{- end -}}
+
+{{/* The tether config file: .Values.config with the fields the chart owns set (see
+values.yaml, `config`). */}}
+{{- define "tether.config" -}}
+{{- $config := deepCopy (.Values.config | default dict) -}}
+{{- $server := deepCopy ($config.server | default dict) -}}
+{{- if and $server.listen (ne (toString $server.listen) (printf "0.0.0.0:%s" (include "tether.httpPort" .))) -}}
+{{- fail (printf "config.server.listen is set by the chart (0.0.0.0:%s): the probes and the Service depend on it" (include "tether.httpPort" .)) -}}
+{{- end -}}
+{{- $_ := set $server "listen" (printf "0.0.0.0:%s" (include "tether.httpPort" .)) -}}
+{{- $webhooks := deepCopy ($server.webhooks | default dict) -}}
+{{- $providers := splitList " " (include "tether.webhookProviders" .) -}}
+{{- range $provider, $ref := .Values.webhookSecrets -}}
+{{- if not (has $provider $providers) -}}
+{{- fail (printf "webhookSecrets.%s: unknown provider (one of %s)" $provider (join ", " $providers)) -}}
+{{- end -}}
+{{- if not $ref.existingSecret -}}
+{{- fail (printf "webhookSecrets.%s.existingSecret is required: secrets are taken from existing Secrets, never inlined" $provider) -}}
+{{- end -}}
+{{- $key := include "tether.webhookKey" (list $provider $ref) -}}
+{{- $_ := set $webhooks $provider (dict "secretFile" (printf "%s/webhooks/%s/%s" (include "tether.configDir" $) $provider $key)) -}}
+{{- end -}}
+{{- if $webhooks }}{{ $_ := set $server "webhooks" $webhooks }}{{ end -}}
+{{- $_ := set $config "server" $server -}}
+{{- if not $config.inventoryNamespace }}{{ $_ := set $config "inventoryNamespace" .Release.Namespace }}{{ end -}}
+{{- $election := deepCopy ($config.leaderElection | default dict) -}}
+{{- $_ := set $election "enabled" (.Values.leaderElection.enabled | default false) -}}
+{{- if .Values.leaderElection.enabled -}}
+{{- $_ := set $election "namespace" .Release.Namespace -}}
+{{- $_ := set $election "leaseName" (include "tether.fullname" .) -}}
+{{- end -}}
+{{- $_ := set $config "leaderElection" $election -}}
+{{- $creds := include "tether.gitCredentials" . | fromJson -}}
+{{- if and $creds .Values.git.credentials.applyToApps -}}
+{{- $apps := list -}}
+{{- range $app := ($config.apps | default list) -}}
+{{- $app := deepCopy $app -}}
+{{- $source := $app.source | default dict -}}
+{{- if not $source.credentials }}{{ $_ := set $source "credentials" (deepCopy $creds) }}{{ end -}}
+{{- $_ := set $app "source" $source -}}
+{{- $apps = append $apps $app -}}
+{{- end -}}
+{{- $_ := set $config "apps" $apps -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}

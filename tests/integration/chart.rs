@@ -1,0 +1,840 @@
+//! The Helm chart (`charts/tether`), rendered by Helm's own engine (`.ci/install-helm`)
+//! with its default values and with each documented variant, checked object by object,
+//! then applied to the sandbox and read back with `kubectl`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::TestSandbox;
+
+/// The release every test renders. Its name contains the chart's, so the objects are
+/// named after the release alone (Helm's usual fullname rule).
+const RELEASE: &str = "tether-test";
+const FULLNAME: &str = "tether-test";
+
+/// Where `.ci/install-helm` puts the helm command, relative to the crate.
+const INSTALLED_HELM: &str = "target/tools/bin/helm";
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/tether")
+}
+
+/// The helm command: `TETHER_HELM`, else the one `.ci/install-helm` installed. Missing
+/// helm fails the test: the chart is only tested with the real engine.
+fn helm() -> PathBuf {
+    let path = std::env::var_os("TETHER_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(INSTALLED_HELM));
+    assert!(
+        path.is_file(),
+        "helm is not installed at {}: run .ci/install-helm (or set TETHER_HELM to a helm command)",
+        path.display()
+    );
+    path
+}
+
+/// What `helm` printed and how it ended.
+struct HelmRun {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_helm(args: &[&str], values: &str) -> HelmRun {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let values_file = dir.path().join("values.yaml");
+    std::fs::write(&values_file, values).expect("write values");
+    let out = Command::new(helm())
+        .args(args)
+        .arg(chart_dir())
+        .arg("-f")
+        .arg(&values_file)
+        .env("HOME", dir.path())
+        .output()
+        .expect("helm runs");
+    HelmRun {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The chart rendered by `helm template`: its text and its objects.
+struct Rendered {
+    text: String,
+    objects: Vec<Value>,
+}
+
+impl Rendered {
+    fn kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = self
+            .objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    fn all(&self, kind: &str) -> Vec<&Value> {
+        self.objects.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    #[track_caller]
+    fn one(&self, kind: &str) -> &Value {
+        let found = self.all(kind);
+        assert_eq!(found.len(), 1, "exactly one {kind} in:\n{}", self.text);
+        found[0]
+    }
+
+    fn container(&self) -> &Value {
+        &self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    fn args(&self) -> Vec<String> {
+        strings(&self.container()["args"])
+    }
+
+    /// The tether config the ConfigMap carries, parsed.
+    fn config(&self) -> Value {
+        let text = self.one("ConfigMap")["data"]["tether.yaml"]
+            .as_str()
+            .expect("the ConfigMap holds tether.yaml");
+        serde_saphyr::from_str(text).expect("tether.yaml is YAML")
+    }
+
+    /// Writes the rendered manifests to `dir/rendered.yaml` and returns `dir`.
+    fn write_to(&self, dir: &Path) -> PathBuf {
+        let out = dir.join("rendered");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        std::fs::write(out.join("rendered.yaml"), &self.text).expect("write");
+        out
+    }
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// `helm template RELEASE charts/tether -n NAMESPACE -f values`, which must succeed.
+fn render(namespace: &str, values: &str) -> Rendered {
+    let run = run_helm(&["template", RELEASE, "-n", namespace], values);
+    assert!(run.success, "helm template failed: {}", run.stderr);
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&run.stdout)
+        .unwrap_or_else(|e| panic!("helm's output is YAML ({e}):\n{}", run.stdout));
+    let objects = objects.into_iter().filter(Value::is_object).collect();
+    Rendered {
+        text: run.stdout,
+        objects,
+    }
+}
+
+/// `helm template` with values the chart must refuse; returns helm's error.
+fn render_fails(values: &str) -> String {
+    let run = run_helm(&["template", RELEASE, "-n", "tether-system"], values);
+    assert!(
+        !run.success,
+        "helm template accepted {values:?}:\n{}",
+        run.stdout
+    );
+    run.stderr
+}
+
+/// Applies rendered manifests to the sandbox. The one place that says how: with
+/// `kubectl apply --server-side` until `tether sync --path DIR --app NAME` replaces it.
+async fn apply_rendered(sandbox: &TestSandbox, dir: &Path) {
+    sandbox
+        .kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            dir.to_str().expect("utf-8 path"),
+        ])
+        .await
+        .ok();
+}
+
+/// `kubectl get KIND NAME [-n NS] -o json`, which must succeed.
+async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: Option<&str>) -> Value {
+    let mut args = vec!["get", kind, name, "-o", "json"];
+    if let Some(namespace) = namespace {
+        args.extend(["-n", namespace]);
+    }
+    let out = sandbox.kubectl(&args).await.ok();
+    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
+}
+
+/// Renders, creates the namespaces, applies, and returns the sandbox.
+async fn install(rendered: &Rendered, namespaces: &[&str]) -> TestSandbox {
+    let sandbox = TestSandbox::start().await;
+    for namespace in namespaces {
+        sandbox.namespace(namespace).await;
+    }
+    let dir = rendered.write_to(sandbox.dir.path());
+    apply_rendered(&sandbox, &dir).await;
+    sandbox
+}
+
+fn rules_of(role: &Value) -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {
+    role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                strings(&r["apiGroups"]),
+                strings(&r["resources"]),
+                strings(&r["verbs"]),
+            )
+        })
+        .collect()
+}
+
+/// The pod spec's security settings, as the issue asks for them.
+fn assert_hardened(deployment: &Value) {
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(strings(&security["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(
+        security["runAsUser"].as_i64().is_some_and(|uid| uid > 0),
+        "a non-root uid: {security}"
+    );
+    for field in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                container["resources"][field][resource].is_string(),
+                "resources.{field}.{resource} set: {}",
+                container["resources"]
+            );
+        }
+    }
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["port"], "http");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "http");
+    assert_eq!(container["ports"][0]["name"], "http");
+    assert_eq!(container["ports"][0]["containerPort"], 8080);
+    // The root filesystem is read-only, so the Git cache is an emptyDir mounted where
+    // TETHER_CACHE_DIR points.
+    let cache_dir = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "TETHER_CACHE_DIR")
+        .and_then(|e| e["value"].as_str())
+        .expect("TETHER_CACHE_DIR is set");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["mountPath"] == cache_dir)
+        .expect("the cache directory is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the cache volume");
+    assert!(volume["emptyDir"].is_object(), "{volume}");
+}
+
+#[tokio::test]
+async fn default_values_render_a_hardened_leader_elected_deployment_that_applies() {
+    let namespace = "tether-system";
+    let rendered = render(namespace, "");
+    assert_eq!(
+        rendered.kinds(),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    let deployment = rendered.one("Deployment");
+    assert_eq!(deployment["metadata"]["name"], FULLNAME);
+    assert_eq!(deployment["metadata"]["namespace"], namespace);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_hardened(deployment);
+    assert_eq!(
+        rendered.args(),
+        [
+            "serve",
+            "--config",
+            "/etc/tether/tether.yaml",
+            "--leader-elect"
+        ]
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        FULLNAME
+    );
+
+    let config = rendered.config();
+    assert_eq!(config["server"]["listen"], "0.0.0.0:8080");
+    assert_eq!(config["inventoryNamespace"], namespace);
+    assert_eq!(config["leaderElection"]["enabled"], true);
+    assert_eq!(config["leaderElection"]["namespace"], namespace);
+    assert_eq!(config["leaderElection"]["leaseName"], FULLNAME);
+    assert_eq!(config["server"]["webhooks"]["allowUnsigned"], false);
+
+    // Broad rights cluster-wide (tether applies whatever its apps hold), bound to the
+    // ServiceAccount; the Lease and the inventory in the release namespace.
+    let cluster_role = rendered.one("ClusterRole");
+    assert_eq!(
+        rules_of(cluster_role),
+        [(vec!["*".into()], vec!["*".into()], vec!["*".into()])]
+    );
+    let binding = rendered.one("ClusterRoleBinding");
+    assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
+    assert_eq!(binding["subjects"][0]["name"], FULLNAME);
+    assert_eq!(binding["subjects"][0]["namespace"], namespace);
+    let own = rules_of(rendered.one("Role"));
+    let lease = own
+        .iter()
+        .find(|(groups, resources, _)| {
+            groups == &["coordination.k8s.io"] && resources == &["leases"]
+        })
+        .expect("a rule for Leases");
+    for verb in ["get", "create", "update"] {
+        assert!(lease.2.iter().any(|v| v == verb), "{verb} on leases");
+    }
+    assert_eq!(rendered.one("Role")["metadata"]["namespace"], namespace);
+
+    let service = rendered.one("Service");
+    let ports: Vec<(String, i64)> = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["port"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(ports, [("http".into(), 8080), ("metrics".into(), 9090)]);
+
+    // Helm's own linter agrees, warnings included.
+    let lint = run_helm(&["lint", "--strict"], "");
+    assert!(lint.success, "helm lint: {}{}", lint.stdout, lint.stderr);
+
+    let sandbox = install(&rendered, &[namespace]).await;
+    let live = get(&sandbox, "deployment", FULLNAME, Some(namespace)).await;
+    assert_eq!(live["spec"]["replicas"], 2);
+    assert_hardened(&live);
+    assert_eq!(
+        strings(&live["spec"]["template"]["spec"]["containers"][0]["args"]),
+        rendered.args()
+    );
+    let live_config = get(&sandbox, "configmap", FULLNAME, Some(namespace)).await;
+    assert_eq!(
+        live_config["data"]["tether.yaml"],
+        rendered.one("ConfigMap")["data"]["tether.yaml"]
+    );
+    let live_role = get(&sandbox, "clusterrole", FULLNAME, None).await;
+    assert_eq!(live_role["rules"][0]["verbs"][0], "*");
+    let live_binding = get(&sandbox, "clusterrolebinding", FULLNAME, None).await;
+    assert_eq!(live_binding["roleRef"]["name"], FULLNAME);
+    get(&sandbox, "serviceaccount", FULLNAME, Some(namespace)).await;
+    get(
+        &sandbox,
+        "rolebinding",
+        &format!("{FULLNAME}-self"),
+        Some(namespace),
+    )
+    .await;
+    let live_service = get(&sandbox, "service", FULLNAME, Some(namespace)).await;
+    assert_eq!(live_service["spec"]["type"], "ClusterIP");
+    assert_eq!(live_service["spec"]["ports"][1]["name"], "metrics");
+    assert_eq!(live_service["spec"]["ports"][1]["targetPort"], "http");
+}
+
+#[tokio::test]
+async fn namespaced_rbac_grants_roles_in_the_listed_namespaces_only() {
+    let rendered = render(
+        "tether-system",
+        "rbac:\n  scope: namespaced\n  namespaces: [team-a, team-b]\n  rules:\n  - apiGroups: [\"\", apps]\n    resources: [configmaps, services, deployments]\n    verbs: [get, list, watch, create, patch, update, delete]\n",
+    );
+    let kinds = rendered.kinds();
+    assert!(!kinds.contains(&"ClusterRole".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"ClusterRoleBinding".to_string()),
+        "{kinds:?}"
+    );
+    let mut role_places: Vec<(String, String)> = rendered
+        .all("Role")
+        .iter()
+        .map(|r| {
+            (
+                r["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
+                r["metadata"]["name"].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    role_places.sort();
+    assert_eq!(
+        role_places,
+        [
+            ("team-a".into(), FULLNAME.into()),
+            ("team-b".into(), FULLNAME.into()),
+            ("tether-system".into(), format!("{FULLNAME}-self")),
+        ]
+    );
+    assert_eq!(rendered.all("RoleBinding").len(), 3);
+    let team_role = rendered
+        .all("Role")
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == "team-a")
+        .expect("the team-a Role");
+    assert_eq!(
+        rules_of(team_role)[0].1,
+        ["configmaps", "services", "deployments"]
+    );
+
+    let sandbox = install(&rendered, &["tether-system", "team-a", "team-b"]).await;
+    for namespace in ["team-a", "team-b"] {
+        let role = get(&sandbox, "role", FULLNAME, Some(namespace)).await;
+        assert_eq!(role["rules"][0]["resources"][2], "deployments");
+        let binding = get(&sandbox, "rolebinding", FULLNAME, Some(namespace)).await;
+        assert_eq!(binding["subjects"][0]["namespace"], "tether-system");
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+    }
+    let none = sandbox
+        .kubectl(&["get", "clusterrole", FULLNAME, "-o", "name"])
+        .await;
+    assert_ne!(none.code, 0, "no ClusterRole: {}", none.stdout);
+}
+
+#[tokio::test]
+async fn one_replica_without_leader_election_drops_the_flag_and_the_lease_rights() {
+    let rendered = render(
+        "ops",
+        "replicaCount: 1\nleaderElection:\n  enabled: false\n",
+    );
+    assert_eq!(rendered.one("Deployment")["spec"]["replicas"], 1);
+    assert!(!rendered.args().contains(&"--leader-elect".to_string()));
+    assert_eq!(rendered.config()["leaderElection"]["enabled"], false);
+    let own = rules_of(rendered.one("Role"));
+    assert!(
+        own.iter().all(|(_, resources, _)| resources != &["leases"]),
+        "{own:?}"
+    );
+
+    let sandbox = install(&rendered, &["ops"]).await;
+    let live = get(&sandbox, "deployment", FULLNAME, Some("ops")).await;
+    assert_eq!(live["spec"]["replicas"], 1);
+    assert_eq!(
+        strings(&live["spec"]["template"]["spec"]["containers"][0]["args"]),
+        ["serve", "--config", "/etc/tether/tether.yaml"]
+    );
+}
+
+#[tokio::test]
+async fn webhook_and_git_secrets_are_mounted_from_existing_secrets_never_inlined() {
+    let values = r#"
+webhookSecrets:
+  github: {existingSecret: tether-webhooks, key: github}
+  generic: {existingSecret: tether-generic, key: token}
+git:
+  credentials:
+    existingSecret: git-credentials
+    username: tether-bot
+    tokenKey: api-token
+    sshKeyKey: id_ed25519
+    knownHostsKey: known_hosts
+config:
+  apps:
+  - name: web
+    source: {repo: "https://git.example.com/apps.git", path: apps/web}
+  - name: own
+    source:
+      repo: "https://git.example.com/own.git"
+      credentials: {tokenEnv: OWN_TOKEN}
+"#;
+    let rendered = render("tether-system", values);
+    assert!(
+        rendered.all("Secret").is_empty(),
+        "the chart creates no Secret"
+    );
+
+    let config = rendered.config();
+    let webhooks = &config["server"]["webhooks"];
+    assert_eq!(
+        webhooks["github"]["secretFile"],
+        "/etc/tether/webhooks/github/github"
+    );
+    assert_eq!(
+        webhooks["generic"]["secretFile"],
+        "/etc/tether/webhooks/generic/token"
+    );
+    let web = &config["apps"][0]["source"]["credentials"];
+    assert_eq!(web["username"], "tether-bot");
+    assert_eq!(web["tokenFile"], "/etc/tether/git/token");
+    assert_eq!(web["sshKeyFile"], "/etc/tether/git/ssh-key");
+    assert_eq!(web["knownHostsFile"], "/etc/tether/git/known_hosts");
+    // An app with credentials of its own keeps them.
+    assert_eq!(
+        config["apps"][1]["source"]["credentials"],
+        serde_json::json!({"tokenEnv": "OWN_TOKEN"})
+    );
+
+    // Every file the config names is a mounted key of the named Secret.
+    let pod = &rendered.one("Deployment")["spec"]["template"]["spec"];
+    let mounted = mounted_secret_files(pod);
+    for (file, secret, key) in [
+        (
+            "/etc/tether/webhooks/github/github",
+            "tether-webhooks",
+            "github",
+        ),
+        (
+            "/etc/tether/webhooks/generic/token",
+            "tether-generic",
+            "token",
+        ),
+        ("/etc/tether/git/token", "git-credentials", "api-token"),
+        ("/etc/tether/git/ssh-key", "git-credentials", "id_ed25519"),
+        (
+            "/etc/tether/git/known_hosts",
+            "git-credentials",
+            "known_hosts",
+        ),
+    ] {
+        assert!(
+            mounted.contains(&(file.to_string(), secret.to_string(), key.to_string())),
+            "{file} from {secret}/{key} in {mounted:?}"
+        );
+    }
+
+    // The Secrets exist in the cluster; their values never pass through the chart.
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("tether-system").await;
+    let secret_value = "s3cr3t-never-in-the-chart";
+    let secrets = sandbox.write_file(
+        "secrets.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: tether-webhooks, namespace: tether-system}}\nstringData: {{github: {secret_value}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: git-credentials, namespace: tether-system}}\nstringData: {{api-token: {secret_value}}}\n"
+        ),
+    );
+    sandbox
+        .kubectl(&["apply", "--server-side", "-f", &secrets])
+        .await
+        .ok();
+    assert!(!rendered.text.contains(secret_value));
+    let dir = rendered.write_to(sandbox.dir.path());
+    apply_rendered(&sandbox, &dir).await;
+    let live = get(&sandbox, "deployment", FULLNAME, Some("tether-system")).await;
+    let live_mounted = mounted_secret_files(&live["spec"]["template"]["spec"]);
+    assert_eq!(live_mounted, mounted);
+    let live_config = get(&sandbox, "configmap", FULLNAME, Some("tether-system")).await;
+    assert!(
+        !live_config.to_string().contains(secret_value),
+        "no secret value in the ConfigMap"
+    );
+}
+
+/// (file path in the container, Secret name, Secret key) for every Secret key mounted.
+fn mounted_secret_files(pod: &Value) -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    for mount in pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(volume) = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == mount["name"])
+        else {
+            continue;
+        };
+        let secret = &volume["secret"];
+        if secret.is_null() {
+            continue;
+        }
+        assert_eq!(mount["readOnly"], true, "{mount}");
+        for item in secret["items"].as_array().into_iter().flatten() {
+            files.push((
+                format!(
+                    "{}/{}",
+                    mount["mountPath"].as_str().unwrap_or_default(),
+                    item["path"].as_str().unwrap_or_default()
+                ),
+                secret["secretName"].as_str().unwrap_or_default().into(),
+                item["key"].as_str().unwrap_or_default().into(),
+            ));
+        }
+    }
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn service_monitor_scrapes_the_metrics_port_once_its_crd_exists() {
+    let rendered = render(
+        "monitoring",
+        "serviceMonitor:\n  enabled: true\n  interval: 15s\n  labels: {release: prometheus}\n",
+    );
+    let monitor = rendered.one("ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    assert_eq!(monitor["spec"]["endpoints"][0]["interval"], "15s");
+    // It selects the chart's Service, whose port it names.
+    let service = rendered.one("Service");
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+    {
+        assert_eq!(&service["metadata"]["labels"][key], value, "{key}");
+    }
+
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("monitoring").await;
+    let crd =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chart/servicemonitor-crd.yaml");
+    sandbox
+        .kubectl(&["apply", "--server-side", "-f", crd.to_str().expect("utf-8")])
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/servicemonitors.monitoring.coreos.com",
+            "--timeout=10s",
+        ])
+        .await
+        .ok();
+    let dir = rendered.write_to(sandbox.dir.path());
+    apply_rendered(&sandbox, &dir).await;
+    let live = get(&sandbox, "servicemonitor", FULLNAME, Some("monitoring")).await;
+    assert_eq!(live["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(live["spec"]["endpoints"][0]["path"], "/metrics");
+    assert_eq!(
+        live["spec"]["namespaceSelector"]["matchNames"][0],
+        "monitoring"
+    );
+}
+
+#[tokio::test]
+async fn ingress_routes_only_the_webhook_paths_to_the_service() {
+    let rendered = render(
+        "tether-system",
+        "ingress:\n  enabled: true\n  className: nginx\n  host: hooks.example.com\n  tls:\n  - {secretName: hooks-tls, hosts: [hooks.example.com]}\n",
+    );
+    let ingress = rendered.one("Ingress");
+    assert_eq!(ingress["spec"]["ingressClassName"], "nginx");
+    assert_eq!(ingress["spec"]["tls"][0]["secretName"], "hooks-tls");
+    let rule = &ingress["spec"]["rules"][0];
+    assert_eq!(rule["host"], "hooks.example.com");
+    let paths = rule["http"]["paths"].as_array().expect("paths");
+    assert_eq!(paths.len(), 1);
+    assert_eq!(paths[0]["path"], "/webhooks");
+    assert_eq!(paths[0]["pathType"], "Prefix");
+    assert_eq!(paths[0]["backend"]["service"]["name"], FULLNAME);
+    assert_eq!(paths[0]["backend"]["service"]["port"]["number"], 8080);
+
+    let sandbox = install(&rendered, &["tether-system"]).await;
+    let live = get(&sandbox, "ingress", FULLNAME, Some("tether-system")).await;
+    assert_eq!(
+        live["spec"]["rules"][0]["http"]["paths"][0]["path"],
+        "/webhooks"
+    );
+    assert_eq!(
+        live["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"],
+        FULLNAME
+    );
+}
+
+#[test]
+fn values_the_chart_cannot_honour_are_refused_naming_the_field() {
+    for (values, expected) in [
+        (
+            "replicaCount: 3\nleaderElection: {enabled: false}\n",
+            "replicaCount > 1 needs leaderElection.enabled",
+        ),
+        (
+            "rbac: {scope: everywhere}\n",
+            "rbac.scope must be cluster or namespaced",
+        ),
+        (
+            "webhookSecrets:\n  github: {key: github}\n",
+            "webhookSecrets.github.existingSecret is required",
+        ),
+        (
+            "webhookSecrets:\n  svn: {existingSecret: hooks}\n",
+            "webhookSecrets.svn: unknown provider",
+        ),
+        (
+            "config:\n  server: {listen: \"127.0.0.1:9000\"}\n",
+            "config.server.listen is set by the chart",
+        ),
+        (
+            "git:\n  credentials: {existingSecret: git}\n",
+            "git.credentials.existingSecret is set: name at least one of",
+        ),
+        (
+            "serviceAccount: {create: false}\n",
+            "serviceAccount.name is required",
+        ),
+    ] {
+        let error = render_fails(values);
+        assert!(error.contains(expected), "{values:?}: {error}");
+    }
+}
+
+#[test]
+fn a_changed_config_changes_the_pod_template_so_the_pods_restart() {
+    let checksum = |values: &str| {
+        render("tether-system", values).one("Deployment")["spec"]["template"]["metadata"]
+            ["annotations"]["checksum/config"]
+            .as_str()
+            .expect("a config checksum")
+            .to_string()
+    };
+    assert_eq!(checksum(""), checksum(""));
+    assert_ne!(checksum(""), checksum("config:\n  concurrency: 8\n"));
+}
+
+/// The image cannot be built here; what can be checked is that its build context has
+/// what the build reads, and that it runs as the user the chart expects.
+#[test]
+fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
+    let ignored: Vec<String> = std::fs::read_to_string(root.join(".dockerignore"))
+        .expect(".dockerignore")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .map(|l| l.trim_end_matches('/').to_string())
+        .collect();
+    assert!(ignored.iter().any(|p| p == "target"), "target/ stays out");
+
+    let mut copied = Vec::new();
+    for line in dockerfile.lines() {
+        let Some(rest) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        if rest.starts_with("--from") {
+            continue;
+        }
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        for source in &words[..words.len() - 1] {
+            assert!(root.join(source).exists(), "COPY {source}: not in the repo");
+            assert!(
+                !ignored
+                    .iter()
+                    .any(|p| source == p || source.starts_with(&format!("{p}/"))),
+                "COPY {source} is excluded by .dockerignore"
+            );
+            copied.push(source.to_string());
+        }
+    }
+    // Every target path Cargo.toml names is in the context (cargo refuses a manifest
+    // whose targets are missing), and so are the default bench and test directories.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let mut needed: Vec<String> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("path = \""))
+        .map(|p| p.trim_end_matches('"').to_string())
+        .collect();
+    needed.extend(["Cargo.lock".into(), "benches".into(), "assets".into()]);
+    for path in needed {
+        assert!(
+            copied
+                .iter()
+                .any(|c| path == *c || path.starts_with(&format!("{c}/"))),
+            "{path} is not copied into the build"
+        );
+    }
+
+    let values: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values.yaml is YAML");
+    let uid = values["securityContext"]["runAsUser"]
+        .as_i64()
+        .expect("a uid");
+    let gid = values["securityContext"]["runAsGroup"]
+        .as_i64()
+        .expect("a gid");
+    let user = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .next_back()
+        .expect("the image sets a USER");
+    assert_eq!(user.trim(), format!("{uid}:{gid}"));
+    assert!(uid > 0);
+    // The chart passes arguments only, so the image's entrypoint runs them.
+    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/tether\"]"));
+    let rendered = render("tether-system", "");
+    assert!(rendered.container()["command"].is_null());
+}
+
+/// The `yaml` blocks of the chart's README, in order.
+fn readme_values() -> Vec<String> {
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).expect("README.md");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```yaml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_variant_the_readme_documents_renders_and_lints_clean() {
+    let variants = readme_values();
+    assert!(variants.len() >= 5, "the README's variants: {variants:?}");
+    for values in variants {
+        let rendered = render("tether-system", &values);
+        assert!(rendered.all("Deployment").len() == 1, "{values}");
+        let lint = run_helm(&["lint", "--strict", "-n", "tether-system"], &values);
+        assert!(
+            lint.success,
+            "helm lint --strict with {values}: {}{}",
+            lint.stdout, lint.stderr
+        );
+    }
+}
