@@ -132,7 +132,7 @@ pub struct SyncArgs {
     pub wait: bool,
 
     /// How long --wait waits in all (e.g. 90s, 5m).
-    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "wait")]
+    #[arg(long, default_value = "5m", value_parser = crate::config::parse_duration, requires = "wait")]
     pub timeout: Duration,
 
     /// Requests in flight at once.
@@ -142,23 +142,6 @@ pub struct SyncArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-}
-
-/// `90s`, `5m`, `1h`, `250ms`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 5m)"))?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "ms" => Ok(Duration::from_millis(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("`{s}` is not a duration (e.g. 90s, 5m)")),
-    }
 }
 
 #[derive(Debug, clap::Args)]

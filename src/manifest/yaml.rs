@@ -22,7 +22,29 @@ fn options() -> serde_saphyr::Options {
     // The snippet would quote the input, and the input may be a Secret.
     options.with_snippet = false;
     options.emit_comments = false;
+    // kubectl reads YAML 1.1 (sigs.k8s.io/yaml): `defaultMode: 0644` is octal 420
+    // there, and tether must send what kubectl would.
+    options.legacy_octal_numbers = true;
     options
+}
+
+/// Whole floats become integers, as kubectl's YAML-to-JSON conversion writes them
+/// (`1e3` and `08` are sent as `1000` and `8`): the API server refuses `8.0` for an
+/// integer field.
+fn integral_floats_to_ints(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_to_ints),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_to_ints),
+        _ => {}
+    }
 }
 
 /// One document of a file: its 1-based index, its first line and its text. The text
@@ -195,7 +217,8 @@ pub(crate) fn read_documents(
         let parsed: Result<Value, _> = serde_saphyr::from_str_with_options(&doc.text, options());
         match parsed {
             Ok(Value::Null) => {}
-            Ok(value) => {
+            Ok(mut value) => {
+                integral_floats_to_ints(&mut value);
                 let origin = Origin {
                     file: file.to_string(),
                     document: doc.index,
@@ -273,6 +296,21 @@ fn push_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_read_as_kubectl_reads_them() {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec: {mode: 0644, big: 1e3, zero: 08, ratio: 0.5, hex: 0x1F}\n";
+        read_documents("x.yaml", doc.as_bytes(), false, &mut out, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        let spec = &out[0].0["spec"];
+        assert_eq!(spec["mode"], serde_json::json!(420));
+        assert_eq!(spec["big"].to_string(), "1000");
+        assert_eq!(spec["zero"].to_string(), "8");
+        assert_eq!(spec["ratio"].to_string(), "0.5");
+        assert_eq!(spec["hex"], serde_json::json!(31));
+    }
 
     #[test]
     fn splits_documents_with_lines() {

@@ -15,6 +15,7 @@ use super::delivery::{
     self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
 };
 use crate::source::SecretRef;
+use crate::sync::health::Health;
 
 /// GitHub's public API (docs.github.com, "REST API endpoints for commit statuses").
 pub const GITHUB_API_URL: &str = "https://api.github.com";
@@ -120,18 +121,9 @@ pub enum CommitState {
     Failure,
 }
 
-/// An app's health as the commit status reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Health {
-    Healthy,
-    Progressing,
-    Degraded,
-    Missing,
-}
-
 impl CommitState {
     /// The state for a pass: a failed pass or a degraded app is a failure; out of
-    /// sync, progressing or missing objects are pending (the cluster is on its way, or
+    /// sync, progressing, missing or unknown objects are pending (the cluster is on its way, or
     /// waits for a manual sync); synced and healthy is success.
     pub fn from_pass(failed: bool, synced: bool, health: Health) -> CommitState {
         match (failed, synced, health) {

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::TestSandbox;
+use crate::support::{TestSandbox, tether};
 
 /// The release every test renders. Its name contains the chart's, so the objects are
 /// named after the release alone (Helm's usual fullname rule).
@@ -98,11 +98,15 @@ impl Rendered {
         strings(&self.container()["args"])
     }
 
-    /// The tether config the ConfigMap carries, parsed.
+    /// The tether config the ConfigMap carries, parsed; it must load and validate as
+    /// `tether serve` loads it.
     fn config(&self) -> Value {
         let text = self.one("ConfigMap")["data"]["tether.yaml"]
             .as_str()
             .expect("the ConfigMap holds tether.yaml");
+        if let Err(err) = tether::config::Config::parse(text, "tether.yaml") {
+            panic!("the chart's config does not load: {err}\n{text}");
+        }
         serde_saphyr::from_str(text).expect("tether.yaml is YAML")
     }
 
@@ -149,17 +153,11 @@ fn render_fails(values: &str) -> String {
 }
 
 /// Applies rendered manifests to the sandbox. The one place that says how: with
-/// `kubectl apply --server-side` until `tether sync --path DIR --app NAME` replaces it.
+/// Applies rendered manifests as a user of the chart would with tether: `tether sync`.
 async fn apply_rendered(sandbox: &TestSandbox, dir: &Path) {
-    sandbox
-        .kubectl(&[
-            "apply",
-            "--server-side",
-            "-f",
-            dir.to_str().expect("utf-8 path"),
-        ])
-        .await
-        .ok();
+    let path = dir.to_str().expect("utf-8 path");
+    let run = tether(sandbox, "sync", &["--path", path, "--app", "chart"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
 }
 
 /// `kubectl get KIND NAME [-n NS] -o json`, which must succeed.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::support::TestSandbox;
+use crate::support::{TestSandbox, tether};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
@@ -25,19 +25,16 @@ fn utf8(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
-/// Applies an app's directory into `namespace`. The one place that says how: with
-/// `kubectl apply --server-side` (`-k` for a kustomization) until `tether sync --path
-/// DIR --app NAME -n NAMESPACE` replaces it.
-async fn apply_app(sandbox: &TestSandbox, dir: &Path, namespace: &str) {
-    let mode = if dir.join("kustomization.yaml").is_file() {
-        "-k"
-    } else {
-        "-f"
-    };
-    sandbox
-        .kubectl(&["apply", "--server-side", "-n", namespace, mode, utf8(dir)])
-        .await
-        .ok();
+/// Syncs an app's directory into `namespace` as `app`, with `tether sync` (which
+/// renders a kustomization itself).
+async fn apply_app(sandbox: &TestSandbox, dir: &Path, app: &str, namespace: &str) {
+    let run = tether(
+        sandbox,
+        "sync",
+        &["--path", utf8(dir), "--app", app, "-n", namespace],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
 }
 
 /// Runs `tether diff` as a process (async: the in-process sandbox keeps serving).
@@ -143,22 +140,43 @@ fn the_kustomize_overlay_scales_pins_and_labels_the_base() {
 #[tokio::test(flavor = "multi_thread")]
 async fn both_apps_apply_into_any_namespace_and_then_diff_clean() {
     let sandbox = TestSandbox::start().await;
-    for (app, namespace) in [(plain_app(), "demo"), (kustomize_overlay(), "shop")] {
+    for (app, name, namespace) in [
+        (plain_app(), "hello", "demo"),
+        (kustomize_overlay(), "shop", "shop"),
+    ] {
         sandbox.namespace(namespace).await;
         let (code, stdout, stderr) = tether_diff(
             &sandbox,
-            &["--path", utf8(&app), "-n", namespace, "-o", "json"],
+            &[
+                "--path",
+                utf8(&app),
+                "--app",
+                name,
+                "-n",
+                namespace,
+                "-o",
+                "json",
+            ],
         )
         .await;
         assert_eq!(code, Some(1), "{stdout}{stderr}");
         let report: Value = serde_json::from_str(&stdout).expect("JSON");
         assert_eq!(report["summary"]["Missing"], 3, "{stdout}");
 
-        apply_app(&sandbox, &app, namespace).await;
+        apply_app(&sandbox, &app, name, namespace).await;
 
         let (code, stdout, stderr) = tether_diff(
             &sandbox,
-            &["--path", utf8(&app), "-n", namespace, "-o", "json"],
+            &[
+                "--path",
+                utf8(&app),
+                "--app",
+                name,
+                "-n",
+                namespace,
+                "-o",
+                "json",
+            ],
         )
         .await;
         assert_eq!(code, Some(0), "{stdout}{stderr}");
@@ -270,6 +288,7 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
     let mut env = BTreeMap::new();
     for key in workflow["env"].as_object().expect("workflow env").keys() {
         let value = match key.as_str() {
+            "APP_NAME" => "hello".to_string(),
             "APP_PATH" => utf8(&plain_app()).to_string(),
             "APP_NAMESPACE" => "demo".to_string(),
             "TETHER_VERSION" => env!("CARGO_PKG_VERSION").to_string(),
@@ -294,7 +313,7 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
             .contains("| Deployment | demo | hello-web | Missing |")
     );
 
-    apply_app(&sandbox, &plain_app(), "demo").await;
+    apply_app(&sandbox, &plain_app(), "hello", "demo").await;
     let run = run_diff_step(script, &env, &kubeconfig).await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(run.outputs.contains("exit-code=0"), "{}", run.outputs);
@@ -314,4 +333,21 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.outputs.contains("exit-code=2"), "{}", run.outputs);
     assert!(run.stderr.contains("tether diff failed"), "{}", run.stderr);
+}
+
+#[test]
+fn the_example_configuration_loads_with_every_option() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config/tether.yaml");
+    let config = tether::config::Config::load(&path)
+        .unwrap_or_else(|err| panic!("examples/config/tether.yaml does not load: {err}"));
+    assert!(!config.apps.is_empty());
+    let app = &config.apps[0];
+    assert!(
+        !app.sync_windows.is_empty(),
+        "the example shows sync windows"
+    );
+    assert!(
+        !app.ignore_differences.is_empty(),
+        "the example shows ignoreDifferences"
+    );
 }
