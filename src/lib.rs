@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod diff;
 pub mod manifest;
+pub mod metrics;
 pub mod reconcile;
 pub mod report;
 pub mod sandbox;

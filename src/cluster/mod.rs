@@ -4,9 +4,12 @@
 //! manages any kind, including custom resources it has never seen, and the diff stage
 //! compares values, not Rust types.
 
+pub mod cache;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
+
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use kube::core::GroupVersionKind;
@@ -103,7 +106,10 @@ impl Cluster {
                 .await
                 .map_err(|e| ClusterError::Config(e.to_string()))?,
         };
-        let client = Client::try_from(config).map_err(|e| ClusterError::Config(e.to_string()))?;
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| ClusterError::Config(e.to_string()))?
+            .with_layer(&tower::layer::layer_fn(CountRequests))
+            .build();
         Ok(Cluster::from_client(client))
     }
 
@@ -244,6 +250,54 @@ impl Cluster {
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(err) => Err(err.into()),
         }
+    }
+}
+
+/// Counts every request to the API server by verb and status code (`/metrics`).
+#[derive(Clone)]
+struct CountRequests<S>(S);
+
+impl<S, B, R> tower::Service<http::Request<B>> for CountRequests<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let verb = if watch {
+            "WATCH"
+        } else {
+            match *request.method() {
+                http::Method::GET => "GET",
+                http::Method::POST => "POST",
+                http::Method::PUT => "PUT",
+                http::Method::PATCH => "PATCH",
+                http::Method::DELETE => "DELETE",
+                _ => "OTHER",
+            }
+        };
+        let answer = self.0.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            // 0: no answer at all (connection refused, reset, timeout).
+            let code = answer.as_ref().map_or(0, |r| r.status().as_u16());
+            crate::metrics::METRICS.api_request(verb, code);
+            answer
+        })
     }
 }
 

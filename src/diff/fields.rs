@@ -54,9 +54,13 @@ enum Slot<'p> {
 }
 
 fn slot<'p>(step: &'p PathElement, value: &Value) -> Option<Slot<'p>> {
+    // A key field an item leaves out is one the server defaults (a port's
+    // protocol): the item matches on the key fields it names, as the comparison does.
     let matches = |keys: &[(String, Value)], item: &Value| {
-        keys.iter()
-            .all(|(k, v)| item.get(k).is_some_and(|iv| key_value_eq(iv, v)))
+        keys.iter().any(|(k, _)| item.get(k).is_some())
+            && keys
+                .iter()
+                .all(|(k, v)| item.get(k).is_none_or(|iv| key_value_eq(iv, v)))
     };
     match (step, value) {
         (PathElement::Field(f), Value::Object(m)) => m.contains_key(f).then_some(Slot::Key(f)),

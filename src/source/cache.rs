@@ -110,6 +110,11 @@ impl SourceCache {
             .await
             .map_err(|e| e.redact(&source.url));
         self.record(source, &result);
+        crate::metrics::METRICS.git_fetch(
+            &source.repo_key().host_path,
+            requested.elapsed(),
+            result.as_ref().err().map(SourceError::reason),
+        );
         result
     }
 

@@ -183,16 +183,26 @@ async fn receive(
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
+    let metrics = &crate::metrics::METRICS;
     match verify_and_parse(state, provider, headers, body).await {
         Err(rejection) => {
             tracing::info!(provider = provider.name(), ?rejection, "webhook refused");
+            let outcome = match rejection {
+                Rejection::TooLarge => "too_large",
+                Rejection::Unauthorized(_) => "unauthorized",
+                Rejection::BadPayload(_) => "bad_payload",
+            };
+            metrics.webhook(provider.name(), outcome);
             rejection.into_response()
         }
-        Ok(Event::Ignored(reason)) => (
+        Ok(Event::Ignored(reason)) => {
+            metrics.webhook(provider.name(), "ignored");
+            (
             StatusCode::OK,
             axum::Json(json!({ "status": "ignored", "reason": reason })),
         )
-            .into_response(),
+            .into_response()
+        }
         Ok(Event::Push { urls, pushed }) => {
             let mut matched = Vec::new();
             for p in &pushed {
@@ -204,6 +214,7 @@ async fn receive(
                 }
             }
             if matched.is_empty() {
+                metrics.webhook(provider.name(), "unmatched");
                 let reason = "push matches no source (repository or ref not followed)";
                 return (
                     StatusCode::OK,
@@ -212,6 +223,7 @@ async fn receive(
                     .into_response();
             }
             tracing::info!(provider = provider.name(), sources = ?matched, "webhook woke sources");
+            metrics.webhook(provider.name(), "accepted");
             (
                 StatusCode::ACCEPTED,
                 axum::Json(json!({ "status": "accepted", "sources": matched })),

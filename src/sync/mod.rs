@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ClusterError, FIELD_MANAGER, Resolved};
 use crate::diff::{
-    DiffOptions, Drift, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff, is_secret,
+    Change, DiffOptions, Drift, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff, is_secret,
     unchanged_by_apply,
 };
 use crate::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
@@ -42,8 +42,16 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long `--replace-immutable` waits for the old object to be gone.
 const REPLACE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A view of live objects kept by someone else (the service's watch cache), so that a
+/// sync of an app in sync needs no request at all.
+pub trait LiveObjects: Send + Sync {
+    /// The live object: `Some(None)` when it is known not to exist, `None` when this
+    /// view does not know (the sync then asks the API server).
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>>;
+}
+
 /// What a sync may do.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SyncOptions<'a> {
     /// Names the inventory; every applied object is labelled for it.
     pub app: &'a str,
@@ -61,6 +69,10 @@ pub struct SyncOptions<'a> {
     pub concurrency: usize,
     /// Differences these rules ignore are not a reason to write.
     pub rules: &'a [IgnoreRule],
+    /// Live objects already known; without it, every object is read from the server.
+    pub live: Option<&'a dyn LiveObjects>,
+    /// The app's inventory as the caller last saw it written; without it, it is read.
+    pub inventory: Option<&'a Inventory>,
 }
 
 impl<'a> SyncOptions<'a> {
@@ -76,6 +88,8 @@ impl<'a> SyncOptions<'a> {
             wait: None,
             concurrency: DEFAULT_CONCURRENCY,
             rules: &[],
+            live: None,
+            inventory: None,
         }
     }
 }
@@ -117,6 +131,8 @@ pub struct ObjectResult {
     pub health: Option<Assessment>,
     /// Why, for a person: the server's refusal, what changed, why it was skipped.
     pub message: String,
+    /// For a configured object, what differed (Secret values masked).
+    pub changes: Vec<Change>,
 }
 
 /// The outcome of a sync.
@@ -132,6 +148,8 @@ pub struct SyncReport {
     pub health: Health,
     /// With `--wait`: why waiting ended without every object Healthy.
     pub wait_failed: Option<String>,
+    /// The app's inventory after the sync (as written, or as it would be).
+    pub inventory: Inventory,
 }
 
 impl SyncReport {
@@ -183,7 +201,7 @@ impl SyncError {
 enum Plan {
     Unchanged,
     Create,
-    Configure(String),
+    Configure(String, Vec<Change>),
     Replace(String),
     /// Cannot be dry-run until its CRD or Namespace exists; that one is in this sync.
     Deferred(Need),
@@ -230,7 +248,10 @@ pub async fn sync(
     let mut items = observe(cluster, desired, options).await?;
     decide(cluster, &mut items, &diff_options, options).await;
 
-    let inventory = read_inventory(cluster, options).await?;
+    let inventory = match options.inventory {
+        Some(known) => known.clone(),
+        None => read_inventory(cluster, options).await?,
+    };
     let failures = items
         .iter()
         .filter(|i| matches!(i.plan, Plan::Failed(_)))
@@ -243,6 +264,7 @@ pub async fn sync(
         prune_refused: None,
         health: Health::Healthy,
         wait_failed: None,
+        inventory: inventory.clone(),
     };
     if failures > 0 {
         let why = format!("not applied: {failures} objects failed validation");
@@ -293,17 +315,43 @@ pub async fn sync(
     if next != inventory {
         write_inventory(cluster, &next, options).await?;
     }
-    tracing::info!(
-        app = options.app,
-        objects = desired.len(),
-        created = report.count(Action::Created),
-        configured = report.count(Action::Configured),
-        pruned = report.count(Action::Pruned),
-        failed = report.count(Action::Failed),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "sync finished"
-    );
+    report.inventory = next;
+    if report.changed() || report.failed() {
+        tracing::info!(
+            app = options.app,
+            objects = desired.len(),
+            created = report.count(Action::Created),
+            configured = report.count(Action::Configured),
+            pruned = report.count(Action::Pruned),
+            failed = report.count(Action::Failed),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "sync finished"
+        );
+    }
     Ok(report)
+}
+
+/// The live object named by `id` as `kind` addresses it: from the caller's view when
+/// it knows, else from the server.
+async fn read_live(
+    cluster: &Cluster,
+    options: &SyncOptions<'_>,
+    kind: &Resolved,
+    id: &ObjectId,
+) -> Result<Option<Value>, ClusterError> {
+    let namespace = namespace_of(kind, id);
+    if let Some(view) = options.live {
+        let key = ObjectKey {
+            group: id.group.clone(),
+            kind: id.kind.clone(),
+            namespace: namespace.map(str::to_string),
+            name: id.name.clone(),
+        };
+        if let Some(known) = view.lookup(&key) {
+            return Ok(known);
+        }
+    }
+    cluster.get(kind, namespace, &id.name).await
 }
 
 /// Resolves every kind and reads every desired object's live state.
@@ -325,11 +373,7 @@ async fn observe<'m>(
             let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
             async move {
                 let live = match &kind {
-                    Some(kind) => {
-                        cluster
-                            .get(kind, namespace_of(kind, &manifest.id), &manifest.id.name)
-                            .await?
-                    }
+                    Some(kind) => read_live(cluster, options, kind, &manifest.id).await?,
                     None => None,
                 };
                 Ok::<_, ClusterError>(Item {
@@ -358,7 +402,7 @@ async fn decide(
     options: &SyncOptions<'_>,
 ) {
     let crd_kinds = crd_kinds(items.iter().map(|i| i.manifest));
-    let namespaces = namespaces_present(cluster, items).await;
+    let namespaces = namespaces_present(cluster, options, items).await;
     for item in items.iter_mut() {
         let id = &item.manifest.id;
         let namespaced = match &item.kind {
@@ -445,7 +489,7 @@ async fn dry_run(
             None => Plan::Create,
             Some(live) => match diff(id, Some(&answer), Some(live), diff_options) {
                 Drift::InSync => Plan::Unchanged,
-                drift => Plan::Configure(describe_changes(&drift)),
+                drift => Plan::Configure(describe_changes(&drift), drift.changes().to_vec()),
             },
         },
         Err(err) if item.live.is_some() && is_immutable(&err) && options.replace_immutable => {
@@ -504,7 +548,7 @@ async fn apply_steps(
                         item.latest = Some(answer);
                     }
                     let message = match &item.plan {
-                        Plan::Configure(m) | Plan::Replace(m) => m.clone(),
+                        Plan::Configure(m, _) | Plan::Replace(m) => m.clone(),
                         _ => String::new(),
                     };
                     item.result = Some((action, message));
@@ -617,7 +661,7 @@ async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) 
     let action = match &item.plan {
         Plan::Unchanged => return Ok((Action::Unchanged, None)),
         Plan::Create => Action::Created,
-        Plan::Configure(_) => Action::Configured,
+        Plan::Configure(..) => Action::Configured,
         Plan::Replace(_) => {
             let namespace = namespace_of(kind, id);
             cluster
@@ -776,9 +820,7 @@ async fn prune_all(
         let Some(kind) = cluster.resolve(&gvk_of(&id)).await? else {
             continue; // its kind is gone, and the object with it
         };
-        let live = cluster
-            .get(&kind, namespace_of(&kind, &id), &id.name)
-            .await?;
+        let live = read_live(cluster, options, &kind, &id).await?;
         match prune::verdict(options.app, live.as_ref()) {
             prune::Verdict::Gone => {}
             verdict => judged.push((id, kind, verdict)),
@@ -855,6 +897,7 @@ async fn prune_all(
             action,
             health: None,
             message,
+            changes: Vec::new(),
         });
     }
     Ok(kept)
@@ -918,7 +961,11 @@ async fn configmap_kind(cluster: &Cluster) -> Result<Resolved, SyncError> {
 /// Which namespaces the desired objects need exist: true when present, false when
 /// absent but created by this sync; namespaces neither present nor desired are left
 /// out.
-async fn namespaces_present(cluster: &Cluster, items: &[Item<'_>]) -> HashMap<String, bool> {
+async fn namespaces_present(
+    cluster: &Cluster,
+    options: &SyncOptions<'_>,
+    items: &[Item<'_>],
+) -> HashMap<String, bool> {
     let mut present = HashMap::new();
     for item in items {
         let id = &item.manifest.id;
@@ -936,7 +983,14 @@ async fn namespaces_present(cluster: &Cluster, items: &[Item<'_>]) -> HashMap<St
         .filter(|ns| !present.contains_key(*ns))
         .collect();
     for ns in wanted {
-        if let Ok(Some(_)) = cluster.get(&kind, None, ns).await {
+        let id = ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: ns.clone(),
+        };
+        if let Ok(Some(_)) = read_live(cluster, options, &kind, &id).await {
             present.insert(ns.clone(), true);
         }
     }
@@ -1047,6 +1101,10 @@ fn finish(items: Vec<Item<'_>>, why: &str) -> Vec<ObjectResult> {
     items
         .into_iter()
         .map(|item| {
+            let changes = match &item.plan {
+                Plan::Configure(_, changes) => changes.clone(),
+                _ => Vec::new(),
+            };
             let (action, message) = match (item.result, item.plan) {
                 (Some(result), _) => result,
                 (None, Plan::Failed(message)) => (Action::Failed, message),
@@ -1054,7 +1112,7 @@ fn finish(items: Vec<Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 (None, Plan::Unchanged) => (Action::Unchanged, String::new()),
                 (None, _) if !why.is_empty() => (Action::Skipped, why.to_string()),
                 (None, Plan::Create) => (Action::Created, String::new()),
-                (None, Plan::Configure(m)) => (Action::Configured, m),
+                (None, Plan::Configure(m, _)) => (Action::Configured, m),
                 (None, Plan::Replace(m)) => (Action::Replaced, m),
                 (None, Plan::Deferred(need)) => (
                     Action::Created,
@@ -1075,6 +1133,7 @@ fn finish(items: Vec<Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 action,
                 health,
                 message,
+                changes,
             }
         })
         .collect()

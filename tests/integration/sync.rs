@@ -155,6 +155,13 @@ async fn a_whole_revision_syncs_in_one_run_and_a_second_sync_writes_nothing() {
         "an in-sync app is written to: {:?}",
         sandbox.sandbox.requests()
     );
+    // Known unchanged without asking the server: not even a dry run.
+    assert_eq!(
+        sandbox.sandbox.requests().verb("dryrun:patch"),
+        0,
+        "{:?}",
+        sandbox.sandbox.requests()
+    );
 
     let diff = tether(
         &sandbox,

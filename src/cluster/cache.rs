@@ -1,0 +1,280 @@
+//! A watch-fed cache of the objects tether manages: one watch per kind, with the
+//! label selector `app.kubernetes.io/managed-by=tether` (Namespaces unfiltered, since
+//! an app may use a namespace it does not own). A pass of an app in sync reads its
+//! live objects here and makes no request; a change to any of them wakes its app.
+//!
+//! Objects are kept as the server sent them, managedFields included: sync needs them
+//! to know, without a dry run, that an apply would change nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{Cluster, Resolved};
+use crate::manifest::ObjectKey;
+
+/// The label every object tether applies carries (see `reconcile::observe`).
+const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=tether";
+/// The label naming an object's app.
+const APP_LABEL: &str = "tether.dev/app";
+/// How long a first pass waits for a new watch's initial list before reading the
+/// server directly instead.
+const INITIAL_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Events waiting for slow subscribers; a subscriber that falls behind resyncs.
+const EVENT_BUFFER: usize = 4096;
+
+/// A managed object changed (or was deleted): which app it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub app: Option<String>,
+    pub key: ObjectKey,
+}
+
+/// Kinds are keyed by (group, kind): one stored object, whatever version addresses it.
+type GroupKind = (String, String);
+
+struct Inner {
+    cluster: Arc<Cluster>,
+    objects: RwLock<HashMap<ObjectKey, Value>>,
+    /// Kinds whose watch has delivered its initial list, with a flag per watch.
+    kinds: Mutex<HashMap<GroupKind, watch::Receiver<bool>>>,
+    events: broadcast::Sender<Changed>,
+    shutdown: CancellationToken,
+}
+
+/// The cache; cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+impl Cache {
+    pub fn new(cluster: Arc<Cluster>, shutdown: CancellationToken) -> Cache {
+        Cache {
+            inner: Arc::new(Inner {
+                cluster,
+                objects: RwLock::new(HashMap::new()),
+                kinds: Mutex::new(HashMap::new()),
+                events: broadcast::channel(EVENT_BUFFER).0,
+                shutdown,
+            }),
+        }
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.inner.cluster
+    }
+
+    /// Changes to managed objects, as they arrive.
+    pub fn subscribe(&self) -> broadcast::Receiver<Changed> {
+        self.inner.events.subscribe()
+    }
+
+    /// Starts watching `kind` if nothing watches it yet, and waits (bounded) for its
+    /// initial list. Returns whether the kind is now synced.
+    pub async fn watch(&self, group: &str, kind_name: &str, kind: &Resolved) -> bool {
+        let key = (group.to_string(), kind_name.to_string());
+        let mut synced = {
+            let mut kinds = self
+                .inner
+                .kinds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match kinds.get(&key) {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(false);
+                    kinds.insert(key.clone(), rx.clone());
+                    self.spawn_watch(key, kind.clone(), tx);
+                    rx
+                }
+            }
+        };
+        if *synced.borrow() {
+            return true;
+        }
+        matches!(
+            tokio::time::timeout(INITIAL_LIST_TIMEOUT, synced.wait_for(|s| *s)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Whether every kind watched so far has delivered its initial list.
+    pub fn synced(&self) -> bool {
+        self.inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .all(|rx| *rx.borrow())
+    }
+
+    /// How many objects are held.
+    pub fn len(&self) -> usize {
+        self.inner
+            .objects
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn is_synced(&self, group: &str, kind: &str) -> bool {
+        self.inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(group.to_string(), kind.to_string()))
+            .is_some_and(|rx| *rx.borrow())
+    }
+
+    fn spawn_watch(&self, gk: GroupKind, kind: Resolved, synced: watch::Sender<bool>) {
+        let inner = self.inner.clone();
+        let api: Api<DynamicObject> = Api::all_with(inner.cluster.client().clone(), &kind.resource);
+        let config = if gk.0.is_empty() && gk.1 == "Namespace" {
+            watcher::Config::default()
+        } else {
+            watcher::Config::default().labels(MANAGED_SELECTOR)
+        };
+        tokio::spawn(async move {
+            let stream = watcher::watcher(api, config).default_backoff();
+            futures::pin_mut!(stream);
+            // Objects listed since the last Init: at InitDone they replace the kind's.
+            let mut listing: Option<HashMap<ObjectKey, Value>> = None;
+            loop {
+                let event = tokio::select! {
+                    _ = inner.shutdown.cancelled() => return,
+                    event = stream.next() => event,
+                };
+                let Some(event) = event else { return };
+                match event {
+                    Ok(Event::Init) => listing = Some(HashMap::new()),
+                    Ok(Event::InitApply(object)) => {
+                        if let Some((key, value)) = keyed(&gk, &kind, object) {
+                            listing.get_or_insert_with(HashMap::new).insert(key, value);
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        let listed = listing.take().unwrap_or_default();
+                        let changed = replace_kind(&inner, &gk, listed);
+                        for change in changed {
+                            let _ = inner.events.send(change);
+                        }
+                        synced.send_replace(true);
+                    }
+                    Ok(Event::Apply(object)) => {
+                        if let Some((key, value)) = keyed(&gk, &kind, object) {
+                            let app = app_of(&value);
+                            inner
+                                .objects
+                                .write()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(key.clone(), value);
+                            let _ = inner.events.send(Changed { app, key });
+                        }
+                    }
+                    Ok(Event::Delete(object)) => {
+                        if let Some((key, value)) = keyed(&gk, &kind, object) {
+                            inner
+                                .objects
+                                .write()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&key);
+                            let _ = inner.events.send(Changed {
+                                app: app_of(&value),
+                                key,
+                            });
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(kind = %gk.1, group = %gk.0, error = %err, "watch failed; retrying");
+                    }
+                }
+            }
+        });
+    }
+}
+
+impl crate::sync::LiveObjects for Cache {
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>> {
+        if !self.is_synced(&key.group, &key.kind) {
+            return None;
+        }
+        let objects = self
+            .inner
+            .objects
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        // An object absent here may still exist unlabelled (one tether is about to
+        // adopt): sync then plans a create, which server-side apply turns into an
+        // update of the existing object, labels included.
+        Some(objects.get(key).cloned())
+    }
+}
+
+fn keyed(gk: &GroupKind, kind: &Resolved, object: DynamicObject) -> Option<(ObjectKey, Value)> {
+    let name = object.metadata.name.clone()?;
+    let key = ObjectKey {
+        group: gk.0.clone(),
+        kind: gk.1.clone(),
+        namespace: object.metadata.namespace.clone(),
+        name,
+    };
+    let mut value = serde_json::to_value(object).ok()?;
+    // A list's items may carry no apiVersion and kind; the watch knows them.
+    if let Some(map) = value.as_object_mut() {
+        map.entry("apiVersion")
+            .or_insert_with(|| kind.resource.api_version.clone().into());
+        map.entry("kind")
+            .or_insert_with(|| kind.resource.kind.clone().into());
+    }
+    Some((key, value))
+}
+
+fn app_of(value: &Value) -> Option<String> {
+    value
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(APP_LABEL))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Replaces every object of one kind with a fresh listing; returns what changed.
+fn replace_kind(
+    inner: &Inner,
+    gk: &GroupKind,
+    listed: HashMap<ObjectKey, Value>,
+) -> Vec<Changed> {
+    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let mut changed = Vec::new();
+    let stale: Vec<ObjectKey> = objects
+        .keys()
+        .filter(|k| k.group == gk.0 && k.kind == gk.1 && !listed.contains_key(*k))
+        .cloned()
+        .collect();
+    for key in stale {
+        let app = objects.remove(&key).as_ref().and_then(app_of);
+        changed.push(Changed { app, key });
+    }
+    for (key, value) in listed {
+        if objects.get(&key) != Some(&value) {
+            changed.push(Changed {
+                app: app_of(&value),
+                key: key.clone(),
+            });
+            objects.insert(key, value);
+        }
+    }
+    changed
+}
