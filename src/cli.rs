@@ -77,6 +77,58 @@ pub enum Command {
     /// on success, 1 when an object failed, prune was refused or health failed, 2 on
     /// bad input.
     Sync(SyncArgs),
+
+    /// Run the reconciler: keep every app in the configuration in sync, forever.
+    ///
+    /// Serves the status API, /healthz, /readyz, /metrics and the Git providers'
+    /// webhooks on `server.listen`. SIGHUP reloads the configuration (an invalid one is
+    /// refused and the running one kept); SIGTERM stops after passes in flight.
+    Serve(ServeArgs),
+
+    /// Show where each app of a running `tether serve` stands.
+    ///
+    /// Exits 0 when every app is Synced and Healthy, 1 otherwise, 2 when the server
+    /// cannot be reached.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The configuration file (YAML; see README for every option).
+    #[arg(long)]
+    pub config: PathBuf,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Only the holder of a coordination.k8s.io Lease writes (for several replicas).
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// Where Git clones are kept.
+    #[arg(long, env = "TETHER_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The URL of a running `tether serve`.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "TETHER_SERVER")]
+    pub server: String,
+
+    /// One app only.
+    #[arg(long)]
+    pub app: Option<String>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = StatusFormat::Table)]
+    pub output: StatusFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -363,6 +415,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Source(args) => run_source(args).await,
         Command::Diff(args) => run_diff(args).await,
         Command::Sync(args) => run_sync(args).await,
+        Command::Serve(args) => run_serve(args).await,
+        Command::Status(args) => run_status(args).await,
     }
 }
 
@@ -496,6 +550,64 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
     };
     write_stdout(&out)?;
     Ok(if report.failed() { EXIT_FAILED } else { 0 })
+}
+
+async fn run_serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let options = crate::reconcile::service::ServeOptions {
+        config: args.config,
+        kubeconfig: args.cluster.kubeconfig,
+        context: args.cluster.context,
+        cache_dir: args.cache_dir,
+        leader_elect: args.leader_elect,
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    match crate::reconcile::service::serve(options, shutdown).await {
+        Ok(()) => Ok(0),
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(EXIT_ERROR)
+        }
+    }
+}
+
+async fn run_status(args: StatusArgs) -> anyhow::Result<u8> {
+    let base = args.server.trim_end_matches('/');
+    let url = match &args.app {
+        Some(app) => format!("{base}/api/v1/apps/{app}"),
+        None => format!("{base}/api/v1/apps"),
+    };
+    let answer = match reqwest::get(&url).await {
+        Ok(answer) => answer,
+        Err(err) => {
+            eprintln!("error: cannot reach {base}: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    if !answer.status().is_success() {
+        let code = answer.status();
+        let body = answer.text().await.unwrap_or_default();
+        eprintln!("error: {url}: {code}: {}", body.trim());
+        return Ok(EXIT_ERROR);
+    }
+    let body: serde_json::Value = answer.json().await?;
+    let apps: Vec<serde_json::Value> = match &args.app {
+        Some(_) => vec![body.clone()],
+        None => body["apps"].as_array().cloned().unwrap_or_default(),
+    };
+    let out = match args.output {
+        StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&body)?),
+        StatusFormat::Table => crate::report::status::render_table(&apps),
+    };
+    write_stdout(&out)?;
+    let all_good = apps
+        .iter()
+        .all(|a| a["sync"] == "Synced" && a["health"] == "Healthy");
+    Ok(if all_good { 0 } else { EXIT_FAILED })
 }
 
 /// Exit code of `tether sync` when an object failed, prune was refused or the app

@@ -1,5 +1,9 @@
 //! The level-triggered loop: triggers, backoff, policies, sync windows, leadership.
 
+pub mod app;
 pub mod backoff;
+pub mod leader;
 pub mod observe;
+pub mod service;
+pub mod status;
 pub mod windows;

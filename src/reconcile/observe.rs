@@ -128,21 +128,7 @@ pub async fn read_desired(
         }
         DesiredInput::Git { cache, source } => {
             let revision = cache.sync(source).await?;
-            let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
-            let manifests = tokio::task::spawn_blocking(move || {
-                let files = cache
-                    .read_files(&source, &at)
-                    .map_err(ObserveError::Source)?;
-                let files: Vec<(String, Vec<u8>)> =
-                    files.into_iter().map(|f| (f.path, f.bytes)).collect();
-                let options = ParseOptions {
-                    default_namespace: &default_namespace,
-                    ..ParseOptions::default()
-                };
-                parse_files(&files, &options).map_err(ObserveError::Desired)
-            })
-            .await
-            .map_err(|e| ObserveError::Internal(e.to_string()))??;
+            let manifests = read_revision(cache, source, &revision, &default_namespace).await?;
             (Some(revision), manifests)
         }
     };
@@ -153,6 +139,30 @@ pub async fn read_desired(
         revision,
         manifests,
     })
+}
+
+/// The manifests of a source at a revision already fetched (no network).
+pub async fn read_revision(
+    cache: &SourceCache,
+    source: &Source,
+    revision: &Revision,
+    default_namespace: &str,
+) -> Result<ManifestSet, ObserveError> {
+    let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
+    let default_namespace = default_namespace.to_string();
+    tokio::task::spawn_blocking(move || {
+        let files = cache
+            .read_files(&source, &at)
+            .map_err(ObserveError::Source)?;
+        let files: Vec<(String, Vec<u8>)> = files.into_iter().map(|f| (f.path, f.bytes)).collect();
+        let options = ParseOptions {
+            default_namespace: &default_namespace,
+            ..ParseOptions::default()
+        };
+        parse_files(&files, &options).map_err(ObserveError::Desired)
+    })
+    .await
+    .map_err(|e| ObserveError::Internal(e.to_string()))?
 }
 
 /// Adds the ownership labels an applied object carries, so they are part of what is

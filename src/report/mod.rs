@@ -5,4 +5,5 @@ pub mod commit_status;
 pub mod delivery;
 pub mod drift;
 pub mod notify;
+pub mod status;
 pub mod sync;

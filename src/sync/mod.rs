@@ -368,7 +368,11 @@ async fn observe<'m>(
             slot.insert(resolved);
         }
     }
-    let items: Vec<Item<'m>> = futures::stream::iter(&desired.objects)
+    // Futures built eagerly, then driven together: with a stream of closures over
+    // borrowed items the compiler cannot prove the sync future Send.
+    let reads: Vec<_> = desired
+        .objects
+        .iter()
         .map(|manifest| {
             let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
             async move {
@@ -386,6 +390,8 @@ async fn observe<'m>(
                 })
             }
         })
+        .collect();
+    let items: Vec<Item<'m>> = futures::stream::iter(reads)
         .buffered(options.concurrency.max(1))
         .collect::<Vec<_>>()
         .await
@@ -457,11 +463,14 @@ async fn decide(
     let checks: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].plan == Plan::Create)
         .collect();
-    let answers: Vec<(usize, Plan)> = futures::stream::iter(checks)
+    let runs: Vec<_> = checks
+        .into_iter()
         .map(|i| {
             let item = &items[i];
             async move { (i, dry_run(cluster, item, diff_options, options).await) }
         })
+        .collect();
+    let answers: Vec<(usize, Plan)> = futures::stream::iter(runs)
         .buffer_unordered(options.concurrency.max(1))
         .collect()
         .await;
@@ -530,12 +539,17 @@ async fn apply_steps(
         {
             return Ok(());
         }
-        let results: Vec<(usize, Executed)> = futures::stream::iter(step.objects.iter().copied())
-            .filter(|&i| std::future::ready(items[i].result.is_none()))
+        let writes: Vec<_> = step
+            .objects
+            .iter()
+            .copied()
+            .filter(|&i| items[i].result.is_none())
             .map(|i| {
                 let item = &items[i];
                 async move { (i, execute(cluster, item, options).await) }
             })
+            .collect();
+        let results: Vec<(usize, Executed)> = futures::stream::iter(writes)
             .buffer_unordered(options.concurrency.max(1))
             .collect()
             .await;
@@ -630,11 +644,14 @@ async fn validate_deferred(
         }
         ready.push(i);
     }
-    let answers: Vec<(usize, Plan)> = futures::stream::iter(ready)
+    let runs: Vec<_> = ready
+        .into_iter()
         .map(|i| {
             let item = &items[i];
             async move { (i, dry_run(cluster, item, diff_options, options).await) }
         })
+        .collect();
+    let answers: Vec<(usize, Plan)> = futures::stream::iter(runs)
         .buffer_unordered(options.concurrency.max(1))
         .collect()
         .await;

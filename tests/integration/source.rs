@@ -3,10 +3,9 @@
 //! provider's signature scheme and documented payload shapes.
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -19,7 +18,7 @@ use tether::source::{
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::support::git;
+use crate::support::{GitDaemon, git, wait_for_port};
 
 // ---------------------------------------------------------------------------------
 // Real git, real servers
@@ -68,73 +67,6 @@ impl Origin {
 
     fn file_url(&self) -> String {
         format!("file://{}", self.repo.display())
-    }
-}
-
-fn git_daemon_binary() -> PathBuf {
-    let out = Command::new("git")
-        .arg("--exec-path")
-        .output()
-        .expect("git --exec-path");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server on {port} never came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A real `git daemon` serving `root`, killed by PID on drop.
-struct GitDaemon {
-    child: Child,
-    port: u16,
-}
-
-impl GitDaemon {
-    fn start(root: &Path) -> Self {
-        let port = free_port();
-        // `git daemon` would run git-daemon as a child and leave it behind when
-        // killed: start the daemon itself so its PID is the one we kill.
-        let child = Command::new(git_daemon_binary())
-            .args([
-                "--reuseaddr",
-                "--export-all",
-                "--listen=127.0.0.1",
-                &format!("--port={port}"),
-                &format!("--base-path={}", root.display()),
-                &root.display().to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git daemon");
-        wait_for_port(port);
-        GitDaemon { child, port }
-    }
-
-    fn url(&self, name: &str) -> String {
-        format!("git://127.0.0.1:{}/{name}", self.port)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

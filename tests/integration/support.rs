@@ -3,9 +3,10 @@
 //! HTTPS client that trusts the sandbox's CA and sends its token.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::sync::Once;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use reqwest::{Method, StatusCode};
@@ -384,5 +385,105 @@ pub async fn tether(sandbox: &TestSandbox, command: &str, args: &[&str]) -> Run 
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Real git servers
+
+fn git_daemon_binary() -> PathBuf {
+    let out = Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .expect("git --exec-path");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server on {port} never came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A real `git daemon` serving `root`, killed by PID on drop.
+pub struct GitDaemon {
+    child: Child,
+    port: u16,
+}
+
+impl GitDaemon {
+    pub fn start(root: &Path) -> Self {
+        let port = free_port();
+        // `git daemon` would run git-daemon as a child and leave it behind when
+        // killed: start the daemon itself so its PID is the one we kill.
+        let child = Command::new(git_daemon_binary())
+            .args([
+                "--reuseaddr",
+                "--export-all",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", root.display()),
+                &root.display().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start git daemon");
+        wait_for_port(port);
+        GitDaemon { child, port }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("git://127.0.0.1:{}/{name}", self.port)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A Git repository on disk to commit manifests into (branch `main`).
+pub struct GitRepo {
+    pub dir: PathBuf,
+}
+
+impl GitRepo {
+    pub fn init(dir: PathBuf) -> GitRepo {
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        git(&dir, &["init", "-q", "-b", "main"]);
+        GitRepo { dir }
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.dir.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, content).expect("write");
+    }
+
+    pub fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.dir.join(rel)).expect("remove");
+    }
+
+    /// Commits everything; returns the commit SHA.
+    pub fn commit(&self, subject: &str) -> String {
+        git(&self.dir, &["add", "-A"]);
+        git(&self.dir, &["commit", "-q", "--allow-empty", "-m", subject]);
+        git(&self.dir, &["rev-parse", "HEAD"])
     }
 }

@@ -1,0 +1,423 @@
+//! One app's worker: a level-triggered loop of passes. A pass reads the current
+//! revision's manifests, the live objects (from the watch cache), and syncs, or (when
+//! automation may not act) reports the drift the same sync would correct. Whatever
+//! woke it, a pass does the same thing; triggers arriving during a pass make one more.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use kube::core::GroupVersionKind;
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::leader::Leadership;
+use super::observe::{label_for_app, read_revision};
+use super::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
+use super::windows::{self, Verdict};
+use crate::cluster::Cluster;
+use crate::cluster::cache::Cache;
+use crate::config::AppConfig;
+use crate::diff::IgnoreRule;
+use crate::manifest::ManifestSet;
+use crate::metrics::METRICS;
+use crate::source::{SourceCache, SourceState};
+use crate::sync::inventory::Inventory;
+use crate::sync::{SyncOptions, sync};
+
+/// What every worker shares.
+pub struct Shared {
+    pub cluster: Arc<Cluster>,
+    pub cache: Cache,
+    pub sources: SourceCache,
+    pub statuses: Statuses,
+    pub leadership: Leadership,
+    pub inventory_namespace: String,
+    /// Bounds how many apps run a pass at once.
+    pub passes: Arc<Semaphore>,
+    pub resync_interval: Duration,
+}
+
+/// A running worker.
+pub struct AppHandle {
+    pub config: AppConfig,
+    wake: Arc<Notify>,
+    sync_requested: Arc<AtomicBool>,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl AppHandle {
+    /// Asks for one more pass (coalesced with any other request).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// A manual sync: one pass that acts even when automated sync is off.
+    pub fn request_sync(&self) {
+        self.sync_requested.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// Stops the worker after its current pass; waits at most `grace` for it.
+    pub async fn stop(self, grace: Duration) {
+        self.cancel.cancel();
+        let mut task = self.task;
+        if tokio::time::timeout(grace, &mut task).await.is_err() {
+            tracing::warn!(app = %self.config.name, "pass did not finish in time; stopping it");
+            task.abort();
+        }
+    }
+}
+
+/// Starts the worker of `config`, driven by `source` (the app's Git source watcher).
+pub fn spawn(
+    config: AppConfig,
+    shared: Arc<Shared>,
+    source: watch::Receiver<SourceState>,
+    cancel: CancellationToken,
+) -> AppHandle {
+    let wake = Arc::new(Notify::new());
+    let sync_requested = Arc::new(AtomicBool::new(false));
+    let worker = Worker {
+        rules: config.ignore_rules(),
+        config: config.clone(),
+        shared,
+        source,
+        wake: wake.clone(),
+        sync_requested: sync_requested.clone(),
+        parsed: None,
+        inventory: None,
+        synced_revision: None,
+        stalled_on: None,
+        backoff: Backoff::new(),
+        retry_at: None,
+        watched: HashSet::new(),
+    };
+    let task = tokio::spawn(worker.run(cancel.clone()));
+    AppHandle {
+        config,
+        wake,
+        sync_requested,
+        cancel,
+        task,
+    }
+}
+
+struct Worker {
+    config: AppConfig,
+    rules: Vec<IgnoreRule>,
+    shared: Arc<Shared>,
+    source: watch::Receiver<SourceState>,
+    wake: Arc<Notify>,
+    sync_requested: Arc<AtomicBool>,
+    /// The manifests of the last revision read, by commit.
+    parsed: Option<(String, Arc<ManifestSet>)>,
+    /// The inventory as last written (or read) by this worker.
+    inventory: Option<Inventory>,
+    /// The revision last applied in full.
+    synced_revision: Option<String>,
+    /// A revision that cannot be synced (invalid manifests): not retried until the
+    /// source moves.
+    stalled_on: Option<String>,
+    backoff: Backoff,
+    retry_at: Option<Instant>,
+    watched: HashSet<GroupVersionKind>,
+}
+
+/// Why a pass failed, and whether a retry can help.
+struct Failure {
+    message: String,
+    retryable: bool,
+}
+
+impl Worker {
+    async fn run(mut self, cancel: CancellationToken) {
+        let mut leadership = self.shared.leadership.clone();
+        let mut next_resync = Instant::now() + self.shared.resync_interval;
+        loop {
+            let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
+                .and_then(|at| (at - Utc::now()).to_std().ok())
+                .map(|d| Instant::now() + d);
+            let deadline = [Some(next_resync), self.retry_at, windows_change]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(next_resync);
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                changed = self.source.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = self.wake.notified() => {}
+                _ = leadership.changed() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+            if cancel.is_cancelled() {
+                return;
+            }
+            let Ok(_permit) = self.shared.passes.clone().acquire_owned().await else {
+                return;
+            };
+            if self.retry_at.is_some_and(|at| at > Instant::now())
+                && self.source.borrow().revision.as_ref().map(|r| &r.sha)
+                    == self.parsed.as_ref().map(|(sha, _)| sha)
+                && !self.sync_requested.load(Ordering::SeqCst)
+            {
+                // Backing off: live changes and resyncs wait for the retry.
+                continue;
+            }
+            self.pass().await;
+            next_resync = Instant::now() + self.shared.resync_interval;
+        }
+    }
+
+    async fn pass(&mut self) {
+        let started = Instant::now();
+        let state = self.source.borrow_and_update().clone();
+        let name = self.config.name.clone();
+        let Some(revision) = state.revision else {
+            let reason = state
+                .status
+                .message
+                .clone()
+                .unwrap_or_else(|| "the source has not been fetched yet".into());
+            self.shared.statuses.update(&name, |s| {
+                s.sync = SyncStatus::Unknown;
+                s.set_condition("SourceReady", "False", "FetchFailed", &reason, Utc::now());
+            });
+            return;
+        };
+        self.shared.statuses.update(&name, |s| {
+            s.revision = Some(RevisionInfo {
+                sha: revision.sha.clone(),
+                subject: revision.subject.clone(),
+            });
+            s.set_condition("SourceReady", "True", "Fetched", "", Utc::now());
+        });
+        if self.stalled_on.as_deref() == Some(revision.sha.as_str()) {
+            return;
+        }
+        let result = self.sync_revision(&revision.sha).await;
+        let took = started.elapsed();
+        let now = Utc::now();
+        let (result, error, changed) = match result {
+            Ok((changed, failed)) if failed.is_none() => {
+                self.backoff.reset();
+                self.retry_at = None;
+                (PassResult::Succeeded, None, changed)
+            }
+            Ok((changed, failed)) => (self.retry(), failed, changed),
+            Err(Failure {
+                message,
+                retryable: true,
+            }) => (self.retry(), Some(message), 0),
+            Err(Failure {
+                message,
+                retryable: false,
+            }) => {
+                self.stalled_on = Some(revision.sha.clone());
+                self.retry_at = None;
+                (PassResult::Stalled, Some(message), 0)
+            }
+        };
+        if result != PassResult::Succeeded {
+            tracing::warn!(app = %name, result = result.as_str(), error = error.as_deref().unwrap_or(""), "pass failed");
+        }
+        METRICS.pass(&name, result.as_str(), took);
+        let retry_at = self.retry_at;
+        self.shared.statuses.update(&name, |s| {
+            s.last_pass = Some(PassInfo {
+                finished_at: now,
+                duration_ms: took.as_millis() as u64,
+                result,
+                error: error.clone(),
+                changed,
+            });
+            s.next_attempt = retry_at.map(|at| now + (at - Instant::now()));
+            let (stalled, reason) = match result {
+                PassResult::Stalled => ("True", "Stalled"),
+                _ => ("False", result.as_str()),
+            };
+            s.set_condition(
+                "Stalled",
+                stalled,
+                reason,
+                error.as_deref().filter(|_| stalled == "True").unwrap_or(""),
+                now,
+            );
+            if result != PassResult::Succeeded && s.last_pass.is_some() && s.drifted.is_empty() {
+                s.sync = SyncStatus::Unknown;
+            }
+            METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
+        });
+    }
+
+    /// Schedules the next attempt after a failure.
+    fn retry(&mut self) -> PassResult {
+        let delay = self.backoff.next_delay();
+        self.retry_at = Some(Instant::now() + delay);
+        PassResult::Failed
+    }
+
+    /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed and,
+    /// when some failed, why.
+    async fn sync_revision(&mut self, sha: &str) -> Result<(usize, Option<String>), Failure> {
+        let desired = self.desired(sha).await?;
+        self.watch_kinds(&desired).await;
+        let automation = self.automation(sha);
+        let acting = automation.acting;
+        let manual = self.sync_requested.swap(false, Ordering::SeqCst);
+        let options = SyncOptions {
+            inventory_namespace: &self.shared.inventory_namespace,
+            force: self.config.sync.force,
+            prune: self.config.sync.prune,
+            allow_mass_prune: self.config.sync.allow_mass_prune,
+            dry_run: !acting,
+            rules: &self.rules,
+            live: Some(&self.shared.cache),
+            inventory: self.inventory.as_ref(),
+            ..SyncOptions::new(&self.config.name)
+        };
+        let report = sync(&self.shared.cluster, &desired, Some(sha), &options)
+            .await
+            .map_err(|err| Failure {
+                retryable: err.is_retryable(),
+                message: err.to_string(),
+            })?;
+        if manual && !acting {
+            // Asked for but not allowed: keep the request until it may act.
+            self.sync_requested.store(true, Ordering::SeqCst);
+        }
+        self.inventory = Some(report.inventory.clone());
+        if acting && !report.failed() {
+            self.synced_revision = Some(sha.to_string());
+        }
+        let changed = if acting {
+            report.objects.iter().filter(|o| matches!(o.action,
+                crate::sync::Action::Created | crate::sync::Action::Configured | crate::sync::Action::Replaced | crate::sync::Action::Pruned)).count()
+        } else {
+            0
+        };
+        let failed = report.failed().then(|| {
+            let failures: Vec<String> = report
+                .objects
+                .iter()
+                .filter(|o| o.action == crate::sync::Action::Failed)
+                .map(|o| format!("{}: {}", o.id, o.message))
+                .chain(report.prune_refused.clone())
+                .collect();
+            failures.join("; ")
+        });
+        let now = Utc::now();
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.record_sync(&report, now);
+            s.automation = automation;
+        });
+        Ok((changed, failed))
+    }
+
+    /// The manifests at `sha`, parsed once per revision.
+    async fn desired(&mut self, sha: &str) -> Result<Arc<ManifestSet>, Failure> {
+        if let Some((parsed, set)) = &self.parsed
+            && parsed == sha
+        {
+            return Ok(set.clone());
+        }
+        let source = self.config.source();
+        let revision = self
+            .source
+            .borrow()
+            .revision
+            .clone()
+            .filter(|r| r.sha == sha)
+            .ok_or_else(|| Failure {
+                message: "the revision moved during the pass".into(),
+                retryable: true,
+            })?;
+        let mut set = read_revision(
+            &self.shared.sources,
+            &source,
+            &revision,
+            &self.config.destination.namespace,
+        )
+        .await
+        .map_err(|err| Failure {
+            retryable: err.is_retryable(),
+            message: err.to_string(),
+        })?;
+        label_for_app(&mut set, &self.config.name);
+        let set = Arc::new(set);
+        self.parsed = Some((sha.to_string(), set.clone()));
+        Ok(set)
+    }
+
+    /// Starts watches for the kinds the app uses (and Namespaces), once each.
+    async fn watch_kinds(&mut self, desired: &ManifestSet) {
+        let mut kinds: Vec<GroupVersionKind> = desired
+            .objects
+            .iter()
+            .map(|m| GroupVersionKind::gvk(&m.id.group, &m.id.version, &m.id.kind))
+            .chain(self.inventory.iter().flat_map(|i| {
+                i.objects.iter().map(|e| {
+                    let id = e.id();
+                    GroupVersionKind::gvk(&id.group, &id.version, &id.kind)
+                })
+            }))
+            .collect();
+        kinds.push(GroupVersionKind::gvk("", "v1", "Namespace"));
+        for gvk in kinds {
+            if self.watched.contains(&gvk) {
+                continue;
+            }
+            if let Ok(Some(kind)) = self.shared.cluster.resolve(&gvk).await
+                && self.shared.cache.watch(&gvk.group, &gvk.kind, &kind).await
+            {
+                self.watched.insert(gvk);
+            }
+        }
+    }
+
+    /// Whether automation may correct drift now, and if not, why.
+    fn automation(&self, sha: &str) -> Automation {
+        let blocked = |reason: String| Automation {
+            acting: false,
+            reason: Some(reason),
+        };
+        let leadership = &self.shared.leadership;
+        if !leadership.is_leader() {
+            let leader = leadership
+                .holder()
+                .map(|h| format!(" (the leader is {h})"))
+                .unwrap_or_default();
+            return blocked(format!("this replica is not the leader{leader}"));
+        }
+        if self.config.suspend {
+            return blocked("suspended (suspend: true): drift is reported, not corrected".into());
+        }
+        if let Verdict::Closed { reason } = windows::verdict(&self.config.sync_windows, Utc::now())
+        {
+            return blocked(format!("sync window: {reason}"));
+        }
+        let manual = self.sync_requested.load(Ordering::SeqCst);
+        if !self.config.sync.automated && !manual {
+            return blocked("automated sync is off: drift is reported only".into());
+        }
+        let live_drift_only = self.synced_revision.as_deref() == Some(sha);
+        if live_drift_only && !self.config.sync.self_heal && !manual {
+            return blocked(
+                "self-heal is off: live changes are reported, not corrected".into(),
+            );
+        }
+        Automation {
+            acting: true,
+            reason: None,
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! `tether serve`: every app's worker, their sources, the watch cache, the HTTP
+//! server, leadership, configuration reloads on SIGHUP, and a graceful stop.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::app::{self, AppHandle, Shared};
+use super::leader::Leadership;
+use super::status::Statuses;
+use crate::cluster::cache::Cache;
+use crate::cluster::{Cluster, ClusterError};
+use crate::config::{AppConfig, Config, ConfigError};
+use crate::metrics::METRICS;
+use crate::server::{self, Control};
+use crate::source::{SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router};
+
+/// How long a stopping worker may take to finish its pass (in-flight applies).
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Where the service gets its configuration and cluster.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub config: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub cache_dir: Option<PathBuf>,
+    /// Elect a leader with a Lease (also on when the config says so).
+    pub leader_elect: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] ClusterError),
+    #[error("Git cache: {0}")]
+    Source(#[from] SourceError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// One running app: its worker and its source watcher.
+struct Running {
+    handle: AppHandle,
+    source_task: JoinHandle<()>,
+    source_cancel: CancellationToken,
+}
+
+/// The apps, shared by the reload logic and the HTTP server.
+struct Apps {
+    running: Mutex<HashMap<String, Running>>,
+    config_loaded: std::sync::atomic::AtomicBool,
+    caches: Mutex<Vec<Cache>>,
+    leadership: Leadership,
+}
+
+impl Control for Apps {
+    fn request_sync(&self, app: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(app) {
+            Some(r) => {
+                r.handle.request_sync();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn readiness(&self) -> Vec<(&'static str, bool)> {
+        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        vec![
+            (
+                "config loaded",
+                self.config_loaded.load(std::sync::atomic::Ordering::SeqCst),
+            ),
+            ("caches synced", caches.iter().all(Cache::synced)),
+            ("leadership known", self.leadership.is_known()),
+        ]
+    }
+}
+
+/// Runs the service until `shutdown` fires.
+pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
+    let config = Config::load(&options.config)?;
+    let sources = SourceCache::open(
+        options
+            .cache_dir
+            .clone()
+            .unwrap_or_else(SourceCache::default_dir),
+    )?;
+    let cluster = Arc::new(
+        Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
+    );
+    let leadership = Leadership::always();
+    let statuses = Statuses::default();
+    let triggers = Triggers::new();
+    let apps = Arc::new(Apps {
+        running: Mutex::new(HashMap::new()),
+        config_loaded: std::sync::atomic::AtomicBool::new(true),
+        caches: Mutex::new(Vec::new()),
+        leadership: leadership.clone(),
+    });
+    let workers = CancellationToken::new();
+    let mut contexts = Contexts {
+        options: options.clone(),
+        default: cluster,
+        shared: HashMap::new(),
+        sources,
+        statuses: statuses.clone(),
+        leadership,
+        passes: Arc::new(Semaphore::new(config.concurrency)),
+        workers: workers.clone(),
+        apps: apps.clone(),
+    };
+
+    let webhooks = webhook_router(WebhookState::new(
+        config.server.webhook_config()?,
+        triggers.clone(),
+    ));
+    let router = server::router(statuses.clone(), apps.clone(), webhooks);
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let server_stop = CancellationToken::new();
+    let server = {
+        let stop = server_stop.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(err) = served {
+                tracing::error!(error = %err, "HTTP server stopped");
+            }
+        })
+    };
+    tracing::info!(listen = %config.server.listen, apps = config.apps.len(), "tether serving");
+
+    let mut current = config;
+    contexts.start_all(&current, &triggers).await?;
+
+    let mut hangups = hangup_signals();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = hangups.recv() => {
+                match Config::load(&options.config) {
+                    Ok(next) => {
+                        contexts.reload(&current, &next, &triggers).await?;
+                        tracing::info!(apps = next.apps.len(), "configuration reloaded");
+                        current = next;
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "new configuration refused; keeping the running one");
+                    }
+                }
+            }
+        }
+    }
+
+    tracing::info!("stopping: finishing passes in flight");
+    let running: Vec<Running> = {
+        let mut map = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+        map.drain().map(|(_, r)| r).collect()
+    };
+    futures::future::join_all(running.into_iter().map(stop_app)).await;
+    workers.cancel();
+    server_stop.cancel();
+    let _ = server.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn stop_app(running: Running) {
+    running.source_cancel.cancel();
+    running.handle.stop(STOP_GRACE).await;
+    running.source_task.abort();
+}
+
+/// The clusters apps sync to, one per kubeconfig context, each with its watch cache.
+struct Contexts {
+    options: ServeOptions,
+    default: Arc<Cluster>,
+    shared: HashMap<Option<String>, Arc<Shared>>,
+    sources: SourceCache,
+    statuses: Statuses,
+    leadership: Leadership,
+    passes: Arc<Semaphore>,
+    workers: CancellationToken,
+    apps: Arc<Apps>,
+}
+
+impl Contexts {
+    async fn shared(
+        &mut self,
+        context: Option<&String>,
+        config: &Config,
+    ) -> Result<Arc<Shared>, ServeError> {
+        let key = context.cloned();
+        if let Some(shared) = self.shared.get(&key) {
+            return Ok(shared.clone());
+        }
+        let cluster = match context {
+            None => self.default.clone(),
+            Some(context) => Arc::new(
+                Cluster::connect(self.options.kubeconfig.as_deref(), Some(context)).await?,
+            ),
+        };
+        let cache = Cache::new(cluster.clone(), self.workers.child_token());
+        self.apps
+            .caches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cache.clone());
+        spawn_dispatcher(cache.clone(), self.apps.clone(), self.workers.child_token());
+        let shared = Arc::new(Shared {
+            cluster,
+            cache,
+            sources: self.sources.clone(),
+            statuses: self.statuses.clone(),
+            leadership: self.leadership.clone(),
+            inventory_namespace: config.inventory_namespace.clone(),
+            passes: self.passes.clone(),
+            resync_interval: config.resync_interval,
+        });
+        self.shared.insert(key, shared.clone());
+        Ok(shared)
+    }
+
+    async fn start_all(&mut self, config: &Config, triggers: &Triggers) -> Result<(), ServeError> {
+        for app in &config.apps {
+            self.start(app, config, triggers).await?;
+        }
+        Ok(())
+    }
+
+    async fn start(
+        &mut self,
+        app: &AppConfig,
+        config: &Config,
+        triggers: &Triggers,
+    ) -> Result<(), ServeError> {
+        let shared = self
+            .shared(app.destination.context.as_ref(), config)
+            .await?;
+        let source = app.source();
+        let trigger = triggers.register(&source);
+        let source_cancel = self.workers.child_token();
+        let (rx, source_task) = SourceWatcher::spawn(
+            self.sources.clone(),
+            source,
+            app.poll_config(),
+            trigger,
+            source_cancel.clone(),
+        );
+        let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
+        self.statuses.update(&app.name, |_| {});
+        self.apps
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                app.name.clone(),
+                Running {
+                    handle,
+                    source_task,
+                    source_cancel,
+                },
+            );
+        Ok(())
+    }
+
+    /// Applies a new configuration: apps removed stop, apps added start, apps changed
+    /// restart; apps unchanged keep running undisturbed.
+    async fn reload(
+        &mut self,
+        old: &Config,
+        new: &Config,
+        triggers: &Triggers,
+    ) -> Result<(), ServeError> {
+        if old.server != new.server {
+            tracing::warn!("server settings (listen address, webhook secrets) change at the next restart");
+        }
+        for app in &old.apps {
+            if new.app(&app.name) == Some(app) {
+                continue;
+            }
+            let running = self
+                .apps
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&app.name);
+            if let Some(running) = running {
+                triggers.unregister(&app.source());
+                stop_app(running).await;
+            }
+            if new.app(&app.name).is_none() {
+                self.statuses.remove(&app.name);
+                METRICS.forget_app(&app.name);
+            }
+        }
+        for app in &new.apps {
+            if old.app(&app.name) != Some(app) {
+                self.start(app, new, triggers).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Wakes the app whose object changed.
+fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
+    let mut events = cache.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                _ = cancel.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(changed) => {
+                    let Some(app) = changed.app else { continue };
+                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(r) = running.get(&app) {
+                        r.handle.wake();
+                    }
+                }
+                // Fell behind: some changes are unknown, so every app takes a pass.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    running.values().for_each(|r| r.handle.wake());
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// SIGHUP deliveries (none where there are no signals).
+fn hangup_signals() -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    if tx.send(()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
+}
+

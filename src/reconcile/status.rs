@@ -1,0 +1,316 @@
+//! Where each app stands, as the status API shows it: sync status, health, revision,
+//! the last pass, what drifts, conditions, and why automation is not acting.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::sync::health::Health;
+use crate::sync::{Action, ObjectResult, SyncReport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SyncStatus {
+    Synced,
+    OutOfSync,
+    Unknown,
+}
+
+impl SyncStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncStatus::Synced => "Synced",
+            SyncStatus::OutOfSync => "OutOfSync",
+            SyncStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevisionInfo {
+    pub sha: String,
+    pub subject: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PassResult {
+    /// The pass ran to the end (whether or not it had to correct anything).
+    Succeeded,
+    /// It failed and is retried with backoff.
+    Failed,
+    /// It failed in a way no retry fixes; retried when the source or config changes.
+    Stalled,
+}
+
+impl PassResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassResult::Succeeded => "Succeeded",
+            PassResult::Failed => "Failed",
+            PassResult::Stalled => "Stalled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassInfo {
+    pub finished_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    pub result: PassResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the pass wrote: created, configured, replaced and pruned objects.
+    pub changed: usize,
+}
+
+/// Whether tether corrects drift for this app right now, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Automation {
+    pub acting: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One object that differs from Git, with what differs (Secret values masked).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedObject {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Missing (to create), Modified, Extra (to prune) or Failed.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Value>,
+}
+
+impl DriftedObject {
+    /// The drift an object's sync outcome stands for, if any.
+    pub fn of(object: &ObjectResult) -> Option<DriftedObject> {
+        let status = match object.action {
+            Action::Created => "Missing",
+            Action::Configured | Action::Replaced => "Modified",
+            Action::Pruned => "Extra",
+            // A prune candidate kept because prune is off (or refused) still differs.
+            Action::Skipped
+                if object.health.is_none()
+                    && !object.message.starts_with("not pruned: not labelled") =>
+            {
+                "Extra"
+            }
+            Action::Failed => "Failed",
+            Action::Unchanged | Action::Skipped => return None,
+        };
+        Some(DriftedObject {
+            api_version: object.id.api_version(),
+            kind: object.id.kind.clone(),
+            namespace: object.id.namespace.clone(),
+            name: object.id.name.clone(),
+            status,
+            message: object.message.clone(),
+            changes: object
+                .changes
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "path": c.path.to_string(),
+                        "desired": c.desired,
+                        "live": c.live,
+                    })
+                })
+                .collect(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// "True", "False" or "Unknown".
+    pub status: &'static str,
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    pub last_transition_time: DateTime<Utc>,
+}
+
+/// One app's status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppStatus {
+    pub name: String,
+    pub sync: SyncStatus,
+    pub health: Health,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<RevisionInfo>,
+    pub objects: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_pass: Option<PassInfo>,
+    /// When a failed pass is tried again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt: Option<DateTime<Utc>>,
+    pub automation: Automation,
+    pub drifted: Vec<DriftedObject>,
+    pub conditions: Vec<Condition>,
+}
+
+impl AppStatus {
+    pub fn new(name: &str) -> AppStatus {
+        AppStatus {
+            name: name.to_string(),
+            sync: SyncStatus::Unknown,
+            health: Health::Unknown,
+            revision: None,
+            objects: 0,
+            last_pass: None,
+            next_attempt: None,
+            automation: Automation {
+                acting: false,
+                reason: Some("no pass has run yet".into()),
+            },
+            drifted: Vec::new(),
+            conditions: Vec::new(),
+        }
+    }
+
+    /// Sets a condition; its transition time moves only when its status does.
+    pub fn set_condition(
+        &mut self,
+        kind: &'static str,
+        status: &'static str,
+        reason: &str,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
+        match self.conditions.iter_mut().find(|c| c.kind == kind) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = now;
+                }
+                c.status = status;
+                c.reason = reason.to_string();
+                c.message = message.to_string();
+            }
+            None => self.conditions.push(Condition {
+                kind,
+                status,
+                reason: reason.to_string(),
+                message: message.to_string(),
+                last_transition_time: now,
+            }),
+        }
+    }
+
+    /// Takes in what a sync (or its dry run) found.
+    pub fn record_sync(&mut self, report: &SyncReport, now: DateTime<Utc>) {
+        self.objects = report
+            .objects
+            .iter()
+            .filter(|o| o.health.is_some())
+            .count();
+        self.health = report.health;
+        // A dry run's changes are drift; a sync's corrections are not, what it could
+        // not do (failures, prunes it may not make) is.
+        let remains = |o: &&ObjectResult| {
+            report.dry_run
+                || !matches!(
+                    o.action,
+                    Action::Created | Action::Configured | Action::Replaced | Action::Pruned
+                )
+        };
+        self.drifted = report
+            .objects
+            .iter()
+            .filter(remains)
+            .filter_map(DriftedObject::of)
+            .collect();
+        self.sync = if self.drifted.is_empty() && !report.failed() {
+            SyncStatus::Synced
+        } else {
+            SyncStatus::OutOfSync
+        };
+        let (status, reason, message) = match self.sync {
+            SyncStatus::Synced => ("True", "Synced", String::new()),
+            _ => (
+                "False",
+                "OutOfSync",
+                format!("{} objects differ from Git", self.drifted.len()),
+            ),
+        };
+        self.set_condition("Synced", status, reason, &message, now);
+        let healthy = if self.health == Health::Healthy {
+            "True"
+        } else {
+            "False"
+        };
+        self.set_condition("Healthy", healthy, self.health.as_str(), "", now);
+    }
+}
+
+/// Every app's status, shared by the loop (which writes) and the server (which reads).
+#[derive(Debug, Clone, Default)]
+pub struct Statuses {
+    inner: Arc<RwLock<BTreeMap<String, AppStatus>>>,
+}
+
+impl Statuses {
+    pub fn update(&self, name: &str, change: impl FnOnce(&mut AppStatus)) {
+        let mut all = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let status = all
+            .entry(name.to_string())
+            .or_insert_with(|| AppStatus::new(name));
+        change(status);
+    }
+
+    pub fn remove(&self, name: &str) {
+        self.inner
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+    }
+
+    pub fn get(&self, name: &str) -> Option<AppStatus> {
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<AppStatus> {
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_condition_moves_its_transition_time_only_when_its_status_changes() {
+        let mut status = AppStatus::new("web");
+        let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
+        let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
+        let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
+        status.set_condition("Synced", "True", "Synced", "", t0);
+        status.set_condition("Synced", "True", "Synced", "", t1);
+        assert_eq!(status.conditions[0].last_transition_time, t0);
+        status.set_condition("Synced", "False", "OutOfSync", "2 objects differ", t2);
+        assert_eq!(status.conditions[0].last_transition_time, t2);
+        assert_eq!(status.conditions[0].message, "2 objects differ");
+    }
+}
