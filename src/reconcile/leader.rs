@@ -117,7 +117,9 @@ impl Leadership {
     }
 
     /// Whether the first attempt to acquire or observe the lease has completed (for
-    /// /readyz): until then, this replica cannot say who leads.
+    /// /readyz): until then, this replica cannot say who leads. It stays false while
+    /// every attempt fails (the API server unreachable, no RBAC rights on Leases); the
+    /// log says why.
     pub fn is_known(&self) -> bool {
         self.state.borrow().known
     }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
-use tether::cluster::Cluster;
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+use tether::cluster::{Cluster, ClusterError};
 use tether::reconcile::leader::{Elector, LeaderConfig, Leadership};
 use tokio::time::Instant;
 
@@ -107,8 +108,14 @@ async fn two_electors_make_one_leader_and_a_follower_that_knows_it() {
     let (second, mut b) = elector(&sandbox, "replica-b").await;
     wait_for(&mut a, "known", Leadership::is_known).await;
     wait_for(&mut b, "known", Leadership::is_known).await;
-    // Let several retries pass: the outcome must be stable, not a momentary one.
-    tokio::time::sleep(RETRY_PERIOD * 4).await;
+    // Through several retries, never two leaders at once, and the same one throughout.
+    let first_leader = a.is_leader();
+    let watching = Instant::now();
+    while watching.elapsed() < RETRY_PERIOD * 4 {
+        assert!(!(a.is_leader() && b.is_leader()), "two leaders at once");
+        assert_eq!(a.is_leader(), first_leader, "leadership changed hands");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     assert!(
         a.is_leader() != b.is_leader(),
@@ -125,6 +132,15 @@ async fn two_electors_make_one_leader_and_a_follower_that_knows_it() {
     assert_eq!(follower.holder().as_deref(), Some(leader_id));
 
     // The namespace did not exist: the elector created it, and the Lease in it.
+    let namespace = sandbox
+        .kubectl(&["get", "namespace", NAMESPACE, "-o", "json"])
+        .await
+        .ok();
+    let namespace: Value = serde_json::from_str(&namespace.stdout).expect("kubectl prints JSON");
+    assert_eq!(
+        namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "tether"
+    );
     let spec = lease_spec(&sandbox).await;
     assert_eq!(spec["holderIdentity"], leader_id);
     assert_eq!(spec["leaseDurationSeconds"], 2);
@@ -272,4 +288,60 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_before_its_lease_can_ex
     sandbox.sandbox.set_fail_rate(0.0);
     wait_for(&mut a, "leader again", Leadership::is_leader).await;
     elector.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_create_and_replace_are_optimistic() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("leases").await;
+    let cluster = Cluster::connect(Some(&sandbox.kubeconfig), None)
+        .await
+        .expect("a client for the sandbox");
+    let kind = cluster
+        .resolve(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"))
+        .await
+        .expect("discovery answers")
+        .expect("the sandbox serves Leases");
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "race", "namespace": "leases"},
+        "spec": {"holderIdentity": "one", "leaseDurationSeconds": 5},
+    });
+    let created = cluster.create(&kind, &lease).await.expect("created");
+    assert_eq!(created["spec"]["holderIdentity"], "one");
+    match cluster.create(&kind, &lease).await {
+        Err(ClusterError::Api { code: 409, .. }) => {}
+        other => panic!("a second create must be a 409 AlreadyExists: {other:?}"),
+    }
+
+    // Two writers read the same version; the first write wins, the second is refused.
+    let mut first = created.clone();
+    first["spec"]["holderIdentity"] = json!("two");
+    let mut second = created.clone();
+    second["spec"]["holderIdentity"] = json!("three");
+    let replaced = cluster.replace(&kind, &first).await.expect("replaced");
+    assert_eq!(replaced["spec"]["holderIdentity"], "two");
+    assert_ne!(
+        replaced["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    match cluster.replace(&kind, &second).await {
+        Err(ClusterError::Api { code: 409, .. }) => {}
+        other => panic!("a write with a stale resourceVersion must be a 409: {other:?}"),
+    }
+    let live = cluster
+        .get(&kind, Some("leases"), "race")
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(live["spec"]["holderIdentity"], "two");
+
+    // Into a namespace that does not exist: a 404 the elector turns into creating it.
+    let mut elsewhere = lease.clone();
+    elsewhere["metadata"]["namespace"] = json!("nowhere");
+    match cluster.create(&kind, &elsewhere).await {
+        Err(err) if err.is_not_found() => {}
+        other => panic!("a create in a missing namespace must be a 404: {other:?}"),
+    }
 }
