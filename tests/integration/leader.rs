@@ -345,3 +345,26 @@ async fn cluster_create_and_replace_are_optimistic() {
         other => panic!("a create in a missing namespace must be a 404: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_is_unknown_until_an_attempt_succeeds() {
+    let sandbox = TestSandbox::start().await;
+    let cluster = Cluster::connect(Some(&sandbox.kubeconfig), None)
+        .await
+        .expect("a client for the sandbox");
+    sandbox.sandbox.set_fail_rate(1.0);
+    let (elector, mut a) = Elector::spawn(Arc::new(cluster), config("replica-a"));
+    tokio::time::sleep(RETRY_PERIOD * 4).await;
+    assert!(
+        !a.is_known(),
+        "known without a single answer from the API server"
+    );
+    assert!(!a.is_leader());
+    assert_eq!(a.holder(), None);
+
+    sandbox.sandbox.set_fail_rate(0.0);
+    wait_for(&mut a, "leader", Leadership::is_leader).await;
+    assert!(a.is_known());
+    assert_eq!(a.holder().as_deref(), Some("replica-a"));
+    elector.release().await;
+}
