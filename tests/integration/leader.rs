@@ -25,7 +25,7 @@ const RETRY_PERIOD: Duration = Duration::from_millis(200);
 
 /// Scheduling slack on a shared two-core machine, for the bounds that are not safety
 /// properties.
-const SLACK: Duration = Duration::from_millis(150);
+const SLACK: Duration = Duration::from_millis(300);
 
 /// The inventory namespace's default, absent from a fresh sandbox: the elector creates it.
 const NAMESPACE: &str = "tether-system";
