@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
+};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope};
 use kube::{Client, Config};
@@ -234,6 +235,33 @@ impl Cluster {
         to_value(applied)
     }
 
+    /// Creates an object (POST) as field manager `tether`. An object that already
+    /// exists is `ClusterError::Api { code: 409, .. }` (AlreadyExists); a namespace that
+    /// does not exist is a 404.
+    pub async fn create(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
+        let (namespace, _) = identity(object, "created")?;
+        let typed = to_dynamic(object)?;
+        let created = self
+            .api(kind, namespace)
+            .create(&write_params(), &typed)
+            .await?;
+        to_value(created)
+    }
+
+    /// Replaces an object (PUT) as field manager `tether`. With `metadata.resourceVersion`
+    /// set, the write is optimistic: when the object changed since that version the
+    /// server refuses it with `ClusterError::Api { code: 409, .. }` (Conflict), and the
+    /// caller re-reads and decides again.
+    pub async fn replace(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
+        let (namespace, name) = identity(object, "replaced")?;
+        let typed = to_dynamic(object)?;
+        let replaced = self
+            .api(kind, namespace)
+            .replace(name, &write_params(), &typed)
+            .await?;
+        to_value(replaced)
+    }
+
     /// Deletes an object with background propagation; an object already gone is fine.
     pub async fn delete(
         &self,
@@ -304,4 +332,30 @@ where
 fn to_value(object: DynamicObject) -> Result<Value, ClusterError> {
     serde_json::to_value(object)
         .map_err(|e| ClusterError::Transport(format!("cannot read the API server's answer: {e}")))
+}
+
+fn write_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_string()),
+    }
+}
+
+/// The namespace and name of an object about to be written.
+fn identity<'a>(object: &'a Value, verb: &str) -> Result<(Option<&'a str>, &'a str), ClusterError> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ClusterError::Config(format!("an object without metadata.name cannot be {verb}"))
+        })?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    Ok((namespace, name))
+}
+
+fn to_dynamic(object: &Value) -> Result<DynamicObject, ClusterError> {
+    serde_json::from_value(object.clone())
+        .map_err(|e| ClusterError::Config(format!("not a Kubernetes object: {e}")))
 }

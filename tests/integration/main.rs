@@ -9,6 +9,7 @@ mod diff_corpus;
 mod diff_online;
 mod examples;
 mod fidelity;
+mod leader;
 mod manifest;
 mod notify;
 mod sandbox_client;
