@@ -135,7 +135,9 @@ impl Metrics {
         }
         for h in ["Healthy", "Progressing", "Degraded", "Missing", "Unknown"] {
             let labels = vec![("app", app.to_string()), ("health", h.to_string())];
-            self.health.get_or_create(&labels).set(i64::from(h == health));
+            self.health
+                .get_or_create(&labels)
+                .set(i64::from(h == health));
         }
     }
 
@@ -143,8 +145,10 @@ impl Metrics {
     pub fn forget_app(&self, app: &str) {
         self.drifted.remove(&vec![("app", app.to_string())]);
         for status in ["Synced", "OutOfSync", "Unknown"] {
-            self.sync_status
-                .remove(&vec![("app", app.to_string()), ("status", status.to_string())]);
+            self.sync_status.remove(&vec![
+                ("app", app.to_string()),
+                ("status", status.to_string()),
+            ]);
         }
         for h in ["Healthy", "Progressing", "Degraded", "Missing", "Unknown"] {
             self.health
@@ -178,7 +182,10 @@ impl Metrics {
 
     pub fn api_request(&self, verb: &str, code: u16) {
         self.api_requests
-            .get_or_create(&vec![("verb", verb.to_string()), ("code", code.to_string())])
+            .get_or_create(&vec![
+                ("verb", verb.to_string()),
+                ("code", code.to_string()),
+            ])
             .inc();
     }
 }
@@ -201,12 +208,19 @@ mod tests {
             text.contains("tether_reconcile_passes_total{app=\"web\",result=\"Succeeded\"} 1"),
             "{text}"
         );
-        assert!(text.contains("tether_drifted_objects{app=\"web\"} 2"), "{text}");
+        assert!(
+            text.contains("tether_drifted_objects{app=\"web\"} 2"),
+            "{text}"
+        );
         assert!(text.contains("tether_app_sync_status{app=\"web\",status=\"OutOfSync\"} 1"));
         assert!(text.contains("tether_app_sync_status{app=\"web\",status=\"Synced\"} 0"));
         assert!(text.contains("tether_api_requests_total{verb=\"PATCH\",code=\"200\"} 1"));
         assert!(text.contains("tether_reconcile_duration_seconds_bucket"));
         metrics.forget_app("web");
-        assert!(!metrics.render().contains("tether_drifted_objects{app=\"web\"}"));
+        assert!(
+            !metrics
+                .render()
+                .contains("tether_drifted_objects{app=\"web\"}")
+        );
     }
 }

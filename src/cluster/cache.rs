@@ -83,11 +83,7 @@ impl Cache {
     pub async fn watch(&self, group: &str, kind_name: &str, kind: &Resolved) -> bool {
         let key = (group.to_string(), kind_name.to_string());
         let mut synced = {
-            let mut kinds = self
-                .inner
-                .kinds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut kinds = self.inner.kinds.lock().unwrap_or_else(|p| p.into_inner());
             match kinds.get(&key) {
                 Some(rx) => rx.clone(),
                 None => {
@@ -211,11 +207,7 @@ impl crate::sync::LiveObjects for Cache {
         if !self.is_synced(&key.group, &key.kind) {
             return None;
         }
-        let objects = self
-            .inner
-            .objects
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
+        let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
         // An object absent here may still exist unlabelled (one tether is about to
         // adopt): sync then plans a create, which server-side apply turns into an
         // update of the existing object, labels included.
@@ -251,11 +243,7 @@ fn app_of(value: &Value) -> Option<String> {
 }
 
 /// Replaces every object of one kind with a fresh listing; returns what changed.
-fn replace_kind(
-    inner: &Inner,
-    gk: &GroupKind,
-    listed: HashMap<ObjectKey, Value>,
-) -> Vec<Changed> {
+fn replace_kind(inner: &Inner, gk: &GroupKind, listed: HashMap<ObjectKey, Value>) -> Vec<Changed> {
     let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
     let mut changed = Vec::new();
     let stale: Vec<ObjectKey> = objects

@@ -300,8 +300,19 @@ impl Worker {
             self.synced_revision = Some(sha.to_string());
         }
         let changed = if acting {
-            report.objects.iter().filter(|o| matches!(o.action,
-                crate::sync::Action::Created | crate::sync::Action::Configured | crate::sync::Action::Replaced | crate::sync::Action::Pruned)).count()
+            report
+                .objects
+                .iter()
+                .filter(|o| {
+                    matches!(
+                        o.action,
+                        crate::sync::Action::Created
+                            | crate::sync::Action::Configured
+                            | crate::sync::Action::Replaced
+                            | crate::sync::Action::Pruned
+                    )
+                })
+                .count()
         } else {
             0
         };
@@ -411,9 +422,7 @@ impl Worker {
         }
         let live_drift_only = self.synced_revision.as_deref() == Some(sha);
         if live_drift_only && !self.config.sync.self_heal && !manual {
-            return blocked(
-                "self-heal is off: live changes are reported, not corrected".into(),
-            );
+            return blocked("self-heal is off: live changes are reported, not corrected".into());
         }
         Automation {
             acting: true,

@@ -11,14 +11,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::app::{self, AppHandle, Shared};
-use super::leader::Leadership;
+use super::leader::{Elector, LeaderConfig, Leadership, default_identity};
 use super::status::Statuses;
 use crate::cluster::cache::Cache;
 use crate::cluster::{Cluster, ClusterError};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::server::{self, Control};
-use crate::source::{SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router};
+use crate::source::{
+    SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
+};
 
 /// How long a stopping worker may take to finish its pass (in-flight applies).
 const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -101,7 +103,16 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let cluster = Arc::new(
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
-    let leadership = Leadership::always();
+    let elector = if options.leader_elect || config.leader_election.enabled {
+        let leader = LeaderConfig::from_config(&config.leader_election, default_identity());
+        tracing::info!(identity = %leader.identity, lease = %leader.lease_name, "electing a leader");
+        Some(Elector::spawn(cluster.clone(), leader))
+    } else {
+        None
+    };
+    let leadership = elector
+        .as_ref()
+        .map_or_else(Leadership::always, |(_, leadership)| leadership.clone());
     let statuses = Statuses::default();
     let triggers = Triggers::new();
     let apps = Arc::new(Apps {
@@ -177,6 +188,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     };
     futures::future::join_all(running.into_iter().map(stop_app)).await;
     workers.cancel();
+    if let Some((elector, _)) = elector {
+        // Released only after the last write: the next leader starts from here.
+        elector.release().await;
+    }
     server_stop.cancel();
     let _ = server.await;
     tracing::info!("stopped");
@@ -214,9 +229,9 @@ impl Contexts {
         }
         let cluster = match context {
             None => self.default.clone(),
-            Some(context) => Arc::new(
-                Cluster::connect(self.options.kubeconfig.as_deref(), Some(context)).await?,
-            ),
+            Some(context) => {
+                Arc::new(Cluster::connect(self.options.kubeconfig.as_deref(), Some(context)).await?)
+            }
         };
         let cache = Cache::new(cluster.clone(), self.workers.child_token());
         self.apps
@@ -291,7 +306,9 @@ impl Contexts {
         triggers: &Triggers,
     ) -> Result<(), ServeError> {
         if old.server != new.server {
-            tracing::warn!("server settings (listen address, webhook secrets) change at the next restart");
+            tracing::warn!(
+                "server settings (listen address, webhook secrets) change at the next restart"
+            );
         }
         for app in &old.apps {
             if new.app(&app.name) == Some(app) {
@@ -369,4 +386,3 @@ fn hangup_signals() -> tokio::sync::mpsc::Receiver<()> {
     drop(tx);
     rx
 }
-

@@ -212,11 +212,7 @@ impl AppStatus {
 
     /// Takes in what a sync (or its dry run) found.
     pub fn record_sync(&mut self, report: &SyncReport, now: DateTime<Utc>) {
-        self.objects = report
-            .objects
-            .iter()
-            .filter(|o| o.health.is_some())
-            .count();
+        self.objects = report.objects.iter().filter(|o| o.health.is_some()).count();
         self.health = report.health;
         // A dry run's changes are drift; a sync's corrections are not, what it could
         // not do (failures, prunes it may not make) is.

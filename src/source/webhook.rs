@@ -198,10 +198,10 @@ async fn receive(
         Ok(Event::Ignored(reason)) => {
             metrics.webhook(provider.name(), "ignored");
             (
-            StatusCode::OK,
-            axum::Json(json!({ "status": "ignored", "reason": reason })),
-        )
-            .into_response()
+                StatusCode::OK,
+                axum::Json(json!({ "status": "ignored", "reason": reason })),
+            )
+                .into_response()
         }
         Ok(Event::Push { urls, pushed }) => {
             let mut matched = Vec::new();

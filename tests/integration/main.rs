@@ -15,6 +15,7 @@ mod notify;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;
+mod serve;
 mod source;
 mod support;
 mod sync;

@@ -2,8 +2,8 @@
 //! kubeconfig in a temporary directory, the real `kubectl` run against it, and a raw
 //! HTTPS client that trusts the sandbox's CA and sends its token.
 
-use std::path::{Path, PathBuf};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};

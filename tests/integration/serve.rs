@@ -1,0 +1,508 @@
+//! `tether serve` as a process against the sandbox and a real `git daemon`: the first
+//! sync, live drift healed, a webhook-triggered update, prune after a file leaves Git,
+//! backoff against a failing API server and recovery, a deny window and suspend
+//! holding changes back, SIGHUP reloads (valid and invalid), two replicas with leader
+//! election, and SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::support::{GitDaemon, GitRepo, TestSandbox, eventually, free_port};
+
+/// Long enough that only webhooks and live changes move an app during a test.
+const POLL: &str = "1h";
+const WEBHOOK_SECRET: &str = "test-webhook-secret";
+
+fn configmap(name: &str, namespace: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: \"{value}\"\n"
+    )
+}
+
+/// A `tether serve` process, killed on drop if a test fails before stopping it.
+struct Serve {
+    child: tokio::process::Child,
+    url: String,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Serve {
+    async fn start(sandbox: &TestSandbox, name: &str, config: &str, extra: &[&str]) -> Serve {
+        let dir = sandbox.dir.path();
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, config).expect("write config");
+        let log = dir.join(format!("{name}.log"));
+        let port = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("listen: 127.0.0.1:"))
+            .expect("config listens on 127.0.0.1")
+            .to_string();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .arg("--kubeconfig")
+            .arg(&sandbox.kubeconfig)
+            .args(extra)
+            .env("TETHER_CACHE_DIR", dir.join(format!("{name}-cache")))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("tether serve starts");
+        let serve = Serve {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            config: path,
+            log,
+        };
+        eventually("tether serve answers /healthz", || async {
+            reqwest::get(format!("{}/healthz", serve.url))
+                .await
+                .ok()
+                .filter(|r| r.status().is_success())
+        })
+        .await;
+        serve
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn status(&self, app: &str) -> Value {
+        reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
+            .await
+            .expect("status answers")
+            .json()
+            .await
+            .expect("status is JSON")
+    }
+
+    /// Waits until `check` holds for the app's status.
+    async fn wait_status(&self, app: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, || async {
+            let status = self.status(app).await;
+            check(&status).then_some(status)
+        })
+        .await
+    }
+
+    /// A signed push notification for `repo`'s main branch.
+    async fn push(&self, repo: &str) -> reqwest::StatusCode {
+        let body = json!({"repository": repo, "ref": "refs/heads/main"}).to_string();
+        let mut mac = Hmac::<Sha256>::new_from_slice(WEBHOOK_SECRET.as_bytes()).expect("key");
+        mac.update(body.as_bytes());
+        let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+        reqwest::Client::new()
+            .post(format!("{}/webhooks/generic", self.url))
+            .header("x-signature", signature)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("webhook delivered")
+            .status()
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+    }
+
+    /// SIGTERM, then the exit code (bounded wait).
+    async fn stop(mut self) -> Option<i32> {
+        self.signal("TERM");
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("tether serve stops after SIGTERM")
+            .expect("wait");
+        status.code()
+    }
+}
+
+/// The origin repository served by a git daemon, and its URL.
+struct Origin {
+    repo: GitRepo,
+    _daemon: GitDaemon,
+    url: String,
+}
+
+fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
+    let root = sandbox.dir.path().join("srv");
+    let repo = GitRepo::init(root.join("apps.git"));
+    for (path, content) in files {
+        repo.write(path, content);
+    }
+    repo.commit("first");
+    let daemon = GitDaemon::start(&root);
+    let url = daemon.url("apps.git");
+    Origin {
+        repo,
+        _daemon: daemon,
+        url,
+    }
+}
+
+fn secret_file(dir: &Path) -> String {
+    let path = dir.join("webhook-secret");
+    std::fs::write(&path, WEBHOOK_SECRET).expect("write secret");
+    path.display().to_string()
+}
+
+fn server_section(dir: &Path) -> (String, u16) {
+    let port = free_port();
+    (
+        format!(
+            "server:\n  listen: 127.0.0.1:{port}\n  webhooks:\n    generic: {{secretFile: {}}}\n",
+            secret_file(dir)
+        ),
+        port,
+    )
+}
+
+async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "cm",
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.data.key}",
+        ])
+        .await;
+    (out.code == 0).then_some(out.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_syncs_heals_follows_webhooks_and_prunes() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("live").await;
+    let origin = origin(
+        &sandbox,
+        &[
+            ("apps/web/config.yaml", &configmap("web", "live", "v1")),
+            ("apps/web/extra.yaml", &configmap("extra", "live", "x")),
+        ],
+    );
+    let (server, _) = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "web", &config, &[]).await;
+
+    // First sync.
+    let status = serve
+        .wait_status("web", "web is Synced", |s| s["sync"] == "Synced")
+        .await;
+    assert_eq!(status["health"], "Healthy", "{status}");
+    assert_eq!(
+        status["revision"]["sha"],
+        crate::support::git(&origin.repo.dir, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        data_key(&sandbox, "web", "live").await.as_deref(),
+        Some("v1")
+    );
+
+    // Live drift is healed: an edited field, then a deleted object.
+    sandbox
+        .kubectl(&[
+            "patch",
+            "cm",
+            "web",
+            "-n",
+            "live",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"key":"tampered"}}"#,
+        ])
+        .await
+        .ok();
+    eventually("the edit is healed", || async {
+        (data_key(&sandbox, "web", "live").await.as_deref() == Some("v1")).then_some(())
+    })
+    .await;
+    sandbox
+        .kubectl(&["delete", "cm", "web", "-n", "live"])
+        .await
+        .ok();
+    eventually("the deleted object is back", || async {
+        data_key(&sandbox, "web", "live").await
+    })
+    .await;
+
+    // A webhook brings a new revision at once (the poll is an hour away).
+    origin
+        .repo
+        .write("apps/web/config.yaml", &configmap("web", "live", "v2"));
+    let sha = origin.repo.commit("v2");
+    assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
+    eventually("the webhook's revision is applied", || async {
+        (data_key(&sandbox, "web", "live").await.as_deref() == Some("v2")).then_some(())
+    })
+    .await;
+    serve
+        .wait_status("web", "the status shows the new revision", |s| {
+            s["revision"]["sha"] == sha.as_str() && s["sync"] == "Synced"
+        })
+        .await;
+
+    // A file removed from Git is pruned.
+    origin.repo.remove("apps/web/extra.yaml");
+    origin.repo.commit("drop extra");
+    serve.push(&origin.url).await;
+    eventually("the removed object is pruned", || async {
+        data_key(&sandbox, "extra", "live")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // The HTTP surface.
+    let sync = reqwest::Client::new()
+        .post(format!("{}/api/v1/apps/web/sync", serve.url))
+        .send()
+        .await
+        .expect("manual sync");
+    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    let missing = reqwest::get(format!("{}/api/v1/apps/nope", serve.url))
+        .await
+        .expect("answer");
+    assert_eq!(missing.status(), reqwest::StatusCode::NOT_FOUND);
+    let ready = reqwest::get(format!("{}/readyz", serve.url))
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), reqwest::StatusCode::OK);
+    let metrics = reqwest::get(format!("{}/metrics", serve.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for series in [
+        "tether_reconcile_passes_total{app=\"web\",result=\"Succeeded\"}",
+        "tether_app_sync_status{app=\"web\",status=\"Synced\"} 1",
+        "tether_webhook_events_total{provider=\"generic\",outcome=\"accepted\"}",
+        "tether_git_fetch_duration_seconds_count",
+        "tether_api_requests_total{verb=\"PATCH\",code=\"200\"}",
+    ] {
+        assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+    }
+    let listed: Value = reqwest::get(format!("{}/api/v1/apps", serve.url))
+        .await
+        .expect("apps")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(listed["apps"][0]["name"], "web");
+
+    // `tether status` prints it.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["status", "--server", &serve.url])
+        .output()
+        .await
+        .expect("tether status runs");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(table.contains("web") && table.contains("Synced"), "{table}");
+
+    let log = serve.log();
+    assert_eq!(serve.stop().await, Some(0), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["held", "frozen", "flaky"] {
+        sandbox.namespace(ns).await;
+    }
+    let origin = origin(
+        &sandbox,
+        &[
+            ("held/cm.yaml", &configmap("held", "held", "1")),
+            ("frozen/cm.yaml", &configmap("frozen", "frozen", "1")),
+            ("flaky/cm.yaml", &configmap("flaky", "flaky", "1")),
+        ],
+    );
+    let (server, _) = server_section(sandbox.dir.path());
+    let app = |name: &str, extra: &str| {
+        format!(
+            "- name: {name}\n  source: {{repo: \"{}\", ref: main, path: {name}, interval: {POLL}}}\n  destination: {{namespace: {name}}}\n  sync: {{automated: true}}\n{extra}",
+            origin.url
+        )
+    };
+    // A deny window that is always open: it fires every minute and lasts an hour.
+    let deny = "  syncWindows:\n  - {kind: deny, schedule: \"* * * * *\", duration: 1h}\n";
+    let config = |frozen: bool| {
+        format!(
+            "{server}apps:\n{}{}{}",
+            app("held", deny),
+            app("frozen", if frozen { "  suspend: true\n" } else { "" }),
+            app("flaky", ""),
+        )
+    };
+    let serve = Serve::start(&sandbox, "policies", &config(true), &[]).await;
+
+    let held = serve
+        .wait_status("held", "held reports its drift", |s| {
+            s["sync"] == "OutOfSync"
+        })
+        .await;
+    assert_eq!(held["automation"]["acting"], false);
+    assert!(
+        held["automation"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("deny window")),
+        "{held}"
+    );
+    assert_eq!(held["drifted"][0]["status"], "Missing", "{held}");
+    let frozen = serve
+        .wait_status("frozen", "frozen reports its drift", |s| {
+            s["sync"] == "OutOfSync"
+        })
+        .await;
+    assert!(
+        frozen["automation"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("suspended")),
+        "{frozen}"
+    );
+    serve
+        .wait_status("flaky", "flaky is Synced", |s| s["sync"] == "Synced")
+        .await;
+    assert_eq!(data_key(&sandbox, "held", "held").await, None);
+    assert_eq!(data_key(&sandbox, "frozen", "frozen").await, None);
+
+    // The API server refuses everything: the pass fails and is retried with backoff.
+    sandbox.sandbox.set_fail_rate(1.0);
+    origin
+        .repo
+        .write("flaky/cm.yaml", &configmap("flaky", "flaky", "2"));
+    origin.repo.commit("flaky 2");
+    serve.push(&origin.url).await;
+    let failing = serve
+        .wait_status("flaky", "flaky's pass fails", |s| {
+            s["lastPass"]["result"] == "Failed"
+        })
+        .await;
+    assert!(failing["nextAttempt"].is_string(), "{failing}");
+    assert!(failing["lastPass"]["error"].is_string(), "{failing}");
+    // It recovers once the server does.
+    sandbox.sandbox.set_fail_rate(0.0);
+    eventually("flaky recovers", || async {
+        (data_key(&sandbox, "flaky", "flaky").await.as_deref() == Some("2")).then_some(())
+    })
+    .await;
+
+    // An invalid configuration is refused and the running one kept.
+    std::fs::write(&serve.config, "apps: [{name: Bad_Name}]\n").expect("write");
+    serve.signal("HUP");
+    eventually("the refusal is logged", || async {
+        serve
+            .log()
+            .contains("new configuration refused")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(serve.status("flaky").await["name"], "flaky");
+    // A valid one is taken: frozen is no longer suspended.
+    std::fs::write(&serve.config, config(false)).expect("write");
+    serve.signal("HUP");
+    eventually("frozen syncs after the reload", || async {
+        data_key(&sandbox, "frozen", "frozen").await
+    })
+    .await;
+    assert_eq!(data_key(&sandbox, "held", "held").await, None);
+    assert_eq!(serve.stop().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("team").await;
+    let origin = origin(
+        &sandbox,
+        &[("team/cm.yaml", &configmap("team", "team", "1"))],
+    );
+    let config = |dir: &Path| {
+        let (server, _) = server_section(dir);
+        format!(
+            "{server}leaderElection: {{enabled: true, leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 200ms}}\napps:\n- name: team\n  source: {{repo: \"{}\", ref: main, path: team, interval: {POLL}}}\n  destination: {{namespace: team}}\n  sync: {{automated: true, selfHeal: true}}\n",
+            origin.url
+        )
+    };
+    let first = Serve::start(
+        &sandbox,
+        "first",
+        &config(sandbox.dir.path()),
+        &["--leader-elect"],
+    )
+    .await;
+    eventually("the first replica syncs", || async {
+        data_key(&sandbox, "team", "team").await
+    })
+    .await;
+    let second = Serve::start(
+        &sandbox,
+        "second",
+        &config(sandbox.dir.path()),
+        &["--leader-elect"],
+    )
+    .await;
+    let follower = second
+        .wait_status("team", "the follower reports", |s| {
+            s["lastPass"].is_object()
+        })
+        .await;
+    assert_eq!(follower["automation"]["acting"], false, "{follower}");
+    assert!(
+        follower["automation"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not the leader")),
+        "{follower}"
+    );
+
+    // The leader stops (releasing its Lease): the follower takes over and heals.
+    assert_eq!(first.stop().await, Some(0));
+    sandbox
+        .kubectl(&[
+            "patch",
+            "cm",
+            "team",
+            "-n",
+            "team",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"key":"drift"}}"#,
+        ])
+        .await
+        .ok();
+    eventually("the new leader heals the drift", || async {
+        (data_key(&sandbox, "team", "team").await.as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    assert_eq!(second.stop().await, Some(0));
+}
