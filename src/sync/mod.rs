@@ -250,7 +250,7 @@ pub async fn sync(
 
     let inventory = match options.inventory {
         Some(known) => known.clone(),
-        None => read_inventory(cluster, options).await?,
+        None => read_inventory(cluster, options.app, options.inventory_namespace).await?,
     };
     let failures = items
         .iter()
@@ -920,16 +920,15 @@ async fn prune_all(
     Ok(kept)
 }
 
-async fn read_inventory(
+/// An app's inventory as stored in the cluster; empty when it has none yet.
+pub async fn read_inventory(
     cluster: &Cluster,
-    options: &SyncOptions<'_>,
+    app: &str,
+    namespace: &str,
 ) -> Result<Inventory, SyncError> {
     let kind = configmap_kind(cluster).await?;
-    let name = inventory::configmap_name(options.app);
-    match cluster
-        .get(&kind, Some(options.inventory_namespace), &name)
-        .await?
-    {
+    let name = inventory::configmap_name(app);
+    match cluster.get(&kind, Some(namespace), &name).await? {
         Some(configmap) => Ok(Inventory::from_configmap(&configmap)?),
         None => Ok(Inventory::default()),
     }
