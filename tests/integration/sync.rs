@@ -155,12 +155,16 @@ async fn a_whole_revision_syncs_in_one_run_and_a_second_sync_writes_nothing() {
         "an in-sync app is written to: {:?}",
         sandbox.sandbox.requests()
     );
-    // Known unchanged without asking the server: not even a dry run.
-    assert_eq!(
-        sandbox.sandbox.requests().verb("dryrun:patch"),
-        0,
-        "{:?}",
-        sandbox.sandbox.requests()
+    // Known unchanged without asking the server: not even a dry run; and read with
+    // one list per kind and namespace, not one request per object.
+    let requests = sandbox.sandbox.requests();
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}");
+    let gets = requests.verb("get") - requests.get("get", "discovery");
+    assert_eq!(gets, 1, "only the inventory is read alone: {requests:?}");
+    assert!(requests.verb("list") < 23, "{requests:?}");
+    assert!(
+        requests.get("get", "discovery") <= 2,
+        "aggregated discovery: {requests:?}"
     );
 
     let diff = tether(
