@@ -640,8 +640,28 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
         concurrency: args.concurrency.max(1),
         ..SyncOptions::new(&args.app)
     };
+    // A progress bar for a person watching a long sync; never in logs or pipes.
+    let bar = |done: usize, total: usize| {
+        const WIDTH: usize = 30;
+        let filled = done * WIDTH / total.max(1);
+        eprint!(
+            "\r  applying [{}{}] {done}/{total}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled)
+        );
+    };
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && desired.manifests.len() >= PROGRESS_MIN_OBJECTS;
+    let options = SyncOptions {
+        progress: show_progress.then_some(&bar as &(dyn Fn(usize, usize) + Sync)),
+        ..options
+    };
     let revision = desired.revision.as_ref().map(|r| r.sha.as_str());
-    let report = match crate::sync::sync(&cluster, &desired.manifests, revision, &options).await {
+    let report = crate::sync::sync(&cluster, &desired.manifests, revision, &options).await;
+    if show_progress {
+        eprint!("\r\x1b[K");
+    }
+    let report = match report {
         Ok(report) => report,
         Err(err) => {
             eprintln!("error: {err}");
@@ -716,6 +736,9 @@ async fn run_status(args: StatusArgs) -> anyhow::Result<u8> {
         .all(|a| a["sync"] == "Synced" && a["health"] == "Healthy");
     Ok(if all_good { 0 } else { EXIT_FAILED })
 }
+
+/// Syncs of fewer objects finish before a progress bar would be worth reading.
+const PROGRESS_MIN_OBJECTS: usize = 50;
 
 /// Exit code of `tether sync` when an object failed, prune was refused or the app
 /// did not become healthy.

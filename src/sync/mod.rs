@@ -73,6 +73,8 @@ pub struct SyncOptions<'a> {
     pub live: Option<&'a dyn LiveObjects>,
     /// The app's inventory as the caller last saw it written; without it, it is read.
     pub inventory: Option<&'a Inventory>,
+    /// Told after each step how many desired objects are done, of how many.
+    pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
 }
 
 impl<'a> SyncOptions<'a> {
@@ -90,6 +92,7 @@ impl<'a> SyncOptions<'a> {
             rules: &[],
             live: None,
             inventory: None,
+            progress: None,
         }
     }
 }
@@ -652,6 +655,10 @@ async fn apply_steps(
                     item.result = Some((Action::Failed, message));
                 }
             }
+        }
+        if let Some(progress) = options.progress {
+            let done = items.iter().filter(|i| i.result.is_some()).count();
+            progress(done, items.len());
         }
         if failed {
             return Ok(());

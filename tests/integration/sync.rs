@@ -533,3 +533,43 @@ async fn a_dry_run_reports_and_writes_nothing_and_bad_input_exits_2() {
     assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("x.yaml"), "{}", run.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_sync_shows_progress_on_a_terminal_only() {
+    let sandbox = TestSandbox::start().await;
+    let files: Vec<(String, String)> = (0..60)
+        .map(|i| {
+            (
+                format!("cm-{i}.yaml"),
+                configmap(&format!("cm-{i}"), "", "v"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(f, c)| (f.as_str(), c.as_str()))
+        .collect();
+    let dir = app_dir(&sandbox, "many", &files);
+    // `script` gives the command a terminal, as a person running it would have.
+    let command = format!(
+        "{} sync --kubeconfig {} --path {} --app many",
+        env!("CARGO_BIN_EXE_tether"),
+        sandbox.kubeconfig.display(),
+        dir.display()
+    );
+    let on_terminal = tokio::process::Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .output()
+        .await
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{shown}");
+    assert!(
+        shown.contains("applying [##############################] 60/60"),
+        "{shown}"
+    );
+    // In a pipe (CI logs), no bar.
+    let piped = sync(&sandbox, &dir, "many", &[]).await;
+    assert_eq!(piped.code, Some(0));
+    assert!(!piped.stderr.contains("applying ["), "{}", piped.stderr);
+}
