@@ -273,9 +273,12 @@ async fn a_conflict_is_reported_without_force_and_taken_with_it() {
 
     let forced = sync(&sandbox, &dir, "conflict", &[]).await;
     assert_eq!(forced.code, Some(0), "{}{}", forced.stdout, forced.stderr);
+    let forced = report(&forced);
+    assert_eq!(action_of(&forced, "ConfigMap/shared"), "configured");
     assert_eq!(
-        action_of(&report(&forced), "ConfigMap/shared"),
-        "configured"
+        forced["resources"][0]["changes"][1],
+        serde_json::json!({"path": "data.key", "desired": "ours", "live": "theirs"}),
+        "{forced}"
     );
     assert_eq!(value().await.ok().stdout, "ours");
 }
