@@ -158,6 +158,7 @@ async fn main() {
         default_namespace: "default",
         rules: &[],
         inventory_namespace: "tether-system",
+        scopes: None,
     };
     let desired = read_desired(DesiredInput::Dir(&manifests), &observation)
         .await

@@ -441,6 +441,7 @@ async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
         default_namespace: &args.namespace,
         rules: &[],
         inventory_namespace: &args.inventory_namespace,
+        scopes: None,
     };
     let report = match diff(&args, &observation).await {
         Ok(report) => report,
@@ -485,18 +486,21 @@ async fn run_diff_config(args: &DiffArgs, path: &Path) -> anyhow::Result<u8> {
     let mut reports = Vec::new();
     for app in apps {
         let rules = app.ignore_rules();
-        let observation = Observation {
-            app: Some(&app.name),
-            default_namespace: &app.destination.namespace,
-            rules: &rules,
-            inventory_namespace: &config.inventory_namespace,
-        };
         let context = args
             .cluster
             .context
             .as_deref()
             .or(app.destination.context.as_deref());
         let result = async {
+            let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context).await?;
+            let scopes = cluster.scopes().await;
+            let observation = Observation {
+                app: Some(&app.name),
+                default_namespace: &app.destination.namespace,
+                rules: &rules,
+                inventory_namespace: &config.inventory_namespace,
+                scopes: Some(&scopes),
+            };
             let source = app.source();
             let desired = read_desired(
                 DesiredInput::Git {
@@ -506,7 +510,6 @@ async fn run_diff_config(args: &DiffArgs, path: &Path) -> anyhow::Result<u8> {
                 &observation,
             )
             .await?;
-            let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context).await?;
             observe(&desired, LiveInput::Cluster(&cluster), &observation).await
         }
         .await;
@@ -565,16 +568,25 @@ async fn diff(
     observation: &Observation<'_>,
 ) -> Result<drift::DriftReport, ObserveError> {
     let path = args.path.as_deref().unwrap_or(".");
-    let desired = desired(path, args.repo.as_deref(), &args.git, observation).await?;
     match &args.live {
-        Some(live) => observe(&desired, LiveInput::Snapshot(live), observation).await,
+        Some(live) => {
+            let desired = desired(path, args.repo.as_deref(), &args.git, observation).await?;
+            observe(&desired, LiveInput::Snapshot(live), observation).await
+        }
         None => {
             let cluster = Cluster::connect(
                 args.cluster.kubeconfig.as_deref(),
                 args.cluster.context.as_deref(),
             )
             .await?;
-            observe(&desired, LiveInput::Cluster(&cluster), observation).await
+            // Online, the server says which kinds are cluster-scoped.
+            let scopes = cluster.scopes().await;
+            let observation = Observation {
+                scopes: Some(&scopes),
+                ..*observation
+            };
+            let desired = desired(path, args.repo.as_deref(), &args.git, &observation).await?;
+            observe(&desired, LiveInput::Cluster(&cluster), &observation).await
         }
     }
 }
@@ -604,19 +616,6 @@ async fn desired(
 }
 
 async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
-    let observation = Observation {
-        app: Some(&args.app),
-        default_namespace: &args.namespace,
-        rules: &[],
-        inventory_namespace: &args.inventory_namespace,
-    };
-    let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &observation).await {
-        Ok(desired) => desired,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(EXIT_ERROR);
-        }
-    };
     let cluster = match Cluster::connect(
         args.cluster.kubeconfig.as_deref(),
         args.cluster.context.as_deref(),
@@ -624,6 +623,21 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
     .await
     {
         Ok(cluster) => cluster,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let scopes = cluster.scopes().await;
+    let observation = Observation {
+        app: Some(&args.app),
+        default_namespace: &args.namespace,
+        rules: &[],
+        inventory_namespace: &args.inventory_namespace,
+        scopes: Some(&scopes),
+    };
+    let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &observation).await {
+        Ok(desired) => desired,
         Err(err) => {
             eprintln!("error: {err}");
             return Ok(EXIT_ERROR);

@@ -14,9 +14,12 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
 };
 use kube::core::GroupVersionKind;
-use kube::discovery::{ApiResource, Scope};
+use kube::discovery::ApiResource;
+use kube::discovery::Scope as ServedScope;
 use kube::{Client, Config};
 use serde_json::Value;
+
+use crate::manifest::{GroupKind, Scope};
 
 /// The field manager of every write tether makes (DESIGN.md: one field manager).
 pub const FIELD_MANAGER: &str = "tether";
@@ -146,7 +149,7 @@ impl Cluster {
         let resolved = match kube::discovery::pinned_kind(&self.client, gvk).await {
             Ok((resource, capabilities)) => Some(Resolved {
                 resource,
-                namespaced: capabilities.scope == Scope::Namespaced,
+                namespaced: capabilities.scope == ServedScope::Namespaced,
             }),
             Err(kube::Error::Api(status)) if status.code == 404 => None,
             Err(kube::Error::Discovery(_)) => None,
@@ -181,7 +184,7 @@ impl Cluster {
                 for (resource, capabilities) in group.versioned_resources(version) {
                     let gvk =
                         GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
-                    let namespaced = capabilities.scope == Scope::Namespaced;
+                    let namespaced = capabilities.scope == ServedScope::Namespaced;
                     kinds.entry(gvk).or_insert(Some(Resolved {
                         resource,
                         namespaced,
@@ -189,6 +192,30 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// The scope of every kind the server serves, by group and kind (for reading
+    /// manifests: a custom resource's scope comes from its served CRD).
+    pub async fn scopes(&self) -> HashMap<GroupKind, Scope> {
+        self.discovered
+            .get_or_init(|| async { self.discover_all().await })
+            .await;
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        kinds
+            .iter()
+            .filter_map(|(gvk, resolved)| {
+                let scope = if resolved.as_ref()?.namespaced {
+                    Scope::Namespaced
+                } else {
+                    Scope::Cluster
+                };
+                let gk = GroupKind {
+                    group: gvk.group.clone(),
+                    kind: gvk.kind.clone(),
+                };
+                Some((gk, scope))
+            })
+            .collect()
     }
 
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {

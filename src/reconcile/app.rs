@@ -453,11 +453,13 @@ impl Worker {
                 message: "the revision moved during the pass".into(),
                 retryable: true,
             })?;
+        let scopes = self.shared.cluster.scopes().await;
         let mut set = read_revision(
             &self.shared.sources,
             &source,
             &revision,
             &self.config.destination.namespace,
+            Some(&scopes),
         )
         .await
         .map_err(|err| Failure {

@@ -7,6 +7,7 @@
 //! admission never look like drift. Against a snapshot it is *offline*: fields only the
 //! live object has are taken as server defaults, and equal quantities compare equal.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -18,7 +19,9 @@ use crate::diff::{
     APP_LABEL, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff_sets,
     is_secret,
 };
-use crate::manifest::{ManifestErrors, ManifestSet, ObjectId, ParseOptions, parse_files, read_dir};
+use crate::manifest::{
+    GroupKind, ManifestErrors, ManifestSet, ObjectId, ParseOptions, Scope, parse_files, read_dir,
+};
 use crate::report::drift::DriftReport;
 use crate::source::{Revision, Source, SourceCache, SourceError};
 
@@ -62,7 +65,13 @@ pub struct Observation<'a> {
     /// Where the app's inventory lives: online, what it lists and Git no longer has
     /// is reported as Extra.
     pub inventory_namespace: &'a str,
+    /// The kinds' scopes as the cluster serves them (online); offline, the built-in
+    /// table and the CRDs in the set decide, and an unknown kind is namespaced.
+    pub scopes: Option<&'a Scopes>,
 }
+
+/// Kinds' scopes as discovery reports them.
+pub type Scopes = HashMap<GroupKind, Scope>;
 
 /// Desired state at one revision.
 #[derive(Debug)]
@@ -121,9 +130,12 @@ pub async fn read_desired(
     let (revision, mut manifests) = match input {
         DesiredInput::Dir(path) => {
             let path = path.to_path_buf();
+            let scopes = observation.scopes.cloned();
             let manifests = tokio::task::spawn_blocking(move || {
+                let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
                 let options = ParseOptions {
                     default_namespace: &default_namespace,
+                    scope: Some(&lookup),
                     ..ParseOptions::default()
                 };
                 read_dir(&path, &options)
@@ -135,7 +147,14 @@ pub async fn read_desired(
         }
         DesiredInput::Git { cache, source } => {
             let revision = cache.sync(source).await?;
-            let manifests = read_revision(cache, source, &revision, &default_namespace).await?;
+            let manifests = read_revision(
+                cache,
+                source,
+                &revision,
+                &default_namespace,
+                observation.scopes,
+            )
+            .await?;
             (Some(revision), manifests)
         }
     };
@@ -154,16 +173,20 @@ pub async fn read_revision(
     source: &Source,
     revision: &Revision,
     default_namespace: &str,
+    scopes: Option<&Scopes>,
 ) -> Result<ManifestSet, ObserveError> {
     let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
     let default_namespace = default_namespace.to_string();
+    let scopes = scopes.cloned();
     tokio::task::spawn_blocking(move || {
         let files = cache
             .read_files(&source, &at)
             .map_err(ObserveError::Source)?;
         let files: Vec<(String, Vec<u8>)> = files.into_iter().map(|f| (f.path, f.bytes)).collect();
+        let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
         let options = ParseOptions {
             default_namespace: &default_namespace,
+            scope: Some(&lookup),
             ..ParseOptions::default()
         };
         parse_files(&files, &options).map_err(ObserveError::Desired)

@@ -31,6 +31,7 @@ fn offline_diff(
             default_namespace: "default",
             rules: &[],
             inventory_namespace: "tether-system",
+            scopes: None,
         };
         let desired = read_desired(DesiredInput::Dir(desired), &observation).await?;
         observe(&desired, LiveInput::Snapshot(live), &observation).await

@@ -576,3 +576,52 @@ async fn a_long_sync_shows_progress_on_a_terminal_only() {
     assert_eq!(piped.code, Some(0));
     assert!(!piped.stderr.contains("applying ["), "{}", piped.stderr);
 }
+
+/// A cluster-scoped custom resource whose CRD is installed elsewhere: its scope comes
+/// from discovery, so it gets no namespace (offline it could only be guessed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_custom_resource_takes_its_scope_from_the_server() {
+    let sandbox = TestSandbox::start().await;
+    let crd = sandbox.write_file(
+        "crd.yaml",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.example.com}\nspec:\n  group: example.com\n  scope: Cluster\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+    );
+    sandbox.kubectl(&["apply", "-f", &crd]).await.ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.example.com",
+        ])
+        .await
+        .ok();
+    let dir = app_dir(
+        &sandbox,
+        "gadgets",
+        &[(
+            "g.yaml",
+            "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n",
+        )],
+    );
+    let run = sync(&sandbox, &dir, "gadgets", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let report = report(&run);
+    assert_eq!(report["resources"][0]["namespace"], Value::Null, "{report}");
+    let inventory = sandbox
+        .kubectl(&[
+            "get",
+            "cm",
+            "tether-inventory-gadgets",
+            "-n",
+            "tether-system",
+            "-o",
+            "jsonpath={.data.objects}",
+        ])
+        .await
+        .ok();
+    assert_eq!(
+        inventory.stdout,
+        r#"{"apiVersion":"example.com/v1","kind":"Gadget","name":"g1"}"#
+    );
+    sandbox.kubectl(&["get", "gadget", "g1"]).await.ok();
+}
