@@ -12,6 +12,7 @@ mod fidelity;
 mod leader;
 mod manifest;
 mod notify;
+mod quickstart;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

@@ -1,0 +1,202 @@
+//! The README's first command, `examples/quickstart/quickstart.sh` (issue #6), run as a
+//! person runs it: the app synced, a live change healed, every process it started
+//! stopped and its temporary directory removed, after `--exit` and after Ctrl-C.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Far more than a run takes (about two seconds): it only bounds a hung script.
+const RUN_LIMIT: Duration = Duration::from_secs(50);
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/quickstart.sh")
+}
+
+fn quickstart(tmp: &Path) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .arg(script())
+        .env("TETHER", env!("CARGO_BIN_EXE_tether"))
+        .env("TMPDIR", tmp)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// The `host:port` after `prefix` on the line that starts with `label`.
+fn address(output: &str, label: &str, prefix: &str) -> String {
+    let line = output
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no line starting {label:?} in:\n{output}"));
+    let rest = line
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} URL on {line:?}"));
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+/// Both servers the script started are gone: nothing accepts on their ports.
+fn assert_stopped(output: &str) {
+    for (label, prefix) in [("Status API:", "http://"), ("Sandbox:", "https://")] {
+        let addr = address(output, label, prefix);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(&addr).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "{label} {addr} still accepts connections after the script ended"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn assert_dir_removed(tmp: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .expect("read TMPDIR")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "the script left {left:?} in TMPDIR");
+}
+
+/// The demo's story, line by line as the script prints it.
+fn assert_synced_and_healed(stdout: &str) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |wanted: &str| {
+        lines
+            .iter()
+            .position(|l| *l == wanted)
+            .unwrap_or_else(|| panic!("no line {wanted:?} in:\n{stdout}"))
+    };
+    let synced = at("synced: hello is Synced and Healthy");
+    let drift = at("drift: kubectl set deployment/hello-web replicas to 5 (Git says 2)");
+    let healed = at("healed: tether set deployment/hello-web replicas back to 2");
+    assert!(synced < drift && drift < healed, "out of order:\n{stdout}");
+    // `tether status` tables, before the drift and after the heal.
+    let tables: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() >= 3 && cols[0] == "hello" && cols[1] == "Synced" && cols[2] == "Healthy"
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        tables.iter().any(|&i| i < synced) && tables.iter().any(|&i| i > healed),
+        "expected a Synced/Healthy status row before the drift and after the heal:\n{stdout}"
+    );
+}
+
+#[test]
+fn quickstart_syncs_heals_and_cleans_up_with_exit() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let started = Instant::now();
+    let out = quickstart(tmp.path())
+        .arg("--exit")
+        .output()
+        .expect("bash runs the quickstart");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        started.elapsed() < RUN_LIMIT,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_synced_and_healed(&stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("kubectl:     export KUBECONFIG=")),
+        "{stdout}"
+    );
+    assert_stopped(&stdout);
+    assert_dir_removed(tmp.path());
+}
+
+#[test]
+fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut child = quickstart(tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("bash runs the quickstart");
+    let stdout = child.stdout.take().expect("stdout");
+    // Read on a thread so a script that never gets there fails the test, not hangs it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            seen.push_str(&line);
+            seen.push('\n');
+            if line == "==> Running until Ctrl-C" {
+                let _ = tx.send(seen.clone());
+            }
+        }
+        let _ = tx.send(seen);
+    });
+    let seen = match rx.recv_timeout(RUN_LIMIT) {
+        Ok(seen) => seen,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the quickstart did not reach `Running until Ctrl-C`");
+        }
+    };
+    if !seen.ends_with("==> Running until Ctrl-C\n") {
+        let _ = child.kill();
+        panic!("the quickstart stopped before running on:\n{seen}");
+    }
+    assert_synced_and_healed(&seen);
+    // Both servers are still up while it runs.
+    for (label, prefix) in [("Status API:", "http://"), ("Sandbox:", "https://")] {
+        let addr = address(&seen, label, prefix);
+        assert!(TcpStream::connect(&addr).is_ok(), "{label} {addr} is down");
+    }
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the quickstart did not stop after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
+    assert_eq!(status.code(), Some(130));
+    assert_stopped(&seen);
+    assert_dir_removed(tmp.path());
+}
+
+#[test]
+fn quickstart_refuses_unknown_arguments() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = quickstart(tmp.path())
+        .arg("--bogus")
+        .output()
+        .expect("bash runs the quickstart");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown argument '--bogus'") && stderr.contains("Usage:"),
+        "{stderr}"
+    );
+    assert_dir_removed(tmp.path());
+}
