@@ -23,6 +23,8 @@ use serde_saphyr::Spanned;
 
 use crate::diff::IgnoreRule;
 use crate::reconcile::windows::{SyncWindow, WindowKind, parse_schedule};
+use crate::report::commit_status::CommitStatusConfig;
+use crate::report::notify::NotificationConfig;
 use crate::source::{Auth, PollConfig, Provider, SecretRef, Source, WebhookConfig, WebhookSecret};
 
 /// Where the HTTP server listens: every interface, port 8080 (the schema's default).
@@ -216,6 +218,10 @@ pub struct AppConfig {
     pub sync_windows: Vec<SyncWindow>,
     /// Freeze automation (drift is still reported).
     pub suspend: bool,
+    /// Where to tell people about failures, degraded health and drift.
+    pub notifications: Vec<NotificationConfig>,
+    /// Post each pass's result to the Git provider as a commit status.
+    pub commit_status: Option<CommitStatusConfig>,
 }
 
 /// Where an app's desired state lives.
@@ -631,6 +637,10 @@ mod raw {
         pub sync_windows: Vec<SyncWindow>,
         #[serde(default, deserialize_with = "null_is_default")]
         pub suspend: bool,
+        #[serde(default, deserialize_with = "null_is_default")]
+        pub notifications: Vec<crate::report::notify::NotificationConfig>,
+        #[serde(default)]
+        pub commit_status: Option<crate::report::commit_status::CommitStatusConfig>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -1100,6 +1110,14 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         .enumerate()
         .filter_map(|(i, w)| resolve_window(w, &format!("{path}.syncWindows[{i}]"), check))
         .collect();
+    if let Err(err) = crate::report::notify::resolve_channels(&raw.notifications) {
+        check.report(path.to_string(), None, err.to_string());
+    }
+    if let Some(status) = &raw.commit_status
+        && let Err(err) = status.resolve(&raw.name.value, &source.repo)
+    {
+        check.report(format!("{path}.commitStatus"), None, err.to_string());
+    }
     AppConfig {
         name: raw.name.value.clone(),
         source,
@@ -1108,6 +1126,8 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         ignore_differences,
         sync_windows,
         suspend: raw.suspend,
+        notifications: raw.notifications.clone(),
+        commit_status: raw.commit_status.clone(),
     }
 }
 

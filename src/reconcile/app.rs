@@ -25,9 +25,15 @@ use crate::config::AppConfig;
 use crate::diff::IgnoreRule;
 use crate::manifest::ManifestSet;
 use crate::metrics::METRICS;
+use crate::report::commit_status::{
+    CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
+};
+use crate::report::drift::Summary;
+use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier, resolve_channels};
 use crate::source::{SourceCache, SourceState};
+use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
-use crate::sync::{SyncOptions, sync};
+use crate::sync::{Action, SyncOptions, SyncReport, sync};
 
 /// What every worker shares.
 pub struct Shared {
@@ -40,6 +46,8 @@ pub struct Shared {
     /// Bounds how many apps run a pass at once.
     pub passes: Arc<Semaphore>,
     pub resync_interval: Duration,
+    pub notifier: Notifier,
+    pub commit_statuses: CommitStatusReporter,
 }
 
 /// A running worker.
@@ -83,7 +91,18 @@ pub fn spawn(
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
     let sync_requested = Arc::new(AtomicBool::new(false));
+    // The configuration was validated when loaded: these cannot fail here.
+    let channels = resolve_channels(&config.notifications).unwrap_or_default();
+    let status_target = config
+        .commit_status
+        .as_ref()
+        .and_then(|c| c.resolve(&config.name, &config.source.repo).ok())
+        .map(Arc::new);
     let worker = Worker {
+        channels,
+        status_target,
+        last_health: None,
+        drift_reported: false,
         rules: config.ignore_rules(),
         config: config.clone(),
         shared,
@@ -110,6 +129,12 @@ pub fn spawn(
 
 struct Worker {
     config: AppConfig,
+    channels: Vec<Arc<Channel>>,
+    status_target: Option<Arc<CommitStatusTarget>>,
+    /// The health after the previous pass: Degraded is announced once, on arrival.
+    last_health: Option<Health>,
+    /// Whether the current drift has been announced.
+    drift_reported: bool,
     rules: Vec<IgnoreRule>,
     shared: Arc<Shared>,
     source: watch::Receiver<SourceState>,
@@ -229,6 +254,20 @@ impl Worker {
         };
         if result != PassResult::Succeeded {
             tracing::warn!(app = %name, result = result.as_str(), error = error.as_deref().unwrap_or(""), "pass failed");
+            let reason = if result == PassResult::Stalled {
+                "Stalled"
+            } else {
+                "SyncFailed"
+            };
+            self.notify(Event {
+                app: name.clone(),
+                kind: EventKind::SyncFailed,
+                revision: Some(EventRevision::from(&revision)),
+                reason: Some(reason.to_string()),
+                summary: Summary::default(),
+                objects: Vec::new(),
+            });
+            self.post_status(&revision.sha, CommitState::Failure, reason.to_string());
         }
         METRICS.pass(&name, result.as_str(), took);
         let retry_at = self.retry_at;
@@ -320,18 +359,80 @@ impl Worker {
             let failures: Vec<String> = report
                 .objects
                 .iter()
-                .filter(|o| o.action == crate::sync::Action::Failed)
+                .filter(|o| o.action == Action::Failed)
                 .map(|o| format!("{}: {}", o.id, o.message))
                 .chain(report.prune_refused.clone())
                 .collect();
             failures.join("; ")
         });
         let now = Utc::now();
+        let mut synced = false;
         self.shared.statuses.update(&self.config.name, |s| {
             s.record_sync(&report, now);
             s.automation = automation;
+            synced = s.sync == SyncStatus::Synced;
         });
+        self.announce(sha, &report, acting, synced, changed);
         Ok((changed, failed))
+    }
+
+    /// Tells people what this pass found: notifications on transitions, the commit
+    /// status on every pass (the reporter posts only changes).
+    fn announce(
+        &mut self,
+        sha: &str,
+        report: &SyncReport,
+        acting: bool,
+        synced: bool,
+        changed: usize,
+    ) {
+        let revision = self.source.borrow().revision.clone();
+        let revision = revision.as_ref().filter(|r| r.sha == sha);
+        let event = |kind, reason: Option<&str>| {
+            Event::from_sync(&self.config.name, kind, revision, reason, report)
+        };
+        if acting && changed > 0 {
+            self.notify(event(EventKind::DriftCorrected, None));
+            self.drift_reported = false;
+        } else if !acting && report.changed() {
+            if !self.drift_reported {
+                self.notify(event(EventKind::DriftDetected, Some("OutOfSync")));
+                self.drift_reported = true;
+            }
+        } else if synced {
+            self.drift_reported = false;
+        }
+        if report.health == Health::Degraded && self.last_health != Some(Health::Degraded) {
+            self.notify(event(EventKind::HealthDegraded, Some("Degraded")));
+        }
+        self.last_health = Some(report.health);
+        let failed = report.failed();
+        let state = CommitState::from_pass(failed, synced, report.health);
+        let description = if failed {
+            "sync failed".to_string()
+        } else if synced {
+            format!("Synced, {}", report.health)
+        } else {
+            "OutOfSync".to_string()
+        };
+        self.post_status(sha, state, description);
+    }
+
+    fn notify(&self, event: Event) {
+        if !self.channels.is_empty() {
+            self.shared.notifier.notify(&self.channels, event);
+        }
+    }
+
+    fn post_status(&self, sha: &str, state: CommitState, description: String) {
+        if let Some(target) = &self.status_target {
+            self.shared.commit_statuses.report(StatusReport {
+                target: target.clone(),
+                sha: sha.to_string(),
+                state,
+                description,
+            });
+        }
     }
 
     /// The manifests at `sha`, parsed once per revision.

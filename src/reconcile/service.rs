@@ -17,6 +17,9 @@ use crate::cluster::cache::Cache;
 use crate::cluster::{Cluster, ClusterError};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
+use crate::report::commit_status::CommitStatusReporter;
+use crate::report::delivery::{DeliveryError, DeliveryOptions};
+use crate::report::notify::Notifier;
 use crate::server::{self, Control};
 use crate::source::{
     SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
@@ -44,6 +47,8 @@ pub enum ServeError {
     Cluster(#[from] ClusterError),
     #[error("Git cache: {0}")]
     Source(#[from] SourceError),
+    #[error("outbound HTTP client: {0}")]
+    Delivery(DeliveryError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -132,6 +137,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         passes: Arc::new(Semaphore::new(config.concurrency)),
         workers: workers.clone(),
         apps: apps.clone(),
+        notifier: Notifier::start(DeliveryOptions::default()).map_err(ServeError::Delivery)?,
+        commit_statuses: CommitStatusReporter::start(DeliveryOptions::default())
+            .map_err(ServeError::Delivery)?,
     };
 
     let webhooks = webhook_router(WebhookState::new(
@@ -188,6 +196,15 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     };
     futures::future::join_all(running.into_iter().map(stop_app)).await;
     workers.cancel();
+    // What the last passes queued is sent, within the delivery timeouts.
+    let _ = tokio::time::timeout(
+        STOP_GRACE,
+        futures::future::join(
+            contexts.notifier.shutdown(),
+            contexts.commit_statuses.shutdown(),
+        ),
+    )
+    .await;
     if let Some((elector, _)) = elector {
         // Released only after the last write: the next leader starts from here.
         elector.release().await;
@@ -215,6 +232,8 @@ struct Contexts {
     passes: Arc<Semaphore>,
     workers: CancellationToken,
     apps: Arc<Apps>,
+    notifier: Notifier,
+    commit_statuses: CommitStatusReporter,
 }
 
 impl Contexts {
@@ -249,6 +268,8 @@ impl Contexts {
             inventory_namespace: config.inventory_namespace.clone(),
             passes: self.passes.clone(),
             resync_interval: config.resync_interval,
+            notifier: self.notifier.clone(),
+            commit_statuses: self.commit_statuses.clone(),
         });
         self.shared.insert(key, shared.clone());
         Ok(shared)

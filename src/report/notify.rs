@@ -21,8 +21,10 @@ use super::delivery::{
     self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
 };
 use super::drift::{DriftReport, Summary};
-use crate::diff::{ObjectDiff, Segment, Status, is_secret};
+use crate::diff::{Change, ObjectDiff, Segment, Status, is_secret};
+use crate::manifest::ObjectId;
 use crate::source::{Revision, SecretRef};
+use crate::sync::{Action, SyncReport};
 
 /// One message per app, event kind and channel per five minutes at most: long enough
 /// that an app flapping on every pass (the default poll is one minute) cannot flood a
@@ -273,13 +275,17 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
-    /// The reference for one diffed object. A Secret's paths stop at the key
-    /// (`data.password`): deeper segments of a path can hold values.
+    /// The reference for one diffed object.
     pub fn from_diff(diff: &ObjectDiff) -> ObjectRef {
-        let secret = is_secret(&diff.id);
-        let paths = diff
-            .drift
-            .changes()
+        ObjectRef::new(&diff.id, diff.drift.status(), diff.drift.changes())
+    }
+
+    /// The reference for an object a sync changed (or would change). A Secret's
+    /// paths stop at the key (`data.password`): deeper segments of a path can hold
+    /// values.
+    pub fn new(id: &ObjectId, status: Status, changes: &[Change]) -> ObjectRef {
+        let secret = is_secret(id);
+        let paths = changes
             .iter()
             .map(|c| {
                 if secret {
@@ -299,11 +305,11 @@ impl ObjectRef {
             })
             .collect();
         ObjectRef {
-            api_version: diff.id.api_version(),
-            kind: diff.id.kind.clone(),
-            namespace: diff.id.namespace.clone(),
-            name: diff.id.name.clone(),
-            status: diff.drift.status(),
+            api_version: id.api_version(),
+            kind: id.kind.clone(),
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+            status,
             paths,
         }
     }
@@ -370,6 +376,47 @@ impl Event {
                 .filter(|o| o.drift.is_drift())
                 .map(ObjectRef::from_diff)
                 .collect(),
+        }
+    }
+
+    /// The event for a sync (or the dry run that found drift): what it created,
+    /// configured or pruned, or would have. `reason` names a stage, never a message.
+    pub fn from_sync(
+        app: &str,
+        kind: EventKind,
+        revision: Option<&Revision>,
+        reason: Option<&str>,
+        report: &SyncReport,
+    ) -> Event {
+        let mut summary = Summary::default();
+        let mut objects = Vec::new();
+        for o in &report.objects {
+            let status = match o.action {
+                Action::Unchanged => {
+                    summary.in_sync += 1;
+                    continue;
+                }
+                Action::Created => Status::Missing,
+                Action::Configured | Action::Replaced => Status::Modified,
+                Action::Pruned => Status::Extra,
+                Action::Skipped if o.health.is_none() => Status::Extra,
+                Action::Skipped | Action::Failed => continue,
+            };
+            match status {
+                Status::Missing => summary.missing += 1,
+                Status::Modified => summary.modified += 1,
+                Status::Extra => summary.extra += 1,
+                Status::InSync => summary.in_sync += 1,
+            }
+            objects.push(ObjectRef::new(&o.id, status, &o.changes));
+        }
+        Event {
+            app: app.to_string(),
+            kind,
+            revision: revision.map(EventRevision::from),
+            reason: reason.map(str::to_string),
+            summary,
+            objects,
         }
     }
 

@@ -36,19 +36,19 @@ const SECRET_VALUE: &str = "hunter2-s3cr3t-value";
 
 /// One request the server saw.
 #[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-    at: Instant,
+pub struct Seen {
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub at: Instant,
 }
 
 impl Seen {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("a JSON body")
     }
-    fn header(&self, name: &str) -> &str {
+    pub fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
@@ -84,8 +84,8 @@ struct Script {
 
 /// A loopback HTTP server that records every request and answers as scripted.
 #[derive(Clone)]
-struct Recorder {
-    base: String,
+pub struct Recorder {
+    pub base: String,
     script: Arc<Mutex<Script>>,
 }
 
@@ -119,7 +119,7 @@ async fn record(
 }
 
 impl Recorder {
-    async fn start() -> Recorder {
+    pub async fn start() -> Recorder {
         support::init();
         let script = Arc::new(Mutex::new(Script::default()));
         let app = Router::new().fallback(record).with_state(script.clone());
@@ -139,7 +139,7 @@ impl Recorder {
         self.script.lock().unwrap().fallback = Some(reply);
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<Seen> {
         self.script.lock().unwrap().seen.clone()
     }
 }

@@ -12,6 +12,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use crate::notify::Recorder;
 use crate::support::{GitDaemon, GitRepo, TestSandbox, eventually, free_port};
 
 /// Long enough that only webhooks and live changes move an app during a test.
@@ -505,4 +506,72 @@ async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
     })
     .await;
     assert_eq!(second.stop().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("shop").await;
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: shop}\nstringData: {password: hunter2-do-not-print}\n";
+    let origin = origin(
+        &sandbox,
+        &[
+            ("shop/cm.yaml", &configmap("shop", "shop", "1")),
+            ("shop/secret.yaml", secret),
+        ],
+    );
+    let provider = Recorder::start().await;
+    let hooks = Recorder::start().await;
+    let token = sandbox.dir.path().join("token");
+    std::fs::write(&token, "provider-token").expect("write token");
+    let (server, _) = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: shop\n  source: {{repo: \"{}\", ref: main, path: shop, interval: {POLL}}}\n  destination: {{namespace: shop}}\n  sync: {{automated: true}}\n  commitStatus: {{provider: github, apiUrl: \"{}\", repository: org/apps, tokenFile: {}}}\n  notifications:\n  - {{type: webhook, url: \"{}/hook\", minInterval: 0s}}\n",
+        origin.url,
+        provider.base,
+        token.display(),
+        hooks.base,
+    );
+    let serve = Serve::start(&sandbox, "shop", &config, &[]).await;
+    serve
+        .wait_status("shop", "shop is Synced", |s| s["sync"] == "Synced")
+        .await;
+    let sha = crate::support::git(&origin.repo.dir, &["rev-parse", "HEAD"]);
+
+    let posted = eventually("the commit status is posted", || async {
+        provider
+            .seen()
+            .into_iter()
+            .find(|r| r.path == format!("/repos/org/apps/statuses/{sha}"))
+    })
+    .await;
+    assert_eq!(posted.header("authorization"), "Bearer provider-token");
+    assert_eq!(posted.json()["state"], "success", "{}", posted.json());
+    assert_eq!(posted.json()["context"], "tether/shop");
+
+    let corrected = eventually("the drift-corrected notification arrives", || async {
+        hooks
+            .seen()
+            .into_iter()
+            .find(|r| r.json()["event"] == "driftCorrected")
+    })
+    .await;
+    let body = corrected.json();
+    assert_eq!(body["app"], "shop");
+    assert_eq!(body["revision"]["sha"], sha.as_str());
+    assert_eq!(body["summary"]["Missing"], 2, "{body}");
+    for request in hooks.seen().iter().chain(provider.seen().iter()) {
+        let text = String::from_utf8_lossy(&request.body);
+        assert!(!text.contains("hunter2"), "a Secret value was sent: {text}");
+    }
+    // In sync: the same result is not posted again.
+    let before = provider.seen().len();
+    reqwest::Client::new()
+        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
+        .send()
+        .await
+        .expect("manual sync");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(provider.seen().len(), before, "{:?}", provider.seen());
+    assert_eq!(serve.stop().await, Some(0));
 }
