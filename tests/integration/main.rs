@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod diff_corpus;
 mod diff_online;
+mod docs;
 mod examples;
 mod fidelity;
 mod leader;
