@@ -50,16 +50,27 @@ done
 dir="$(mktemp -d "${TMPDIR:-/tmp}/tether-quickstart.XXXXXX")"
 sandbox_pid=""
 serve_pid=""
+sleep_pid=""
 succeeded=0
 
-cleanup() {
-  # Only the processes this script started, by PID.
-  for pid in "$serve_pid" "$sandbox_pid"; do
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
-    fi
+# Stops one process this script started, by PID: SIGTERM, then SIGKILL if it is still
+# there after 10 s (tether serve finishes the passes in flight first).
+stop() {
+  local pid="$1"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
   done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  stop "$sleep_pid"
+  stop "$serve_pid"
+  stop "$sandbox_pid"
   if [ "$succeeded" -eq 1 ]; then
     rm -rf "$dir"
   else
@@ -122,20 +133,26 @@ printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$namespace" |
 echo "namespace: $namespace"
 
 # --- tether serve -------------------------------------------------------------------
-# A free port for the status API: one nothing answers on.
-port=""
-for _ in $(seq 1 50); do
-  candidate=$((20000 + RANDOM % 40000))
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-    port="$candidate"
-    break
-  fi
-done
-[ -n "$port" ] || fail "found no free port on 127.0.0.1"
-server="http://127.0.0.1:$port"
+# A port for the status API. tether serve listens where its configuration says (it
+# cannot report a port picked by the system), so pick one nothing answers on, below
+# the range the kernel hands out for port 0 and outgoing connections, and try another
+# if it is taken between the check and tether serve's bind.
+ephemeral_low="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+[ "$ephemeral_low" -gt 11000 ] 2>/dev/null || ephemeral_low=32768
+pick_port() {
+  local candidate
+  for _ in $(seq 1 100); do
+    candidate=$((10000 + RANDOM % (ephemeral_low - 10000)))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  fail "found no free port on 127.0.0.1"
+}
 
-config="$dir/tether.yaml"
-cat >"$config" <<EOF
+write_config() {
+  cat >"$config" <<EOF
 # The configuration the quickstart runs tether serve with (README: Configuration).
 server:
   listen: 127.0.0.1:$port
@@ -152,11 +169,31 @@ apps:
       prune: true
       selfHeal: true
 EOF
+}
 
+config="$dir/tether.yaml"
 say "Starting tether serve (configuration: $config)"
-TETHER_CACHE_DIR="$dir/cache" "$tether" serve --config "$config" \
-  >"$dir/serve.out" 2>"$dir/serve.log" &
-serve_pid=$!
+for attempt in 1 2 3; do
+  port="$(pick_port)"
+  server="http://127.0.0.1:$port"
+  write_config
+  TETHER_CACHE_DIR="$dir/cache" "$tether" serve --config "$config" \
+    >"$dir/serve.out" 2>"$dir/serve.log" &
+  serve_pid=$!
+  # Up once the status API answers (exit 0 or 1; 2 is "cannot reach").
+  for _ in $(seq 1 $((wait_seconds * 4))); do
+    code=0
+    "$tether" status --server "$server" >/dev/null 2>&1 || code=$?
+    [ "$code" -ne 2 ] && break
+    kill -0 "$serve_pid" 2>/dev/null || break
+    sleep 0.25
+  done
+  kill -0 "$serve_pid" 2>/dev/null && break
+  wait "$serve_pid" 2>/dev/null || true
+  serve_pid=""
+  grep -q "cannot listen" "$dir/serve.log" && [ "$attempt" -lt 3 ] && continue
+  fail "tether serve exited: $(tail -n 20 "$dir/serve.log")"
+done
 
 # Waits until `tether status` exits 0: every app Synced and Healthy.
 wait_synced() {
@@ -218,7 +255,10 @@ else
   # Wakes on Ctrl-C (the INT trap exits and cleanup stops both processes) or when
   # either process dies.
   while kill -0 "$serve_pid" 2>/dev/null && kill -0 "$sandbox_pid" 2>/dev/null; do
-    sleep 1
+    # `wait` returns as soon as a trapped signal arrives; a foreground sleep would not.
+    sleep 1 &
+    sleep_pid=$!
+    wait "$sleep_pid" || true
   done
   succeeded=0
   fail "a process stopped on its own; see the logs"

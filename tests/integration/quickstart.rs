@@ -122,15 +122,65 @@ fn quickstart_syncs_heals_and_cleans_up_with_exit() {
     assert_dir_removed(tmp.path());
 }
 
-#[test]
-fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
+/// A running quickstart. Dropped early (a failed assertion), it gets SIGTERM first, so
+/// its trap still stops what it started, and SIGKILL only if that does not work.
+struct Running(std::process::Child);
+
+impl Running {
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.0.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{signal}");
+    }
+
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.0.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            if self.wait_for_exit(Duration::from_secs(25)).is_none() {
+                let _ = self.0.kill();
+            }
+        }
+    }
+}
+
+/// Runs the quickstart without `--exit` until it says it keeps running, sends it
+/// `signal`, and checks it stops everything and exits with `code`.
+fn keeps_running_until(signal: &str, code: i32) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut child = quickstart(tmp.path())
+    let logs = tempfile::tempdir().expect("tempdir");
+    let stderr_path = logs.path().join("stderr");
+    // A test suite started in the background (nohup, `&` in a script, some CI runners)
+    // inherits SIGINT ignored, and bash cannot trap a signal ignored on entry; a
+    // terminal's Ctrl-C never arrives that way, so give the script SIGINT's default back.
+    let mut command = Command::new("env");
+    command
+        .args(["--default-signal=INT", "bash"])
+        .arg(script())
+        .env("TETHER", env!("CARGO_BIN_EXE_tether"))
+        .env("TMPDIR", tmp.path())
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("bash runs the quickstart");
-    let stdout = child.stdout.take().expect("stdout");
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let mut running = Running(command.spawn().expect("bash runs the quickstart"));
+    let stdout = running.0.stdout.take().expect("stdout");
     // Read on a thread so a script that never gets there fails the test, not hangs it.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -145,17 +195,14 @@ fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
         }
         let _ = tx.send(seen);
     });
-    let seen = match rx.recv_timeout(RUN_LIMIT) {
-        Ok(seen) => seen,
-        Err(_) => {
-            let _ = child.kill();
-            panic!("the quickstart did not reach `Running until Ctrl-C`");
-        }
-    };
-    if !seen.ends_with("==> Running until Ctrl-C\n") {
-        let _ = child.kill();
-        panic!("the quickstart stopped before running on:\n{seen}");
-    }
+    let seen = rx
+        .recv_timeout(RUN_LIMIT)
+        .expect("the quickstart reaches `Running until Ctrl-C`");
+    assert!(
+        seen.ends_with("==> Running until Ctrl-C\n"),
+        "the quickstart stopped before running on:\n{seen}\nstderr:\n{}",
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
     assert_synced_and_healed(&seen);
     // Both servers are still up while it runs.
     for (label, prefix) in [("Status API:", "http://"), ("Sandbox:", "https://")] {
@@ -163,26 +210,25 @@ fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
         assert!(TcpStream::connect(&addr).is_ok(), "{label} {addr} is down");
     }
 
-    let interrupted = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(interrupted.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the quickstart did not stop after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    // 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
-    assert_eq!(status.code(), Some(130));
+    running.signal(signal);
+    // The script gives each process 10 s to stop before SIGKILL.
+    let status = running
+        .wait_for_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("the quickstart did not stop within 30 s of SIG{signal}"));
+    assert_eq!(status.code(), Some(code), "exit status after SIG{signal}");
     assert_stopped(&seen);
     assert_dir_removed(tmp.path());
+}
+
+#[test]
+fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
+    // 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
+    keeps_running_until("INT", 130);
+}
+
+#[test]
+fn quickstart_stops_everything_on_sigterm() {
+    keeps_running_until("TERM", 143);
 }
 
 #[test]
