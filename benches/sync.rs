@@ -157,6 +157,7 @@ async fn main() {
         app: Some("bench"),
         default_namespace: "default",
         rules: &[],
+        inventory_namespace: "tether-system",
     };
     let desired = read_desired(DesiredInput::Dir(&manifests), &observation)
         .await

@@ -199,8 +199,12 @@ pub struct SyncArgs {
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
     /// Manifests: a local directory, or with --repo a directory inside the repository.
-    #[arg(long)]
-    pub path: String,
+    #[arg(long, required_unless_present = "config")]
+    pub path: Option<String>,
+
+    /// Diff the apps of a `tether serve` configuration file instead (all, or --app).
+    #[arg(long, conflicts_with_all = ["path", "repo", "live"])]
+    pub config: Option<PathBuf>,
 
     /// Read the manifests from this Git repository instead of the local disk.
     #[arg(long)]
@@ -225,6 +229,11 @@ pub struct DiffArgs {
     /// Namespace for namespaced objects that name none.
     #[arg(long, short = 'n', default_value = crate::manifest::DEFAULT_NAMESPACE)]
     pub namespace: String,
+
+    /// Where the app's inventory lives (online, with --app: objects it owns that Git
+    /// no longer has are reported as Extra).
+    #[arg(long, default_value = crate::sync::inventory::DEFAULT_INVENTORY_NAMESPACE)]
+    pub inventory_namespace: String,
 
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = ReportFormat::Text)]
@@ -424,10 +433,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
 pub const EXIT_DRIFT: u8 = 1;
 
 async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
+    if let Some(config) = &args.config {
+        return run_diff_config(&args, config).await;
+    }
     let observation = Observation {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         rules: &[],
+        inventory_namespace: &args.inventory_namespace,
     };
     let report = match diff(&args, &observation).await {
         Ok(report) => report,
@@ -436,18 +449,7 @@ async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    let color = match args.color {
-        Color::Always => true,
-        Color::Never => false,
-        Color::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
-    };
-    let format = match args.output {
-        ReportFormat::Text => drift::Format::Text { color },
-        ReportFormat::Json => drift::Format::Json,
-        ReportFormat::Markdown => drift::Format::Markdown,
-        ReportFormat::Junit => drift::Format::Junit,
-    };
-    let mut out = drift::render(&report, format);
+    let mut out = drift::render(&report, drift_format(&args));
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -455,11 +457,115 @@ async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
     Ok(if report.has_drift() { EXIT_DRIFT } else { 0 })
 }
 
+/// `tether diff --config FILE [--app NAME]`: each app of a service configuration,
+/// from its Git source, against its cluster.
+async fn run_diff_config(args: &DiffArgs, path: &Path) -> anyhow::Result<u8> {
+    let config = match crate::config::Config::load(path) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let apps: Vec<&crate::config::AppConfig> = match &args.app {
+        Some(name) => match config.app(name) {
+            Some(app) => vec![app],
+            None => {
+                eprintln!("error: {}: no app named {name:?}", path.display());
+                return Ok(EXIT_ERROR);
+            }
+        },
+        None => config.apps.iter().collect(),
+    };
+    if apps.len() > 1 && args.output == ReportFormat::Junit {
+        eprintln!("error: JUnit output covers one app: pass --app, or use -o json");
+        return Ok(EXIT_ERROR);
+    }
+    let cache = args.git.cache()?;
+    let mut reports = Vec::new();
+    for app in apps {
+        let rules = app.ignore_rules();
+        let observation = Observation {
+            app: Some(&app.name),
+            default_namespace: &app.destination.namespace,
+            rules: &rules,
+            inventory_namespace: &config.inventory_namespace,
+        };
+        let context = args
+            .cluster
+            .context
+            .as_deref()
+            .or(app.destination.context.as_deref());
+        let result = async {
+            let source = app.source();
+            let desired = read_desired(
+                DesiredInput::Git {
+                    cache: &cache,
+                    source: &source,
+                },
+                &observation,
+            )
+            .await?;
+            let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context).await?;
+            observe(&desired, LiveInput::Cluster(&cluster), &observation).await
+        }
+        .await;
+        match result {
+            Ok(report) => reports.push((app.name.clone(), report)),
+            Err(err) => {
+                eprintln!("error: app {}: {err}", app.name);
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    let out = match args.output {
+        ReportFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&drift::render_json_apps(&reports))?
+        ),
+        _ => {
+            let format = drift_format(args);
+            let mut out = String::new();
+            for (name, report) in &reports {
+                if reports.len() > 1 {
+                    out.push_str(&match args.output {
+                        ReportFormat::Markdown => format!("## {name}\n\n"),
+                        _ => format!("app {name}\n"),
+                    });
+                }
+                out.push_str(&drift::render(report, format));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            out
+        }
+    };
+    write_stdout(&out)?;
+    let drift = reports.iter().any(|(_, r)| r.has_drift());
+    Ok(if drift { EXIT_DRIFT } else { 0 })
+}
+
+fn drift_format(args: &DiffArgs) -> drift::Format {
+    let color = match args.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    };
+    match args.output {
+        ReportFormat::Text => drift::Format::Text { color },
+        ReportFormat::Json => drift::Format::Json,
+        ReportFormat::Markdown => drift::Format::Markdown,
+        ReportFormat::Junit => drift::Format::Junit,
+    }
+}
+
 async fn diff(
     args: &DiffArgs,
     observation: &Observation<'_>,
 ) -> Result<drift::DriftReport, ObserveError> {
-    let desired = desired(&args.path, args.repo.as_deref(), &args.git, observation).await?;
+    let path = args.path.as_deref().unwrap_or(".");
+    let desired = desired(path, args.repo.as_deref(), &args.git, observation).await?;
     match &args.live {
         Some(live) => observe(&desired, LiveInput::Snapshot(live), observation).await,
         None => {
@@ -502,6 +608,7 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
         app: Some(&args.app),
         default_namespace: &args.namespace,
         rules: &[],
+        inventory_namespace: &args.inventory_namespace,
     };
     let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &observation).await {
         Ok(desired) => desired,
@@ -533,8 +640,28 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
         concurrency: args.concurrency.max(1),
         ..SyncOptions::new(&args.app)
     };
+    // A progress bar for a person watching a long sync; never in logs or pipes.
+    let bar = |done: usize, total: usize| {
+        const WIDTH: usize = 30;
+        let filled = done * WIDTH / total.max(1);
+        eprint!(
+            "\r  applying [{}{}] {done}/{total}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled)
+        );
+    };
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && desired.manifests.len() >= PROGRESS_MIN_OBJECTS;
+    let options = SyncOptions {
+        progress: show_progress.then_some(&bar as &(dyn Fn(usize, usize) + Sync)),
+        ..options
+    };
     let revision = desired.revision.as_ref().map(|r| r.sha.as_str());
-    let report = match crate::sync::sync(&cluster, &desired.manifests, revision, &options).await {
+    let report = crate::sync::sync(&cluster, &desired.manifests, revision, &options).await;
+    if show_progress {
+        eprint!("\r\x1b[K");
+    }
+    let report = match report {
         Ok(report) => report,
         Err(err) => {
             eprintln!("error: {err}");
@@ -609,6 +736,9 @@ async fn run_status(args: StatusArgs) -> anyhow::Result<u8> {
         .all(|a| a["sync"] == "Synced" && a["health"] == "Healthy");
     Ok(if all_good { 0 } else { EXIT_FAILED })
 }
+
+/// Syncs of fewer objects finish before a progress bar would be worth reading.
+const PROGRESS_MIN_OBJECTS: usize = 50;
 
 /// Exit code of `tether sync` when an object failed, prune was refused or the app
 /// did not become healthy.

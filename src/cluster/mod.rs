@@ -79,6 +79,9 @@ impl From<kube::Error> for ClusterError {
 pub struct Cluster {
     client: Client,
     kinds: Mutex<HashMap<GroupVersionKind, Option<Resolved>>>,
+    /// Whether aggregated discovery has filled `kinds` (two requests for every kind
+    /// the server serves, instead of one per group version).
+    discovered: tokio::sync::OnceCell<()>,
 }
 
 impl Cluster {
@@ -118,6 +121,7 @@ impl Cluster {
         Cluster {
             client,
             kinds: Mutex::new(HashMap::new()),
+            discovered: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -131,6 +135,14 @@ impl Cluster {
         if let Some(known) = self.cached(gvk) {
             return Ok(known);
         }
+        self.discovered
+            .get_or_init(|| async { self.discover_all().await })
+            .await;
+        if let Some(known) = self.cached(gvk) {
+            return Ok(known);
+        }
+        // Not in the snapshot: a CRD created since, or a server without aggregated
+        // discovery. Ask for this group version alone.
         let resolved = match kube::discovery::pinned_kind(&self.client, gvk).await {
             Ok((resource, capabilities)) => Some(Resolved {
                 resource,
@@ -150,6 +162,35 @@ impl Cluster {
         Ok(resolved)
     }
 
+    /// Caches every kind aggregated discovery reports; a server without it (before
+    /// Kubernetes 1.26) is asked per group version instead.
+    async fn discover_all(&self) {
+        let discovery = match kube::Discovery::new(self.client.clone())
+            .run_aggregated()
+            .await
+        {
+            Ok(discovery) => discovery,
+            Err(err) => {
+                tracing::debug!(error = %err, "no aggregated discovery; resolving kinds one group version at a time");
+                return;
+            }
+        };
+        let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        for group in discovery.groups() {
+            for version in group.versions() {
+                for (resource, capabilities) in group.versioned_resources(version) {
+                    let gvk =
+                        GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+                    let namespaced = capabilities.scope == Scope::Namespaced;
+                    kinds.entry(gvk).or_insert(Some(Resolved {
+                        resource,
+                        namespaced,
+                    }));
+                }
+            }
+        }
+    }
+
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {
         self.kinds
             .lock()
@@ -167,6 +208,35 @@ impl Cluster {
         match (kind.namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
             _ => Api::all_with(self.client.clone(), &kind.resource),
+        }
+    }
+
+    /// The objects of a kind (in a namespace, for a namespaced kind) matching a label
+    /// selector, all pages.
+    pub async fn list(
+        &self,
+        kind: &Resolved,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let api = self.api(kind, namespace);
+        let mut params = kube::api::ListParams::default().labels(label_selector);
+        let mut objects = Vec::new();
+        loop {
+            let page = api.list(&params).await?;
+            let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+            for mut object in page.items {
+                // List items may come without their type; the request knows it.
+                object.types = Some(kube::api::TypeMeta {
+                    api_version: kind.resource.api_version.clone(),
+                    kind: kind.resource.kind.clone(),
+                });
+                objects.push(to_value(object)?);
+            }
+            match next {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(objects),
+            }
         }
     }
 

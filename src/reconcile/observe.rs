@@ -59,6 +59,9 @@ pub struct Observation<'a> {
     /// Namespace for namespaced objects that name none.
     pub default_namespace: &'a str,
     pub rules: &'a [IgnoreRule],
+    /// Where the app's inventory lives: online, what it lists and Git no longer has
+    /// is reported as Extra.
+    pub inventory_namespace: &'a str,
 }
 
 /// Desired state at one revision.
@@ -82,6 +85,9 @@ pub enum ObserveError {
     /// A task of the observation failed (a panic): a bug, never the input's fault.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The app's inventory could not be read.
+    #[error("inventory: {0}")]
+    Inventory(String),
     /// The API server refused a dry run of one object (invalid field, conflict, …).
     #[error("{object}: {message}")]
     DryRun {
@@ -98,6 +104,7 @@ impl ObserveError {
             ObserveError::Source(err) => err.is_retryable(),
             ObserveError::Desired(_) | ObserveError::Live(_) => false,
             ObserveError::Internal(_) => true,
+            ObserveError::Inventory(_) => false,
             ObserveError::Cluster(err) => err.is_retryable(),
             ObserveError::DryRun { retryable, .. } => *retryable,
         }
@@ -220,6 +227,10 @@ pub async fn observe(
         }
         LiveInput::Cluster(cluster) => {
             let answers = dry_run_all(cluster, &desired.manifests).await?;
+            let extra = match observation.app {
+                Some(app) => extra_objects(cluster, app, observation, &desired.manifests).await?,
+                None => Vec::new(),
+            };
             let schema = schemas_for(&desired.manifests, &ManifestSet::default());
             let options = DiffOptions {
                 mode: Mode::Online,
@@ -227,14 +238,17 @@ pub async fn observe(
                 schema: &schema,
                 mask: &mask,
             };
+            // The app's objects Git no longer has: the live set is already exactly
+            // what the inventory owns, so all of it is Extra.
             diff_sets(
                 answers
                     .iter()
                     .map(|(id, written, dry_run, _)| (*id, dry_run.as_ref().unwrap_or(written))),
                 answers
                     .iter()
-                    .filter_map(|(id, _, _, live)| Some((*id, live.as_ref()?))),
-                ExtraPolicy::Ignore,
+                    .filter_map(|(id, _, _, live)| Some((*id, live.as_ref()?)))
+                    .chain(extra.iter().map(|(id, live)| (id, live))),
+                ExtraPolicy::All,
                 &options,
             )
         }
@@ -243,6 +257,39 @@ pub async fn observe(
         revision: desired.revision.as_ref().map(|r| r.sha.clone()),
         objects,
     })
+}
+
+/// The objects the app's inventory lists, the desired set no longer has, and that
+/// still exist labelled for the app: what a prune would delete.
+async fn extra_objects(
+    cluster: &Cluster,
+    app: &str,
+    observation: &Observation<'_>,
+    desired: &ManifestSet,
+) -> Result<Vec<(ObjectId, Value)>, ObserveError> {
+    let inventory = crate::sync::read_inventory(cluster, app, observation.inventory_namespace)
+        .await
+        .map_err(|e| ObserveError::Inventory(e.to_string()))?;
+    let wanted: std::collections::HashSet<_> = desired.objects.iter().map(|m| m.id.key()).collect();
+    let mut extra = Vec::new();
+    for id in crate::sync::prune::candidates(&inventory, &wanted) {
+        let gvk = GroupVersionKind::gvk(&id.group, &id.version, &id.kind);
+        let Some(kind) = cluster.resolve(&gvk).await? else {
+            continue;
+        };
+        let namespace = if kind.namespaced {
+            id.namespace.as_deref()
+        } else {
+            None
+        };
+        let live = cluster.get(&kind, namespace, &id.name).await?;
+        if let Some(live) = live
+            && crate::diff::owned_by(&live, app)
+        {
+            extra.push((id, live));
+        }
+    }
+    Ok(extra)
 }
 
 /// The schemas of every kind in both sets; CRDs in either declare their kinds'.

@@ -121,6 +121,14 @@ pub fn to_json(report: &SyncReport) -> Value {
             if !o.message.is_empty() {
                 r["message"] = json!(o.message);
             }
+            if !o.changes.is_empty() {
+                // Secret values are already masked by the diff.
+                r["changes"] = o
+                    .changes
+                    .iter()
+                    .map(|c| json!({"path": c.path.to_string(), "desired": c.desired, "live": c.live}))
+                    .collect();
+            }
             r
         })
         .collect();

@@ -73,6 +73,8 @@ pub struct SyncOptions<'a> {
     pub live: Option<&'a dyn LiveObjects>,
     /// The app's inventory as the caller last saw it written; without it, it is read.
     pub inventory: Option<&'a Inventory>,
+    /// Told after each step how many desired objects are done, of how many.
+    pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
 }
 
 impl<'a> SyncOptions<'a> {
@@ -90,6 +92,7 @@ impl<'a> SyncOptions<'a> {
             rules: &[],
             live: None,
             inventory: None,
+            progress: None,
         }
     }
 }
@@ -250,7 +253,7 @@ pub async fn sync(
 
     let inventory = match options.inventory {
         Some(known) => known.clone(),
-        None => read_inventory(cluster, options).await?,
+        None => read_inventory(cluster, options.app, options.inventory_namespace).await?,
     };
     let failures = items
         .iter()
@@ -354,6 +357,68 @@ async fn read_live(
     cluster.get(kind, namespace, &id.name).await
 }
 
+/// Objects found by listing, by key; an object not listed may still exist without the
+/// app's label, so a miss is "unknown", never "absent".
+struct Listed(HashMap<ObjectKey, Value>);
+
+impl LiveObjects for Listed {
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>> {
+        self.0.get(key).map(|v| Some(v.clone()))
+    }
+}
+
+/// Lists, per kind and namespace of the desired set, the objects labelled for the app.
+async fn list_owned(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+    kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
+    options: &SyncOptions<'_>,
+) -> Result<Listed, ClusterError> {
+    let selector = format!("{}={}", crate::diff::APP_LABEL, options.app);
+    let mut groups: Vec<(GroupVersionKind, Option<String>)> = Vec::new();
+    for manifest in &desired.objects {
+        let gvk = gvk_of(&manifest.id);
+        let Some(Some(kind)) = kinds.get(&gvk) else {
+            continue;
+        };
+        let group = (gvk, namespace_of(kind, &manifest.id).map(str::to_string));
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    let lists: Vec<_> = groups
+        .iter()
+        .filter_map(|(gvk, namespace)| {
+            let kind = kinds.get(gvk)?.as_ref()?;
+            let selector = &selector;
+            Some(async move {
+                let objects = cluster.list(kind, namespace.as_deref(), selector).await?;
+                Ok::<_, ClusterError>((gvk, objects))
+            })
+        })
+        .collect();
+    let mut found = HashMap::new();
+    for listed in futures::future::join_all(lists).await {
+        let (gvk, objects) = listed?;
+        for object in objects {
+            let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
+                continue;
+            };
+            let key = ObjectKey {
+                group: gvk.group.clone(),
+                kind: gvk.kind.clone(),
+                namespace: object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                name: name.to_string(),
+            };
+            found.insert(key, object);
+        }
+    }
+    Ok(Listed(found))
+}
+
 /// Resolves every kind and reads every desired object's live state.
 async fn observe<'m>(
     cluster: &Cluster,
@@ -368,6 +433,20 @@ async fn observe<'m>(
             slot.insert(resolved);
         }
     }
+    // Without a caller's view, one list per kind and namespace finds the objects
+    // already labelled for the app: a re-sync of an app in sync reads a few lists,
+    // not one object at a time.
+    let listed;
+    let options = &match options.live {
+        Some(_) => options.clone(),
+        None => {
+            listed = list_owned(cluster, desired, &kinds, options).await?;
+            SyncOptions {
+                live: Some(&listed),
+                ..options.clone()
+            }
+        }
+    };
     // Futures built eagerly, then driven together: with a stream of closures over
     // borrowed items the compiler cannot prove the sync future Send.
     let reads: Vec<_> = desired
@@ -577,14 +656,20 @@ async fn apply_steps(
                 }
             }
         }
+        if let Some(progress) = options.progress {
+            let done = items.iter().filter(|i| i.result.is_some()).count();
+            progress(done, items.len());
+        }
         if failed {
             return Ok(());
         }
+        // CRDs this step wrote; an unchanged one is already established and served.
         let crds: Vec<usize> = step
             .objects
             .iter()
             .copied()
             .filter(|&i| is_crd(&items[i].manifest.id))
+            .filter(|&i| !matches!(items[i].result, Some((Action::Unchanged, _))))
             .collect();
         if !crds.is_empty() {
             match wait_for_crds(cluster, items, &crds).await {
@@ -920,16 +1005,15 @@ async fn prune_all(
     Ok(kept)
 }
 
-async fn read_inventory(
+/// An app's inventory as stored in the cluster; empty when it has none yet.
+pub async fn read_inventory(
     cluster: &Cluster,
-    options: &SyncOptions<'_>,
+    app: &str,
+    namespace: &str,
 ) -> Result<Inventory, SyncError> {
     let kind = configmap_kind(cluster).await?;
-    let name = inventory::configmap_name(options.app);
-    match cluster
-        .get(&kind, Some(options.inventory_namespace), &name)
-        .await?
-    {
+    let name = inventory::configmap_name(app);
+    match cluster.get(&kind, Some(namespace), &name).await? {
         Some(configmap) => Ok(Inventory::from_configmap(&configmap)?),
         None => Ok(Inventory::default()),
     }

@@ -30,6 +30,7 @@ fn offline_diff(
             app,
             default_namespace: "default",
             rules: &[],
+            inventory_namespace: "tether-system",
         };
         let desired = read_desired(DesiredInput::Dir(desired), &observation).await?;
         observe(&desired, LiveInput::Snapshot(live), &observation).await

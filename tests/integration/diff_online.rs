@@ -302,3 +302,99 @@ async fn desired_state_from_git_reports_the_revision() {
     .await;
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
 }
+
+/// With `--app`, objects the app's inventory owns that Git no longer has are Extra
+/// (what `tether sync --prune` would delete); objects no longer labelled are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_objects_the_app_owns_and_git_dropped_are_extra() {
+    let sandbox = TestSandbox::start().await;
+    let dir = sandbox.dir.path().join("app");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let cm = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\ndata: {{k: v}}\n"
+        )
+    };
+    for name in ["kept", "dropped", "relabelled"] {
+        std::fs::write(dir.join(format!("{name}.yaml")), cm(name)).expect("write");
+    }
+    let path = dir.to_str().expect("utf-8");
+    let synced = tether(&sandbox, "sync", &["--path", path, "--app", "shop"]).await;
+    assert_eq!(synced.code, Some(0), "{}{}", synced.stdout, synced.stderr);
+    std::fs::remove_file(dir.join("dropped.yaml")).expect("rm");
+    std::fs::remove_file(dir.join("relabelled.yaml")).expect("rm");
+    sandbox
+        .kubectl(&[
+            "label",
+            "cm",
+            "relabelled",
+            "tether.dev/app=other",
+            "--overwrite",
+        ])
+        .await
+        .ok();
+
+    let run = tether_diff(&sandbox, &["--path", path, "--app", "shop", "-o", "json"]).await;
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(
+        drifted(&report),
+        vec![("ConfigMap/dropped".to_string(), "Extra".to_string(), vec![])]
+    );
+}
+
+/// `tether diff --config` diffs the apps of a service configuration from their Git
+/// sources, one report per app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_of_a_configuration_are_diffed_from_git() {
+    let sandbox = TestSandbox::start().await;
+    let repo = crate::support::GitRepo::init(sandbox.dir.path().join("repo"));
+    repo.write(
+        "web/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {k: v}\n",
+    );
+    repo.commit("web");
+    let config = sandbox.dir.path().join("tether.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apps:\n- name: web\n  source: {{repo: \"file://{}\", ref: main, path: web}}\n  destination: {{namespace: default}}\n",
+            repo.dir.display()
+        ),
+    )
+    .expect("write config");
+    let config = config.to_str().expect("utf-8");
+
+    let missing = tether_diff(&sandbox, &["--config", config, "-o", "json"]).await;
+    assert_eq!(
+        missing.code,
+        Some(1),
+        "{}{}",
+        missing.stdout,
+        missing.stderr
+    );
+    let report: Value = serde_json::from_str(&missing.stdout).expect("JSON");
+    assert_eq!(report["apps"][0]["name"], "web");
+    assert_eq!(report["apps"][0]["summary"]["Missing"], 1, "{report}");
+
+    let url = format!("file://{}", repo.dir.display());
+    let synced = tether(
+        &sandbox,
+        "sync",
+        &[
+            "--repo", &url, "--ref", "main", "--path", "web", "--app", "web",
+        ],
+    )
+    .await;
+    assert_eq!(synced.code, Some(0), "{}{}", synced.stdout, synced.stderr);
+    let clean = tether_diff(&sandbox, &["--config", config, "--app", "web"]).await;
+    assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
+
+    let unknown = tether_diff(&sandbox, &["--config", config, "--app", "nope"]).await;
+    assert_eq!(unknown.code, Some(2));
+    assert!(
+        unknown.stderr.contains("no app named \"nope\""),
+        "{}",
+        unknown.stderr
+    );
+}

@@ -155,12 +155,16 @@ async fn a_whole_revision_syncs_in_one_run_and_a_second_sync_writes_nothing() {
         "an in-sync app is written to: {:?}",
         sandbox.sandbox.requests()
     );
-    // Known unchanged without asking the server: not even a dry run.
-    assert_eq!(
-        sandbox.sandbox.requests().verb("dryrun:patch"),
-        0,
-        "{:?}",
-        sandbox.sandbox.requests()
+    // Known unchanged without asking the server: not even a dry run; and read with
+    // one list per kind and namespace, not one request per object.
+    let requests = sandbox.sandbox.requests();
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}");
+    let gets = requests.verb("get") - requests.get("get", "discovery");
+    assert_eq!(gets, 1, "only the inventory is read alone: {requests:?}");
+    assert!(requests.verb("list") < 23, "{requests:?}");
+    assert!(
+        requests.get("get", "discovery") <= 2,
+        "aggregated discovery: {requests:?}"
     );
 
     let diff = tether(
@@ -269,9 +273,12 @@ async fn a_conflict_is_reported_without_force_and_taken_with_it() {
 
     let forced = sync(&sandbox, &dir, "conflict", &[]).await;
     assert_eq!(forced.code, Some(0), "{}{}", forced.stdout, forced.stderr);
+    let forced = report(&forced);
+    assert_eq!(action_of(&forced, "ConfigMap/shared"), "configured");
     assert_eq!(
-        action_of(&report(&forced), "ConfigMap/shared"),
-        "configured"
+        forced["resources"][0]["changes"][1],
+        serde_json::json!({"path": "data.key", "desired": "ours", "live": "theirs"}),
+        "{forced}"
     );
     assert_eq!(value().await.ok().stdout, "ours");
 }
@@ -528,4 +535,44 @@ async fn a_dry_run_reports_and_writes_nothing_and_bad_input_exits_2() {
     let run = sync(&sandbox, &bad, "bad", &[]).await;
     assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("x.yaml"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_sync_shows_progress_on_a_terminal_only() {
+    let sandbox = TestSandbox::start().await;
+    let files: Vec<(String, String)> = (0..60)
+        .map(|i| {
+            (
+                format!("cm-{i}.yaml"),
+                configmap(&format!("cm-{i}"), "", "v"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(f, c)| (f.as_str(), c.as_str()))
+        .collect();
+    let dir = app_dir(&sandbox, "many", &files);
+    // `script` gives the command a terminal, as a person running it would have.
+    let command = format!(
+        "{} sync --kubeconfig {} --path {} --app many",
+        env!("CARGO_BIN_EXE_tether"),
+        sandbox.kubeconfig.display(),
+        dir.display()
+    );
+    let on_terminal = tokio::process::Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .output()
+        .await
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{shown}");
+    assert!(
+        shown.contains("applying [##############################] 60/60"),
+        "{shown}"
+    );
+    // In a pipe (CI logs), no bar.
+    let piped = sync(&sandbox, &dir, "many", &[]).await;
+    assert_eq!(piped.code, Some(0));
+    assert!(!piped.stderr.contains("applying ["), "{}", piped.stderr);
 }
