@@ -88,7 +88,7 @@ pub enum Command {
     /// Show where each app of a running `tether serve` stands.
     ///
     /// Exits 0 when every app is Synced and Healthy, 1 otherwise, 2 when the server
-    /// cannot be reached.
+    /// cannot be reached or has no such app.
     Status(StatusArgs),
 }
 
@@ -106,14 +106,19 @@ pub struct ServeArgs {
     pub leader_elect: bool,
 
     /// Where Git clones are kept.
-    #[arg(long, env = "TETHER_CACHE_DIR")]
+    #[arg(long, env = "TETHER_CACHE_DIR", hide_env_values = true)]
     pub cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// The URL of a running `tether serve`.
-    #[arg(long, default_value = "http://127.0.0.1:8080", env = "TETHER_SERVER")]
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "TETHER_SERVER",
+        hide_env_values = true
+    )]
     pub server: String,
 
     /// One app only.
@@ -280,7 +285,7 @@ pub struct GitArgs {
     pub reference: String,
 
     /// Where clones are kept (one per repository, fetched incrementally).
-    #[arg(long, env = "TETHER_CACHE_DIR")]
+    #[arg(long, env = "TETHER_CACHE_DIR", hide_env_values = true)]
     pub cache_dir: Option<PathBuf>,
 
     /// HTTP(S) user name, with --password-env or --password-file, or with a token.

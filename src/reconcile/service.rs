@@ -153,6 +153,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             addr: config.server.listen,
             source,
         })?;
+    let bound = listener.local_addr().unwrap_or(config.server.listen);
     let server_stop = CancellationToken::new();
     let server = {
         let stop = server_stop.clone();
@@ -165,7 +166,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             }
         })
     };
-    tracing::info!(listen = %config.server.listen, apps = config.apps.len(), "tether serving");
+    tracing::info!(listen = %bound, apps = config.apps.len(), "tether serving");
 
     let mut current = config;
     contexts.start_all(&current, &triggers).await?;

@@ -29,11 +29,11 @@ pub fn candidates(inventory: &Inventory, desired: &HashSet<ObjectKey>) -> Vec<Ob
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error(
-        "refusing to prune {candidates} objects: the desired state is empty (a path that rendered nothing?); pass --allow-mass-prune if this is intended"
+        "refusing to prune {candidates} objects: the desired state is empty (a path that rendered nothing?); allow it with --allow-mass-prune (sync.allowMassPrune in the service) if this is intended"
     )]
     EmptyDesired { candidates: usize },
     #[error(
-        "refusing to prune {candidates} of the app's {owned} objects (more than half); pass --allow-mass-prune if this is intended"
+        "refusing to prune {candidates} of the app's {owned} objects (more than half); allow it with --allow-mass-prune (sync.allowMassPrune in the service) if this is intended"
     )]
     MassPrune { candidates: usize, owned: usize },
 }
