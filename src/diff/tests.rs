@@ -367,3 +367,58 @@ fn an_apply_of_what_is_there_is_known_unchanged_without_asking_the_server() {
         &ty, &same, &deleting, "tether", &schemas
     ));
 }
+
+/// A lookup that answers by path only (no schema nodes), as any other
+/// [`SchemaLookup`] implementation would.
+struct ByPath(OpenApiSchemas);
+
+impl SchemaLookup for ByPath {
+    fn list_type(&self, ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>> {
+        self.0.list_type(ty, path)
+    }
+    fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
+        self.0.scalar_format(ty, path)
+    }
+}
+
+#[test]
+fn walking_the_schema_nodes_answers_as_lookups_by_path() {
+    let ty = id("apps", "Deployment");
+    let d = json!({"spec": {"replicas": 2, "template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:1.26", "resources": {"limits": {"cpu": "1"}},
+         "ports": [{"containerPort": 80}, {"containerPort": 81, "protocol": "UDP"}],
+         "args": ["a", "b"], "readinessProbe": {"httpGet": {"port": 8080}}},
+        {"name": "gone", "image": "busybox"}]}}}});
+    let l = json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:1.25", "resources": {"limits": {"cpu": "1000m"}},
+         "ports": [{"containerPort": 81, "protocol": "TCP"}, {"containerPort": 80, "protocol": "TCP"}],
+         "args": ["b", "a"], "readinessProbe": {"httpGet": {"port": "8080"}}},
+        {"name": "extra", "image": "x"}]}}}});
+    let nodes = OpenApiSchemas::new([&ty], []);
+    let by_path = ByPath(nodes.clone());
+    let mask = MaskKey::new([7; 32]);
+    for mode in [Mode::Offline, Mode::Online] {
+        let opts = |schema| DiffOptions {
+            mode,
+            rules: &[],
+            schema,
+            mask: &mask,
+        };
+        let walked = diff_object(&ty, Some(&d), Some(&l), &opts(&nodes));
+        let asked = diff_object(&ty, Some(&d), Some(&l), &opts(&by_path));
+        assert_eq!(walked, asked, "{mode:?}");
+        assert!(!walked.drift.changes().is_empty());
+    }
+    let offline = run(&ty, Mode::Offline, &[], d, l);
+    assert_eq!(
+        paths(&offline),
+        vec![
+            "spec.replicas",
+            "spec.template.spec.containers[name=web].image",
+            "spec.template.spec.containers[name=web].ports[containerPort=81,protocol=UDP]",
+            "spec.template.spec.containers[name=web].args[0]",
+            "spec.template.spec.containers[name=web].args[1]",
+            "spec.template.spec.containers[name=gone]",
+        ]
+    );
+}
