@@ -422,3 +422,52 @@ fn walking_the_schema_nodes_answers_as_lookups_by_path() {
         ]
     );
 }
+
+#[test]
+fn large_sets_compare_on_threads_in_desired_order() {
+    let mask = MaskKey::new([1; 32]);
+    let ty = id("", "ConfigMap");
+    let schemas = OpenApiSchemas::new([&ty], []);
+    let opts = DiffOptions {
+        mode: Mode::Offline,
+        rules: &[],
+        schema: &schemas,
+        mask: &mask,
+    };
+    // Enough objects for several threads; names descend so that no sort hides order.
+    let n = 3 * PARALLEL_DIFF_MIN_OBJECTS + 1;
+    let ids: Vec<ObjectId> = (0..n)
+        .map(|i| ObjectId {
+            name: format!("cm-{:05}", n - i),
+            ..ty.clone()
+        })
+        .collect();
+    let objs: Vec<Value> = (0..n).map(|i| json!({"data": {"k": i}})).collect();
+    let lives: Vec<Value> = (0..n)
+        .map(|i| json!({"data": {"k": if i % 7 == 0 { i + 1 } else { i }}}))
+        .collect();
+    let desired: Vec<_> = ids.iter().zip(&objs).collect();
+    // Every third object is not live.
+    let live: Vec<_> = ids
+        .iter()
+        .zip(&lives)
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 1)
+        .map(|(_, pair)| pair)
+        .collect();
+    let out = diff_sets(desired.clone(), live, ExtraPolicy::Ignore, &opts);
+    assert_eq!(out.len(), n);
+    for (i, o) in out.iter().enumerate() {
+        let l = (i % 3 != 1).then(|| &lives[i]);
+        assert_eq!(
+            o,
+            &diff_object(&ids[i], Some(&objs[i]), l, &opts),
+            "object {i}"
+        );
+    }
+    let statuses: std::collections::BTreeSet<_> = out.iter().map(|o| o.drift.status()).collect();
+    assert_eq!(
+        statuses,
+        [Status::InSync, Status::Modified, Status::Missing].into()
+    );
+}
