@@ -38,6 +38,14 @@ pub trait SchemaLookup: Sync {
     /// `None` when the list is unknown: it is then compared as atomic.
     fn list_type(&self, ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>>;
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat;
+
+    /// The root of `ty`'s schema, for a lookup backed by [`schema::Node`]s: the
+    /// comparison then steps down the schema along with the values instead of asking
+    /// by path at every field (a walk from the root each time). `None` (the default)
+    /// means "ask by path"; a node must answer as the path lookups would.
+    fn root(&self, _ty: &ObjectId) -> Option<schema::Node<'_>> {
+        None
+    }
 }
 
 /// The schemas of a known set of kinds, resolved once before comparing: built-in
@@ -112,15 +120,30 @@ impl OpenApiSchemas {
 
     /// The node at `path` (field names, list positions left out) of a kind's schema.
     fn node(&self, ty: &ObjectId, path: &[&str]) -> Option<schema::Node<'_>> {
-        let schema = self.get(ty)?;
-        let mut node = schema.root();
+        let mut node = self.get(ty)?.root();
         for name in path {
-            if let NodeKind::List(_) = node.kind() {
-                node = node.items()?;
-            }
-            node = node.field(name)?;
+            node = child(node, name)?;
         }
         Some(node)
+    }
+}
+
+/// The node of field `name` below `node`; below a list, the field of its items (list
+/// positions are not part of a path).
+pub(crate) fn child<'s>(node: schema::Node<'s>, name: &str) -> Option<schema::Node<'s>> {
+    let node = match node.kind() {
+        NodeKind::List(_) => node.items()?,
+        _ => node,
+    };
+    node.field(name)
+}
+
+/// What [`SchemaLookup::scalar_format`] answers for a node.
+pub(crate) fn node_scalar_format(node: Option<schema::Node<'_>>) -> ScalarFormat {
+    match node.map(|node| node.kind()) {
+        Some(NodeKind::Scalar(ScalarType::IntOrString)) => ScalarFormat::IntOrString,
+        Some(NodeKind::Scalar(ScalarType::StringOrNumber)) => ScalarFormat::Quantity,
+        _ => ScalarFormat::Plain,
     }
 }
 
@@ -136,10 +159,10 @@ impl SchemaLookup for OpenApiSchemas {
     }
 
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
-        match self.node(ty, path).map(|node| node.kind()) {
-            Some(NodeKind::Scalar(ScalarType::IntOrString)) => ScalarFormat::IntOrString,
-            Some(NodeKind::Scalar(ScalarType::StringOrNumber)) => ScalarFormat::Quantity,
-            _ => ScalarFormat::Plain,
-        }
+        node_scalar_format(self.node(ty, path))
+    }
+
+    fn root(&self, ty: &ObjectId) -> Option<schema::Node<'_>> {
+        self.get(ty).map(Schema::root)
     }
 }

@@ -367,3 +367,107 @@ fn an_apply_of_what_is_there_is_known_unchanged_without_asking_the_server() {
         &ty, &same, &deleting, "tether", &schemas
     ));
 }
+
+/// A lookup that answers by path only (no schema nodes), as any other
+/// [`SchemaLookup`] implementation would.
+struct ByPath(OpenApiSchemas);
+
+impl SchemaLookup for ByPath {
+    fn list_type(&self, ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>> {
+        self.0.list_type(ty, path)
+    }
+    fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
+        self.0.scalar_format(ty, path)
+    }
+}
+
+#[test]
+fn walking_the_schema_nodes_answers_as_lookups_by_path() {
+    let ty = id("apps", "Deployment");
+    let d = json!({"spec": {"replicas": 2, "template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:1.26", "resources": {"limits": {"cpu": "1"}},
+         "ports": [{"containerPort": 80}, {"containerPort": 81, "protocol": "UDP"}],
+         "args": ["a", "b"], "readinessProbe": {"httpGet": {"port": 8080}}},
+        {"name": "gone", "image": "busybox"}]}}}});
+    let l = json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:1.25", "resources": {"limits": {"cpu": "1000m"}},
+         "ports": [{"containerPort": 81, "protocol": "TCP"}, {"containerPort": 80, "protocol": "TCP"}],
+         "args": ["b", "a"], "readinessProbe": {"httpGet": {"port": "8080"}}},
+        {"name": "extra", "image": "x"}]}}}});
+    let nodes = OpenApiSchemas::new([&ty], []);
+    let by_path = ByPath(nodes.clone());
+    let mask = MaskKey::new([7; 32]);
+    for mode in [Mode::Offline, Mode::Online] {
+        let opts = |schema| DiffOptions {
+            mode,
+            rules: &[],
+            schema,
+            mask: &mask,
+        };
+        let walked = diff_object(&ty, Some(&d), Some(&l), &opts(&nodes));
+        let asked = diff_object(&ty, Some(&d), Some(&l), &opts(&by_path));
+        assert_eq!(walked, asked, "{mode:?}");
+        assert!(!walked.drift.changes().is_empty());
+    }
+    let offline = run(&ty, Mode::Offline, &[], d, l);
+    assert_eq!(
+        paths(&offline),
+        vec![
+            "spec.replicas",
+            "spec.template.spec.containers[name=web].image",
+            "spec.template.spec.containers[name=web].ports[containerPort=81,protocol=UDP]",
+            "spec.template.spec.containers[name=web].args[0]",
+            "spec.template.spec.containers[name=web].args[1]",
+            "spec.template.spec.containers[name=gone]",
+        ]
+    );
+}
+
+#[test]
+fn large_sets_compare_on_threads_in_desired_order() {
+    let mask = MaskKey::new([1; 32]);
+    let ty = id("", "ConfigMap");
+    let schemas = OpenApiSchemas::new([&ty], []);
+    let opts = DiffOptions {
+        mode: Mode::Offline,
+        rules: &[],
+        schema: &schemas,
+        mask: &mask,
+    };
+    // Enough objects for several threads; names descend so that no sort hides order.
+    let n = 3 * PARALLEL_DIFF_MIN_OBJECTS + 1;
+    let ids: Vec<ObjectId> = (0..n)
+        .map(|i| ObjectId {
+            name: format!("cm-{:05}", n - i),
+            ..ty.clone()
+        })
+        .collect();
+    let objs: Vec<Value> = (0..n).map(|i| json!({"data": {"k": i}})).collect();
+    let lives: Vec<Value> = (0..n)
+        .map(|i| json!({"data": {"k": if i % 7 == 0 { i + 1 } else { i }}}))
+        .collect();
+    let desired: Vec<_> = ids.iter().zip(&objs).collect();
+    // Every third object is not live.
+    let live: Vec<_> = ids
+        .iter()
+        .zip(&lives)
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 1)
+        .map(|(_, pair)| pair)
+        .collect();
+    let out = diff_sets(desired.clone(), live, ExtraPolicy::Ignore, &opts);
+    assert_eq!(out.len(), n);
+    for (i, o) in out.iter().enumerate() {
+        let l = (i % 3 != 1).then(|| &lives[i]);
+        assert_eq!(
+            o,
+            &diff_object(&ids[i], Some(&objs[i]), l, &opts),
+            "object {i}"
+        );
+    }
+    let statuses: std::collections::BTreeSet<_> = out.iter().map(|o| o.drift.status()).collect();
+    assert_eq!(
+        statuses,
+        [Status::InSync, Status::Modified, Status::Missing].into()
+    );
+}

@@ -254,37 +254,41 @@ fn push_object(
     out: &mut Vec<(Value, Origin)>,
     errors: &mut Vec<ManifestError>,
 ) {
-    if !value.is_object() {
+    let Value::Object(mut object) = value else {
         errors.push(ManifestError::NotAnObject {
             at: origin.location(),
         });
         return;
-    }
-    let is_list = value.get("kind").and_then(Value::as_str) == Some("List")
-        && value
+    };
+    let is_list = object.get("kind").and_then(Value::as_str) == Some("List")
+        && object
             .get("apiVersion")
             .and_then(Value::as_str)
             .is_some_and(|v| v == "v1" || v.is_empty());
     if !is_list {
-        out.push((value, origin));
+        out.push((Value::Object(object), origin));
         return;
     }
-    let Some(Value::Array(items)) = value.get("items") else {
-        if value.get("items").is_none_or(Value::is_null) {
-            return; // an empty List, as `kubectl get` prints when nothing matches
+    let items = match object.shift_remove("items") {
+        Some(Value::Array(items)) => items,
+        // An empty List, as `kubectl get` prints when nothing matches.
+        None | Some(Value::Null) => return,
+        Some(_) => {
+            errors.push(ManifestError::BadList {
+                at: origin.location(),
+            });
+            return;
         }
-        errors.push(ManifestError::BadList {
-            at: origin.location(),
-        });
-        return;
     };
-    for (i, item) in items.iter().enumerate() {
+    // The items are moved out, not copied: a `kubectl get -o yaml` dump is a List of
+    // every object.
+    for (i, item) in items.into_iter().enumerate() {
         let origin = Origin {
             item: Some(i),
             ..origin.clone()
         };
         if item.is_object() {
-            out.push((item.clone(), origin));
+            out.push((item, origin));
         } else {
             errors.push(ManifestError::NotAnObject {
                 at: origin.location(),
