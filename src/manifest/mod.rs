@@ -17,7 +17,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use error::{Location, ManifestError, ManifestErrors};
-pub use scope::{Scope, builtin_scope};
+pub use scope::{Scope, builtin_scope, crd_scope};
 pub use walk::{read_dir, render_kustomize};
 
 /// Largest manifest file read, in bytes. Kubernetes itself refuses objects over

@@ -111,7 +111,7 @@ pub fn builtin_scope(gk: &GroupKind) -> Option<Scope> {
 }
 
 /// The kind a CustomResourceDefinition object declares, with its scope.
-pub(crate) fn crd_scope(object: &Value) -> Option<(GroupKind, Scope)> {
+pub fn crd_scope(object: &Value) -> Option<(GroupKind, Scope)> {
     let spec = object.get("spec")?;
     let group = spec.get("group")?.as_str()?;
     let kind = spec.get("names")?.get("kind")?.as_str()?;

@@ -24,7 +24,7 @@ use crate::diff::{
     Change, DiffOptions, Drift, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff, is_secret,
     unchanged_by_apply,
 };
-use crate::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
+use crate::manifest::{GroupKind, Manifest, ManifestSet, ObjectId, ObjectKey, Scope, crd_scope};
 
 use health::{Assessment, Health};
 use inventory::{Entry, Inventory, InventoryError};
@@ -492,7 +492,7 @@ async fn decide(
         let id = &item.manifest.id;
         let namespaced = match &item.kind {
             Some(kind) => kind.namespaced,
-            None => match crd_kinds.get(&(id.group.clone(), id.kind.clone())) {
+            None => match crd_kinds.get(&id.group_kind()) {
                 Some(namespaced) => *namespaced,
                 None => {
                     item.plan = Plan::Failed(format!(
@@ -542,20 +542,31 @@ async fn decide(
     let checks: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].plan == Plan::Create)
         .collect();
-    let runs: Vec<_> = checks
+    let answers = dry_run_all(cluster, items, checks, diff_options, options).await;
+    for (i, plan) in answers {
+        items[i].plan = plan;
+    }
+}
+
+/// Dry-runs the items at `indices`, `options.concurrency` at a time.
+async fn dry_run_all(
+    cluster: &Cluster,
+    items: &[Item<'_>],
+    indices: Vec<usize>,
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) -> Vec<(usize, Plan)> {
+    let runs: Vec<_> = indices
         .into_iter()
         .map(|i| {
             let item = &items[i];
             async move { (i, dry_run(cluster, item, diff_options, options).await) }
         })
         .collect();
-    let answers: Vec<(usize, Plan)> = futures::stream::iter(runs)
+    futures::stream::iter(runs)
         .buffer_unordered(options.concurrency.max(1))
         .collect()
-        .await;
-    for (i, plan) in answers {
-        items[i].plan = plan;
-    }
+        .await
 }
 
 /// Asks the server what applying the object would do, and what that means.
@@ -729,17 +740,7 @@ async fn validate_deferred(
         }
         ready.push(i);
     }
-    let runs: Vec<_> = ready
-        .into_iter()
-        .map(|i| {
-            let item = &items[i];
-            async move { (i, dry_run(cluster, item, diff_options, options).await) }
-        })
-        .collect();
-    let answers: Vec<(usize, Plan)> = futures::stream::iter(runs)
-        .buffer_unordered(options.concurrency.max(1))
-        .collect()
-        .await;
+    let answers = dry_run_all(cluster, items, ready, diff_options, options).await;
     let mut ok = true;
     for (i, plan) in answers {
         if let Plan::Failed(message) = &plan {
@@ -1100,29 +1101,19 @@ async fn namespaces_present(
 
 /// The kinds CRDs in the set define, by (group, kind), with whether they are
 /// namespaced.
-fn crd_kinds<'m>(manifests: impl Iterator<Item = &'m Manifest>) -> HashMap<(String, String), bool> {
+fn crd_kinds<'m>(manifests: impl Iterator<Item = &'m Manifest>) -> HashMap<GroupKind, bool> {
     manifests
         .filter(|m| is_crd(&m.id))
-        .filter_map(|m| {
-            let group = m.object.pointer("/spec/group")?.as_str()?;
-            let kind = m.object.pointer("/spec/names/kind")?.as_str()?;
-            let namespaced =
-                m.object.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster");
-            Some(((group.to_string(), kind.to_string()), namespaced))
-        })
+        .filter_map(|m| crd_scope(&m.object))
+        .map(|(gk, scope)| (gk, scope == Scope::Namespaced))
         .collect()
 }
 
 /// The kinds (one per served version) a CRD object defines.
 fn defined_kinds(crd: &Value) -> Vec<GroupVersionKind> {
-    let group = crd
-        .pointer("/spec/group")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let kind = crd
-        .pointer("/spec/names/kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let Some((gk, _)) = crd_scope(crd) else {
+        return Vec::new();
+    };
     crd.pointer("/spec/versions")
         .and_then(Value::as_array)
         .map(|versions| {
@@ -1130,7 +1121,7 @@ fn defined_kinds(crd: &Value) -> Vec<GroupVersionKind> {
                 .iter()
                 .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
                 .filter_map(|v| v.get("name").and_then(Value::as_str))
-                .map(|version| GroupVersionKind::gvk(group, version, kind))
+                .map(|version| GroupVersionKind::gvk(&gk.group, version, &gk.kind))
                 .collect()
         })
         .unwrap_or_default()
