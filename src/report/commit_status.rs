@@ -194,11 +194,10 @@ impl CommitStatusConfig {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
             _ => return Err(CommitStatusError::InvalidApiUrl { url: api_url }),
         }
-        let token = match (&self.token_env, &self.token_file) {
-            (Some(name), None) => SecretRef::Env(name.clone()),
-            (None, Some(path)) => SecretRef::File(path.clone()),
-            _ => return Err(CommitStatusError::Token),
-        };
+        let token = SecretRef::env_or_file(&self.token_env, &self.token_file)
+            .ok()
+            .flatten()
+            .ok_or(CommitStatusError::Token)?;
         let repository = match &self.repository {
             Some(r) => {
                 let r = r.trim_matches('/');
@@ -354,6 +353,23 @@ impl StatusReport {
         let sha = encode_segment(&self.sha);
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // GitHub and Gitea/Forgejo share the statuses API; they differ in headers only.
+        let statuses = || {
+            let mut body = serde_json::json!({
+                "state": self.state.github(),
+                "description": description,
+                "context": t.context,
+            });
+            if let Some(link) = &t.target_url {
+                body["target_url"] = link.clone().into();
+            }
+            let url = format!(
+                "{}/repos/{}/statuses/{sha}",
+                t.api_url,
+                encode_path(&t.repository)
+            );
+            (url, body)
+        };
         let (url, body, auth) = match t.provider {
             Provider::Github => {
                 headers.insert(
@@ -364,35 +380,11 @@ impl StatusReport {
                     HeaderName::from_static("x-github-api-version"),
                     HeaderValue::from_static(GITHUB_API_VERSION),
                 );
-                let mut body = serde_json::json!({
-                    "state": self.state.github(),
-                    "description": description,
-                    "context": t.context,
-                });
-                if let Some(link) = &t.target_url {
-                    body["target_url"] = link.clone().into();
-                }
-                let url = format!(
-                    "{}/repos/{}/statuses/{sha}",
-                    t.api_url,
-                    encode_path(&t.repository)
-                );
+                let (url, body) = statuses();
                 (url, body, (AUTHORIZATION, format!("Bearer {token}")))
             }
             Provider::Gitea => {
-                let mut body = serde_json::json!({
-                    "state": self.state.github(),
-                    "description": description,
-                    "context": t.context,
-                });
-                if let Some(link) = &t.target_url {
-                    body["target_url"] = link.clone().into();
-                }
-                let url = format!(
-                    "{}/repos/{}/statuses/{sha}",
-                    t.api_url,
-                    encode_path(&t.repository)
-                );
+                let (url, body) = statuses();
                 (url, body, (AUTHORIZATION, format!("token {token}")))
             }
             Provider::Gitlab => {

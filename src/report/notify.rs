@@ -220,12 +220,8 @@ impl NotificationConfig {
             (None, None, Some(path)) => UrlSource::Secret(SecretRef::File(path.clone())),
             _ => return Err(NotifyError::Url { index }),
         };
-        let secret = match (&self.secret_env, &self.secret_file) {
-            (None, None) => None,
-            (Some(name), None) => Some(SecretRef::Env(name.clone())),
-            (None, Some(path)) => Some(SecretRef::File(path.clone())),
-            _ => return Err(NotifyError::Secret { index }),
-        };
+        let secret = SecretRef::env_or_file(&self.secret_env, &self.secret_file)
+            .map_err(|_| NotifyError::Secret { index })?;
         if secret.is_some() && self.kind == ChannelKind::Slack {
             return Err(NotifyError::SlackSecret { index });
         }

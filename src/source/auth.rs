@@ -38,7 +38,26 @@ impl fmt::Debug for SecretRef {
     }
 }
 
+/// A secret named both by an environment variable and by a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("name the secret by an environment variable or a file, not both")]
+pub struct BothEnvAndFile;
+
 impl SecretRef {
+    /// The secret a configuration names by `…Env` or `…File`: none, one, or (both
+    /// set) an error.
+    pub fn env_or_file(
+        env: &Option<String>,
+        file: &Option<std::path::PathBuf>,
+    ) -> Result<Option<SecretRef>, BothEnvAndFile> {
+        match (env, file) {
+            (None, None) => Ok(None),
+            (Some(name), None) => Ok(Some(SecretRef::Env(name.clone()))),
+            (None, Some(path)) => Ok(Some(SecretRef::File(path.clone()))),
+            (Some(_), Some(_)) => Err(BothEnvAndFile),
+        }
+    }
+
     /// Read the secret now. The error names the variable or file, not the value.
     pub fn read(&self) -> Result<String, String> {
         match self {
