@@ -5,6 +5,7 @@
 //! Every error names the file, the document and the line, and all of them are
 //! collected: a repository with three broken files reports three errors, not one.
 
+mod block;
 mod error;
 mod scope;
 mod walk;

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::block;
 use super::error::{Location, ManifestError};
 use super::{MAX_YAML_DEPTH, Origin};
 
@@ -45,6 +46,19 @@ fn integral_floats_to_ints(value: &mut Value) {
         Value::Object(map) => map.values_mut().for_each(integral_floats_to_ints),
         _ => {}
     }
+}
+
+/// Reads a document with the general parser.
+pub(super) fn full_parse(text: &str) -> Result<Value, serde_saphyr::Error> {
+    let mut value = serde_saphyr::from_str_with_options(text, options())?;
+    integral_floats_to_ints(&mut value);
+    Ok(value)
+}
+
+/// Types a plain scalar the block reader is not sure of, exactly as the general
+/// parser types it in a document.
+pub(super) fn resolve_plain(scalar: &str) -> Option<Value> {
+    full_parse(scalar).ok()
 }
 
 /// One document of a file: its 1-based index, its first line and its text. The text
@@ -214,11 +228,13 @@ pub(crate) fn read_documents(
         if is_blank(&doc.text) {
             continue;
         }
-        let parsed: Result<Value, _> = serde_saphyr::from_str_with_options(&doc.text, options());
+        let parsed = match block::parse(&doc.text, MAX_YAML_DEPTH, &resolve_plain) {
+            Some(value) => Ok(value),
+            None => full_parse(&doc.text),
+        };
         match parsed {
             Ok(Value::Null) => {}
-            Ok(mut value) => {
-                integral_floats_to_ints(&mut value);
+            Ok(value) => {
                 let origin = Origin {
                     file: file.to_string(),
                     document: doc.index,
