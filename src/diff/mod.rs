@@ -293,7 +293,9 @@ pub fn unchanged_by_apply(
 
 /// One object's comparison with what a report shows of it: the desired object and
 /// the live one as compared (normalised, restricted to what the mode compares, Secret
-/// values masked). The views never hold a plain Secret value.
+/// values masked). The views never hold a plain Secret value, and only a drifted
+/// object has them: reports show nothing of the others, and copying a large set that
+/// is in sync would cost more than comparing it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectDiff {
     pub id: ObjectId,
@@ -330,6 +332,14 @@ pub fn diff_object(
     opts: &DiffOptions<'_>,
 ) -> ObjectDiff {
     let drift = diff(id, desired, live, opts);
+    if !drift.is_drift() {
+        return ObjectDiff {
+            id: id.clone(),
+            drift,
+            desired: None,
+            live: None,
+        };
+    }
     let secret = is_secret(id);
     let finish = |mut v: Value| {
         if secret {

@@ -310,6 +310,33 @@ fn views_project_live_onto_desired_and_mask_secrets() {
     assert!(!text.contains("c2VjcmV0") && !text.contains("b3RoZXI="));
 }
 
+#[test]
+fn only_drifted_objects_carry_views() {
+    let mask = MaskKey::new([1; 32]);
+    let ty = id("", "ConfigMap");
+    let schemas = OpenApiSchemas::new([&ty], []);
+    let opts = DiffOptions {
+        mode: Mode::Offline,
+        rules: &[],
+        schema: &schemas,
+        mask: &mask,
+    };
+    let d = json!({"kind": "ConfigMap", "data": {"a": "1"}});
+    let l = json!({"kind": "ConfigMap", "data": {"a": "1"}, "metadata": {"uid": "1"}});
+    let same = diff_object(&ty, Some(&d), Some(&l), &opts);
+    assert_eq!(
+        (same.drift, same.desired, same.live),
+        (Drift::InSync, None, None)
+    );
+    let l = json!({"kind": "ConfigMap", "data": {"a": "2"}});
+    let changed = diff_object(&ty, Some(&d), Some(&l), &opts);
+    assert_eq!(
+        changed.live,
+        Some(json!({"kind": "ConfigMap", "data": {"a": "2"}}))
+    );
+    assert_eq!(changed.desired, Some(d));
+}
+
 /// A Deployment as tether applied it: `tether` owns the replicas and the container's
 /// image, the server defaulted the rest.
 fn applied_deployment(replicas: i64, image: &str) -> Value {
