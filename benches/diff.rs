@@ -1,6 +1,7 @@
 //! Drift engine figures: 1k/5k/10k Deployments of about 60 fields compared in memory
 //! on one core (target: 10,000 in < 100 ms, linear in count and in size), and the
-//! offline `tether diff --path --live` of 10,000 objects on disk (target: < 1 s).
+//! offline `tether diff --path --live` of 10,000 objects on disk (target: < 1 s), with
+//! the manifest reader next to serde-saphyr alone on the same YAML.
 //! Prints a table and writes target/bench-results/diff.json.
 
 use std::hint::black_box;
@@ -200,6 +201,59 @@ fn reference(n: usize) -> Row {
     }
 }
 
+/// Reading manifests: `n` Deployments as YAML, 100 to a file, through tether's reader
+/// (one file at a time, so on one thread) and through serde-saphyr alone.
+fn yaml_read(n: usize) -> [Row; 2] {
+    let files: Vec<(String, String)> = (0..n / 100)
+        .map(|f| {
+            let text: String = (f * 100..(f + 1) * 100)
+                .map(|i| {
+                    format!(
+                        "---\n{}",
+                        serde_saphyr::to_string(&desired(i, 2)).unwrap_or_default()
+                    )
+                })
+                .collect();
+            (format!("apps-{f:04}.yaml"), text)
+        })
+        .collect();
+    let options = tether::manifest::ParseOptions::default();
+    let mut read = 0;
+    let (wall, cpu) = best_of(3, libc::CLOCK_PROCESS_CPUTIME_ID, || {
+        read = files
+            .iter()
+            .map(|file| {
+                tether::manifest::parse_files(std::slice::from_ref(file), &options)
+                    .map_or(0, |set| set.objects.len())
+            })
+            .sum();
+    });
+    assert_eq!(read, n, "every object read");
+    let (general_wall, general_cpu) = best_of(3, libc::CLOCK_PROCESS_CPUTIME_ID, || {
+        for (_, text) in &files {
+            for doc in text.split("---\n").filter(|d| !d.is_empty()) {
+                black_box(serde_saphyr::from_str::<Value>(doc).ok());
+            }
+        }
+    });
+    let row = |name: &str, wall, cpu| Row {
+        name: name.into(),
+        objects: n,
+        fields: leaf_count(&desired(0, 2)),
+        wall,
+        cpu,
+        target: None,
+    };
+    [
+        row("YAML read: tether::manifest", wall, cpu),
+        row(
+            "reference: serde-saphyr, same YAML",
+            general_wall,
+            general_cpu,
+        ),
+    ]
+}
+
 fn on_disk(n: usize) -> std::io::Result<Row> {
     let tmp = std::env::temp_dir().join(format!("tether-bench-diff-{}", std::process::id()));
     let (ddir, ldir) = (tmp.join("desired"), tmp.join("live"));
@@ -366,6 +420,7 @@ fn main() -> std::io::Result<()> {
         rows.push(in_memory(10_000, containers, None));
     }
     rows.push(reference(10_000));
+    rows.extend(yaml_read(10_000));
     rows.push(on_disk(10_000)?);
     rows.extend(online(1_000)?);
 

@@ -64,12 +64,16 @@ pub(super) fn parse(
 }
 
 /// Text the line reader can take as it is: no tabs (which YAML allows only in some
-/// separations), no carriage returns, no other control characters, and none of the
-/// characters YAML 1.1 reads as line breaks or a byte order mark.
+/// separations), no carriage returns, nothing YAML does not count as printable, and
+/// none of the characters YAML 1.1 reads as line breaks or a byte order mark.
 fn plain_text(text: &str) -> bool {
-    const FORBIDDEN: [char; 4] = ['\u{85}', '\u{2028}', '\u{2029}', '\u{feff}'];
     let controls = text.bytes().any(|b| (b < 0x20 && b != b'\n') || b == 0x7f);
-    !controls && (text.is_ascii() || !text.contains(FORBIDDEN))
+    !controls && (text.is_ascii() || text.chars().all(printable))
+}
+
+fn printable(c: char) -> bool {
+    const NOT: [char; 5] = ['\u{2028}', '\u{2029}', '\u{feff}', '\u{fffe}', '\u{ffff}'];
+    !(('\u{80}'..='\u{9f}').contains(&c) || NOT.contains(&c))
 }
 
 struct Reader<'a, 'r> {
@@ -628,7 +632,8 @@ mod tests {
     fn random_edits_never_disagree() {
         const ALPHABET: &[&str] = &[
             " ", "  ", "-", "- ", ":", ": ", "#", " #", "\n", "\"", "'", "|", "|-", "{", "}", "[",
-            "]", "a", "0", "\\", "&", "*", "!", ">", "?", ",", "é", "~", ".", "---",
+            "]", "a", "0", "\\", "&", "*", "!", ">", "?", ",", "é", "~", ".", "---", "\u{85}",
+            "\u{9f}", "\u{2028}", "\u{fffe}",
         ];
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = move |n: usize| {
