@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use tether::cli::{self, Cli};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(err) = cli::init_logging(cli.log_format) {

@@ -46,8 +46,8 @@ pub enum DesiredInput<'a> {
 
 /// Where live state is read from.
 pub enum LiveInput<'a> {
-    /// Objects as `kubectl get -o yaml` prints them, in a file or directory.
-    Snapshot(&'a Path),
+    /// Objects as `kubectl get -o yaml` prints them, read by [`read_snapshot`].
+    Snapshot(&'a ManifestSet),
     /// A cluster, asked for server-side apply dry runs.
     Cluster(&'a Cluster),
 }
@@ -216,6 +216,19 @@ pub fn label_for_app(set: &mut ManifestSet, app: &str) {
     }
 }
 
+/// Reads live objects as `kubectl get -o yaml` prints them (a `kind: List` or single
+/// objects), from a file or a directory.
+pub fn read_snapshot(
+    path: &Path,
+    observation: &Observation<'_>,
+) -> Result<ManifestSet, ObserveError> {
+    let options = ParseOptions {
+        default_namespace: observation.default_namespace,
+        ..ParseOptions::default()
+    };
+    read_dir(path, &options).map_err(ObserveError::Live)
+}
+
 /// Compares desired state with live state.
 pub async fn observe(
     desired: &Desired,
@@ -224,13 +237,8 @@ pub async fn observe(
 ) -> Result<DriftReport, ObserveError> {
     let mask = MaskKey::random();
     let objects = match live {
-        LiveInput::Snapshot(path) => {
-            let options = ParseOptions {
-                default_namespace: observation.default_namespace,
-                ..ParseOptions::default()
-            };
-            let live = read_dir(path, &options).map_err(ObserveError::Live)?;
-            let schema = schemas_for(&desired.manifests, &live);
+        LiveInput::Snapshot(live) => {
+            let schema = schemas_for(&desired.manifests, live);
             let options = DiffOptions {
                 mode: Mode::Offline,
                 rules: observation.rules,

@@ -12,7 +12,7 @@ use tether::diff::{
 };
 use tether::manifest::{ManifestSet, ParseOptions, parse_files};
 use tether::reconcile::observe::{
-    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
+    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired, read_snapshot,
 };
 use tether::report::drift::{DriftReport, Format, render};
 
@@ -34,7 +34,8 @@ fn offline_diff(
             scopes: None,
         };
         let desired = read_desired(DesiredInput::Dir(desired), &observation).await?;
-        observe(&desired, LiveInput::Snapshot(live), &observation).await
+        let live = read_snapshot(live, &observation)?;
+        observe(&desired, LiveInput::Snapshot(&live), &observation).await
     })
 }
 
