@@ -228,7 +228,9 @@ pub(crate) fn read_documents(
         if is_blank(&doc.text) {
             continue;
         }
-        let parsed = match block::parse(&doc.text, MAX_YAML_DEPTH, &resolve_plain) {
+        // The block reader leaves deep documents to the general parser well before
+        // its depth budget, so the two never disagree on where that limit lies.
+        let parsed = match block::parse(&doc.text, MAX_YAML_DEPTH / 2, &resolve_plain) {
             Some(value) => Ok(value),
             None => full_parse(&doc.text),
         };
