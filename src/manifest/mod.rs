@@ -394,39 +394,34 @@ fn read_input(
 
 type Parsed = (Vec<(Value, Origin)>, Vec<ManifestError>);
 
-/// Parses every input on threads with [`PARSE_STACK_BYTES`] of stack, files split
-/// among them in contiguous runs so the results concatenate back in file order.
+/// Parses every input on threads with [`PARSE_STACK_BYTES`] of stack. Each thread
+/// takes the next file when it finishes one, so a thread the machine runs slower
+/// holds nobody up; the results are put back in file order.
 fn read_all(
     inputs: &[Input],
     opts: &ParseOptions<'_>,
     errors: &mut Vec<ManifestError>,
 ) -> std::io::Result<Vec<(Value, Origin)>> {
-    let total: usize = inputs.iter().map(|i| i.bytes.len()).sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, MAX_PARSE_THREADS)
         .min(inputs.len().max(1));
-    // Contiguous runs of about equal size.
-    let mut runs: Vec<&[Input]> = Vec::with_capacity(threads);
-    let (mut start, mut acc) = (0usize, 0usize);
-    for (i, input) in inputs.iter().enumerate() {
-        acc += input.bytes.len();
-        if runs.len() + 1 < threads && acc * threads >= total * (runs.len() + 1) {
-            runs.push(&inputs[start..=i]);
-            start = i + 1;
-        }
-    }
-    runs.push(&inputs[start..]);
-    let results: Vec<Parsed> = std::thread::scope(|scope| -> std::io::Result<_> {
-        let mut handles = Vec::with_capacity(runs.len());
-        for run in runs {
-            let work = move || {
-                let (mut raw, mut errs) = (Vec::new(), Vec::new());
-                for input in run {
-                    read_input(input, opts, &mut raw, &mut errs);
-                }
-                (raw, errs)
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done: Vec<(usize, Parsed)> = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(input) = inputs.get(i) else {
+                return done;
             };
+            let (mut raw, mut errs) = (Vec::new(), Vec::new());
+            read_input(input, opts, &mut raw, &mut errs);
+            done.push((i, (raw, errs)));
+        }
+    };
+    let mut parsed = std::thread::scope(|scope| -> std::io::Result<_> {
+        let mut handles = Vec::with_capacity(threads);
+        for _ in 0..threads {
             handles.push(
                 std::thread::Builder::new()
                     .name("manifest-parse".into())
@@ -434,17 +429,18 @@ fn read_all(
                     .spawn_scoped(scope, work)?,
             );
         }
-        let mut out = Vec::with_capacity(handles.len());
+        let mut parsed = Vec::with_capacity(inputs.len());
         for h in handles {
             match h.join() {
-                Ok(parsed) => out.push(parsed),
+                Ok(done) => parsed.extend(done),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-        Ok(out)
+        Ok(parsed)
     })?;
+    parsed.sort_unstable_by_key(|(i, _)| *i);
     let mut raw = Vec::new();
-    for (r, e) in results {
+    for (_, (r, e)) in parsed {
         raw.extend(r);
         errors.extend(e);
     }
