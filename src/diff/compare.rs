@@ -112,10 +112,25 @@ pub(crate) struct Comparer<'a, 's> {
     pub(crate) changes: Vec<Change>,
 }
 
+/// Objects up to this many fields are searched by scanning, not hashing.
+const SMALL_OBJECT: usize = 8;
+
+/// `item.get(key)` for list items, which are mostly small (an env var, a port, a
+/// volume mount): comparing a few short keys is cheaper than hashing one, and keyed
+/// lists ask for every pair of items.
+fn item_field<'v>(item: &'v Value, key: &str) -> Option<&'v Value> {
+    let map = item.as_object()?;
+    if map.len() <= SMALL_OBJECT {
+        map.iter().find_map(|(k, v)| (k == key).then_some(v))
+    } else {
+        map.get(key)
+    }
+}
+
 fn keys_match(d: &Value, l: &Value, keys: &Keys<'_>) -> bool {
     let mut any = false;
     for k in keys.iter() {
-        match (d.get(k), l.get(k)) {
+        match (item_field(d, k), item_field(l, k)) {
             (Some(a), Some(b)) => {
                 if !key_value_eq(a, b) {
                     return false;
@@ -153,7 +168,7 @@ fn same_order_get<'a>(
 fn all_keyed(items: &[Value], keys: &Keys<'_>) -> bool {
     items
         .iter()
-        .all(|i| i.is_object() && keys.iter().any(|k| i.get(k).is_some()))
+        .all(|i| i.is_object() && keys.iter().any(|k| item_field(i, k).is_some()))
 }
 
 impl<'a, 's> Comparer<'a, 's> {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Arena, Document, FieldDef, ListType, PatchStrategy, ScalarType, TypeDef, TypeId};
+use super::{
+    Arena, Document, FieldDef, Fields, ListType, PatchStrategy, ScalarType, TypeDef, TypeId,
+};
 
 const REF_PREFIX: &str = "#/components/schemas/";
 
@@ -202,7 +204,7 @@ impl Converter<'_> {
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let mut fields = HashMap::with_capacity(properties.len());
+        let mut fields = Fields::with_capacity_and_hasher(properties.len(), Default::default());
         let mut order = Vec::with_capacity(properties.len());
         for (name, prop) in properties {
             let ty = self.convert(prop);
