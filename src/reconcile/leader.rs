@@ -154,6 +154,9 @@ impl Leadership {
 pub struct Elector {
     state: Arc<watch::Sender<State>>,
     stop: CancellationToken,
+    /// Cancelled before `stop` by [`Elector::release`]: a stop without it is a crash,
+    /// after which the task must not write the lease again.
+    let_go: CancellationToken,
     task: Option<JoinHandle<()>>,
     release_time: Duration,
 }
@@ -164,12 +167,14 @@ impl Elector {
         let (sender, receiver) = watch::channel(State::default());
         let state = Arc::new(sender);
         let stop = CancellationToken::new();
+        let let_go = CancellationToken::new();
         let release_time = config.renew_deadline.min(MAX_RELEASE_TIME);
         let runner = Runner {
             cluster,
             config,
             state: state.clone(),
             stop: stop.clone(),
+            let_go: let_go.clone(),
             kind: None,
             observed: None,
             lease: None,
@@ -179,6 +184,7 @@ impl Elector {
         let elector = Elector {
             state,
             stop,
+            let_go,
             task: Some(task),
             release_time,
         };
@@ -198,6 +204,7 @@ impl Elector {
     pub async fn release(mut self) {
         // Cancel first, then step down: the task checks the token under the same lock
         // before it claims leadership, so it cannot overwrite this step-down.
+        self.let_go.cancel();
         self.stop.cancel();
         step_down(&self.state, "stopping");
         if let Some(mut task) = self.task.take() {
@@ -215,6 +222,9 @@ impl Elector {
 impl Drop for Elector {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
+            // `stop` without `let_go`: the task may be mid-poll on another worker, and
+            // would otherwise reach its release (handing the request to the connection
+            // task) before the abort lands, ending the lease early.
             self.stop.cancel();
             task.abort();
             step_down(&self.state, "the elector was dropped");
@@ -448,6 +458,7 @@ struct Runner {
     config: LeaderConfig,
     state: Arc<watch::Sender<State>>,
     stop: CancellationToken,
+    let_go: CancellationToken,
     kind: Option<Resolved>,
     observed: Option<Observation>,
     /// The Lease as last read or written: its resourceVersion makes writes optimistic.
@@ -499,7 +510,9 @@ impl Runner {
             }
             self.check_renew_deadline();
         }
-        self.release().await;
+        if self.let_go.is_cancelled() {
+            self.release().await;
+        }
     }
 
     fn renew_deadline(&self) -> Option<Instant> {
