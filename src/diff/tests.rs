@@ -24,6 +24,16 @@ fn run(ty: &ObjectId, mode: Mode, rules: &[IgnoreRule], d: Value, l: Value) -> D
     diff(ty, Some(&d), Some(&l), &opts)
 }
 
+/// Offline options without ignore rules.
+fn offline<'a>(schema: &'a dyn SchemaLookup, mask: &'a MaskKey) -> DiffOptions<'a> {
+    DiffOptions {
+        mode: Mode::Offline,
+        rules: &[],
+        schema,
+        mask,
+    }
+}
+
 fn paths(d: &Drift) -> Vec<String> {
     d.changes().iter().map(|c| c.path.to_string()).collect()
 }
@@ -251,12 +261,7 @@ fn sets_ignore_order_and_offline_extra_members() {
 fn sets_report_missing_and_extra_by_ownership() {
     let mask = MaskKey::new([1; 32]);
     let schemas = OpenApiSchemas::new([&id("", "ConfigMap")], []);
-    let opts = DiffOptions {
-        mode: Mode::Offline,
-        rules: &[],
-        schema: &schemas,
-        mask: &mask,
-    };
+    let opts = offline(&schemas, &mask);
     let mk = |name: &str| ObjectId {
         name: name.into(),
         ..id("", "ConfigMap")
@@ -293,12 +298,7 @@ fn views_project_live_onto_desired_and_mask_secrets() {
     let mask = MaskKey::new([1; 32]);
     let ty = id("", "Secret");
     let schemas = OpenApiSchemas::new([&ty], []);
-    let opts = DiffOptions {
-        mode: Mode::Offline,
-        rules: &[],
-        schema: &schemas,
-        mask: &mask,
-    };
+    let opts = offline(&schemas, &mask);
     let d = json!({"kind": "Secret", "data": {"p": "c2VjcmV0"}, "type": "Opaque"});
     let l = json!({"kind": "Secret", "data": {"p": "b3RoZXI="}, "type": "Opaque", "immutable": false,
         "metadata": {"uid": "1"}});
@@ -315,12 +315,7 @@ fn only_drifted_objects_carry_views() {
     let mask = MaskKey::new([1; 32]);
     let ty = id("", "ConfigMap");
     let schemas = OpenApiSchemas::new([&ty], []);
-    let opts = DiffOptions {
-        mode: Mode::Offline,
-        rules: &[],
-        schema: &schemas,
-        mask: &mask,
-    };
+    let opts = offline(&schemas, &mask);
     let d = json!({"kind": "ConfigMap", "data": {"a": "1"}});
     let l = json!({"kind": "ConfigMap", "data": {"a": "1"}, "metadata": {"uid": "1"}});
     let same = diff_object(&ty, Some(&d), Some(&l), &opts);
@@ -455,12 +450,7 @@ fn large_sets_compare_on_threads_in_desired_order() {
     let mask = MaskKey::new([1; 32]);
     let ty = id("", "ConfigMap");
     let schemas = OpenApiSchemas::new([&ty], []);
-    let opts = DiffOptions {
-        mode: Mode::Offline,
-        rules: &[],
-        schema: &schemas,
-        mask: &mask,
-    };
+    let opts = offline(&schemas, &mask);
     // Enough objects for several threads; names descend so that no sort hides order.
     let n = 3 * PARALLEL_DIFF_MIN_OBJECTS + 1;
     let ids: Vec<ObjectId> = (0..n)
