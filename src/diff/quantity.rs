@@ -2,12 +2,16 @@
 //! `0.5` == `500m`, as the API server canonicalises them (k8s.io/apimachinery
 //! `pkg/api/resource/quantity.go`).
 
-/// A quantity as an exact fraction `num / 10^scale`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A quantity as an exact fraction `num / 10^scale`. Equal values compare equal
+/// whatever their scale (`5 / 10^1 == 500 / 10^3`).
+#[derive(Debug, Clone, Copy)]
 pub struct Quantity {
     num: i128,
     scale: u32,
 }
+
+/// Accumulating one more digit stays within `i128` below this.
+const ACCUMULATE_LIMIT: i128 = (i128::MAX - 9) / 10;
 
 impl Quantity {
     /// Parses the serialised form (`<sign><digits>[.<digits>]<suffix>`); `None` when
@@ -19,19 +23,34 @@ impl Quantity {
             b'+' => (false, &text[1..]),
             _ => (false, text),
         };
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, suffix) = rest.split_at(number_end);
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        // One pass over the number: its digits as an integer, and how many follow the
+        // point (None until a point is seen).
+        let mut num: i128 = 0;
+        let mut digits = 0;
+        let mut fraction: Option<i32> = None;
+        for &b in rest.as_bytes() {
+            match b {
+                b'0'..=b'9' => {
+                    if num > ACCUMULATE_LIMIT {
+                        return None;
+                    }
+                    num = num * 10 + i128::from(b - b'0');
+                    digits += 1;
+                    if let Some(f) = &mut fraction {
+                        *f += 1;
+                    }
+                }
+                b'.' if fraction.is_none() => fraction = Some(0),
+                b'.' => return None,
+                _ => break,
+            }
+        }
+        if digits == 0 {
             return None;
         }
-        let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-        let mut num: i128 = 0;
-        for c in int_part.bytes().chain(frac_part.bytes()) {
-            num = num.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
-        }
-        let mut exp10: i32 = -(i32::try_from(frac_part.len()).ok()?);
+        let number_len = digits + usize::from(fraction.is_some());
+        let suffix = &rest[number_len..];
+        let mut exp10: i32 = -fraction.unwrap_or(0);
         let mut exp2: u32 = 0;
         match suffix {
             "" => {}
@@ -53,7 +72,9 @@ impl Quantity {
             s if s.starts_with(['e', 'E']) => exp10 += s[1..].parse::<i32>().ok()?,
             _ => return None,
         }
-        num = num.checked_mul(1i128.checked_shl(exp2)?)?;
+        if exp2 > 0 {
+            num = num.checked_mul(1i128 << exp2)?;
+        }
         if negative {
             num = -num;
         }
@@ -63,30 +84,43 @@ impl Quantity {
         } else {
             exp10.unsigned_abs()
         };
-        Some(Quantity { num, scale }.reduced())
+        Some(Quantity { num, scale })
     }
 
-    /// Removes trailing decimal zeros so equal values have one representation.
-    fn reduced(mut self) -> Quantity {
-        while self.scale > 0 && self.num % 10 == 0 {
-            self.num /= 10;
-            self.scale -= 1;
+    /// The numerator over `10^scale`, for a `scale` at least this one's; None when it
+    /// does not fit, and then the value is larger than any quantity that does.
+    fn at_scale(self, scale: u32) -> Option<i128> {
+        if self.num == 0 {
+            return Some(0);
         }
-        self
+        10i128
+            .checked_pow(scale - self.scale)
+            .and_then(|factor| self.num.checked_mul(factor))
     }
 }
 
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Quantity) -> bool {
+        // Brought to the finer scale; the side already at it always fits, so a side
+        // that does not fit is the larger one.
+        let scale = self.scale.max(other.scale);
+        match (self.at_scale(scale), other.at_scale(scale)) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Quantity {}
+
 /// Whether two serialised quantities (strings or JSON numbers) denote the same value.
 pub fn same_quantity(a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    let text = |v: &serde_json::Value| match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
+    let quantity = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Quantity::parse(s),
+        serde_json::Value::Number(n) => Quantity::parse(&n.to_string()),
         _ => None,
     };
-    match (
-        text(a).as_deref().and_then(Quantity::parse),
-        text(b).as_deref().and_then(Quantity::parse),
-    ) {
+    match (quantity(a), quantity(b)) {
         (Some(x), Some(y)) => x == y,
         _ => false,
     }
@@ -113,6 +147,11 @@ mod tests {
         assert!(eq("1Ki", "1024"));
         assert!(eq("-1", "-1000m"));
         assert!(eq("1000000n", "1m"));
+        assert!(eq("0e-400", "0"));
+        assert!(eq("1.50", "1.5"));
+        assert!(eq("+2", "2.000"));
+        assert!(eq("1.", "1"));
+        assert!(eq(".5", "500m"));
     }
 
     #[test]
@@ -121,11 +160,17 @@ mod tests {
         assert!(!eq("100m", "1"));
         assert!(!eq("128Mi", "128M"));
         assert!(!eq("1", "-1"));
+        assert!(!eq("1e-40", "0"));
+        assert!(!eq("1e-400", "0"));
+        // The left side cannot be brought to the right's scale within i128.
+        assert!(!eq("99999999999999999999999999999999999999", "1n"));
     }
 
     #[test]
     fn rejects_non_quantities() {
-        for s in ["", "abc", "1..2", "1Q", ".", "1.2.3", "Gi", "1e", "1x"] {
+        for s in [
+            "", "abc", "1..2", "1Q", ".", "1.2.3", "Gi", "1e", "1x", "-", "+.", "1 m",
+        ] {
             assert_eq!(Quantity::parse(s), None, "{s}");
         }
     }
