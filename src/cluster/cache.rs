@@ -218,8 +218,7 @@ impl crate::sync::LiveObjects for Cache {
         }
         let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
         // An object absent here may still exist unlabelled (one tether is about to
-        // adopt): sync then plans a create, which server-side apply turns into an
-        // update of the existing object, labels included.
+        // adopt): sync's dry run finds it there and plans an update, labels included.
         match objects.get(key) {
             // Bytes this cache serialized itself: they parse.
             Some(stored) => serde_json::from_slice(&stored.json).ok().map(Some),

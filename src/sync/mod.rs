@@ -584,13 +584,28 @@ async fn dry_run(
         .dry_run_apply(kind, &item.manifest.object, options.force)
         .await
     {
-        Ok(answer) => match &item.live {
-            None => Plan::Create,
-            Some(live) => match diff(id, Some(&answer), Some(live), diff_options) {
+        Ok(answer) => {
+            let adopted;
+            let live = match &item.live {
+                Some(live) => live,
+                None if !exists(&answer) => return Plan::Create,
+                // Absent from the app's view (a cache of the objects labelled for it)
+                // yet on the server: an object this sync adopts. Its changes are
+                // reported against what is there, never as a creation.
+                None => match cluster.get(kind, namespace_of(kind, id), &id.name).await {
+                    Ok(Some(live)) => {
+                        adopted = live;
+                        &adopted
+                    }
+                    Ok(None) => return Plan::Create,
+                    Err(err) => return Plan::Failed(server_message(id, &err)),
+                },
+            };
+            match diff(id, Some(&answer), Some(live), diff_options) {
                 Drift::InSync => Plan::Unchanged,
                 drift => Plan::Configure(describe_changes(&drift), drift.changes().to_vec()),
-            },
-        },
+            }
+        }
         Err(err) if item.live.is_some() && is_immutable(&err) && options.replace_immutable => {
             Plan::Replace(server_message(id, &err))
         }
@@ -600,6 +615,15 @@ async fn dry_run(
         )),
         Err(err) => Plan::Failed(server_message(id, &err)),
     }
+}
+
+/// Whether a dry-run answer is an object the server already stores: a would-be
+/// creation has no resourceVersion yet (the registry assigns one when it persists).
+fn exists(answer: &Value) -> bool {
+    answer
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
 }
 
 /// Applies the steps in order; stops at the first step with a failure. Returns why

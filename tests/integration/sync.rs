@@ -2,7 +2,8 @@
 //! its custom resource, a Namespace with its objects) in one run; idempotency (a
 //! second sync writes nothing); a revision with one invalid object applies nothing;
 //! conflicts with and without force; prune with its guards and protections; health
-//! with `--wait`; immutable fields.
+//! with `--wait`; immutable fields; and, as `tether serve` calls it, adopting an
+//! unlabelled object its watch cache cannot see.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -624,4 +625,86 @@ async fn a_cluster_scoped_custom_resource_takes_its_scope_from_the_server() {
         r#"{"apiVersion":"example.com/v1","kind":"Gadget","name":"g1"}"#
     );
     sandbox.kubectl(&["get", "gadget", "g1"]).await.ok();
+}
+
+/// In `tether serve` the live view is the watch cache of objects labelled for tether,
+/// so an object already in the cluster without the labels is absent from it. Syncing
+/// adopts it, and says so: configured (its labels and data changed), not created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
+    use std::sync::Arc;
+    use tether::cluster::Cluster;
+    use tether::cluster::cache::Cache;
+    use tether::manifest::{ParseOptions, read_dir};
+    use tether::sync::{Action, SyncOptions};
+
+    let sandbox = TestSandbox::start().await;
+    let before = app_dir(
+        &sandbox,
+        "before",
+        &[("existing.yaml", &configmap("existing", "", "old"))],
+    );
+    let created = sandbox
+        .kubectl(&["create", "-f", before.to_str().expect("utf-8")])
+        .await;
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let dir = app_dir(
+        &sandbox,
+        "adopt",
+        &[
+            ("existing.yaml", &configmap("existing", "", "new")),
+            ("fresh.yaml", &configmap("fresh", "", "x")),
+        ],
+    );
+    let mut desired = read_dir(&dir, &ParseOptions::default()).expect("the manifests read");
+    tether::reconcile::observe::label_for_app(&mut desired, "adopt");
+
+    let cluster = Arc::new(
+        Cluster::connect(Some(&sandbox.kubeconfig), None)
+            .await
+            .expect("a client for the sandbox"),
+    );
+    let cache = Cache::new(cluster.clone(), tokio_util::sync::CancellationToken::new());
+    let kind = cluster
+        .resolve(&kube::core::GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .await
+        .expect("discovery")
+        .expect("ConfigMaps are served");
+    assert!(cache.watch("", "ConfigMap", &kind).await, "the cache syncs");
+    assert!(cache.is_empty(), "nothing is labelled for tether yet");
+
+    let options = SyncOptions {
+        live: Some(&cache),
+        ..SyncOptions::new("adopt")
+    };
+    let report = tether::sync::sync(&cluster, &desired, None, &options)
+        .await
+        .expect("the sync runs");
+    let result = |name: &str| {
+        report
+            .objects
+            .iter()
+            .find(|o| o.id.name == name)
+            .unwrap_or_else(|| panic!("{name} not in the report"))
+    };
+    assert_eq!(result("fresh").action, Action::Created);
+    let adopted = result("existing");
+    assert_eq!(adopted.action, Action::Configured, "{}", adopted.message);
+    let mut paths: Vec<String> = adopted.changes.iter().map(|c| c.path.to_string()).collect();
+    paths.sort();
+    // It had no labels at all: the whole map is the change.
+    assert_eq!(paths, ["data.key", "metadata.labels"]);
+
+    let labelled = sandbox
+        .kubectl(&[
+            "get",
+            "configmap",
+            "existing",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.metadata.labels.tether\\.dev/app}={.data.key}",
+        ])
+        .await;
+    assert_eq!(labelled.stdout, "adopt=new", "{}", labelled.stderr);
 }
