@@ -365,12 +365,30 @@ impl Worker {
             inventory: self.inventory.as_ref(),
             ..SyncOptions::new(&self.config.name)
         };
-        let report = sync(&self.shared.cluster, &desired, Some(sha), &options)
-            .await
-            .map_err(|err| Failure {
-                retryable: err.is_retryable(),
-                message: err.to_string(),
-            })?;
+        let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);
+        let report = if acting {
+            match self.shared.leadership.while_leading(pass).await {
+                Some(report) => report,
+                None => {
+                    // The dropped pass may have written the inventory: read it next time.
+                    // A manual sync it carried is still owed, as to any follower.
+                    self.inventory = None;
+                    if manual {
+                        self.sync_requested.store(true, Ordering::SeqCst);
+                    }
+                    return Err(Failure {
+                        retryable: true,
+                        message: "lost leadership during the pass: stopped writing; the new leader carries on".into(),
+                    });
+                }
+            }
+        } else {
+            pass.await
+        }
+        .map_err(|err| Failure {
+            retryable: err.is_retryable(),
+            message: err.to_string(),
+        })?;
         if manual && !acting {
             // Asked for but not allowed: keep the request until it may act.
             self.sync_requested.store(true, Ordering::SeqCst);

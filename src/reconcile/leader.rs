@@ -137,6 +137,25 @@ impl Leadership {
         }
     }
 
+    /// Runs `work` while this replica leads: None, with `work` dropped (mid-request
+    /// if need be), as soon as it stops leading. A pass may take longer than the
+    /// margin between the renew deadline and the lease; without this, a leader that
+    /// stepped down would keep writing beside its successor until the pass ended.
+    pub async fn while_leading<F: Future>(&self, work: F) -> Option<F::Output> {
+        let mut watched = self.clone();
+        let lost = async move {
+            while watched.is_leader() {
+                watched.changed().await;
+            }
+        };
+        // Checked first, so a replica that does not lead never starts the work.
+        tokio::select! {
+            biased;
+            () = lost => None,
+            output = work => Some(output),
+        }
+    }
+
     /// Always the leader: a single replica without `--leader-elect`.
     pub fn always() -> Leadership {
         let (_, state) = watch::channel(State {
@@ -756,6 +775,52 @@ mod tests {
 
     fn seen(record: LeaseRecord, since: Instant) -> Observation {
         Observation { record, since }
+    }
+
+    fn leading(leader: bool) -> (watch::Sender<State>, Leadership) {
+        let (sender, state) = watch::channel(State {
+            known: true,
+            leader,
+            holder: None,
+        });
+        (sender, Leadership { state })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_is_dropped_when_leadership_is_lost_midway() {
+        let (sender, leadership) = leading(true);
+        let started = Instant::now();
+        let stepped_down = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            sender.send_modify(|s| s.leader = false);
+        };
+        let work = tokio::time::sleep(Duration::from_secs(60));
+        let (outcome, ()) = tokio::join!(leadership.while_leading(work), stepped_down);
+        assert_eq!(outcome, None);
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_finishes_while_leading_and_never_starts_otherwise() {
+        let (sender, leadership) = leading(true);
+        // A change of holder that keeps this replica leading does not stop the work.
+        let renewed = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            sender.send_modify(|s| s.holder = Some(ME.into()));
+        };
+        let work = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            7
+        };
+        let (outcome, ()) = tokio::join!(leadership.while_leading(work), renewed);
+        assert_eq!(outcome, Some(7));
+
+        let (_sender, follower) = leading(false);
+        assert_eq!(follower.while_leading(async { 7 }).await, None);
+        assert_eq!(
+            Leadership::always().while_leading(async { 7 }).await,
+            Some(7)
+        );
     }
 
     #[test]
