@@ -126,6 +126,11 @@ pub struct StatusArgs {
     #[arg(long)]
     pub app: Option<String>,
 
+    /// A file holding the token the server's `server.apiToken` names. Without it, the
+    /// token is read from TETHER_API_TOKEN, if set.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = StatusFormat::Table)]
     pub output: StatusFormat,
@@ -728,13 +733,30 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// Where `tether status` finds the API token when no file is given.
+const API_TOKEN_ENV: &str = "TETHER_API_TOKEN";
+
 async fn run_status(args: StatusArgs) -> anyhow::Result<u8> {
     let base = args.server.trim_end_matches('/');
     let url = match &args.app {
         Some(app) => format!("{base}/api/v1/apps/{app}"),
         None => format!("{base}/api/v1/apps"),
     };
-    let answer = match reqwest::get(&url).await {
+    let secret = match &args.token_file {
+        Some(path) => Some(SecretRef::File(path.clone())),
+        None => std::env::var_os(API_TOKEN_ENV).map(|_| SecretRef::Env(API_TOKEN_ENV.into())),
+    };
+    let mut request = reqwest::Client::new().get(&url);
+    if let Some(secret) = secret {
+        match secret.read() {
+            Ok(token) => request = request.bearer_auth(token.trim()),
+            Err(err) => {
+                eprintln!("error: the API token: {err}");
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    let answer = match request.send().await {
         Ok(answer) => answer,
         Err(err) => {
             eprintln!("error: cannot reach {base}: {err}");

@@ -25,6 +25,7 @@ use crate::diff::IgnoreRule;
 use crate::reconcile::windows::{SyncWindow, WindowKind, parse_schedule};
 use crate::report::commit_status::CommitStatusConfig;
 use crate::report::notify::NotificationConfig;
+use crate::server::ApiToken;
 use crate::source::{Auth, PollConfig, Provider, SecretRef, Source, WebhookConfig, WebhookSecret};
 
 /// Where the HTTP server listens: every interface, port 8080 (the schema's default).
@@ -172,6 +173,8 @@ pub struct Config {
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub webhooks: WebhooksConfig,
+    /// The bearer token `/api/v1` requires; None leaves it open (trusted networks).
+    pub api_token: Option<SecretRef>,
 }
 
 /// Webhook secrets per provider (none configured: that provider's deliveries are
@@ -301,6 +304,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: DEFAULT_LISTEN,
             webhooks: WebhooksConfig::default(),
+            api_token: None,
         }
     }
 }
@@ -471,18 +475,32 @@ impl WebhookSecretRef {
     }
 
     fn load_as(&self, what: &str) -> Result<WebhookSecret, ConfigError> {
-        let err = |message: String| ConfigError::Secret {
-            what: what.to_string(),
-            message,
-        };
-        let value = self.0.read().map_err(err)?;
-        if value.trim().is_empty() {
-            return Err(err(match &self.0 {
-                SecretRef::Env(name) => format!("environment variable {name} is empty"),
-                SecretRef::File(path) => format!("{} is empty", path.display()),
-            }));
-        }
-        Ok(WebhookSecret::new(value.into_bytes()))
+        Ok(WebhookSecret::new(read_secret(&self.0, what)?.into_bytes()))
+    }
+}
+
+/// Reads a secret the service needs: an unset variable, an unreadable file and an
+/// empty value are errors naming `what` and where it was looked for, never the value.
+fn read_secret(secret: &SecretRef, what: &str) -> Result<String, ConfigError> {
+    let err = |message: String| ConfigError::Secret {
+        what: what.to_string(),
+        message,
+    };
+    let value = secret.read().map_err(err)?;
+    if value.trim().is_empty() {
+        return Err(err(match secret {
+            SecretRef::Env(name) => format!("environment variable {name} is empty"),
+            SecretRef::File(path) => format!("{} is empty", path.display()),
+        }));
+    }
+    Ok(value)
+}
+
+/// The configuration key a secret was named by.
+fn secret_field(secret: &SecretRef) -> &'static str {
+    match secret {
+        SecretRef::Env(_) => "secretEnv",
+        SecretRef::File(_) => "secretFile",
     }
 }
 
@@ -494,14 +512,25 @@ impl ServerConfig {
             ..WebhookConfig::default()
         };
         for (provider, secret) in self.webhooks.secrets() {
-            let field = match &secret.0 {
-                SecretRef::Env(_) => "secretEnv",
-                SecretRef::File(_) => "secretFile",
-            };
-            let what = format!("server.webhooks.{}.{field}", provider_key(provider));
+            let what = format!(
+                "server.webhooks.{}.{}",
+                provider_key(provider),
+                secret_field(&secret.0)
+            );
             config = config.with_secret(provider, secret.load_as(&what)?);
         }
         Ok(config)
+    }
+
+    /// The status API's token, read now; None when the API is open.
+    pub fn api_token(&self) -> Result<Option<ApiToken>, ConfigError> {
+        self.api_token
+            .as_ref()
+            .map(|secret| {
+                let what = format!("server.apiToken.{}", secret_field(secret));
+                read_secret(secret, &what).map(|value| ApiToken::new(value.trim()))
+            })
+            .transpose()
     }
 }
 
@@ -589,23 +618,24 @@ mod raw {
         pub listen: Option<S<String>>,
         #[serde(default, deserialize_with = "null_is_default")]
         pub webhooks: Webhooks,
+        pub api_token: Option<S<SecretFrom>>,
     }
 
     #[derive(Debug, Default, Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
     pub struct Webhooks {
-        pub github: Option<S<WebhookSecret>>,
-        pub gitlab: Option<S<WebhookSecret>>,
-        pub gitea: Option<S<WebhookSecret>>,
-        pub bitbucket: Option<S<WebhookSecret>>,
-        pub generic: Option<S<WebhookSecret>>,
+        pub github: Option<S<SecretFrom>>,
+        pub gitlab: Option<S<SecretFrom>>,
+        pub gitea: Option<S<SecretFrom>>,
+        pub bitbucket: Option<S<SecretFrom>>,
+        pub generic: Option<S<SecretFrom>>,
         #[serde(default, deserialize_with = "null_is_default")]
         pub allow_unsigned: bool,
     }
 
     #[derive(Debug, Default, Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    pub struct WebhookSecret {
+    pub struct SecretFrom {
         pub secret_file: Option<S<String>>,
         pub secret_env: Option<S<String>>,
     }
@@ -940,18 +970,16 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         },
         None => DEFAULT_LISTEN,
     };
-    let w = &raw.webhooks;
-    let mut secret = |key: &str, s: &Option<S<raw::WebhookSecret>>| {
+    let mut secret = |path: String, s: &Option<S<raw::SecretFrom>>| {
         let s = s.as_ref()?;
-        let path = format!("server.webhooks.{key}");
         let line = line_of(s);
         match (&s.value.secret_file, &s.value.secret_env) {
             (Some(file), None) => check
                 .non_empty(&format!("{path}.secretFile"), file)
-                .then(|| WebhookSecretRef(SecretRef::File(PathBuf::from(&file.value)))),
+                .then(|| SecretRef::File(PathBuf::from(&file.value))),
             (None, Some(env)) => check
                 .non_empty(&format!("{path}.secretEnv"), env)
-                .then(|| WebhookSecretRef(SecretRef::Env(env.value.clone()))),
+                .then(|| SecretRef::Env(env.value.clone())),
             (Some(_), Some(_)) => {
                 check.report(path, line, "set secretFile or secretEnv, not both");
                 None
@@ -962,15 +990,23 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             }
         }
     };
+    let w = &raw.webhooks;
+    let mut webhook =
+        |key: &str, s| secret(format!("server.webhooks.{key}"), s).map(WebhookSecretRef);
     let webhooks = WebhooksConfig {
-        github: secret("github", &w.github),
-        gitlab: secret("gitlab", &w.gitlab),
-        gitea: secret("gitea", &w.gitea),
-        bitbucket: secret("bitbucket", &w.bitbucket),
-        generic: secret("generic", &w.generic),
+        github: webhook("github", &w.github),
+        gitlab: webhook("gitlab", &w.gitlab),
+        gitea: webhook("gitea", &w.gitea),
+        bitbucket: webhook("bitbucket", &w.bitbucket),
+        generic: webhook("generic", &w.generic),
         allow_unsigned: w.allow_unsigned,
     };
-    ServerConfig { listen, webhooks }
+    let api_token = secret("server.apiToken".into(), &raw.api_token);
+    ServerConfig {
+        listen,
+        webhooks,
+        api_token,
+    }
 }
 
 fn resolve_leader_election(
@@ -1752,6 +1788,47 @@ apps:
     }
 
     #[test]
+    fn the_api_token_is_one_of_file_or_env_read_when_asked() {
+        assert_eq!(
+            problems("server:\n  apiToken: {secretFile: /t, secretEnv: T}\n"),
+            ["tether.yaml:2: server.apiToken: set secretFile or secretEnv, not both"]
+        );
+        assert_eq!(
+            problems("server:\n  apiToken: {secretFile: ''}\n"),
+            ["tether.yaml:2: server.apiToken.secretFile: must not be empty"]
+        );
+        assert!(
+            parse("server: {}\n")
+                .server
+                .api_token()
+                .expect("none")
+                .is_none()
+        );
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "t0ken\n").expect("write");
+        let c = parse(&format!(
+            "server:\n  apiToken: {{secretFile: {}}}\n",
+            file.display()
+        ));
+        let token = c.server.api_token().expect("read").expect("configured");
+        assert!(!format!("{token:?}").contains("t0ken"));
+
+        std::fs::write(&file, " \n").expect("write");
+        let err = c.server.api_token().expect_err("blank");
+        assert_eq!(
+            err.to_string(),
+            format!("server.apiToken.secretFile: {} is empty", file.display())
+        );
+        let c = parse("server:\n  apiToken: {secretEnv: TETHER_TEST_SURELY_UNSET_VARIABLE}\n");
+        assert_eq!(
+            c.server.api_token().expect_err("unset").to_string(),
+            "server.apiToken.secretEnv: environment variable TETHER_TEST_SURELY_UNSET_VARIABLE is not set"
+        );
+    }
+
+    #[test]
     fn webhook_secrets_are_read_when_asked() {
         let dir = tempfile::tempdir().expect("tempdir");
         let good = dir.path().join("github");
@@ -1812,7 +1889,7 @@ apps:
         );
         assert_eq!(
             syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-            "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks"
+            "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken"
         );
     }
 

@@ -146,7 +146,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
-    let router = server::router(statuses.clone(), apps.clone(), webhooks);
+    let token = config.server.api_token()?;
+    if token.is_none() && !config.server.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.server.listen, "the status API (/api/v1) is open to anyone who can reach this address: set server.apiToken to require a token");
+    }
+    let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| ServeError::Listen {
@@ -329,7 +333,7 @@ impl Contexts {
     ) -> Result<(), ServeError> {
         if old.server != new.server {
             tracing::warn!(
-                "server settings (listen address, webhook secrets) change at the next restart"
+                "server settings (listen address, webhook secrets, API token) change at the next restart"
             );
         }
         for app in &old.apps {

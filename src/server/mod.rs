@@ -1,14 +1,19 @@
 //! HTTP: the status API, `/healthz`, `/readyz`, `/metrics`, manual syncs, and the Git
-//! providers' webhooks (from the source stage).
+//! providers' webhooks (from the source stage). With a token configured, `/api/v1`
+//! (status and manual syncs) asks for it as a bearer token; probes and metrics stay
+//! open for kubelets and Prometheus, and webhooks carry their own signatures.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::reconcile::status::Statuses;
 
@@ -20,23 +25,77 @@ pub trait Control: Send + Sync {
     fn readiness(&self) -> Vec<(&'static str, bool)>;
 }
 
+/// The bearer token `/api/v1` requires, kept as its SHA-256: requests are checked
+/// in constant time whatever their length, and the token is never printed.
+#[derive(Clone)]
+pub struct ApiToken([u8; 32]);
+
+impl ApiToken {
+    pub fn new(token: &str) -> ApiToken {
+        ApiToken(Sha256::digest(token.as_bytes()).into())
+    }
+
+    fn accepts(&self, headers: &HeaderMap) -> bool {
+        let Some(given) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        let given: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
+        given.ct_eq(&self.0).into()
+    }
+}
+
+impl std::fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiToken(..)")
+    }
+}
+
 #[derive(Clone)]
 struct ServerState {
     statuses: Statuses,
     control: Arc<dyn Control>,
 }
 
-/// The whole HTTP surface; `webhooks` is the source stage's receiver.
-pub fn router(statuses: Statuses, control: Arc<dyn Control>, webhooks: Router) -> Router {
+/// The whole HTTP surface; `webhooks` is the source stage's receiver. With `token`,
+/// `/api/v1` answers 401 to requests without it.
+pub fn router(
+    statuses: Statuses,
+    control: Arc<dyn Control>,
+    webhooks: Router,
+    token: Option<ApiToken>,
+) -> Router {
+    let mut api = Router::new()
+        .route("/api/v1/apps", get(list_apps))
+        .route("/api/v1/apps/{name}", get(get_app))
+        .route("/api/v1/apps/{name}/sync", post(sync_app));
+    if let Some(token) = token {
+        api = api.route_layer(middleware::from_fn_with_state(token, authorize));
+    }
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/api/v1/apps", get(list_apps))
-        .route("/api/v1/apps/{name}", get(get_app))
-        .route("/api/v1/apps/{name}/sync", post(sync_app))
+        .merge(api)
         .with_state(ServerState { statuses, control })
         .merge(webhooks)
+}
+
+async fn authorize(State(token): State<ApiToken>, request: Request, next: Next) -> Response {
+    if token.accepts(request.headers()) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, r#"Bearer realm="tether""#)],
+        axum::Json(json!({
+            "error": "this API needs the token server.apiToken names, as Authorization: Bearer <token>"
+        })),
+    )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -98,4 +157,36 @@ fn not_found(name: &str) -> Response {
         axum::Json(json!({ "error": format!("no app named {name:?}") })),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            value.parse().expect("a header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn only_the_exact_bearer_token_is_accepted() {
+        let token = ApiToken::new("s3cret");
+        assert!(token.accepts(&with_authorization("Bearer s3cret")));
+        assert!(!token.accepts(&HeaderMap::new()));
+        for wrong in [
+            "Bearer s3cre",
+            "Bearer s3crett",
+            "Bearer S3CRET",
+            "Bearer ",
+            "Basic s3cret",
+            "s3cret",
+        ] {
+            assert!(!token.accepts(&with_authorization(wrong)), "{wrong}");
+        }
+        assert_eq!(format!("{token:?}"), "ApiToken(..)");
+    }
 }

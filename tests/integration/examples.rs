@@ -350,4 +350,8 @@ fn the_example_configuration_loads_with_every_option() {
         !app.ignore_differences.is_empty(),
         "the example shows ignoreDifferences"
     );
+    assert!(
+        config.server.api_token.is_some(),
+        "the example shows the API token"
+    );
 }

@@ -575,3 +575,109 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
     assert_eq!(provider.seen().len(), before, "{:?}", provider.seen());
     assert_eq!(serve.stop().await, Some(0));
 }
+
+/// With `server.apiToken`, the status API and manual syncs need the token, as a bearer
+/// token; probes, metrics and (signed) webhooks do not. `tether status` sends it from
+/// a file or TETHER_API_TOKEN, and the token appears in no log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_api_asks_for_the_configured_token() {
+    const TOKEN: &str = "api-t0ken-value";
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("guarded").await;
+    let origin = origin(
+        &sandbox,
+        &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
+    );
+    let dir = sandbox.dir.path();
+    let token_file = dir.join("api-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token");
+    let (server, _) = server_section(dir);
+    let config = format!(
+        "{server}  apiToken: {{secretFile: {}}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
+        token_file.display(),
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "guarded", &config, &[]).await;
+    let client = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, token: Option<&str>| {
+        let mut request = client.request(method, format!("{}{path}", serve.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move { request.send().await.expect("an answer") }
+    };
+
+    for (method, path) in [
+        (reqwest::Method::GET, "/api/v1/apps"),
+        (reqwest::Method::GET, "/api/v1/apps/web"),
+        (reqwest::Method::POST, "/api/v1/apps/web/sync"),
+    ] {
+        for token in [None, Some("wrong"), Some("api-t0ken-valu")] {
+            let answer = call(method.clone(), path, token).await;
+            assert_eq!(
+                answer.status(),
+                reqwest::StatusCode::UNAUTHORIZED,
+                "{method} {path} with {token:?}"
+            );
+            assert_eq!(
+                answer.headers()["www-authenticate"],
+                r#"Bearer realm="tether""#
+            );
+        }
+    }
+    eventually(
+        "the app syncs, and the status says so to the token",
+        || async {
+            let answer = call(reqwest::Method::GET, "/api/v1/apps/web", Some(TOKEN)).await;
+            assert_eq!(answer.status(), reqwest::StatusCode::OK);
+            let status: Value = answer.json().await.expect("JSON");
+            (status["sync"] == "Synced").then_some(())
+        },
+    )
+    .await;
+    let sync = call(reqwest::Method::POST, "/api/v1/apps/web/sync", Some(TOKEN)).await;
+    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    let unknown = call(reqwest::Method::GET, "/api/v1/apps/nope", Some(TOKEN)).await;
+    assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);
+    for open in ["/healthz", "/readyz", "/metrics"] {
+        let answer = call(reqwest::Method::GET, open, None).await;
+        assert_eq!(answer.status(), reqwest::StatusCode::OK, "{open}");
+    }
+    assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
+
+    let status = |args: &[&str], env: Option<&str>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"));
+        command
+            .args(["status", "--server", &serve.url])
+            .args(args)
+            .env_remove("TETHER_API_TOKEN");
+        if let Some(token) = env {
+            command.env("TETHER_API_TOKEN", token);
+        }
+        async move { command.output().await.expect("tether status runs") }
+    };
+    let refused = status(&[], None).await;
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401 Unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let from_file = status(&["--token-file", token_file.to_str().expect("utf-8")], None).await;
+    assert_eq!(
+        from_file.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    assert!(String::from_utf8_lossy(&from_file.stdout).contains("Synced"));
+    let from_env = status(&[], Some(TOKEN)).await;
+    assert_eq!(from_env.status.code(), Some(0));
+    let missing = status(&["--token-file", "/nonexistent/token"], None).await;
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/token"));
+
+    let log = serve.log();
+    assert!(!log.contains(TOKEN), "{log}");
+    assert_eq!(serve.stop().await, Some(0), "{log}");
+}
