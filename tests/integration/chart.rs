@@ -454,11 +454,12 @@ async fn one_replica_without_leader_election_drops_the_flag_and_the_lease_rights
 }
 
 #[tokio::test]
-async fn webhook_and_git_secrets_are_mounted_from_existing_secrets_never_inlined() {
+async fn webhook_api_and_git_secrets_are_mounted_from_existing_secrets_never_inlined() {
     let values = r#"
 webhookSecrets:
   github: {existingSecret: tether-webhooks, key: github}
   generic: {existingSecret: tether-generic, key: token}
+apiToken: {existingSecret: tether-api, key: bearer}
 git:
   credentials:
     existingSecret: git-credentials
@@ -491,6 +492,10 @@ config:
         webhooks["generic"]["secretFile"],
         "/etc/tether/webhooks/generic/token"
     );
+    assert_eq!(
+        config["server"]["apiToken"],
+        serde_json::json!({"secretFile": "/etc/tether/api/bearer"})
+    );
     let web = &config["apps"][0]["source"]["credentials"];
     assert_eq!(web["username"], "tether-bot");
     assert_eq!(web["tokenFile"], "/etc/tether/git/token");
@@ -516,6 +521,7 @@ config:
             "tether-generic",
             "token",
         ),
+        ("/etc/tether/api/bearer", "tether-api", "bearer"),
         ("/etc/tether/git/token", "git-credentials", "api-token"),
         ("/etc/tether/git/ssh-key", "git-credentials", "id_ed25519"),
         (
@@ -691,6 +697,10 @@ fn values_the_chart_cannot_honour_are_refused_naming_the_field() {
         (
             "webhookSecrets:\n  svn: {existingSecret: hooks}\n",
             "webhookSecrets.svn: unknown provider",
+        ),
+        (
+            "apiToken: {key: token}\n",
+            "apiToken.existingSecret is required",
         ),
         (
             "config:\n  server: {listen: \"127.0.0.1:9000\"}\n",

@@ -59,6 +59,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (index . 0) $ref.key -}}
 {{- end -}}
 
+{{/* The key of the API token's Secret. */}}
+{{- define "tether.apiTokenKey" -}}
+{{- default "token" .Values.apiToken.key -}}
+{{- end -}}
+
 {{/* The Git credentials as a source.credentials object (files under /etc/tether/git),
 or an empty dict when no Secret is configured. */}}
 {{- define "tether.gitCredentials" -}}
@@ -100,6 +105,12 @@ values.yaml, `config`). */}}
 {{- $_ := set $webhooks $provider (dict "secretFile" (printf "%s/webhooks/%s/%s" (include "tether.configDir" $) $provider $key)) -}}
 {{- end -}}
 {{- if $webhooks }}{{ $_ := set $server "webhooks" $webhooks }}{{ end -}}
+{{- with .Values.apiToken -}}
+{{- if not .existingSecret -}}
+{{- fail "apiToken.existingSecret is required: the token is taken from an existing Secret, never inlined" -}}
+{{- end -}}
+{{- $_ := set $server "apiToken" (dict "secretFile" (printf "%s/api/%s" (include "tether.configDir" $) (include "tether.apiTokenKey" $))) -}}
+{{- end -}}
 {{- $_ := set $config "server" $server -}}
 {{- if not $config.inventoryNamespace }}{{ $_ := set $config "inventoryNamespace" .Release.Namespace }}{{ end -}}
 {{- $election := deepCopy ($config.leaderElection | default dict) -}}
