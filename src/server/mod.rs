@@ -36,10 +36,12 @@ impl ApiToken {
     }
 
     fn accepts(&self, headers: &HeaderMap) -> bool {
+        // The scheme is case-insensitive (RFC 7235), the token is not.
         let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.split_once(' '))
+            .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token))
         else {
             return false;
         };
@@ -176,11 +178,13 @@ mod tests {
     fn only_the_exact_bearer_token_is_accepted() {
         let token = ApiToken::new("s3cret");
         assert!(token.accepts(&with_authorization("Bearer s3cret")));
+        assert!(token.accepts(&with_authorization("bearer s3cret")));
         assert!(!token.accepts(&HeaderMap::new()));
         for wrong in [
             "Bearer s3cre",
             "Bearer s3crett",
             "Bearer S3CRET",
+            "Bearers3cret",
             "Bearer ",
             "Basic s3cret",
             "s3cret",
