@@ -34,6 +34,14 @@ fn offline<'a>(schema: &'a dyn SchemaLookup, mask: &'a MaskKey) -> DiffOptions<'
     }
 }
 
+/// One core-group object of `kind` compared offline, views included.
+fn offline_object(kind: &str, d: &Value, l: &Value) -> ObjectDiff {
+    let mask = MaskKey::new([1; 32]);
+    let ty = id("", kind);
+    let schemas = OpenApiSchemas::new([&ty], []);
+    diff_object(&ty, Some(d), Some(l), &offline(&schemas, &mask))
+}
+
 fn paths(d: &Drift) -> Vec<String> {
     d.changes().iter().map(|c| c.path.to_string()).collect()
 }
@@ -295,14 +303,10 @@ fn sets_report_missing_and_extra_by_ownership() {
 
 #[test]
 fn views_project_live_onto_desired_and_mask_secrets() {
-    let mask = MaskKey::new([1; 32]);
-    let ty = id("", "Secret");
-    let schemas = OpenApiSchemas::new([&ty], []);
-    let opts = offline(&schemas, &mask);
     let d = json!({"kind": "Secret", "data": {"p": "c2VjcmV0"}, "type": "Opaque"});
     let l = json!({"kind": "Secret", "data": {"p": "b3RoZXI="}, "type": "Opaque", "immutable": false,
         "metadata": {"uid": "1"}});
-    let o = diff_object(&ty, Some(&d), Some(&l), &opts);
+    let o = offline_object("Secret", &d, &l);
     let live = o.live.unwrap_or_default();
     assert_eq!(live.get("immutable"), None);
     assert_eq!(live.get("metadata").and_then(|m| m.get("uid")), None);
@@ -312,19 +316,15 @@ fn views_project_live_onto_desired_and_mask_secrets() {
 
 #[test]
 fn only_drifted_objects_carry_views() {
-    let mask = MaskKey::new([1; 32]);
-    let ty = id("", "ConfigMap");
-    let schemas = OpenApiSchemas::new([&ty], []);
-    let opts = offline(&schemas, &mask);
     let d = json!({"kind": "ConfigMap", "data": {"a": "1"}});
     let l = json!({"kind": "ConfigMap", "data": {"a": "1"}, "metadata": {"uid": "1"}});
-    let same = diff_object(&ty, Some(&d), Some(&l), &opts);
+    let same = offline_object("ConfigMap", &d, &l);
     assert_eq!(
         (same.drift, same.desired, same.live),
         (Drift::InSync, None, None)
     );
     let l = json!({"kind": "ConfigMap", "data": {"a": "2"}});
-    let changed = diff_object(&ty, Some(&d), Some(&l), &opts);
+    let changed = offline_object("ConfigMap", &d, &l);
     assert_eq!(
         changed.live,
         Some(json!({"kind": "ConfigMap", "data": {"a": "2"}}))
