@@ -167,7 +167,7 @@ pub struct SyncArgs {
     pub namespace: String,
 
     /// Where the app's inventory ConfigMap lives (created when missing).
-    #[arg(long, default_value = crate::sync::inventory::DEFAULT_INVENTORY_NAMESPACE)]
+    #[arg(long, default_value = crate::ownership::DEFAULT_INVENTORY_NAMESPACE)]
     pub inventory_namespace: String,
 
     /// Validate and show what would change; write nothing.
@@ -243,7 +243,7 @@ pub struct DiffArgs {
 
     /// Where the app's inventory lives (online, with --app: objects it owns that Git
     /// no longer has are reported as Extra).
-    #[arg(long, default_value = crate::sync::inventory::DEFAULT_INVENTORY_NAMESPACE)]
+    #[arg(long, default_value = crate::ownership::DEFAULT_INVENTORY_NAMESPACE)]
     pub inventory_namespace: String,
 
     /// Output format.

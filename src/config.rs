@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use crate::diff::IgnoreRule;
+use crate::ownership::{DEFAULT_INVENTORY_NAMESPACE, INVENTORY_PREFIX, MAX_APP_NAME_LEN};
 use crate::reconcile::windows::{SyncWindow, WindowKind, parse_schedule};
 use crate::report::commit_status::CommitStatusConfig;
 use crate::report::notify::NotificationConfig;
@@ -31,10 +32,6 @@ use crate::source::{Auth, PollConfig, Provider, SecretRef, Source, WebhookConfig
 /// Where the HTTP server listens: every interface, port 8080 (the schema's default).
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
-
-/// Namespace of the inventory ConfigMaps and the leader Lease: the schema's default,
-/// and the namespace the Helm chart installs into.
-pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
 
 /// Apps reconciled at once (the schema's default). Passes mostly wait on Git and the
 /// API server, so four keep a two-core machine busy without queuing behind each other.
@@ -65,14 +62,6 @@ pub const DEFAULT_PATH: &str = ".";
 /// `GitRepository` interval). Shorter than the CLI's [`crate::source::DEFAULT_POLL_INTERVAL`]
 /// because a service without webhooks relies on polling alone.
 pub const DEFAULT_SOURCE_INTERVAL: Duration = Duration::from_secs(60);
-
-/// Prefix of an app's inventory ConfigMap, `tether-inventory-<app>` (the name
-/// `sync::inventory` gives it).
-pub const INVENTORY_PREFIX: &str = "tether-inventory-";
-
-/// Longest app name: `tether-inventory-<name>` must stay a DNS-1123 label (63
-/// characters), so the name is usable wherever a label is (label values, Lease names).
-pub const MAX_APP_NAME_LEN: usize = 63 - INVENTORY_PREFIX.len();
 
 /// Budgets for the YAML parser. A configuration is a few hundred nodes; these refuse an
 /// alias bomb or a pathological nesting long before it costs memory.
@@ -402,7 +391,7 @@ impl AppConfig {
 
     /// The name of the ConfigMap holding this app's inventory.
     pub fn inventory_name(&self) -> String {
-        format!("{INVENTORY_PREFIX}{}", self.name)
+        crate::ownership::inventory_name(&self.name)
     }
 }
 

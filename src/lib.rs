@@ -16,6 +16,7 @@ pub mod config;
 pub mod diff;
 pub mod manifest;
 pub mod metrics;
+pub mod ownership;
 pub mod reconcile;
 pub mod report;
 pub mod sandbox;

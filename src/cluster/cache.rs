@@ -22,11 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, Resolved};
 use crate::manifest::ObjectKey;
+use crate::ownership::MANAGED_SELECTOR;
 
-/// The label every object tether applies carries (see `reconcile::observe`).
-const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=tether";
-/// The label naming an object's app.
-const APP_LABEL: &str = "tether.dev/app";
 /// How long a first pass waits for a new watch's initial list before reading the
 /// server directly instead.
 const INITIAL_LIST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -251,11 +248,7 @@ fn keyed(gk: &GroupKind, kind: &Resolved, object: DynamicObject) -> Option<(Obje
 }
 
 fn app_of(value: &Value) -> Option<String> {
-    value
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(APP_LABEL))
-        .and_then(Value::as_str)
-        .map(str::to_string)
+    crate::ownership::app_of(value).map(str::to_string)
 }
 
 /// Replaces every object of one kind with a fresh listing; returns what changed.

@@ -20,9 +20,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use crate::manifest::{GroupKind, Scope};
-
-/// The field manager of every write tether makes (DESIGN.md: one field manager).
-pub const FIELD_MANAGER: &str = "tether";
+use crate::ownership::FIELD_MANAGER;
 
 /// A kind the API server serves, with its scope.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::manifest::{ObjectId, ObjectKey};
+use crate::ownership::owned_by;
 
 pub use compare::{LAST_APPLIED, SERVER_METADATA};
 pub use fields::owned_leaves;
@@ -25,9 +26,6 @@ pub use mask::{MaskKey, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
 pub use quantity::{Quantity, same_quantity};
 pub use schema::{ListType, OpenApiSchemas, ScalarFormat, SchemaLookup};
-
-/// The label that marks an object as owned by an app (see DESIGN.md, Ownership).
-pub const APP_LABEL: &str = "tether.dev/app";
 
 /// What "desired" means, and so what counts as drift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,15 +381,6 @@ pub enum ExtraPolicy<'a> {
     OwnedBy(&'a str),
     /// All of them (the live set is already the app's inventory).
     All,
-}
-
-/// Whether a live object carries the app's ownership label.
-pub fn owned_by(object: &Value, app: &str) -> bool {
-    object
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(APP_LABEL))
-        .and_then(Value::as_str)
-        == Some(app)
 }
 
 /// Below this many objects one thread compares them in a few milliseconds (about

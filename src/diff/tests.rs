@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::ownership::APP_LABEL;
 
 fn id(group: &str, kind: &str) -> ObjectId {
     ObjectId {

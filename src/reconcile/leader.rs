@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::config::LeaderElectionConfig;
-use crate::reconcile::observe::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// `leaseDurationSeconds` written when the leader lets go: client-go's `release` writes
 /// 1 (with no holder), so followers see an expired lease at their next retry.

@@ -16,18 +16,14 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ClusterError};
 use crate::diff::{
-    APP_LABEL, DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff_sets,
-    is_secret,
+    DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff_sets, is_secret,
 };
 use crate::manifest::{
     GroupKind, ManifestErrors, ManifestSet, ObjectId, ParseOptions, Scope, parse_files, read_dir,
 };
+use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::report::drift::DriftReport;
 use crate::source::{Revision, Source, SourceCache, SourceError};
-
-/// The label every object tether applies carries, with [`MANAGED_BY_VALUE`].
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY_VALUE: &str = "tether";
 
 /// How many objects are dry-run against the API server at once: enough to hide
 /// round trips, few enough not to trip API priority and fairness on a real cluster.
@@ -315,7 +311,7 @@ async fn extra_objects(
         };
         let live = cluster.get(&kind, namespace, &id.name).await?;
         if let Some(live) = live
-            && crate::diff::owned_by(&live, app)
+            && crate::ownership::owned_by(&live, app)
         {
             extra.push((id, live));
         }

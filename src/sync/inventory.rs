@@ -8,19 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::manifest::{ObjectId, ObjectKey};
-use crate::reconcile::observe::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-
-/// Where inventories live unless `--inventory-namespace` says otherwise.
-pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
-
-/// The label naming the app an inventory ConfigMap belongs to. Not `tether.dev/app`:
-/// the inventory is tether's record, not one of the app's objects.
-pub const INVENTORY_LABEL: &str = "tether.dev/inventory";
-
-/// The ConfigMap name of an app's inventory.
-pub fn configmap_name(app: &str) -> String {
-    format!("tether-inventory-{app}")
-}
+use crate::ownership::{INVENTORY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, inventory_name};
 
 /// One entry: enough to find the object again (apiVersion included, so the object is
 /// addressed as it was applied even if the kind is later served by another version).
@@ -97,7 +85,7 @@ impl Inventory {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
-                "name": configmap_name(app),
+                "name": inventory_name(app),
                 "namespace": namespace,
                 "labels": {
                     MANAGED_BY_LABEL: MANAGED_BY_VALUE,

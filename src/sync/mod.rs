@@ -19,12 +19,16 @@ use kube::core::GroupVersionKind;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, ClusterError, FIELD_MANAGER, Resolved};
+use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::diff::{
     Change, DiffOptions, Drift, IgnoreRule, MaskKey, Mode, OpenApiSchemas, diff, is_secret,
     unchanged_by_apply,
 };
 use crate::manifest::{GroupKind, Manifest, ManifestSet, ObjectId, ObjectKey, Scope, crd_scope};
+use crate::ownership::{
+    APP_LABEL, DEFAULT_INVENTORY_NAMESPACE, FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    PRUNE_ANNOTATION, PRUNE_DISABLED, inventory_name,
+};
 
 use health::{Assessment, Health};
 use inventory::{Entry, Inventory, InventoryError};
@@ -81,7 +85,7 @@ impl<'a> SyncOptions<'a> {
     pub fn new(app: &'a str) -> SyncOptions<'a> {
         SyncOptions {
             app,
-            inventory_namespace: inventory::DEFAULT_INVENTORY_NAMESPACE,
+            inventory_namespace: DEFAULT_INVENTORY_NAMESPACE,
             force: true,
             prune: false,
             allow_mass_prune: false,
@@ -374,7 +378,7 @@ async fn list_owned(
     kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
     options: &SyncOptions<'_>,
 ) -> Result<Listed, ClusterError> {
-    let selector = format!("{}={}", crate::diff::APP_LABEL, options.app);
+    let selector = format!("{}={}", APP_LABEL, options.app);
     let mut groups: Vec<(GroupVersionKind, Option<String>)> = Vec::new();
     for manifest in &desired.objects {
         let gvk = gvk_of(&manifest.id);
@@ -979,11 +983,7 @@ async fn prune_all(
             prune::Verdict::Gone => continue,
             prune::Verdict::NotOwned => (
                 Action::Skipped,
-                format!(
-                    "not pruned: not labelled {}={}",
-                    crate::diff::APP_LABEL,
-                    options.app
-                ),
+                format!("not pruned: not labelled {}={}", APP_LABEL, options.app),
             ),
             prune::Verdict::Protected => {
                 kept.push(Entry::of(&id));
@@ -991,8 +991,7 @@ async fn prune_all(
                     Action::Skipped,
                     format!(
                         "not pruned: annotated {}: {}",
-                        prune::PRUNE_ANNOTATION,
-                        prune::PRUNE_DISABLED
+                        PRUNE_ANNOTATION, PRUNE_DISABLED
                     ),
                 )
             }
@@ -1037,7 +1036,7 @@ pub async fn read_inventory(
     namespace: &str,
 ) -> Result<Inventory, SyncError> {
     let kind = configmap_kind(cluster).await?;
-    let name = inventory::configmap_name(app);
+    let name = inventory_name(app);
     match cluster.get(&kind, Some(namespace), &name).await? {
         Some(configmap) => Ok(Inventory::from_configmap(&configmap)?),
         None => Ok(Inventory::default()),
@@ -1065,7 +1064,7 @@ async fn write_inventory(
                 "kind": "Namespace",
                 "metadata": {
                     "name": options.inventory_namespace,
-                    "labels": {crate::reconcile::observe::MANAGED_BY_LABEL: crate::reconcile::observe::MANAGED_BY_VALUE},
+                    "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
                 },
             });
             cluster.apply(&namespace_kind, &namespace, true).await?;

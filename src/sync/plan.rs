@@ -5,9 +5,7 @@
 use serde_json::Value;
 
 use crate::manifest::ObjectId;
-
-/// The annotation that moves an object to an earlier or later wave (`"-1"`, `"5"`).
-pub const SYNC_WAVE_ANNOTATION: &str = "tether.dev/sync-wave";
+use crate::ownership::SYNC_WAVE_ANNOTATION;
 
 /// Where a kind goes inside a wave, lowest first. Argo CD and Helm order kinds the
 /// same way, for the same reason: what an object refers to exists before it does.

@@ -6,14 +6,10 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::diff::APP_LABEL;
 use crate::manifest::{ObjectId, ObjectKey};
+use crate::ownership::{PRUNE_ANNOTATION, PRUNE_DISABLED, owned_by};
 
 use super::inventory::Inventory;
-
-/// The annotation that keeps an object from ever being pruned.
-pub const PRUNE_ANNOTATION: &str = "tether.dev/prune";
-pub const PRUNE_DISABLED: &str = "disabled";
 
 /// The inventory's objects the desired set no longer has, in inventory order.
 pub fn candidates(inventory: &Inventory, desired: &HashSet<ObjectKey>) -> Vec<ObjectId> {
@@ -75,11 +71,7 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
     let Some(live) = live else {
         return Verdict::Gone;
     };
-    let label = live
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(APP_LABEL))
-        .and_then(Value::as_str);
-    if label != Some(app) {
+    if !owned_by(live, app) {
         return Verdict::NotOwned;
     }
     let annotation = live
@@ -95,6 +87,7 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ownership::APP_LABEL;
     use crate::sync::inventory::Entry;
     use serde_json::json;
 

@@ -1,0 +1,77 @@
+//! The words every stage uses to say what tether owns: the labels and annotations it
+//! puts on objects, the field manager it applies as, and where each app's inventory
+//! lives. The bottom floor of the house: it imports nothing of the crate.
+
+use serde_json::Value;
+
+/// The label every object tether applies carries, with [`MANAGED_BY_VALUE`].
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "tether";
+/// `MANAGED_BY_LABEL=MANAGED_BY_VALUE`, as a label selector.
+pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=tether";
+
+/// The label that marks an object as owned by an app (see DESIGN.md, Ownership).
+pub const APP_LABEL: &str = "tether.dev/app";
+
+/// The field manager of every server-side apply tether makes.
+pub const FIELD_MANAGER: &str = "tether";
+
+/// The annotation that keeps an object from ever being pruned, and its value.
+pub const PRUNE_ANNOTATION: &str = "tether.dev/prune";
+pub const PRUNE_DISABLED: &str = "disabled";
+
+/// The annotation that moves an object to an earlier or later wave (`"-1"`, `"5"`).
+pub const SYNC_WAVE_ANNOTATION: &str = "tether.dev/sync-wave";
+
+/// Where inventories live unless configuration says otherwise.
+pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
+
+/// The label naming the app an inventory ConfigMap belongs to. Not [`APP_LABEL`]:
+/// the inventory is tether's record, not one of the app's objects.
+pub const INVENTORY_LABEL: &str = "tether.dev/inventory";
+
+/// An inventory ConfigMap's name is this prefix and the app's name.
+pub const INVENTORY_PREFIX: &str = "tether-inventory-";
+
+/// The longest app name whose inventory name still fits a DNS-1123 label (63).
+pub const MAX_APP_NAME_LEN: usize = 63 - INVENTORY_PREFIX.len();
+
+/// The ConfigMap name of an app's inventory.
+pub fn inventory_name(app: &str) -> String {
+    format!("{INVENTORY_PREFIX}{app}")
+}
+
+/// The app a live object is labelled for, if any.
+pub fn app_of(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(APP_LABEL))
+        .and_then(Value::as_str)
+}
+
+/// Whether a live object carries the app's ownership label.
+pub fn owned_by(object: &Value, app: &str) -> bool {
+    app_of(object) == Some(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_app_name_makes_a_63_character_inventory_name() {
+        let name = "a".repeat(MAX_APP_NAME_LEN);
+        assert_eq!(inventory_name(&name).len(), 63);
+    }
+
+    #[test]
+    fn ownership_is_read_from_the_app_label_only() {
+        let mine = serde_json::json!({"metadata": {"labels": {APP_LABEL: "web"}}});
+        let other = serde_json::json!({"metadata": {"labels": {APP_LABEL: "api"}}});
+        let unlabelled = serde_json::json!({"metadata": {"name": "x"}});
+        assert!(owned_by(&mine, "web"));
+        assert!(!owned_by(&other, "web"));
+        assert_eq!(app_of(&other), Some("api"));
+        assert_eq!(app_of(&unlabelled), None);
+    }
+}
