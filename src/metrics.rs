@@ -3,6 +3,7 @@
 //! the loop its passes); `server` renders them at `/metrics`.
 
 use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -23,6 +24,7 @@ pub struct Metrics {
     health: Family<Labels, Gauge>,
     git_fetch_duration: Family<Labels, Histogram>,
     git_fetch_failures: Family<Labels, Counter>,
+    source_last_success: Family<Labels, Gauge<f64, AtomicU64>>,
     webhook_events: Family<Labels, Counter>,
     api_requests: Family<Labels, Counter>,
 }
@@ -80,6 +82,13 @@ impl Metrics {
             "Failed Git fetches by repository and reason",
             git_fetch_failures.clone(),
         );
+        let source_last_success = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "source_last_success_timestamp_seconds",
+            "Unix time of the last successful sync of a Git source, by redacted URL, ref \
+             and path; a failing source keeps its last good revision, so alert on its age",
+            source_last_success.clone(),
+        );
         let webhook_events = Family::<Labels, Counter>::default();
         registry.register(
             "webhook_events",
@@ -101,6 +110,7 @@ impl Metrics {
             health,
             git_fetch_duration,
             git_fetch_failures,
+            source_last_success,
             webhook_events,
             api_requests,
         }
@@ -171,6 +181,24 @@ impl Metrics {
         }
     }
 
+    /// A Git source synced at `at`. `url` must already be redacted (a label is printed
+    /// as is at `/metrics`).
+    pub fn source_success(
+        &self,
+        url: &str,
+        reference: &str,
+        path: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) {
+        let labels = vec![
+            ("url", url.to_string()),
+            ("ref", reference.to_string()),
+            ("path", path.to_string()),
+        ];
+        let seconds = at.timestamp_millis() as f64 / 1000.0;
+        self.source_last_success.get_or_create(&labels).set(seconds);
+    }
+
     pub fn webhook(&self, provider: &str, outcome: &str) {
         self.webhook_events
             .get_or_create(&vec![
@@ -216,6 +244,17 @@ mod tests {
         assert!(text.contains("tether_app_sync_status{app=\"web\",status=\"Synced\"} 0"));
         assert!(text.contains("tether_api_requests_total{verb=\"PATCH\",code=\"200\"} 1"));
         assert!(text.contains("tether_reconcile_duration_seconds_bucket"));
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).expect("time");
+        metrics.source_success("https://***@h/r.git", "main", "deploy", at);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "# TYPE tether_source_last_success_timestamp_seconds gauge\n\
+                 tether_source_last_success_timestamp_seconds\
+                 {url=\"https://***@h/r.git\",ref=\"main\",path=\"deploy\"} 1700000000.5"
+            ),
+            "{text}"
+        );
         metrics.forget_app("web");
         assert!(
             !metrics

@@ -8,10 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use git2::{AutotagOption, Direction, FetchOptions, FetchPrune, Oid, Remote, Repository};
+use tokio::task::JoinHandle;
 
 use super::auth::{self, AuthOutcome};
 use super::read::{self, git_err};
+use super::timeout::{self, GitTimeouts, Watchdog};
+use super::url::redact;
 use super::{Auth, RepoKey, Revision, Source, SourceError, SourceFile, is_full_sha};
 
 /// Every branch and tag, mirrored under the same names: one fetch serves every source
@@ -22,18 +26,30 @@ const FETCH_REFSPECS: &[&str] = &["+refs/heads/*:refs/heads/*", "+refs/tags/*:re
 const CACHE_SUBDIR: &str = "tether/git";
 
 /// The state of one source, as status conditions report it.
+///
+/// A failing source keeps serving its last good revision, so the failure must show
+/// elsewhere: `last_success` says how old that revision's confirmation is, and
+/// `failing_since` how long the source has been failing (a `Stale` condition, an
+/// alert on `time() - tether_source_last_success_timestamp_seconds`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceStatus {
     /// `Ready=True` after the last sync succeeded.
     pub ready: bool,
     /// Why not ready (`SourceError::reason`), when not.
     pub reason: Option<&'static str>,
-    /// The last error's message, when not ready.
+    /// The last error's message, when not ready. Credentials in it are redacted.
     pub message: Option<String>,
     /// Whether the last error is worth retrying unchanged.
     pub retryable: bool,
     /// The last revision that synced successfully: what stays in use after a failure.
     pub last_good: Option<Revision>,
+    /// When the last sync succeeded (the remote answered and the reference and path
+    /// resolved); `None` until one has.
+    pub last_success: Option<DateTime<Utc>>,
+    /// When the first failure after the last success happened: set by the first failed
+    /// sync, kept by the ones after it, cleared by the next success. `None` while
+    /// ready.
+    pub failing_since: Option<DateTime<Utc>>,
 }
 
 /// The shared Git cache. Cheap to clone (an `Arc`); every clone sees the same
@@ -48,6 +64,7 @@ struct Inner {
     repos: Mutex<HashMap<RepoKey, Arc<RepoEntry>>>,
     statuses: Mutex<HashMap<Source, SourceStatus>>,
     file_limit: u64,
+    timeouts: GitTimeouts,
 }
 
 struct RepoEntry {
@@ -58,16 +75,30 @@ struct RepoEntry {
     needs_repair: AtomicBool,
 }
 
+/// What one blocking sync job returns: the revision and whether a fetch ran.
+type JobResult = Result<(Revision, bool), SourceError>;
+
 #[derive(Default)]
 struct FetchState {
     /// When the last successful fetch started. A sync requested before that instant
     /// is answered by that fetch instead of starting another.
     last_fetch_started: Option<Instant>,
+    /// A job abandoned at its deadline that may still be running (stuck where no
+    /// callback can stop it; its socket timeouts end it). The next sync waits for it,
+    /// within its own deadline, so two jobs never write one clone at once.
+    straggler: Option<JoinHandle<JobResult>>,
 }
 
 impl SourceCache {
-    /// Open (creating it if needed) a cache rooted at `dir`.
+    /// Open (creating it if needed) a cache rooted at `dir`, with the default
+    /// [`GitTimeouts`].
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, SourceError> {
+        Self::open_with(dir, GitTimeouts::default())
+    }
+
+    /// Open a cache whose fetches and `ls-remote`s stop at `timeouts`.
+    pub fn open_with(dir: impl Into<PathBuf>, timeouts: GitTimeouts) -> Result<Self, SourceError> {
+        timeout::apply_socket_timeouts();
         let root = dir.into();
         std::fs::create_dir_all(&root).map_err(|source| SourceError::CacheIo {
             path: root.display().to_string(),
@@ -79,6 +110,7 @@ impl SourceCache {
                 repos: Mutex::new(HashMap::new()),
                 statuses: Mutex::new(HashMap::new()),
                 file_limit: read::MAX_FILE_BYTES,
+                timeouts,
             }),
         })
     }
@@ -125,6 +157,16 @@ impl SourceCache {
     ) -> Result<Revision, SourceError> {
         let entry = self.entry(&source.repo_key());
         let mut state = entry.fetch.lock().await;
+        let watchdog = Watchdog::start(self.inner.timeouts.deadline);
+        if let Some(mut straggler) = state.straggler.take() {
+            if tokio::time::timeout(watchdog.remaining(), &mut straggler)
+                .await
+                .is_err()
+            {
+                state.straggler = Some(straggler);
+                return Err(watchdog.error(&source.url));
+            }
+        }
         let already_fetched = state.last_fetch_started.is_some_and(|t| t >= requested);
         let repair = entry.needs_repair.swap(false, Ordering::SeqCst);
         let job = SyncJob {
@@ -132,13 +174,22 @@ impl SourceCache {
             source: source.clone(),
             skip_fetch: already_fetched && !repair,
             repair,
+            watchdog: watchdog.clone(),
         };
         let started = Instant::now();
-        let outcome = tokio::task::spawn_blocking(move || job.run())
-            .await
-            .map_err(|e| SourceError::Git {
+        let mut task = tokio::task::spawn_blocking(move || job.run());
+        let outcome = match tokio::time::timeout(watchdog.remaining(), &mut task).await {
+            Ok(joined) => joined.map_err(|e| SourceError::Git {
                 message: format!("sync task failed: {e}"),
-            })?;
+            })?,
+            Err(_) => {
+                // libgit2 is stuck where no callback runs: stop waiting, release the
+                // lock, and let the next sync of this repository wait for the job.
+                watchdog.cancel();
+                state.straggler = Some(task);
+                return Err(watchdog.error(&source.url));
+            }
+        };
         match outcome {
             Ok((revision, fetched)) => {
                 if fetched {
@@ -216,8 +267,10 @@ impl SourceCache {
         let entry = self.entry(&source.repo_key());
         let url = source.url.clone();
         let source = source.clone();
-        let moved: Result<bool, SourceError> = tokio::task::spawn_blocking(move || {
-            let remote = ls_remote(&source.url, &source.auth, &source.reference)?;
+        let watchdog = Watchdog::start(self.inner.timeouts.deadline);
+        let job_watchdog = watchdog.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let remote = ls_remote(&source.url, &source.auth, &source.reference, &job_watchdog)?;
             let local = Repository::open_bare(&entry.dir)
                 .ok()
                 .and_then(|repo| resolve_local(&repo, &source.reference).ok().flatten());
@@ -226,11 +279,19 @@ impl SourceCache {
                 (None, _) => true, // let the sync report the missing ref
                 (_, None) => true,
             })
-        })
-        .await
-        .map_err(|e| SourceError::Git {
-            message: format!("check task failed: {e}"),
-        })?;
+        });
+        let moved: Result<bool, SourceError> =
+            match tokio::time::timeout(watchdog.remaining(), task).await {
+                Ok(joined) => joined.map_err(|e| SourceError::Git {
+                    message: format!("check task failed: {e}"),
+                })?,
+                Err(_) => {
+                    // Nothing is locked by a check: the stuck job ends at its socket
+                    // timeouts on its own.
+                    watchdog.cancel();
+                    Err(watchdog.error(&url))
+                }
+            };
         moved.map_err(|e: SourceError| e.redact(&url))
     }
 
@@ -253,6 +314,7 @@ impl SourceCache {
             return;
         };
         let status = statuses.entry(source.clone()).or_default();
+        let now = Utc::now();
         match result {
             Ok(revision) => {
                 status.ready = true;
@@ -260,6 +322,14 @@ impl SourceCache {
                 status.message = None;
                 status.retryable = false;
                 status.last_good = Some(revision.clone());
+                status.last_success = Some(now);
+                status.failing_since = None;
+                crate::metrics::METRICS.source_success(
+                    &redact(&source.url),
+                    &source.reference,
+                    &source.path,
+                    now,
+                );
             }
             Err(e) => {
                 tracing::warn!(source = %source, reason = e.reason(), error = %e, "source sync failed");
@@ -267,6 +337,7 @@ impl SourceCache {
                 status.reason = Some(e.reason());
                 status.message = Some(e.to_string());
                 status.retryable = e.is_retryable();
+                status.failing_since.get_or_insert(now);
             }
         }
     }
@@ -295,6 +366,7 @@ struct SyncJob {
     source: Source,
     skip_fetch: bool,
     repair: bool,
+    watchdog: Watchdog,
 }
 
 impl SyncJob {
@@ -310,12 +382,12 @@ impl SyncJob {
         let repo = match Repository::open_bare(&self.dir) {
             Ok(repo) if !self.repair => repo,
             Ok(_) => {
-                tracing::warn!(url = %url, "re-cloning a cache a reader found damaged");
+                tracing::warn!(url = %redact(url), "re-cloning a cache a reader found damaged");
                 self.reclone()?;
                 return Ok((self.resolve_fresh()?, true));
             }
             Err(e) => {
-                tracing::warn!(url = %url, error = %e.message(), "cache unreadable, re-cloning");
+                tracing::warn!(url = %redact(url), error = %redact(e.message()), "cache unreadable, re-cloning");
                 self.reclone()?;
                 return Ok((self.resolve_fresh()?, true));
             }
@@ -328,13 +400,19 @@ impl SyncJob {
         }
         let mut fetched = false;
         if !self.skip_fetch {
-            if let Err(fetch_error) = fetch(&repo, url, &self.source.auth, &self.source.reference) {
+            if let Err(fetch_error) = fetch(
+                &repo,
+                url,
+                &self.source.auth,
+                &self.source.reference,
+                &self.watchdog,
+            ) {
                 // A failed fetch is either the remote's fault or a damaged clone. Only a
                 // clone that fails its own check is re-cloned, so an unreachable remote
                 // never costs us the last good revision.
                 if local_damage(&repo).is_some() {
                     drop(repo);
-                    tracing::warn!(url = %url, "cache damaged, re-cloning");
+                    tracing::warn!(url = %redact(url), "cache damaged, re-cloning");
                     self.reclone()?;
                     return Ok((self.resolve_fresh()?, true));
                 }
@@ -346,7 +424,7 @@ impl SyncJob {
             Ok(rev) => Ok((rev, fetched)),
             Err(SourceError::Git { message }) => {
                 drop(repo);
-                tracing::warn!(url = %url, error = %message, "cache damaged, re-cloning");
+                tracing::warn!(url = %redact(url), error = %redact(&message), "cache damaged, re-cloning");
                 self.reclone()?;
                 Ok((self.resolve_fresh()?, true))
             }
@@ -393,7 +471,15 @@ impl SyncJob {
         let fresh = parent.join(format!(".clone-{}", uuid::Uuid::new_v4()));
         let cloned = Repository::init_bare(&fresh)
             .map_err(git_err)
-            .and_then(|repo| fetch(&repo, url, &self.source.auth, &self.source.reference));
+            .and_then(|repo| {
+                fetch(
+                    &repo,
+                    url,
+                    &self.source.auth,
+                    &self.source.reference,
+                    &self.watchdog,
+                )
+            });
         if let Err(e) = cloned {
             let _ = std::fs::remove_dir_all(&fresh);
             return Err(e);
@@ -417,12 +503,23 @@ fn corrupt(url: &str, e: &git2::Error) -> SourceError {
 
 /// Fetch every branch and tag, pruning what the remote deleted. A full SHA not reachable
 /// from any of them is asked for by id (servers that allow it answer).
-fn fetch(repo: &Repository, url: &str, auth: &Auth, reference: &str) -> Result<(), SourceError> {
+fn fetch(
+    repo: &Repository,
+    url: &str,
+    auth: &Auth,
+    reference: &str,
+    watchdog: &Watchdog,
+) -> Result<(), SourceError> {
+    if watchdog.expired() {
+        return Err(watchdog.error(url));
+    }
     let outcome = RefCell::new(AuthOutcome::default());
     let result = {
         let mut remote = repo.remote_anonymous(url).map_err(git_err)?;
         let mut opts = FetchOptions::new();
-        opts.remote_callbacks(auth::callbacks(url, auth, &outcome))
+        let mut callbacks = auth::callbacks(url, auth, &outcome);
+        watchdog.watch(&mut callbacks);
+        opts.remote_callbacks(callbacks)
             .prune(FetchPrune::On)
             .download_tags(AutotagOption::None)
             .update_fetchhead(false);
@@ -438,7 +535,7 @@ fn fetch(repo: &Repository, url: &str, auth: &Auth, reference: &str) -> Result<(
         fetched
     };
     if let Err(e) = result {
-        return Err(classify(url, e, outcome.into_inner()));
+        return Err(classify(url, e, outcome.into_inner(), watchdog));
     }
     if is_full_sha(reference) {
         if let Ok(oid) = Oid::from_str(reference) {
@@ -446,8 +543,9 @@ fn fetch(repo: &Repository, url: &str, auth: &Auth, reference: &str) -> Result<(
                 let outcome = RefCell::new(AuthOutcome::default());
                 let mut remote = repo.remote_anonymous(url).map_err(git_err)?;
                 let mut opts = FetchOptions::new();
-                opts.remote_callbacks(auth::callbacks(url, auth, &outcome))
-                    .update_fetchhead(false);
+                let mut callbacks = auth::callbacks(url, auth, &outcome);
+                watchdog.watch(&mut callbacks);
+                opts.remote_callbacks(callbacks).update_fetchhead(false);
                 // Failure here just means the SHA is missing: resolve reports it.
                 let _ = remote.fetch(&[reference], Some(&mut opts), None);
             }
@@ -504,16 +602,19 @@ fn resolve_local(repo: &Repository, reference: &str) -> Result<Option<Oid>, Sour
 
 /// Ask the remote where `reference` points without fetching. Annotated tags are peeled
 /// (`^{}`), as `git ls-remote` shows them.
-fn ls_remote(url: &str, auth: &Auth, reference: &str) -> Result<Option<Oid>, SourceError> {
+fn ls_remote(
+    url: &str,
+    auth: &Auth,
+    reference: &str,
+    watchdog: &Watchdog,
+) -> Result<Option<Oid>, SourceError> {
     auth::preflight(url, auth)?;
     let outcome = RefCell::new(AuthOutcome::default());
     let listed = (|| -> Result<Option<Oid>, git2::Error> {
         let mut remote = Remote::create_detached(url)?;
-        let conn = remote.connect_auth(
-            Direction::Fetch,
-            Some(auth::callbacks(url, auth, &outcome)),
-            None,
-        )?;
+        let mut callbacks = auth::callbacks(url, auth, &outcome);
+        watchdog.watch(&mut callbacks);
+        let conn = remote.connect_auth(Direction::Fetch, Some(callbacks), None)?;
         let heads = conn.list()?;
         let names: Vec<String> = if follows_default_branch(reference) {
             vec!["HEAD".to_string()]
@@ -536,7 +637,7 @@ fn ls_remote(url: &str, auth: &Auth, reference: &str) -> Result<Option<Oid>, Sou
         }
         Ok(None)
     })();
-    listed.map_err(|e| classify(url, e, outcome.into_inner()))
+    listed.map_err(|e| classify(url, e, outcome.into_inner(), watchdog))
 }
 
 /// Is the local clone damaged? Every reference must peel to a commit whose tree exists.
@@ -557,11 +658,18 @@ fn local_damage(repo: &Repository) -> Option<String> {
     None
 }
 
-/// Turn a transport failure into a typed error: what the callbacks saw first, then
-/// libgit2's own classification.
-fn classify(url: &str, e: git2::Error, outcome: AuthOutcome) -> SourceError {
+/// Turn a transport failure into a typed error: the deadline if our callbacks stopped
+/// the transfer, what the credential callbacks saw, a socket timeout, then libgit2's
+/// own classification.
+fn classify(url: &str, e: git2::Error, outcome: AuthOutcome, watchdog: &Watchdog) -> SourceError {
+    if watchdog.tripped() {
+        return watchdog.error(url);
+    }
     if let Some(failure) = outcome.failure {
         return failure;
+    }
+    if let Some(timeout) = timeout::socket_timeout(url, &e) {
+        return timeout;
     }
     let message = e.message().to_string();
     let lower = message.to_ascii_lowercase();

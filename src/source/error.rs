@@ -1,36 +1,57 @@
 //! The ways the source stage fails, each saying whether a retry can help.
 
+use std::fmt;
+use std::time::Duration;
+
+use super::url::{redact, redact_known};
+
 /// A source stage failure. None is fatal: the caller keeps the last good revision and
 /// reports `Ready=False` with [`SourceError::reason`].
 ///
 /// Retryable errors are worth a backoff and another try unchanged; the others need a
 /// change (credentials, configuration, a push) before a retry can succeed, so the
 /// reconciler should stall and report rather than hammer the remote.
+///
+/// Every message is shown through [`super::redact`]: a credential in a repository URL,
+/// or in a libgit2 message quoting one, never reaches a log, a status or the CLI.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The remote could not be reached (network down, server gone, DNS, TLS).
     /// Retryable.
-    #[error("remote {url} unreachable: {message}")]
+    #[error("remote {} unreachable: {}", redact(.url), redact(.message))]
     Unreachable { url: String, message: String },
+
+    /// The remote did not answer in time: no connection within the connect timeout,
+    /// no byte within the read timeout, or the whole fetch (or `ls-remote`) past its
+    /// deadline. Retryable: a black-holed host often comes back, and the per-repository
+    /// lock has been released so other syncs go on meanwhile.
+    #[error("remote {} timed out: {timeout} of {} exceeded", redact(.url), seconds(*.after))]
+    Timeout {
+        url: String,
+        /// Which limit was hit.
+        timeout: TimeoutKind,
+        /// The limit's value.
+        after: Duration,
+    },
 
     /// The remote refused our credentials, or none were configured but some were
     /// required. Not retryable: the credentials must change.
-    #[error("authentication to {url} refused: {message}")]
+    #[error("authentication to {} refused: {}", redact(.url), redact(.message))]
     AuthRefused { url: String, message: String },
 
     /// A credential could not be read from its environment variable or file, or an SSH
     /// key / known_hosts file is missing. Not retryable until the file or variable exists.
-    #[error("credentials for {url}: {message}")]
+    #[error("credentials for {}: {}", redact(.url), redact(.message))]
     Credentials { url: String, message: String },
 
     /// The server's SSH host key is not in known_hosts, or does not match it. Not
     /// retryable: someone has to trust the key (or find out why it changed).
-    #[error("host key of {host} not trusted: {message}")]
+    #[error("host key of {host} not trusted: {}", redact(.message))]
     HostKeyUnknown { host: String, message: String },
 
     /// The reference (branch, tag or SHA) does not exist on the remote. Not retryable
     /// until someone pushes it.
-    #[error("reference {reference:?} not found in {url}")]
+    #[error("reference {reference:?} not found in {}", redact(.url))]
     RefMissing { url: String, reference: String },
 
     /// The path does not exist at this revision. Not retryable until a commit adds it.
@@ -52,7 +73,7 @@ pub enum SourceError {
 
     /// The local clone is damaged and could not be repaired by re-cloning (the repair
     /// itself needs the remote). Retryable: the next sync re-clones again.
-    #[error("cache of {url} is corrupt: {message}")]
+    #[error("cache of {} is corrupt: {}", redact(.url), redact(.message))]
     CacheCorrupt { url: String, message: String },
 
     /// The cache directory could not be created or written. Retryable (disk full,
@@ -65,22 +86,56 @@ pub enum SourceError {
     },
 
     /// Any other libgit2 failure. Retryable.
-    #[error("git: {message}")]
+    #[error("git: {}", redact(.message))]
     Git { message: String },
 }
 
+/// Which of the transport's limits a [`SourceError::Timeout`] hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// No TCP connection within [`super::DEFAULT_CONNECT_TIMEOUT`].
+    Connect,
+    /// A connected server sent nothing within [`super::DEFAULT_READ_TIMEOUT`].
+    Read,
+    /// The whole fetch or `ls-remote` ran past its deadline
+    /// ([`super::GitTimeouts::deadline`]).
+    Deadline,
+}
+
+impl fmt::Display for TimeoutKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeoutKind::Connect => "connect timeout",
+            TimeoutKind::Read => "read timeout",
+            TimeoutKind::Deadline => "deadline",
+        })
+    }
+}
+
+/// `30s`, `1.5s`: a limit as a person reads it.
+fn seconds(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
 impl SourceError {
-    /// The same error with the password of `url` (if it has one) replaced by `***`
-    /// everywhere, including in libgit2's own messages, which may quote the URL.
+    /// The same error with every credential of `url` (the source's configured URL)
+    /// masked in every field, including libgit2's own messages that quote the URL, so
+    /// that even `{:?}` of the error shows none.
     pub(crate) fn redact(self, url: &str) -> Self {
-        let Some(password) = super::url::password_in(url) else {
-            return self;
-        };
-        let fix = |s: String| s.replace(password, "***");
+        let fix = |s: String| redact_known(&s, url);
         match self {
             SourceError::Unreachable { url, message } => SourceError::Unreachable {
                 url: fix(url),
                 message: fix(message),
+            },
+            SourceError::Timeout {
+                url: u,
+                timeout,
+                after,
+            } => SourceError::Timeout {
+                url: fix(u),
+                timeout,
+                after,
             },
             SourceError::AuthRefused { url, message } => SourceError::AuthRefused {
                 url: fix(url),
@@ -113,6 +168,7 @@ impl SourceError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SourceError::Unreachable { .. }
+            | SourceError::Timeout { .. }
             | SourceError::CacheCorrupt { .. }
             | SourceError::CacheIo { .. }
             | SourceError::Git { .. } => true,
@@ -130,6 +186,7 @@ impl SourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             SourceError::Unreachable { .. } => "RemoteUnreachable",
+            SourceError::Timeout { .. } => "RemoteTimeout",
             SourceError::AuthRefused { .. } => "AuthenticationFailed",
             SourceError::Credentials { .. } => "CredentialsUnavailable",
             SourceError::HostKeyUnknown { .. } => "HostKeyUnknown",
@@ -141,5 +198,62 @@ impl SourceError {
             SourceError::CacheIo { .. } => "CacheUnavailable",
             SourceError::Git { .. } => "GitError",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_error_displays_or_debugs_a_credential() {
+        let url = "https://user:pa/ss@h.example/r.git";
+        let errors = [
+            SourceError::Unreachable {
+                url: url.into(),
+                message: format!("failed to connect to {url}"),
+            },
+            SourceError::Timeout {
+                url: url.into(),
+                timeout: TimeoutKind::Read,
+                after: Duration::from_secs(30),
+            },
+            SourceError::AuthRefused {
+                url: url.into(),
+                message: "refused".into(),
+            },
+            SourceError::RefMissing {
+                url: url.into(),
+                reference: "main".into(),
+            },
+            SourceError::Git {
+                message: format!("unexpected http status for {url}/info/refs"),
+            },
+        ];
+        for e in errors {
+            let shown = e.to_string();
+            assert!(
+                !shown.contains("pa/ss") && !shown.contains("ss@"),
+                "{shown}"
+            );
+            let redacted = e.redact(url);
+            let debug = format!("{redacted:?}");
+            assert!(!debug.contains("pa/ss"), "{debug}");
+        }
+    }
+
+    #[test]
+    fn a_timeout_names_the_limit_and_is_retryable() {
+        let e = SourceError::Timeout {
+            url: "git://TOKEN9@h/r".into(),
+            timeout: TimeoutKind::Deadline,
+            after: Duration::from_millis(1500),
+        };
+        assert_eq!(
+            e.to_string(),
+            "remote git://***@h/r timed out: deadline of 1.5s exceeded"
+        );
+        assert!(e.is_retryable());
+        assert_eq!(e.reason(), "RemoteTimeout");
     }
 }

@@ -13,26 +13,32 @@
 //!
 //! Failures are [`SourceError`]s: typed, never fatal, each documented as retryable or
 //! not. The last good revision of a source stays in use and [`SourceCache::status`]
-//! reports `Ready=False` with the reason.
+//! reports `Ready=False` with the reason, since when it fails and when it last worked.
+//! Every conversation with a remote is bounded ([`GitTimeouts`]), and every message
+//! the stage writes goes through one redaction of credentials in URLs ([`redact`]).
 
 mod auth;
 mod cache;
 mod error;
 mod poll;
 mod read;
+mod timeout;
 mod url;
 mod webhook;
 
 pub(crate) use auth::is_ssh_url;
 pub use auth::{Auth, SecretRef};
 pub use cache::{SourceCache, SourceStatus};
-pub use error::SourceError;
+pub use error::{SourceError, TimeoutKind};
 pub use poll::{
     DEFAULT_COALESCE_WINDOW, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER, PollConfig, PushedRef,
-    SourceState, SourceWatcher, Trigger, Triggers,
+    PushedRepo, SourceState, SourceWatcher, Trigger, Triggers,
 };
 pub use read::{FileKind, MAX_FILE_BYTES, SourceFile};
-pub use url::{RepoKey, normalize_repo_url, redact_url};
+pub use timeout::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_DEADLINE, DEFAULT_READ_TIMEOUT, GitTimeouts,
+};
+pub use url::{RepoKey, normalize_repo_url, redact, redact_url};
 pub use webhook::{
     DEFAULT_WEBHOOK_BODY_LIMIT, Provider, WebhookConfig, WebhookSecret, WebhookState,
     webhook_router,
@@ -92,13 +98,7 @@ impl Source {
 
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}@{}:{}",
-            redact_url(&self.url),
-            self.reference,
-            self.path
-        )
+        write!(f, "{}@{}:{}", redact(&self.url), self.reference, self.path)
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Revision, Source, SourceCache, SourceStatus, normalize_repo_url};
+use super::{RepoKey, Revision, Source, SourceCache, SourceStatus, normalize_repo_url};
 
 /// Poll interval when none is configured: Argo CD's default
 /// (`timeout.reconciliation: 180s`), which webhooks make a safety net rather than the
@@ -80,6 +80,12 @@ impl Trigger {
         self.tx.send_modify(|g| *g = g.wrapping_add(1));
     }
 
+    /// How many times this trigger has fired: which sources a webhook woke, without
+    /// the webhook's answer naming them.
+    pub fn fired(&self) -> u64 {
+        *self.tx.borrow()
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.tx.subscribe()
     }
@@ -106,6 +112,14 @@ impl PushedRef {
         }
     }
 
+    /// The full ref name: `refs/heads/<name>` or `refs/tags/<name>`.
+    pub fn full_name(&self) -> String {
+        match self {
+            PushedRef::Branch(b) => format!("refs/heads/{b}"),
+            PushedRef::Tag(t) => format!("refs/tags/{t}"),
+        }
+    }
+
     /// Does a source following `reference` follow this ref? A bare reference may name
     /// a branch or a tag (sync tries branches first, then tags).
     fn matches(&self, reference: &str) -> bool {
@@ -119,6 +133,40 @@ impl PushedRef {
                 reference == b || reference.strip_prefix("refs/heads/") == Some(b)
             }
             PushedRef::Tag(t) => reference == t || reference.strip_prefix("refs/tags/") == Some(t),
+        }
+    }
+}
+
+/// How a webhook names the repository that moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushedRepo {
+    /// Any URL of the repository: https or ssh clone URL, or its web page. Matches
+    /// sources whose URL normalizes to the same host and path ([`normalize_repo_url`]).
+    Url(String),
+    /// A Bitbucket Server / Data Center repository by project key and slug, which is
+    /// all its push payloads usually carry. Matches a source whose URL path is
+    /// `<project>/<slug>` (ssh, `ssh://git@host:7999/prj/repo.git`) or ends in
+    /// `scm/<project>/<slug>` (http, `https://host[/context]/scm/PRJ/repo.git`), on any
+    /// host (the payload names none); project keys compare case-insensitively, as
+    /// Bitbucket itself treats them.
+    ProjectSlug { project: String, slug: String },
+}
+
+impl PushedRepo {
+    fn matches(&self, key: &RepoKey) -> bool {
+        match self {
+            PushedRepo::Url(url) => normalize_repo_url(url).host_path == key.host_path,
+            PushedRepo::ProjectSlug { project, slug } => {
+                // host_path is lowercase, without `.git`: `host/scm/prj/repo`.
+                let mut segments: Vec<&str> = key.host_path.split('/').skip(1).collect();
+                let (Some(s), Some(p)) = (segments.pop(), segments.pop()) else {
+                    return false;
+                };
+                let slug = slug.strip_suffix(".git").unwrap_or(slug);
+                s.eq_ignore_ascii_case(slug)
+                    && p.eq_ignore_ascii_case(project)
+                    && segments.last().is_none_or(|prefix| *prefix == "scm")
+            }
         }
     }
 }
@@ -160,11 +208,16 @@ impl Triggers {
     /// Fire every source of a repository (named by any of `repo_urls`) following the
     /// pushed ref; return the sources fired. Pinned sources never move and never match.
     pub fn push(&self, repo_urls: &[String], pushed: &PushedRef) -> Vec<Source> {
-        let keys: Vec<String> = repo_urls
+        let repos: Vec<PushedRepo> = repo_urls
             .iter()
             .filter(|u| !u.is_empty())
-            .map(|u| normalize_repo_url(u).host_path)
+            .map(|u| PushedRepo::Url(u.clone()))
             .collect();
+        self.push_to(&repos, pushed)
+    }
+
+    /// Like [`Triggers::push`], for a repository named any way a webhook names one.
+    pub fn push_to(&self, repos: &[PushedRepo], pushed: &PushedRef) -> Vec<Source> {
         let inner = match self.inner.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -174,7 +227,8 @@ impl Triggers {
             if source.is_pinned() || !pushed.matches(&source.reference) {
                 continue;
             }
-            if keys.contains(&source.repo_key().host_path) {
+            let key = source.repo_key();
+            if repos.iter().any(|r| r.matches(&key)) {
                 trigger.fire();
                 fired.push(source.clone());
             }
@@ -331,6 +385,31 @@ mod tests {
                 .push(&urls, &PushedRef::parse("refs/tags/v1"))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bitbucket_server_pushes_match_by_project_key_and_slug() {
+        let triggers = Triggers::new();
+        let http = Source::new("https://bb.example.com/scm/PLAT/deploy.git", "main", "");
+        let ssh = Source::new("ssh://git@bb.example.com:7999/plat/deploy.git", "main", "");
+        let context = Source::new(
+            "https://bb.example.com/bitbucket/scm/plat/deploy",
+            "main",
+            "",
+        );
+        let other_project = Source::new("https://bb.example.com/scm/web/deploy.git", "main", "");
+        let not_scm = Source::new("https://gh.example.com/x/plat/deploy.git", "main", "");
+        for s in [&http, &ssh, &context, &other_project, &not_scm] {
+            triggers.register(s);
+        }
+        let repo = PushedRepo::ProjectSlug {
+            project: "Plat".into(),
+            slug: "deploy".into(),
+        };
+        let fired = triggers.push_to(&[repo], &PushedRef::parse("refs/heads/main"));
+        assert_eq!(fired, vec![http.clone(), ssh, context]);
+        assert_eq!(triggers.register(&http).fired(), 1);
+        assert_eq!(triggers.register(&other_project).fired(), 0);
     }
 
     #[test]

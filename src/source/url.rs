@@ -53,23 +53,178 @@ impl fmt::Display for RepoKey {
     }
 }
 
-/// The URL with any password in it replaced by `***`, for messages and logs. tether
-/// reads credentials from the environment or files, but a URL pasted with a token in
-/// it must still never be printed.
-pub fn redact_url(raw: &str) -> String {
-    match password_in(raw) {
-        Some(pw) => raw.replace(pw, "***"),
-        None => raw.to_string(),
+/// What stands in for a credential in every message, log line and answer.
+const MASK: &str = "***";
+
+/// Credentials shorter than this are not searched for as bare strings in messages
+/// (see [`redact_known`]): masking every `ab` of a message would garble it, and a one-
+/// or two-character password protects nothing worth hiding. Credentials inside URLs
+/// are masked whatever their length.
+const MIN_BARE_SECRET_LEN: usize = 3;
+
+/// `text` with the credentials of every URL in it replaced by `***`: the one redaction
+/// every message, log line, status error, webhook answer and CLI line of the source
+/// stage goes through (libgit2's own messages quote URLs too).
+///
+/// It reads URLs the way a careless user writes them, not only the way RFC 3986 does:
+/// `https://TOKEN@host/…` (a token as the user name), `https://user:pa/ss@host/…` and
+/// `https://user:p@ss@host/…` (a password with `/` or `@` in it, not percent-encoded),
+/// percent-encoded userinfo, `ssh://user:pw@host/…`, and a URL anywhere in a sentence.
+/// The whole userinfo becomes `***` (`https://TOKEN:x-oauth-basic@…` puts the token in
+/// the user name), except the login name of an `ssh://` URL, which is no secret
+/// (`ssh://git@host/…` stays as it is; `ssh://git:pw@host/…` becomes `ssh://git:***@…`).
+/// When it cannot tell a userinfo from a path, it masks more rather than less.
+/// Idempotent: redacting redacted text changes nothing.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme = scheme_before(&rest[..at]);
+        let after = &rest[at + 3..];
+        let token_len = after
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
+            .unwrap_or(after.len());
+        let token = &after[..token_len];
+        out.push_str(&rest[..at + 3]);
+        match userinfo_len(token) {
+            Some(len) => {
+                out.push_str(&masked_userinfo(&scheme, &token[..len]));
+                out.push_str(&token[len..]);
+            }
+            None => out.push_str(token),
+        }
+        rest = &after[token_len..];
     }
+    out.push_str(rest);
+    out
 }
 
-/// The password of `scheme://user:password@host/...`, if any.
-pub(crate) fn password_in(raw: &str) -> Option<&str> {
-    let (_, rest) = raw.split_once("://")?;
-    let authority = rest.split('/').next()?;
-    let (userinfo, _) = authority.rsplit_once('@')?;
-    let (_, password) = userinfo.split_once(':')?;
-    (!password.is_empty()).then_some(password)
+/// [`redact`], kept under the name the report stage calls it by: one function, two names.
+pub fn redact_url(raw: &str) -> String {
+    redact(raw)
+}
+
+/// [`redact`], and also every bare occurrence of the credentials of `url` (the URL a
+/// source is configured with): libgit2 may quote a URL decoded (a percent-encoded
+/// password in clear) or cut in a way the URL scan cannot recognise.
+pub(crate) fn redact_known(text: &str, url: &str) -> String {
+    // Bare secrets first: once the scan has masked part of a password, what is left of
+    // it no longer matches.
+    let mut text = text.to_string();
+    for secret in secrets_in(url) {
+        if secret.len() >= MIN_BARE_SECRET_LEN && secret != MASK {
+            text = text.replace(&secret, MASK);
+        }
+    }
+    redact(&text)
+}
+
+/// The credentials of one whole URL (its password, or its user name when that stands
+/// alone outside ssh), raw and percent-decoded. A whole URL has no sentence after it,
+/// so its last `@` ends the userinfo: a password with both `@` and `/` is found whole.
+pub(crate) fn secrets_in(url: &str) -> Vec<String> {
+    let Some(at) = url.find("://") else {
+        return Vec::new();
+    };
+    let scheme = scheme_before(&url[..at]);
+    let token = url[at + 3..].trim_end();
+    let Some(len) = userinfo_len(token).max(token.rfind('@').filter(|&i| {
+        // Past the authority, only a `user:password` shape makes an `@` a userinfo end.
+        token[..i]
+            .split_once(':')
+            .is_some_and(|(_, p)| !is_port_then_path(p))
+    })) else {
+        return Vec::new();
+    };
+    let userinfo = &token[..len];
+    let raw: Vec<&str> = match userinfo.split_once(':') {
+        Some((_, password)) => vec![password],
+        None if is_ssh_scheme(&scheme) => Vec::new(),
+        None => vec![userinfo],
+    };
+    let mut secrets = Vec::new();
+    for s in raw.into_iter().filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(s);
+        if decoded != s {
+            secrets.push(decoded);
+        }
+        secrets.push(s.to_string());
+    }
+    secrets
+}
+
+/// The scheme that ends where `before` ends (`https` of `… https`), lowercase.
+fn scheme_before(before: &str) -> String {
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .map_or(0, |i| i + 1);
+    before[start..].to_ascii_lowercase()
+}
+
+fn is_ssh_scheme(scheme: &str) -> bool {
+    matches!(scheme, "ssh" | "git+ssh" | "ssh+git")
+}
+
+/// `8443/org/repo` or `8443`: what follows the colon of `host:port`, not a password.
+fn is_port_then_path(after_colon: &str) -> bool {
+    let port = after_colon
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or(after_colon);
+    port.bytes().all(|b| b.is_ascii_digit()) && !after_colon.contains('@')
+}
+
+/// The length of the userinfo at the start of `token` (what follows `scheme://`), if
+/// it has one. The authority ends at the first `/`, `?` or `#` and its last `@` ends
+/// the userinfo (so a password may contain `@`). When the authority has no `@` but
+/// reads `user:password` (not `host:port`), a `/` cut the password short: the first
+/// `@` after it ends the userinfo (so a password may contain `/`, and the
+/// `url@reference:path` a source prints is not taken for one).
+fn userinfo_len(token: &str) -> Option<usize> {
+    let authority_len = token.find(['/', '?', '#']).unwrap_or(token.len());
+    let authority = &token[..authority_len];
+    if let Some(at) = authority.rfind('@') {
+        return Some(at);
+    }
+    let (_, after_colon) = authority.split_once(':')?;
+    if after_colon.is_empty() || after_colon.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    token[authority_len..]
+        .find('@')
+        .map(|at| authority_len + at)
+}
+
+fn masked_userinfo(scheme: &str, userinfo: &str) -> String {
+    if is_ssh_scheme(scheme) {
+        return match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:{MASK}"),
+            None => userinfo.to_string(),
+        };
+    }
+    MASK.to_string()
+}
+
+/// `%2F` → `/`; anything not a valid escape is kept as written.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            if let Some(b) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Normalize a repository URL to its [`RepoKey`].
@@ -187,15 +342,102 @@ mod tests {
     }
 
     #[test]
-    fn passwords_in_urls_are_redacted() {
-        assert_eq!(
-            redact_url("https://user:tok3n@h.example/org/r.git"),
-            "https://user:***@h.example/org/r.git"
+    fn every_form_of_credential_in_a_url_is_redacted() {
+        for (raw, want) in [
+            // A token as the user name, alone or with GitHub's old fixed password.
+            (
+                "https://ghp_TOKEN123@github.com/o/r.git",
+                "https://***@github.com/o/r.git",
+            ),
+            (
+                "https://ghp_TOKEN123:x-oauth-basic@github.com/o/r",
+                "https://***@github.com/o/r",
+            ),
+            (
+                "https://user:tok3n@h.example/org/r.git",
+                "https://***@h.example/org/r.git",
+            ),
+            // Passwords with `/` or `@`, not percent-encoded.
+            (
+                "https://user:pa/ss@h.example/r.git",
+                "https://***@h.example/r.git",
+            ),
+            (
+                "https://user:p@ss@h.example:8443/r.git",
+                "https://***@h.example:8443/r.git",
+            ),
+            // Percent-encoded userinfo.
+            (
+                "https://me%40corp:p%2Fss%40w@h.example/r",
+                "https://***@h.example/r",
+            ),
+            // ssh: the login name stays, the password goes.
+            (
+                "ssh://git:SshPw@h.example:2222/r.git",
+                "ssh://git:***@h.example:2222/r.git",
+            ),
+            ("git+ssh://deploy:SshPw@h/r", "git+ssh://deploy:***@h/r"),
+            ("ssh://git@h.example/r.git", "ssh://git@h.example/r.git"),
+            // No credentials: unchanged.
+            (
+                "https://h.example:8443/org/r.git",
+                "https://h.example:8443/org/r.git",
+            ),
+            ("https://h/org/r@v1", "https://h/org/r@v1"),
+            ("git@github.com:org/r.git", "git@github.com:org/r.git"),
+            ("/tmp/repo", "/tmp/repo"),
+        ] {
+            assert_eq!(redact(raw), want, "{raw}");
+            assert_eq!(redact(want), want, "idempotent on {want}");
+        }
+    }
+
+    #[test]
+    fn urls_inside_sentences_are_redacted_and_the_rest_kept() {
+        let text = "remote https://user:S3cret@h:8443/x.git@main:deploy unreachable: \
+                    failed to fetch 'http://TOKEN99@127.0.0.1:9/x.git/info/refs' (and \
+                    https://u:pa/ss@h/y.git@v1:.)";
+        let got = redact(text);
+        for secret in ["S3cret", "TOKEN99", "pa/ss", "u:pa"] {
+            assert!(!got.contains(secret), "{secret} in {got}");
+        }
+        assert!(
+            got.contains("https://***@h:8443/x.git@main:deploy unreachable"),
+            "{got}"
         );
-        assert_eq!(redact_url("https://user@h/r"), "https://user@h/r");
+        assert!(
+            got.contains("'http://***@127.0.0.1:9/x.git/info/refs'"),
+            "{got}"
+        );
+        assert!(got.contains("https://***@h/y.git@v1:.)"), "{got}");
+        // The reference printed after a source URL is not mistaken for a userinfo.
         assert_eq!(
-            redact_url("git@github.com:org/r.git"),
-            "git@github.com:org/r.git"
+            redact("https://h:8443/x.git@main:deploy"),
+            "https://h:8443/x.git@main:deploy"
+        );
+    }
+
+    #[test]
+    fn a_known_url_masks_its_secrets_even_bare_or_decoded() {
+        let url = "https://me:p%2Fss@wd@h.example/r.git";
+        let message = "auth failed for me with p/ss@wd at https://me:p%2Fss@wd@h.example/r.git";
+        let got = redact_known(message, url);
+        assert!(!got.contains("p/ss@wd") && !got.contains("p%2Fss"), "{got}");
+        // A password with `@` before a `/`: the whole URL tells where it ends.
+        let url = "https://user:p@s/s@h.example/r.git";
+        let got = redact_known(&format!("cannot fetch {url}"), url);
+        assert_eq!(got, "cannot fetch https://***@h.example/r.git");
+        // A token alone is the secret; an ssh login name is not.
+        assert_eq!(
+            secrets_in("https://TOKEN99@h/r"),
+            vec!["TOKEN99".to_string()]
+        );
+        assert!(secrets_in("ssh://git@h/r").is_empty());
+        assert!(secrets_in("https://h:8443/org/r@v1").is_empty());
+        // Short secrets are not searched bare (the URL scan still masks them in URLs).
+        assert_eq!(
+            redact_known("a b at https://u:ab@h/r", "https://u:ab@h/r"),
+            "a b at https://***@h/r"
         );
     }
 

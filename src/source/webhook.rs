@@ -5,6 +5,8 @@
 //! shape (400), then what it means (202 when it wakes a source, 200 with a reason when
 //! it does not). Signatures are compared in constant time, and a provider without a
 //! configured secret is refused unless unsigned deliveries were explicitly allowed.
+//! An answer says how many sources woke and which refs moved, never which sources:
+//! their URLs are configuration the sender has no business reading.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,7 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{PushedRef, Triggers};
+use super::{PushedRef, PushedRepo, Triggers};
 
 /// Largest webhook body accepted. GitHub caps payloads at 25 MB but a push of a handful
 /// of commits is a few KiB; GitLab's default is similar. 1 MiB refuses junk early while
@@ -35,24 +37,14 @@ pub enum Provider {
     Github,
     /// `X-Gitlab-Token: <secret>`, `X-Gitlab-Event`.
     Gitlab,
-    /// Gitea and Forgejo: `X-Gitea-Signature` / `X-Forgejo-Signature: <hmac>`.
+    /// Gitea, Forgejo and Gogs: `X-Gitea-Signature` / `X-Forgejo-Signature` /
+    /// `X-Gogs-Signature: <hmac>`. `/webhooks/gogs` checks Gogs deliveries with this
+    /// provider's secret too: Gitea is Gogs's fork and signs the same way.
     Gitea,
     /// Bitbucket Cloud and Data Center: `X-Hub-Signature: sha256=<hmac>`, `X-Event-Key`.
     Bitbucket,
     /// Anything else: `X-Signature: sha256=<hmac>` over `{"repository": …, "ref": …}`.
     Generic,
-}
-
-impl Provider {
-    fn name(self) -> &'static str {
-        match self {
-            Provider::Github => "github",
-            Provider::Gitlab => "gitlab",
-            Provider::Gitea => "gitea",
-            Provider::Bitbucket => "bitbucket",
-            Provider::Generic => "generic",
-        }
-    }
 }
 
 /// A webhook secret. Its `Debug` never shows the value.
@@ -119,31 +111,35 @@ impl WebhookState {
     }
 }
 
-/// `POST /webhooks/{github,gitlab,gitea,bitbucket,generic}`.
+/// `POST /webhooks/{github,gitlab,gitea,gogs,bitbucket,generic}`.
 pub fn webhook_router(state: WebhookState) -> Router {
     Router::new()
         .route("/webhooks/github", post(github))
         .route("/webhooks/gitlab", post(gitlab))
         .route("/webhooks/gitea", post(gitea))
+        .route("/webhooks/gogs", post(gogs))
         .route("/webhooks/bitbucket", post(bitbucket))
         .route("/webhooks/generic", post(generic))
         .with_state(state)
 }
 
 async fn github(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Github, &h, b).await
+    receive(&s, Provider::Github, "github", &h, b).await
 }
 async fn gitlab(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Gitlab, &h, b).await
+    receive(&s, Provider::Gitlab, "gitlab", &h, b).await
 }
 async fn gitea(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Gitea, &h, b).await
+    receive(&s, Provider::Gitea, "gitea", &h, b).await
+}
+async fn gogs(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::Gitea, "gogs", &h, b).await
 }
 async fn bitbucket(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Bitbucket, &h, b).await
+    receive(&s, Provider::Bitbucket, "bitbucket", &h, b).await
 }
 async fn generic(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Generic, &h, b).await
+    receive(&s, Provider::Generic, "generic", &h, b).await
 }
 
 /// Why a delivery was refused.
@@ -168,53 +164,59 @@ impl IntoResponse for Rejection {
 /// What a verified delivery means.
 #[derive(Debug, PartialEq, Eq)]
 enum Event {
-    /// A branch or tag moved in a repository named by any of these URLs.
+    /// A branch or tag moved in a repository named any of these ways.
     Push {
-        urls: Vec<String>,
+        repos: Vec<PushedRepo>,
         pushed: Vec<PushedRef>,
     },
     /// Nothing to fetch, and why.
     Ignored(String),
 }
 
+/// One delivery to the endpoint `label` (`gogs` is checked as [`Provider::Gitea`]).
 async fn receive(
     state: &WebhookState,
     provider: Provider,
+    label: &'static str,
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
     let metrics = &crate::metrics::METRICS;
     match verify_and_parse(state, provider, headers, body).await {
         Err(rejection) => {
-            tracing::info!(provider = provider.name(), ?rejection, "webhook refused");
+            tracing::info!(provider = label, ?rejection, "webhook refused");
             let outcome = match rejection {
                 Rejection::TooLarge => "too_large",
                 Rejection::Unauthorized(_) => "unauthorized",
                 Rejection::BadPayload(_) => "bad_payload",
             };
-            metrics.webhook(provider.name(), outcome);
+            metrics.webhook(label, outcome);
             rejection.into_response()
         }
         Ok(Event::Ignored(reason)) => {
-            metrics.webhook(provider.name(), "ignored");
+            metrics.webhook(label, "ignored");
             (
                 StatusCode::OK,
                 axum::Json(json!({ "status": "ignored", "reason": reason })),
             )
                 .into_response()
         }
-        Ok(Event::Push { urls, pushed }) => {
+        Ok(Event::Push { repos, pushed }) => {
             let mut matched = Vec::new();
+            let mut refs = Vec::new();
             for p in &pushed {
-                for source in state.triggers.push(&urls, p) {
-                    let s = source.to_string();
-                    if !matched.contains(&s) {
-                        matched.push(s);
+                let fired = state.triggers.push_to(&repos, p);
+                if !fired.is_empty() {
+                    refs.push(p.full_name());
+                }
+                for source in fired {
+                    if !matched.contains(&source) {
+                        matched.push(source);
                     }
                 }
             }
             if matched.is_empty() {
-                metrics.webhook(provider.name(), "unmatched");
+                metrics.webhook(label, "unmatched");
                 let reason = "push matches no source (repository or ref not followed)";
                 return (
                     StatusCode::OK,
@@ -222,11 +224,17 @@ async fn receive(
                 )
                     .into_response();
             }
-            tracing::info!(provider = provider.name(), sources = ?matched, "webhook woke sources");
-            metrics.webhook(provider.name(), "accepted");
+            // The log may name the sources (redacted): it is ours, the answer is not.
+            let names: Vec<String> = matched.iter().map(ToString::to_string).collect();
+            tracing::info!(provider = label, sources = ?names, "webhook woke sources");
+            metrics.webhook(label, "accepted");
             (
                 StatusCode::ACCEPTED,
-                axum::Json(json!({ "status": "accepted", "sources": matched })),
+                axum::Json(json!({
+                    "status": "accepted",
+                    "matched": matched.len(),
+                    "refs": refs,
+                })),
             )
                 .into_response()
         }
@@ -295,8 +303,9 @@ fn verify(
         Provider::Gitea => {
             let sig = header(headers, "x-gitea-signature")
                 .or_else(|| header(headers, "x-forgejo-signature"))
+                .or_else(|| header(headers, "x-gogs-signature"))
                 .ok_or(Rejection::Unauthorized(
-                    "missing X-Gitea-Signature / X-Forgejo-Signature",
+                    "missing X-Gitea-Signature / X-Forgejo-Signature / X-Gogs-Signature",
                 ))?;
             hmac_ok(secret, body, sig)?
         }
@@ -330,12 +339,12 @@ fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
-fn urls_at(v: &Value, pointers: &[&str]) -> Vec<String> {
+fn urls_at(v: &Value, pointers: &[&str]) -> Vec<PushedRepo> {
     pointers
         .iter()
         .filter_map(|p| str_at(v, p))
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(|s| PushedRepo::Url(s.to_string()))
         .collect()
 }
 
@@ -357,10 +366,12 @@ fn github_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     github_like(event, v, "GitHub")
 }
 
-/// Gitea and Forgejo send GitHub-shaped payloads.
+/// Gitea, Forgejo and Gogs send GitHub-shaped payloads (`push`, and `pull_request`
+/// closed with `merged: true`).
 fn gitea_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     let event = header(headers, "x-gitea-event")
         .or_else(|| header(headers, "x-forgejo-event"))
+        .or_else(|| header(headers, "x-gogs-event"))
         .or_else(|| header(headers, "x-github-event"))
         .unwrap_or("");
     github_like(event, v, "Gitea")
@@ -370,12 +381,12 @@ fn github_like(event: &str, v: &Value, provider: &str) -> Result<Event, Rejectio
     match event {
         "push" => {
             let r = str_at(v, "/ref").ok_or_else(|| bad(provider, "push"))?;
-            let urls = urls_at(v, GITHUB_REPO_URLS);
-            if urls.is_empty() {
+            let repos = urls_at(v, GITHUB_REPO_URLS);
+            if repos.is_empty() {
                 return Err(bad(provider, "push"));
             }
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::parse(r)],
             })
         }
@@ -390,8 +401,8 @@ fn github_like(event: &str, v: &Value, provider: &str) -> Result<Event, Rejectio
             }
             let base =
                 str_at(v, "/pull_request/base/ref").ok_or_else(|| bad(provider, "pull_request"))?;
-            let mut urls = urls_at(v, GITHUB_REPO_URLS);
-            urls.extend(urls_at(
+            let mut repos = urls_at(v, GITHUB_REPO_URLS);
+            repos.extend(urls_at(
                 v,
                 &[
                     "/pull_request/base/repo/clone_url",
@@ -399,7 +410,7 @@ fn github_like(event: &str, v: &Value, provider: &str) -> Result<Event, Rejectio
                 ],
             ));
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::Branch(base.to_string())],
             })
         }
@@ -429,12 +440,12 @@ fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     match event.as_str() {
         "Push Hook" | "Tag Push Hook" | "push" | "tag_push" => {
             let r = str_at(v, "/ref").ok_or_else(|| bad("GitLab", "push"))?;
-            let urls = urls_at(v, GITLAB_REPO_URLS);
-            if urls.is_empty() {
+            let repos = urls_at(v, GITLAB_REPO_URLS);
+            if repos.is_empty() {
                 return Err(bad("GitLab", "push"));
             }
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::parse(r)],
             })
         }
@@ -450,13 +461,13 @@ fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
             }
             let target =
                 str_at(attrs, "/target_branch").ok_or_else(|| bad("GitLab", "merge request"))?;
-            let mut urls = urls_at(v, GITLAB_REPO_URLS);
-            urls.extend(urls_at(
+            let mut repos = urls_at(v, GITLAB_REPO_URLS);
+            repos.extend(urls_at(
                 attrs,
                 &["/target/git_http_url", "/target/git_ssh_url"],
             ));
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::Branch(target.to_string())],
             })
         }
@@ -467,18 +478,19 @@ fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     }
 }
 
-/// Bitbucket Cloud (`repo:push`, `pullrequest:fulfilled`) and Data Center
+/// Bitbucket Cloud (`repo:push`, `pullrequest:fulfilled`) and Server / Data Center
 /// (`repo:refs_changed`, `pr:merged`).
 fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     let event = header(headers, "x-event-key")
         .map(str::to_string)
         .or_else(|| str_at(v, "/eventKey").map(str::to_string))
         .unwrap_or_default();
-    let mut urls = urls_at(v, &["/repository/links/html/href"]);
+    // Cloud names the repository by its web page and `workspace/slug`.
+    let mut cloud = urls_at(v, &["/repository/links/html/href"]);
     if let Some(full) = str_at(v, "/repository/full_name") {
-        urls.push(format!("https://bitbucket.org/{full}"));
+        cloud.push(PushedRepo::Url(format!("https://bitbucket.org/{full}")));
     }
-    urls.extend(clone_hrefs(v, "/repository/links/clone"));
+    cloud.extend(clone_hrefs(v, "/repository/links/clone"));
     match event.as_str() {
         "repo:push" => {
             let changes = v
@@ -504,10 +516,13 @@ fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
                     PushedRef::Branch(name.to_string())
                 });
             }
-            if urls.is_empty() {
+            if cloud.is_empty() {
                 return Err(bad("Bitbucket", "repo:push"));
             }
-            Ok(Event::Push { urls, pushed })
+            Ok(Event::Push {
+                repos: cloud,
+                pushed,
+            })
         }
         "repo:refs_changed" => {
             let changes = v
@@ -519,23 +534,32 @@ fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
                 .filter_map(|c| str_at(c, "/ref/id").or_else(|| str_at(c, "/refId")))
                 .map(PushedRef::parse)
                 .collect();
-            Ok(Event::Push { urls, pushed })
+            let repos = server_repos(v, "/repository")
+                .ok_or_else(|| bad("Bitbucket", "repo:refs_changed"))?;
+            Ok(Event::Push { repos, pushed })
         }
         "pullrequest:fulfilled" => {
             let branch = str_at(v, "/pullrequest/destination/branch/name")
                 .ok_or_else(|| bad("Bitbucket", "pullrequest:fulfilled"))?;
+            let mut repos = cloud;
+            if let Some(full) = str_at(v, "/pullrequest/destination/repository/full_name") {
+                repos.push(PushedRepo::Url(format!("https://bitbucket.org/{full}")));
+            }
+            if repos.is_empty() {
+                return Err(bad("Bitbucket", "pullrequest:fulfilled"));
+            }
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::Branch(branch.to_string())],
             })
         }
         "pr:merged" => {
             let to =
                 str_at(v, "/pullRequest/toRef/id").ok_or_else(|| bad("Bitbucket", "pr:merged"))?;
-            let mut urls = urls;
-            urls.extend(clone_hrefs(v, "/pullRequest/toRef/repository/links/clone"));
+            let repos = server_repos(v, "/pullRequest/toRef/repository")
+                .ok_or_else(|| bad("Bitbucket", "pr:merged"))?;
             Ok(Event::Push {
-                urls,
+                repos,
                 pushed: vec![PushedRef::parse(to)],
             })
         }
@@ -545,37 +569,54 @@ fn bitbucket_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
     }
 }
 
+/// A Bitbucket Server / Data Center repository object at `pointer`: its clone links
+/// when it has them (exact host and path), else its project key and slug, which is
+/// all its documented push payloads carry.
+fn server_repos(v: &Value, pointer: &str) -> Option<Vec<PushedRepo>> {
+    let repo = v.pointer(pointer)?;
+    let links = clone_hrefs(repo, "/links/clone");
+    if !links.is_empty() {
+        return Some(links);
+    }
+    let project = str_at(repo, "/project/key")?;
+    let slug = str_at(repo, "/slug")?;
+    Some(vec![PushedRepo::ProjectSlug {
+        project: project.to_string(),
+        slug: slug.to_string(),
+    }])
+}
+
 /// `{"repository": "<url>", "ref": "refs/heads/main"}`; `repository` may also be a list.
 fn generic_event(v: &Value) -> Result<Event, Rejection> {
     let r = str_at(v, "/ref")
         .ok_or_else(|| bad("generic", "push (needs \"repository\" and \"ref\")"))?;
-    let urls: Vec<String> = match v.get("repository") {
-        Some(Value::String(s)) => vec![s.clone()],
+    let repos: Vec<PushedRepo> = match v.get("repository") {
+        Some(Value::String(s)) => vec![PushedRepo::Url(s.clone())],
         Some(Value::Array(a)) => a
             .iter()
             .filter_map(Value::as_str)
-            .map(str::to_string)
+            .map(|s| PushedRepo::Url(s.to_string()))
             .collect(),
         _ => Vec::new(),
     };
-    if urls.is_empty() {
+    if repos.is_empty() {
         return Err(bad("generic", "push (needs \"repository\" and \"ref\")"));
     }
     Ok(Event::Push {
-        urls,
+        repos,
         pushed: vec![PushedRef::parse(r)],
     })
 }
 
 /// The `href`s of a Bitbucket `links.clone` array at `pointer` (https and ssh URLs).
-fn clone_hrefs(v: &Value, pointer: &str) -> Vec<String> {
+fn clone_hrefs(v: &Value, pointer: &str) -> Vec<PushedRepo> {
     v.pointer(pointer)
         .and_then(Value::as_array)
         .map(|clones| {
             clones
                 .iter()
                 .filter_map(|c| str_at(c, "/href"))
-                .map(str::to_string)
+                .map(|s| PushedRepo::Url(s.to_string()))
                 .collect()
         })
         .unwrap_or_default()
@@ -596,7 +637,7 @@ mod tests {
         assert_eq!(
             e,
             Event::Push {
-                urls: vec!["https://github.com/o/r.git".into()],
+                repos: vec![PushedRepo::Url("https://github.com/o/r.git".into())],
                 pushed: vec![PushedRef::Branch("main".into())]
             }
         );
