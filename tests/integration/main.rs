@@ -21,3 +21,4 @@ mod serve;
 mod source;
 mod support;
 mod sync;
+mod webhooks;

@@ -1,24 +1,25 @@
 //! The Git source stage against real git: local paths, a real `git daemon`, git's real
-//! smart-HTTP server (`git http-backend` behind a CGI host), and webhooks with each
-//! provider's signature scheme and documented payload shapes.
+//! smart-HTTP server (`git http-backend` behind a CGI host), black-holed hosts that
+//! accept and never answer, and credentials pasted into URLs. Webhooks are in
+//! `webhooks.rs`.
 
 use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use axum::http::StatusCode;
 use tether::source::{
-    Auth, FileKind, PollConfig, Provider, SecretRef, Source, SourceCache, SourceError,
-    SourceWatcher, Triggers, WebhookConfig, WebhookSecret, WebhookState, webhook_router,
+    Auth, DEFAULT_READ_TIMEOUT, FileKind, GitTimeouts, PollConfig, SecretRef, Source, SourceCache,
+    SourceError, SourceWatcher, TimeoutKind, Triggers, WebhookState, webhook_router,
 };
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 use crate::support::{GitDaemon, git, wait_for_port};
+use crate::webhooks::{headers_for, post, signed_config};
 
 // ---------------------------------------------------------------------------------
 // Real git, real servers
@@ -612,366 +613,335 @@ async fn a_corrupt_cache_with_the_remote_gone_keeps_the_old_clone() {
 }
 
 // ---------------------------------------------------------------------------------
-// Webhooks
+// Timeouts: a black-holed host costs one failed sync, never a lock held forever
 // ---------------------------------------------------------------------------------
 
-const SECRET: &str = "It's a Secret to Everybody";
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/webhooks")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+/// A host that accepts TCP connections and never says a word (a firewall black hole, a
+/// hung server). Dropping it closes every connection, which ends any fetch still
+/// blocked on one.
+struct BlackHole {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<Mutex<Vec<TcpStream>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("hmac");
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
-}
-
-fn signed_config() -> WebhookConfig {
-    let mut c = WebhookConfig::default();
-    for p in [
-        Provider::Github,
-        Provider::Gitlab,
-        Provider::Gitea,
-        Provider::Bitbucket,
-        Provider::Generic,
-    ] {
-        c = c.with_secret(p, WebhookSecret::new(SECRET));
-    }
-    c
-}
-
-/// Sources registered under URL spellings different from the payloads'.
-fn registered() -> Triggers {
-    let t = Triggers::new();
-    for (url, reference) in [
-        ("git@github.com:codertocat/hello-world.git", "main"),
-        ("ssh://git@example.com/mike/diaspora", "main"),
-        ("https://EXAMPLE.com/jsmith/example", "v1.0.0"),
-        ("https://example.com/gitlabhq/gitlab-test.git", "main"),
-        ("http://localhost:3000/gitea/webhooks", "main"),
-        ("git@bitbucket.org:team_name/repo_name.git", "main"),
-        (
-            "https://git.example.com/platform/deployments",
-            "refs/heads/main",
-        ),
-    ] {
-        t.register(&Source::new(url, reference, "deploy"));
-    }
-    t
-}
-
-async fn post(
-    router: &axum::Router,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Vec<u8>,
-) -> (StatusCode, serde_json::Value) {
-    let mut req = Request::post(path).header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, v);
-    }
-    let resp = router
-        .clone()
-        .oneshot(req.body(Body::from(body)).expect("request"))
-        .await
-        .expect("response");
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-    (status, json)
-}
-
-/// How each provider signs a body and names an event.
-fn provider_headers(provider: Provider, event: &str, body: &[u8]) -> Vec<(&'static str, String)> {
-    match provider {
-        Provider::Github => vec![
-            ("x-github-event", event.to_string()),
-            ("x-hub-signature-256", format!("sha256={}", sign(body))),
-        ],
-        Provider::Gitlab => vec![
-            ("x-gitlab-event", event.to_string()),
-            ("x-gitlab-token", SECRET.to_string()),
-        ],
-        Provider::Gitea => vec![
-            ("x-gitea-event", event.to_string()),
-            ("x-gitea-signature", sign(body)),
-        ],
-        Provider::Bitbucket => vec![
-            ("x-event-key", event.to_string()),
-            ("x-hub-signature", format!("sha256={}", sign(body))),
-        ],
-        Provider::Generic => vec![("x-signature", format!("sha256={}", sign(body)))],
-    }
-}
-
-#[tokio::test]
-async fn each_provider_accepts_signed_pushes_and_merges() {
-    let router = webhook_router(WebhookState::new(signed_config(), registered()));
-    let cases = [
-        (
-            Provider::Github,
-            "/webhooks/github",
-            "push",
-            "github-push.json",
-            "hello-world",
-        ),
-        (
-            Provider::Github,
-            "/webhooks/github",
-            "pull_request",
-            "github-pull_request-merged.json",
-            "hello-world",
-        ),
-        (
-            Provider::Gitlab,
-            "/webhooks/gitlab",
-            "Push Hook",
-            "gitlab-push.json",
-            "diaspora",
-        ),
-        (
-            Provider::Gitlab,
-            "/webhooks/gitlab",
-            "Tag Push Hook",
-            "gitlab-tag_push.json",
-            "jsmith/example",
-        ),
-        (
-            Provider::Gitlab,
-            "/webhooks/gitlab",
-            "Merge Request Hook",
-            "gitlab-merge_request-merged.json",
-            "gitlab-test",
-        ),
-        (
-            Provider::Gitea,
-            "/webhooks/gitea",
-            "push",
-            "gitea-push.json",
-            "gitea/webhooks",
-        ),
-        (
-            Provider::Bitbucket,
-            "/webhooks/bitbucket",
-            "repo:push",
-            "bitbucket-repo-push.json",
-            "repo_name",
-        ),
-        (
-            Provider::Bitbucket,
-            "/webhooks/bitbucket",
-            "pullrequest:fulfilled",
-            "bitbucket-pullrequest-fulfilled.json",
-            "repo_name",
-        ),
-        (
-            Provider::Generic,
-            "/webhooks/generic",
-            "",
-            "generic-push.json",
-            "deployments",
-        ),
-    ];
-    for (provider, path, event, file, expect) in cases {
-        let body = fixture(file);
-        let headers = provider_headers(provider, event, &body);
-        let (status, json) = post(&router, path, &headers, body).await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{file}: {json}");
-        let sources = json["sources"].as_array().expect("sources");
-        assert_eq!(sources.len(), 1, "{file}: {json}");
-        assert!(
-            sources[0]
-                .as_str()
-                .unwrap_or("")
-                .to_lowercase()
-                .contains(expect),
-            "{file}: {json}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn forgejo_signature_header_is_accepted() {
-    let router = webhook_router(WebhookState::new(signed_config(), registered()));
-    let body = fixture("gitea-push.json");
-    let headers = vec![
-        ("x-forgejo-event", "push".to_string()),
-        ("x-forgejo-signature", sign(&body)),
-    ];
-    let (status, _) = post(&router, "/webhooks/gitea", &headers, body).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-}
-
-#[tokio::test]
-async fn tampered_missing_and_wrong_signatures_are_401() {
-    let router = webhook_router(WebhookState::new(signed_config(), registered()));
-    for (provider, path, event, file) in [
-        (
-            Provider::Github,
-            "/webhooks/github",
-            "push",
-            "github-push.json",
-        ),
-        (
-            Provider::Gitlab,
-            "/webhooks/gitlab",
-            "Push Hook",
-            "gitlab-push.json",
-        ),
-        (
-            Provider::Gitea,
-            "/webhooks/gitea",
-            "push",
-            "gitea-push.json",
-        ),
-        (
-            Provider::Bitbucket,
-            "/webhooks/bitbucket",
-            "repo:push",
-            "bitbucket-repo-push.json",
-        ),
-        (
-            Provider::Generic,
-            "/webhooks/generic",
-            "",
-            "generic-push.json",
-        ),
-    ] {
-        let body = fixture(file);
-        let headers = provider_headers(provider, event, &body);
-
-        // Tampered: the signature is for the original body.
-        let mut tampered = body.clone();
-        let at = tampered
-            .iter()
-            .position(|b| *b == b'm')
-            .expect("an m to flip");
-        tampered[at] = b'M';
-        let signed_only_for_hmac = provider != Provider::Gitlab;
-        let (status, _) = post(&router, path, &headers, tampered).await;
-        if signed_only_for_hmac {
-            assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} tampered");
-        }
-
-        // Missing signature header.
-        let unsigned: Vec<_> = headers
-            .iter()
-            .filter(|(k, _)| k.contains("event") || k.contains("key"))
-            .cloned()
-            .collect();
-        let (status, json) = post(&router, path, &unsigned, body.clone()).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} unsigned: {json}");
-
-        // Wrong secret.
-        let wrong: Vec<_> = headers
-            .iter()
-            .map(|(k, v)| {
-                if k.contains("signature") || k.contains("token") {
-                    let forged = if v.starts_with("sha256=") {
-                        format!("sha256={}", "0".repeat(64))
-                    } else if *k == "x-gitlab-token" {
-                        "wrong-token".to_string()
-                    } else {
-                        "0".repeat(64)
-                    };
-                    (*k, forged)
-                } else {
-                    (*k, v.clone())
+impl BlackHole {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let (stop, accepted) = (stop.clone(), accepted.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => accepted.lock().expect("lock").push(stream),
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
                 }
             })
-            .collect();
-        let (status, json) = post(&router, path, &wrong, body).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{file} wrong: {json}");
-        assert!(!json.to_string().contains(SECRET));
+        };
+        BlackHole {
+            port,
+            stop,
+            accepted,
+            thread: Some(thread),
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.accepted.lock().expect("lock").len()
+    }
+}
+
+impl Drop for BlackHole {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.accepted.lock().expect("lock").clear();
+    }
+}
+
+/// Generous: the machine running the tests may be busy, and the point is "seconds,
+/// not forever".
+const SLACK: Duration = Duration::from_secs(10);
+
+fn cache_with_deadline(deadline: Duration) -> (tempfile::TempDir, SourceCache) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = SourceCache::open_with(dir.path().join("cache"), GitTimeouts { deadline })
+        .expect("open cache");
+    (dir, cache)
+}
+
+/// A fetch from the black hole at `url` fails at the deadline with a typed, retryable
+/// timeout naming the URL; meanwhile another repository syncs, and a retry of the same
+/// one is refused within its own deadline instead of queueing behind the stuck fetch.
+async fn black_hole_fails_at_the_deadline(url: String) {
+    let origin = Origin::new();
+    let daemon = GitDaemon::start(&origin.root);
+    let deadline = Duration::from_secs(3);
+    let (_d, cache) = cache_with_deadline(deadline);
+    let stuck = Source::new(url.clone(), "main", "deploy");
+
+    let started = Instant::now();
+    let pending = {
+        let (cache, stuck) = (cache.clone(), stuck.clone());
+        tokio::spawn(async move { cache.sync(&stuck).await })
+    };
+    let other = Source::new(daemon.url("app"), "main", "deploy");
+    let other_started = Instant::now();
+    cache
+        .sync(&other)
+        .await
+        .expect("another repository syncs while one is stuck");
+    let other_took = other_started.elapsed();
+
+    let err = pending.await.expect("join").expect_err("a black hole");
+    let took = started.elapsed();
+    eprintln!(
+        "{url}: timed out after {took:?} (deadline {deadline:?}); other repo synced in {other_took:?}"
+    );
+    assert!(
+        matches!(
+            err,
+            SourceError::Timeout {
+                timeout: TimeoutKind::Deadline,
+                after,
+                ..
+            } if after == deadline
+        ),
+        "{err:?}"
+    );
+    assert!(took < deadline + SLACK, "{took:?}");
+    assert!(err.is_retryable());
+    assert_eq!(err.reason(), "RemoteTimeout");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&url) && shown.contains("deadline of 3s"),
+        "{shown}"
+    );
+
+    // The retry waits for the stuck fetch only as long as its own deadline.
+    let retry_started = Instant::now();
+    let err = cache.sync(&stuck).await.expect_err("still a black hole");
+    let retry_took = retry_started.elapsed();
+    eprintln!("{url}: retry refused after {retry_took:?}");
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert!(retry_took < deadline + SLACK, "{retry_took:?}");
+
+    // The cheap check is bounded the same way.
+    let check_started = Instant::now();
+    let err = cache.remote_moved(&stuck).await.expect_err("ls-remote");
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert!(check_started.elapsed() < deadline + SLACK);
+
+    let status = cache.status(&stuck);
+    assert!(!status.ready && status.retryable);
+    assert_eq!(status.reason, Some("RemoteTimeout"));
+    assert!(status.failing_since.is_some() && status.last_success.is_none());
+}
+
+#[tokio::test]
+async fn a_black_holed_git_daemon_times_out_and_releases_the_lock() {
+    let hole = BlackHole::start();
+    black_hole_fails_at_the_deadline(format!("git://127.0.0.1:{}/app", hole.port)).await;
+    assert!(hole.connections() > 0, "the fetch did reach the black hole");
+}
+
+#[tokio::test]
+async fn a_black_holed_http_host_times_out_and_releases_the_lock() {
+    let hole = BlackHole::start();
+    black_hole_fails_at_the_deadline(format!("http://127.0.0.1:{}/app.git", hole.port)).await;
+    assert!(hole.connections() > 0, "the fetch did reach the black hole");
+}
+
+/// Without a deadline in the way, libgit2's own read timeout ends the silent
+/// connection (so a fetch abandoned at its deadline does not linger either).
+#[tokio::test]
+async fn the_socket_read_timeout_ends_a_silent_connection() {
+    let hole = BlackHole::start();
+    let (_d, cache) = cache_with_deadline(DEFAULT_READ_TIMEOUT * 3);
+    // Two repositories (one would share a lock and run one after the other).
+    let git = Source::new(format!("git://127.0.0.1:{}/a", hole.port), "main", "");
+    let http = Source::new(format!("http://127.0.0.1:{}/b", hole.port), "main", "");
+    let started = Instant::now();
+    let (git_err, http_err) = tokio::join!(
+        async {
+            let e = cache.sync(&git).await.expect_err("git black hole");
+            (e, started.elapsed())
+        },
+        async {
+            let e = cache.sync(&http).await.expect_err("http black hole");
+            (e, started.elapsed())
+        }
+    );
+    for (err, took) in [git_err, http_err] {
+        eprintln!("read timeout after {took:?}: {err}");
+        assert!(
+            matches!(
+                err,
+                SourceError::Timeout {
+                    timeout: TimeoutKind::Read,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            took >= DEFAULT_READ_TIMEOUT - Duration::from_secs(1),
+            "{took:?}"
+        );
+        assert!(took < DEFAULT_READ_TIMEOUT + SLACK, "{took:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Staleness: a failing source says since when, and when it last worked
+// ---------------------------------------------------------------------------------
+
+/// The value of `tether_source_last_success_timestamp_seconds` for `source`, if set.
+fn last_success_metric(source: &Source) -> Option<f64> {
+    let text = tether::metrics::METRICS.render();
+    let labels = format!(
+        "{{url=\"{}\",ref=\"{}\",path=\"{}\"}}",
+        tether::source::redact(&source.url),
+        source.reference,
+        source.path
+    );
+    let prefix = format!("tether_source_last_success_timestamp_seconds{labels} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_failing_source_reports_since_when_and_its_last_success() {
+    let origin = Origin::new();
+    let (_d, cache) = cache();
+    let source = Source::new(origin.file_url(), "main", "deploy");
+    assert_eq!(cache.status(&source).last_success, None);
+
+    let before = chrono::Utc::now();
+    let good = cache.sync(&source).await.expect("first sync");
+    let status = cache.status(&source);
+    let first_success = status.last_success.expect("a success is recorded");
+    assert!(first_success >= before && status.failing_since.is_none());
+    let metric = last_success_metric(&source).expect("the gauge is set");
+    assert!((metric - first_success.timestamp_millis() as f64 / 1000.0).abs() < 0.01);
+
+    let moved = origin.root.join("moved-away");
+    std::fs::rename(&origin.repo, &moved).expect("move away");
+    cache.sync(&source).await.expect_err("gone");
+    let failing = cache.status(&source);
+    let since = failing
+        .failing_since
+        .expect("failing since the first failure");
+    assert!(since >= first_success);
+    assert_eq!(failing.last_success, Some(first_success));
+    assert_eq!(failing.last_good, Some(good.clone()));
+    assert_eq!(failing.reason, Some("RemoteUnreachable"));
+    assert!(failing.message.is_some());
+
+    // Later failures keep the first one's time; the gauge keeps the last success.
+    cache.sync(&source).await.expect_err("still gone");
+    assert_eq!(cache.status(&source).failing_since, Some(since));
+    assert_eq!(last_success_metric(&source), Some(metric));
+
+    std::fs::rename(&moved, &origin.repo).expect("move back");
+    cache.sync(&source).await.expect("back");
+    let healed = cache.status(&source);
+    assert!(healed.ready && healed.failing_since.is_none());
+    let second_success = healed.last_success.expect("recorded");
+    assert!(second_success > first_success);
+    assert!(last_success_metric(&source).expect("gauge") > metric);
+}
+
+// ---------------------------------------------------------------------------------
+// Credentials in URLs never reach a message
+// ---------------------------------------------------------------------------------
+
+/// URL forms with credentials users paste, each with the part that must never show.
+fn urls_with_credentials(port: u16) -> Vec<(String, &'static str)> {
+    vec![
+        (
+            format!("http://user:SECRETpw@127.0.0.1:{port}/app"),
+            "SECRETpw",
+        ),
+        (
+            format!("http://ghp_SECRETtoken@127.0.0.1:{port}/app"),
+            "SECRETtoken",
+        ),
+        (
+            format!("http://ghp_SECRETtoken:x-oauth-basic@127.0.0.1:{port}/app"),
+            "SECRETtoken",
+        ),
+        (
+            format!("http://user:pa/SECRETslash@127.0.0.1:{port}/app"),
+            "SECRETslash",
+        ),
+        (
+            format!("http://user:p@SECRETat@127.0.0.1:{port}/app"),
+            "SECRETat",
+        ),
+        (
+            format!("http://user:SECRET%2Fenc@127.0.0.1:{port}/app"),
+            "SECRET",
+        ),
+        (
+            format!("ssh://git:SECRETssh@127.0.0.1:{port}/app.git"),
+            "SECRETssh",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn credentials_in_urls_never_reach_errors_statuses_or_logs_of_a_fetch() {
+    let origin = Origin::new();
+    let http = HttpGit::start(&origin.root, Some("tether:the-right-one"));
+    let (_d, cache) = cache();
+    for (url, secret) in urls_with_credentials(http.port) {
+        let source = Source::new(url.clone(), "main", "deploy");
+        let err = cache.sync(&source).await.expect_err("refused");
+        let status = cache.status(&source);
+        for shown in [
+            err.to_string(),
+            format!("{err:?}"),
+            format!("{status:?}"),
+            source.to_string(),
+        ] {
+            assert!(!shown.contains(secret), "{url}: {shown}");
+        }
     }
 }
 
 #[tokio::test]
-async fn non_push_events_and_unmatched_pushes_are_200_with_a_reason() {
-    let router = webhook_router(WebhookState::new(signed_config(), registered()));
-    for (provider, path, event, file) in [
-        (
-            Provider::Github,
-            "/webhooks/github",
-            "ping",
-            "github-ping.json",
-        ),
-        (
-            Provider::Github,
-            "/webhooks/github",
-            "issues",
-            "github-issues.json",
-        ),
-        (
-            Provider::Gitlab,
-            "/webhooks/gitlab",
-            "Issue Hook",
-            "gitlab-issue.json",
-        ),
-        (
-            Provider::Bitbucket,
-            "/webhooks/bitbucket",
-            "issue:created",
-            "bitbucket-issue-created.json",
-        ),
-    ] {
-        let body = fixture(file);
-        let headers = provider_headers(provider, event, &body);
-        let (status, json) = post(&router, path, &headers, body).await;
-        assert_eq!(status, StatusCode::OK, "{file}: {json}");
-        assert_eq!(json["status"], "ignored", "{file}: {json}");
-        assert!(!json["reason"].as_str().unwrap_or("").is_empty());
+async fn tether_source_prints_no_credential_from_the_url() {
+    let origin = Origin::new();
+    let http = HttpGit::start(&origin.root, Some("tether:the-right-one"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (url, secret) in urls_with_credentials(http.port) {
+        for output in ["text", "json"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_tether"))
+                .args(["source", "--repo", &url, "--path", "deploy", "-o", output])
+                .env("TETHER_CACHE_DIR", dir.path())
+                .env("RUST_LOG", "debug")
+                .output()
+                .expect("tether source runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+            assert!(!stderr.is_empty(), "{url}: the error is reported");
+            assert!(
+                !stdout.contains(secret) && !stderr.contains(secret),
+                "{url} leaked:\n{stdout}\n{stderr}"
+            );
+        }
     }
-    // A push to a branch nobody follows.
-    let body =
-        br#"{"repository":"https://git.example.com/platform/deployments","ref":"refs/heads/dev"}"#
-            .to_vec();
-    let headers = provider_headers(Provider::Generic, "", &body);
-    let (status, json) = post(&router, "/webhooks/generic", &headers, body).await;
-    assert_eq!(status, StatusCode::OK, "{json}");
-    assert!(json["reason"].as_str().unwrap_or("").contains("no source"));
-}
-
-#[tokio::test]
-async fn bad_bodies_are_400_and_big_ones_413_and_unconfigured_secrets_401() {
-    let config = WebhookConfig {
-        body_limit: 4096,
-        ..signed_config()
-    };
-    let router = webhook_router(WebhookState::new(config, registered()));
-    let body = b"this is not json".to_vec();
-    let headers = provider_headers(Provider::Github, "push", &body);
-    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-
-    let body = br#"{"zen":"no ref, no repository"}"#.to_vec();
-    let headers = provider_headers(Provider::Github, "push", &body);
-    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-
-    let body = vec![b' '; 8192];
-    let headers = provider_headers(Provider::Github, "push", &body);
-    let (status, _) = post(&router, "/webhooks/github", &headers, body).await;
-    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-
-    // No secret configured: refused unless unsigned deliveries were allowed.
-    let router = webhook_router(WebhookState::new(WebhookConfig::default(), registered()));
-    let body = fixture("generic-push.json");
-    let (status, _) = post(&router, "/webhooks/generic", &[], body.clone()).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let open = WebhookConfig {
-        allow_unsigned: true,
-        ..WebhookConfig::default()
-    };
-    let router = webhook_router(WebhookState::new(open, registered()));
-    let (status, _) = post(&router, "/webhooks/generic", &[], body).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
 }
 
 // ---------------------------------------------------------------------------------
@@ -1022,9 +992,9 @@ async fn a_burst_of_webhooks_coalesces_into_one_sync() {
     )
     .expect("json");
     for _ in 0..10 {
-        let headers = provider_headers(Provider::Generic, "", &body);
-        let (status, json) = post(&router, "/webhooks/generic", &headers, body.clone()).await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{json}");
+        let headers = headers_for("/webhooks/generic", "", &body);
+        let (status, text) = post(&router, "/webhooks/generic", &headers, body.clone()).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{text}");
     }
     let state = wait_until(&mut rx, "new revision", |s| {
         s.revision.as_ref().is_some_and(|r| r.sha == sha)
