@@ -183,6 +183,11 @@ pub(crate) fn callbacks<'a>(
             ));
         }
         match auth {
+            // libgit2 offers credentials pasted into the URL before asking us.
+            Auth::None if super::url::has_password(url) => Err(refuse(
+                &mut out,
+                "the server refused the credentials in the URL".into(),
+            )),
             Auth::None => Err(refuse(
                 &mut out,
                 "the server requires credentials and none are configured".into(),

@@ -47,8 +47,8 @@ pub use webhook::{
 use std::fmt;
 
 /// Where an application's desired state lives: one path of one reference of one
-/// repository.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// repository. Its `Debug` and `Display` show the URL redacted ([`redact`]).
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Source {
     /// Repository URL: `file://`, a plain local path, `git://`, `http(s)://`,
     /// `ssh://` or scp-like `user@host:path`.
@@ -96,6 +96,17 @@ impl Source {
     }
 }
 
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("url", &redact(&self.url))
+            .field("reference", &self.reference)
+            .field("path", &self.path)
+            .field("auth", &self.auth)
+            .finish()
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}:{}", redact(&self.url), self.reference, self.path)
@@ -120,4 +131,25 @@ impl fmt::Display for Revision {
 
 pub(crate) fn is_full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_never_shows_the_credentials_of_its_url() {
+        let s = Source::new(
+            "https://ci:hunter2-token@git.example.com/o/r.git",
+            "main",
+            "k8s",
+        );
+        for shown in [s.to_string(), format!("{s:?}"), format!("{s:#?}")] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(
+                shown.contains("https://***@git.example.com/o/r.git"),
+                "{shown}"
+            );
+        }
+    }
 }

@@ -69,7 +69,7 @@ pub(crate) fn apply_socket_timeouts() {
                 })
         };
         if let Err(e) = set {
-            tracing::warn!(error = %e.message(), "cannot set Git socket timeouts");
+            tracing::warn!(error = %super::redact(e.message()), "cannot set Git socket timeouts");
         }
     });
 }

@@ -153,6 +153,14 @@ pub(crate) fn secrets_in(url: &str) -> Vec<String> {
     secrets
 }
 
+/// Whether `url` carries a password (`scheme://user:password@host/…`), which libgit2
+/// offers to an HTTP server before asking for configured credentials.
+pub(crate) fn has_password(url: &str) -> bool {
+    url.split_once("://")
+        .and_then(|(_, token)| userinfo_len(token).map(|len| token[..len].contains(':')))
+        .unwrap_or(false)
+}
+
 /// The scheme that ends where `before` ends (`https` of `… https`), lowercase.
 fn scheme_before(before: &str) -> String {
     let start = before
@@ -434,6 +442,8 @@ mod tests {
         );
         assert!(secrets_in("ssh://git@h/r").is_empty());
         assert!(secrets_in("https://h:8443/org/r@v1").is_empty());
+        assert!(has_password("https://u:p@h/r") && has_password("https://u:pa/ss@h/r"));
+        assert!(!has_password("https://TOKEN@h/r") && !has_password("https://h:443/r"));
         // Short secrets are not searched bare (the URL scan still masks them in URLs).
         assert_eq!(
             redact_known("a b at https://u:ab@h/r", "https://u:ab@h/r"),

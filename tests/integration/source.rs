@@ -261,6 +261,7 @@ async fn smart_http_with_basic_auth_and_token_from_files() {
         .await
         .expect_err("wrong password in the URL");
     assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+    assert!(err.to_string().contains("credentials in the URL"), "{err}");
     let status = fresh.status(&in_url);
     for shown in [
         err.to_string(),
