@@ -242,7 +242,8 @@ impl Triggers {
 pub struct SourceState {
     /// The revision to use: the last good one (unchanged by a failed sync).
     pub revision: Option<Revision>,
-    /// Readiness and the reason when not ready.
+    /// Readiness, the reason when not ready, and staleness: when the source last
+    /// synced (`last_success`) and since when it fails (`failing_since`).
     pub status: SourceStatus,
     /// Syncs attempted so far (a poll whose check found nothing new is not one).
     pub syncs: u64,
