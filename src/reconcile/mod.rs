@@ -3,7 +3,5 @@
 pub mod app;
 pub mod backoff;
 pub mod leader;
-pub mod observe;
 pub mod service;
-pub mod status;
 pub mod windows;

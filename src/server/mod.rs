@@ -15,7 +15,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::reconcile::status::Statuses;
+use crate::report::status::Statuses;
 
 /// What the server needs from the running service.
 pub trait Control: Send + Sync {
