@@ -6,4 +6,3 @@ pub mod leader;
 pub mod observe;
 pub mod service;
 pub mod status;
-pub mod windows;
