@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tether::cluster::Cluster;
-use tether::reconcile::observe::{DesiredInput, Observation, read_desired};
 use tether::sandbox::{Sandbox, SandboxOptions};
+use tether::sync::desired::{DesiredInput, ReadOptions, read_desired};
 use tether::sync::{SyncOptions, sync};
 
 const NAMESPACES: usize = 2;
@@ -153,14 +153,12 @@ async fn main() {
     let cluster = Cluster::connect(Some(&target.kubeconfig), None)
         .await
         .expect("connect");
-    let observation = Observation {
+    let read = ReadOptions {
         app: Some("bench"),
         default_namespace: "default",
-        rules: &[],
-        inventory_namespace: "tether-system",
         scopes: None,
     };
-    let desired = read_desired(DesiredInput::Dir(&manifests), &observation)
+    let desired = read_desired(DesiredInput::Dir(&manifests), &read)
         .await
         .expect("manifests");
     let options = SyncOptions::new("bench");

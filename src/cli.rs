@@ -11,14 +11,13 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::cluster::Cluster;
 use crate::config::Credentials;
-use crate::reconcile::observe::{
-    Desired, DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired,
-    read_snapshot,
-};
 use crate::report::drift;
 use crate::sandbox::{self, SandboxOptions};
 use crate::source::{SecretRef, Source, SourceCache, SourceError};
 use crate::sync::SyncOptions;
+use crate::sync::desired::{
+    Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
+};
 
 /// Exit code for a command that failed (bad input, unreachable cluster, …). Follows
 /// `kubectl diff`: 0 means success, 1 a finding (drift), 2 an error.
@@ -447,14 +446,7 @@ async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
     if let Some(config) = &args.config {
         return run_diff_config(&args, config).await;
     }
-    let observation = Observation {
-        app: args.app.as_deref(),
-        default_namespace: &args.namespace,
-        rules: &[],
-        inventory_namespace: &args.inventory_namespace,
-        scopes: None,
-    };
-    let report = match diff(&args, &observation).await {
+    let report = match diff(&args).await {
         Ok(report) => report,
         Err(err) => {
             eprintln!("error: {err}");
@@ -467,6 +459,19 @@ async fn run_diff(args: DiffArgs) -> anyhow::Result<u8> {
     }
     write_stdout(&out)?;
     Ok(if report.has_drift() { EXIT_DRIFT } else { 0 })
+}
+
+/// Why `tether diff` could not report.
+#[derive(Debug, thiserror::Error)]
+enum DiffError {
+    #[error(transparent)]
+    Desired(#[from] DesiredError),
+    #[error(transparent)]
+    Observe(#[from] crate::sync::SyncError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
 }
 
 /// `tether diff --config FILE [--app NAME]`: each app of a service configuration,
@@ -505,11 +510,9 @@ async fn run_diff_config(args: &DiffArgs, path: &Path) -> anyhow::Result<u8> {
         let result = async {
             let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context).await?;
             let scopes = cluster.scopes().await;
-            let observation = Observation {
+            let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
-                rules: &rules,
-                inventory_namespace: &config.inventory_namespace,
                 scopes: Some(&scopes),
             };
             let source = app.source();
@@ -518,10 +521,16 @@ async fn run_diff_config(args: &DiffArgs, path: &Path) -> anyhow::Result<u8> {
                     cache: &cache,
                     source: &source,
                 },
-                &observation,
+                &read,
             )
             .await?;
-            observe(&desired, LiveInput::Cluster(&cluster), &observation).await
+            let options = SyncOptions {
+                inventory_namespace: &config.inventory_namespace,
+                rules: &rules,
+                force: app.sync.force,
+                ..SyncOptions::new(&app.name)
+            };
+            observe_online(&cluster, &desired, &options).await
         }
         .await;
         match result {
@@ -574,21 +583,46 @@ fn drift_format(args: &DiffArgs) -> drift::Format {
     }
 }
 
-async fn diff(
-    args: &DiffArgs,
-    observation: &Observation<'_>,
-) -> Result<drift::DriftReport, ObserveError> {
+/// The drift of the desired state against the cluster, decided by the same observe
+/// path `tether sync` and `tether serve` act on: nothing is written.
+async fn observe_online(
+    cluster: &Cluster,
+    desired: &Desired,
+    options: &SyncOptions<'_>,
+) -> Result<drift::DriftReport, DiffError> {
+    let inventory = if options.app.is_empty() {
+        crate::sync::inventory::Inventory::default()
+    } else {
+        crate::sync::read_inventory(cluster, options.app, options.inventory_namespace).await?
+    };
+    let observed = crate::sync::observe(cluster, &desired.manifests, &inventory, options).await?;
+    Ok(drift::DriftReport {
+        revision: desired.revision.as_ref().map(|r| r.sha.clone()),
+        objects: observed.drift()?,
+    })
+}
+
+async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, DiffError> {
     let path = args.path.as_deref().unwrap_or(".");
+    let read = ReadOptions {
+        app: args.app.as_deref(),
+        default_namespace: &args.namespace,
+        scopes: None,
+    };
     match &args.live {
         Some(live) => {
-            let desired = desired(path, args.repo.as_deref(), &args.git, observation).await?;
-            let live = read_snapshot(live, observation)?;
-            let report = observe(&desired, LiveInput::Snapshot(&live), observation).await;
+            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let live = read_snapshot(live, &args.namespace)?;
+            let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
+            let report = drift::DriftReport {
+                revision: desired.revision.as_ref().map(|r| r.sha.clone()),
+                objects,
+            };
             // The command ends once the report is written. Freeing every parsed
             // object first would take a third of a large run, so the operating
             // system reclaims them at exit instead (as clang's -disable-free does).
             std::mem::forget((desired, live));
-            report
+            Ok(report)
         }
         None => {
             let cluster = Cluster::connect(
@@ -598,12 +632,16 @@ async fn diff(
             .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await;
-            let observation = Observation {
+            let read = ReadOptions {
                 scopes: Some(&scopes),
-                ..*observation
+                ..read
             };
-            let desired = desired(path, args.repo.as_deref(), &args.git, &observation).await?;
-            observe(&desired, LiveInput::Cluster(&cluster), &observation).await
+            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let options = SyncOptions {
+                inventory_namespace: &args.inventory_namespace,
+                ..SyncOptions::new(args.app.as_deref().unwrap_or(""))
+            };
+            observe_online(&cluster, &desired, &options).await
         }
     }
 }
@@ -613,8 +651,8 @@ async fn desired(
     path: &str,
     repo: Option<&str>,
     git: &GitArgs,
-    observation: &Observation<'_>,
-) -> Result<Desired, ObserveError> {
+    read: &ReadOptions<'_>,
+) -> Result<Desired, DesiredError> {
     match repo {
         Some(repo) => {
             let source = git.source(repo, path);
@@ -624,11 +662,11 @@ async fn desired(
                     cache: &cache,
                     source: &source,
                 },
-                observation,
+                read,
             )
             .await
         }
-        None => read_desired(DesiredInput::Dir(Path::new(path)), observation).await,
+        None => read_desired(DesiredInput::Dir(Path::new(path)), read).await,
     }
 }
 
@@ -646,14 +684,12 @@ async fn run_sync(args: SyncArgs) -> anyhow::Result<u8> {
         }
     };
     let scopes = cluster.scopes().await;
-    let observation = Observation {
+    let read = ReadOptions {
         app: Some(&args.app),
         default_namespace: &args.namespace,
-        rules: &[],
-        inventory_namespace: &args.inventory_namespace,
         scopes: Some(&scopes),
     };
-    let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &observation).await {
+    let desired = match desired(&args.path, args.repo.as_deref(), &args.git, &read).await {
         Ok(desired) => desired,
         Err(err) => {
             eprintln!("error: {err}");

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{Cluster, Resolved};
+use super::{Cluster, LiveObjects, Resolved};
 use crate::manifest::ObjectKey;
 use crate::ownership::MANAGED_SELECTOR;
 
@@ -208,7 +208,7 @@ impl Cache {
     }
 }
 
-impl crate::sync::LiveObjects for Cache {
+impl LiveObjects for Cache {
     fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>> {
         if !self.is_synced(&key.group, &key.kind) {
             return None;
@@ -221,6 +221,22 @@ impl crate::sync::LiveObjects for Cache {
             Some(stored) => serde_json::from_slice(&stored.json).ok().map(Some),
             None => Some(None),
         }
+    }
+
+    fn owned(&self, group: &str, kind: &str, app: &str) -> Option<Vec<Value>> {
+        if !self.is_synced(group, kind) {
+            return None;
+        }
+        let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
+        Some(
+            objects
+                .iter()
+                .filter(|(key, stored)| {
+                    key.group == group && key.kind == kind && stored.app.as_deref() == Some(app)
+                })
+                .filter_map(|(_, stored)| serde_json::from_slice(&stored.json).ok())
+                .collect(),
+        )
     }
 }
 

@@ -19,8 +19,20 @@ use kube::discovery::Scope as ServedScope;
 use kube::{Client, Config};
 use serde_json::Value;
 
-use crate::manifest::{GroupKind, Scope};
+use crate::manifest::{GroupKind, ObjectKey, Scope};
 use crate::ownership::FIELD_MANAGER;
+
+/// A view of live objects kept by someone else (the service's watch cache), so that a
+/// pass over an app in sync needs no request at all.
+pub trait LiveObjects: Send + Sync {
+    /// The live object: `Some(None)` when it is known not to exist, `None` when this
+    /// view does not know (the caller then asks the API server).
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>>;
+
+    /// The objects of a kind labelled for `app`, or `None` when this view does not
+    /// hold the kind.
+    fn owned(&self, group: &str, kind: &str, app: &str) -> Option<Vec<Value>>;
+}
 
 /// A kind the API server serves, with its scope.
 #[derive(Debug, Clone)]
@@ -224,6 +236,53 @@ impl Cluster {
             .cloned()
     }
 
+    /// A served version of a group and kind: for an object recorded under a version
+    /// the server no longer serves (a CRD that dropped `v1alpha1`), still the same
+    /// object under another version.
+    pub async fn resolve_group_kind(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Result<Option<Resolved>, ClusterError> {
+        // A fresh look: the versions served change when CRDs do.
+        self.refresh_discovery().await;
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut served: Vec<_> = kinds
+            .iter()
+            .filter(|(gvk, resolved)| gvk.group == group && gvk.kind == kind && resolved.is_some())
+            .collect();
+        // Any served version addresses the same stored object; take a stable one.
+        served.sort_by(|a, b| a.0.version.cmp(&b.0.version));
+        Ok(served.first().and_then(|(_, resolved)| (*resolved).clone()))
+    }
+
+    /// Every namespaced kind the server serves, one version per group and kind.
+    pub async fn namespaced_kinds(&self) -> Vec<Resolved> {
+        self.discovered
+            .get_or_init(|| async { self.discover_all().await })
+            .await;
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<Resolved> = kinds
+            .iter()
+            .filter_map(|(gvk, resolved)| {
+                let resolved = resolved.as_ref()?;
+                (resolved.namespaced && seen.insert((gvk.group.clone(), gvk.kind.clone())))
+                    .then(|| resolved.clone())
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (&a.resource.group, &a.resource.kind).cmp(&(&b.resource.group, &b.resource.kind))
+        });
+        out
+    }
+
+    /// Reads aggregated discovery again: kinds served or dropped since the last look.
+    async fn refresh_discovery(&self) {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.discover_all().await;
+    }
+
     /// Forgets what was resolved (after CRDs change).
     pub fn forget_kinds(&self) {
         self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -237,7 +296,7 @@ impl Cluster {
     }
 
     /// The objects of a kind (in a namespace, for a namespaced kind) matching a label
-    /// selector, all pages.
+    /// selector (every object when it is empty), all pages.
     pub async fn list(
         &self,
         kind: &Resolved,
@@ -245,7 +304,10 @@ impl Cluster {
         label_selector: &str,
     ) -> Result<Vec<Value>, ClusterError> {
         let api = self.api(kind, namespace);
-        let mut params = kube::api::ListParams::default().labels(label_selector);
+        let mut params = kube::api::ListParams::default();
+        if !label_selector.is_empty() {
+            params = params.labels(label_selector);
+        }
         let mut objects = Vec::new();
         loop {
             let page = api.list(&params).await?;
@@ -358,14 +420,21 @@ impl Cluster {
     }
 
     /// Deletes an object with background propagation; an object already gone is fine.
+    /// With `uid`, only that incarnation of the object is deleted: one deleted and
+    /// created again since it was read (by someone else) is refused with a 409.
     pub async fn delete(
         &self,
         kind: &Resolved,
         namespace: Option<&str>,
         name: &str,
+        uid: Option<&str>,
     ) -> Result<(), ClusterError> {
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: uid.map(|uid| kube::api::Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
             ..Default::default()
         };
         match self.api(kind, namespace).delete(name, &params).await {

@@ -59,6 +59,9 @@ pub enum Drift {
     Missing,
     /// Live and owned by the app, no longer desired: to prune.
     Extra,
+    /// Desired, but live and labelled for another app (named): not this app's to
+    /// change until that app lets go.
+    Conflict(String),
 }
 
 /// [`Drift`] without its changes, as reports count it.
@@ -68,14 +71,16 @@ pub enum Status {
     Modified,
     Missing,
     Extra,
+    Conflict,
 }
 
 impl Status {
-    pub const ALL: [Status; 4] = [
+    pub const ALL: [Status; 5] = [
         Status::InSync,
         Status::Modified,
         Status::Missing,
         Status::Extra,
+        Status::Conflict,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -84,6 +89,7 @@ impl Status {
             Status::Modified => "Modified",
             Status::Missing => "Missing",
             Status::Extra => "Extra",
+            Status::Conflict => "Conflict",
         }
     }
 }
@@ -95,6 +101,7 @@ impl Drift {
             Drift::Modified(_) => Status::Modified,
             Drift::Missing => Status::Missing,
             Drift::Extra => Status::Extra,
+            Drift::Conflict(_) => Status::Conflict,
         }
     }
 

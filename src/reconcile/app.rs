@@ -16,8 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::leader::Leadership;
-use super::observe::{label_for_app, read_revision};
-use super::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
 use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
@@ -29,7 +27,9 @@ use crate::report::commit_status::{
 };
 use crate::report::drift::Summary;
 use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
+use crate::report::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
 use crate::source::{SourceCache, SourceState};
+use crate::sync::desired::{label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
 use crate::sync::{Action, SyncOptions, SyncReport, sync};

@@ -3,6 +3,4 @@
 pub mod app;
 pub mod backoff;
 pub mod leader;
-pub mod observe;
 pub mod service;
-pub mod status;

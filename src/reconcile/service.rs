@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::app::{self, AppHandle, Shared};
 use super::leader::{Elector, LeaderConfig, Leadership, default_identity};
-use super::status::Statuses;
 use crate::cluster::cache::Cache;
 use crate::cluster::{Cluster, ClusterError};
 use crate::config::{AppConfig, Config, ConfigError};
@@ -21,6 +20,7 @@ use crate::metrics::METRICS;
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
+use crate::report::status::Statuses;
 use crate::server::{self, Control};
 use crate::source::{
     SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,

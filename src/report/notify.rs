@@ -387,22 +387,13 @@ impl Event {
         let mut summary = Summary::default();
         let mut objects = Vec::new();
         for o in &report.objects {
-            let status = match o.action {
-                Action::Unchanged => {
-                    summary.in_sync += 1;
-                    continue;
-                }
-                Action::Created => Status::Missing,
-                Action::Configured | Action::Replaced => Status::Modified,
-                Action::Pruned => Status::Extra,
-                Action::Skipped if o.health.is_none() => Status::Extra,
-                Action::Skipped | Action::Failed => continue,
-            };
-            match status {
-                Status::Missing => summary.missing += 1,
-                Status::Modified => summary.modified += 1,
-                Status::Extra => summary.extra += 1,
-                Status::InSync => summary.in_sync += 1,
+            let Some(status) = o.drift else { continue };
+            if o.action == Action::Failed {
+                continue;
+            }
+            summary.add(status);
+            if status == Status::InSync {
+                continue;
             }
             objects.push(ObjectRef::new(&o.id, status, &o.changes));
         }

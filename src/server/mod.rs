@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::config::ApiToken;
-use crate::reconcile::status::Statuses;
+use crate::report::status::Statuses;
 
 /// What the server needs from the running service.
 pub trait Control: Send + Sync {

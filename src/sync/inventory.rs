@@ -1,6 +1,10 @@
 //! An app's inventory: the objects it applied and the revision, kept in a ConfigMap
 //! `tether-inventory-<app>` so prune never has to list the cluster to find what the
-//! app owns. Pure: the ConfigMap's shape, to and from values.
+//! app owns. The ConfigMap's shape is pure; [`read`] and [`write`] move it.
+//!
+//! Crash safety rests on one rule: before a pass writes an object, the inventory
+//! already names it. A pass killed halfway leaves an inventory that covers all it
+//! may have written, so the next pass can still prune it.
 
 use std::collections::BTreeSet;
 
@@ -8,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::manifest::{ObjectId, ObjectKey};
+use kube::core::GroupVersionKind;
+
+use crate::cluster::{Cluster, ClusterError, Resolved};
+use crate::manifest::ManifestSet;
 use crate::ownership::{INVENTORY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, inventory_name};
 
 /// One entry: enough to find the object again (apiVersion included, so the object is
@@ -66,6 +74,16 @@ pub struct InventoryError {
 }
 
 impl Inventory {
+    /// This inventory grown by every object of `desired`: what a pass may own once it
+    /// has written, recorded before it writes.
+    pub fn covering(&self, desired: &ManifestSet) -> Inventory {
+        let mut covering = self.clone();
+        covering
+            .objects
+            .extend(desired.objects.iter().map(|m| Entry::of(&m.id)));
+        covering
+    }
+
     /// The ConfigMap to apply for `app` in `namespace`.
     pub fn to_configmap(&self, app: &str, namespace: &str) -> Value {
         let objects: Vec<&Entry> = self.objects.iter().collect();
@@ -128,6 +146,69 @@ impl Inventory {
             objects,
         })
     }
+}
+
+/// An app's inventory as stored in the cluster; empty when it has none yet.
+pub async fn read(cluster: &Cluster, app: &str, namespace: &str) -> Result<Inventory, ReadError> {
+    let kind = configmap_kind(cluster).await?;
+    match cluster
+        .get(&kind, Some(namespace), &inventory_name(app))
+        .await?
+    {
+        Some(configmap) => Ok(Inventory::from_configmap(&configmap)?),
+        None => Ok(Inventory::default()),
+    }
+}
+
+/// Why an inventory could not be read: the cluster, or a ConfigMap tether did not
+/// write (nothing is pruned from a guess).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Invalid(#[from] InventoryError),
+}
+
+/// Writes the inventory, creating its namespace the first time.
+pub async fn write(
+    cluster: &Cluster,
+    inventory: &Inventory,
+    app: &str,
+    namespace: &str,
+) -> Result<(), ClusterError> {
+    let kind = configmap_kind(cluster).await?;
+    let configmap = inventory.to_configmap(app, namespace);
+    match cluster.apply(&kind, &configmap, true).await {
+        Ok(_) => Ok(()),
+        Err(err) if err.is_not_found() => {
+            let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
+            let namespace_kind = cluster
+                .resolve(&gvk)
+                .await?
+                .ok_or_else(|| ClusterError::Config("the cluster serves no Namespaces".into()))?;
+            let object = json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": namespace,
+                    "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+                },
+            });
+            cluster.apply(&namespace_kind, &object, true).await?;
+            cluster.apply(&kind, &configmap, true).await?;
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
+}
+
+async fn configmap_kind(cluster: &Cluster) -> Result<Resolved, ClusterError> {
+    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    cluster
+        .resolve(&gvk)
+        .await?
+        .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))
 }
 
 #[cfg(test)]

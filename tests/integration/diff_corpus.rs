@@ -11,31 +11,32 @@ use tether::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, Status, diff_sets,
 };
 use tether::manifest::{ManifestSet, ParseOptions, parse_files};
-use tether::reconcile::observe::{
-    DesiredInput, LiveInput, Observation, ObserveError, observe, read_desired, read_snapshot,
-};
 use tether::report::drift::{DriftReport, Format, render};
+use tether::sync::desired::{
+    DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
+};
 
 /// `tether diff --path desired --live live [--app app]`, in-process.
 fn offline_diff(
     desired: &Path,
     live: &Path,
     app: Option<&str>,
-) -> Result<DriftReport, ObserveError> {
+) -> Result<DriftReport, DesiredError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let observation = Observation {
+        let read = ReadOptions {
             app,
             default_namespace: "default",
-            rules: &[],
-            inventory_namespace: "tether-system",
             scopes: None,
         };
-        let desired = read_desired(DesiredInput::Dir(desired), &observation).await?;
-        let live = read_snapshot(live, &observation)?;
-        observe(&desired, LiveInput::Snapshot(&live), &observation).await
+        let desired = read_desired(DesiredInput::Dir(desired), &read).await?;
+        let live = read_snapshot(live, "default")?;
+        Ok(DriftReport {
+            revision: None,
+            objects: compare_offline(&desired.manifests, &live, app, &[]),
+        })
     })
 }
 
@@ -377,7 +378,7 @@ fn json_and_junit_follow_the_contract() -> anyhow::Result<()> {
     assert_eq!(v["revision"], "0123abc");
     assert_eq!(
         v["summary"],
-        json!({"InSync": 0, "Modified": 1, "Missing": 1, "Extra": 1})
+        json!({"InSync": 0, "Modified": 1, "Missing": 1, "Extra": 1, "Conflict": 0})
     );
     assert_eq!(v["resources"][0]["apiVersion"], "v1");
     assert_eq!(v["resources"][0]["kind"], "Secret");

@@ -657,7 +657,7 @@ async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
         ],
     );
     let mut desired = read_dir(&dir, &ParseOptions::default()).expect("the manifests read");
-    tether::reconcile::observe::label_for_app(&mut desired, "adopt");
+    tether::sync::desired::label_for_app(&mut desired, "adopt");
 
     let cluster = Arc::new(
         Cluster::connect(Some(&sandbox.kubeconfig), None)

@@ -4,20 +4,25 @@
 use serde_json::{Value, json};
 
 use super::DriftReport;
+use crate::diff::Drift;
 
 pub fn render_json(report: &DriftReport) -> Value {
     let resources: Vec<Value> = report
         .objects
         .iter()
         .map(|o| {
-            json!({
+            let mut resource = json!({
                 "apiVersion": o.id.api_version(),
                 "kind": o.id.kind,
                 "namespace": o.id.namespace,
                 "name": o.id.name,
                 "status": o.drift.status().as_str(),
                 "changes": o.drift.changes(),
-            })
+            });
+            if let (Drift::Conflict(owner), Some(map)) = (&o.drift, resource.as_object_mut()) {
+                map.insert("owner".into(), owner.as_str().into());
+            }
+            resource
         })
         .collect();
     json!({

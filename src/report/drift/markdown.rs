@@ -24,7 +24,11 @@ pub fn render_markdown(report: &DriftReport) -> String {
         let _ = writeln!(out, "Revision `{}`\n", cell(rev));
     }
     out.push_str("| Status | Objects |\n|---|---:|\n");
-    for st in Status::ALL {
+    // A Conflict row only when another app claims something: most reports have none.
+    for st in Status::ALL
+        .into_iter()
+        .filter(|st| *st != Status::Conflict || s.conflict > 0)
+    {
         let _ = writeln!(out, "| {} | {} |", st.as_str(), s.count(st));
     }
     let drifted: Vec<_> = report

@@ -36,11 +36,14 @@ pub struct Summary {
     pub missing: usize,
     #[serde(rename = "Extra")]
     pub extra: usize,
+    /// Objects labelled for another app (see [`Status::Conflict`]).
+    #[serde(rename = "Conflict")]
+    pub conflict: usize,
 }
 
 impl Summary {
     pub fn total(&self) -> usize {
-        self.in_sync + self.modified + self.missing + self.extra
+        self.in_sync + self.modified + self.missing + self.extra + self.conflict
     }
 
     pub fn drifted(&self) -> usize {
@@ -53,14 +56,32 @@ impl Summary {
             Status::Modified => self.modified,
             Status::Missing => self.missing,
             Status::Extra => self.extra,
+            Status::Conflict => self.conflict,
         }
     }
 
-    /// `5 objects: 3 in sync, 1 modified, 1 missing, 0 extra`
+    /// Counts one object of `status`.
+    pub fn add(&mut self, status: Status) {
+        match status {
+            Status::InSync => self.in_sync += 1,
+            Status::Modified => self.modified += 1,
+            Status::Missing => self.missing += 1,
+            Status::Extra => self.extra += 1,
+            Status::Conflict => self.conflict += 1,
+        }
+    }
+
+    /// `5 objects: 3 in sync, 1 modified, 1 missing, 0 extra` (and `, 1 in conflict`
+    /// when another app claims any).
     pub fn line(&self) -> String {
         let n = self.total();
+        let conflict = if self.conflict > 0 {
+            format!(", {} in conflict", self.conflict)
+        } else {
+            String::new()
+        };
         format!(
-            "{n} object{}: {} in sync, {} modified, {} missing, {} extra",
+            "{n} object{}: {} in sync, {} modified, {} missing, {} extra{conflict}",
             if n == 1 { "" } else { "s" },
             self.in_sync,
             self.modified,
@@ -74,12 +95,7 @@ impl DriftReport {
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();
         for o in &self.objects {
-            match o.drift.status() {
-                Status::InSync => s.in_sync += 1,
-                Status::Modified => s.modified += 1,
-                Status::Missing => s.missing += 1,
-                Status::Extra => s.extra += 1,
-            }
+            s.add(o.drift.status());
         }
         s
     }

@@ -63,10 +63,19 @@ pub fn render_text(report: &DriftReport, color: bool) -> String {
         } else {
             let _ = writeln!(out, "{status}: {}", title(o));
         }
-        if let Drift::Modified(changes) = &o.drift {
-            for c in changes {
-                let _ = writeln!(out, "  ~ {}", c.path);
+        match &o.drift {
+            Drift::Modified(changes) => {
+                for c in changes {
+                    let _ = writeln!(out, "  ~ {}", c.path);
+                }
             }
+            Drift::Conflict(owner) => {
+                let _ = writeln!(
+                    out,
+                    "  labelled for app {owner:?}: left alone until it lets go"
+                );
+            }
+            _ => {}
         }
         out.push_str(&unified_diff(o, color));
         out.push('\n');

@@ -1,5 +1,10 @@
 //! Where each app stands, as the status API shows it: sync status, health, revision,
-//! the last pass, what drifts, conditions, and why automation is not acting.
+//! the last pass, what drifts, conditions, and why automation is not acting. The loop
+//! writes it, the server reads it, `tether status` renders it (`table`).
+
+mod table;
+
+pub use table::render_table;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -9,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::sync::health::Health;
-use crate::sync::{Action, ObjectResult, SyncReport};
+use crate::sync::{ObjectResult, SyncReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum SyncStatus {
@@ -92,23 +97,10 @@ pub struct DriftedObject {
 }
 
 impl DriftedObject {
-    /// The drift an object's sync outcome stands for, if any.
-    pub fn of(object: &ObjectResult) -> Option<DriftedObject> {
-        let status = match object.action {
-            Action::Created => "Missing",
-            Action::Configured | Action::Replaced => "Modified",
-            Action::Pruned => "Extra",
-            // A prune candidate kept because prune is off (or refused) still differs.
-            Action::Skipped
-                if object.health.is_none()
-                    && !object.message.starts_with("not pruned: not labelled") =>
-            {
-                "Extra"
-            }
-            Action::Failed => "Failed",
-            Action::Unchanged | Action::Skipped => return None,
-        };
-        Some(DriftedObject {
+    /// An object the sync left differing from Git (see [`SyncReport::remaining_drift`]).
+    pub fn of(object: &ObjectResult) -> DriftedObject {
+        let status = object.standing();
+        DriftedObject {
             api_version: object.id.api_version(),
             kind: object.id.kind.clone(),
             namespace: object.id.namespace.clone(),
@@ -126,7 +118,7 @@ impl DriftedObject {
                     })
                 })
                 .collect(),
-        })
+        }
     }
 }
 
@@ -214,21 +206,7 @@ impl AppStatus {
     pub fn record_sync(&mut self, report: &SyncReport, now: DateTime<Utc>) {
         self.objects = report.objects.iter().filter(|o| o.health.is_some()).count();
         self.health = report.health;
-        // A dry run's changes are drift; a sync's corrections are not, what it could
-        // not do (failures, prunes it may not make) is.
-        let remains = |o: &&ObjectResult| {
-            report.dry_run
-                || !matches!(
-                    o.action,
-                    Action::Created | Action::Configured | Action::Replaced | Action::Pruned
-                )
-        };
-        self.drifted = report
-            .objects
-            .iter()
-            .filter(remains)
-            .filter_map(DriftedObject::of)
-            .collect();
+        self.drifted = report.remaining_drift().map(DriftedObject::of).collect();
         self.sync = if self.drifted.is_empty() && !report.failed() {
             SyncStatus::Synced
         } else {

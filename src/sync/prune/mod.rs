@@ -1,13 +1,19 @@
 //! What prune may delete: what the inventory holds and the desired set no longer has,
 //! guarded against the accidents Argo CD and Flux users fear most (an empty render
-//! deleting everything, a bad revision deleting most of an app). Pure.
+//! deleting everything, a bad revision deleting most of an app, a Namespace deleted
+//! with another app's objects in it). The verdicts and guards here are pure; `run`
+//! carries them out.
+
+mod run;
+
+pub(super) use run::run;
 
 use std::collections::HashSet;
 
 use serde_json::Value;
 
 use crate::manifest::{ObjectId, ObjectKey};
-use crate::ownership::{PRUNE_ANNOTATION, PRUNE_DISABLED, owned_by};
+use crate::ownership::{PRUNE_ANNOTATION, PRUNE_DISABLED, app_of, owned_by};
 
 use super::inventory::Inventory;
 
@@ -84,6 +90,49 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
     Verdict::Delete
 }
 
+/// What deleting a Namespace would take with it, from the objects it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceUse {
+    /// Objects that go with it and are no one else's: the app's own, those owned by
+    /// another object (deleted with their owner), and what Kubernetes puts in every
+    /// namespace.
+    pub cascades: usize,
+    /// Objects another app or nobody claims (`Kind/name (why)`): their presence
+    /// refuses the delete.
+    pub foreign: Vec<String>,
+}
+
+/// Classifies the objects a Namespace holds for a prune of it by `app`.
+pub fn namespace_use<'v>(app: &str, objects: impl IntoIterator<Item = &'v Value>) -> NamespaceUse {
+    let mut usage = NamespaceUse::default();
+    for object in objects {
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (kind, name) = (text("/kind"), text("/metadata/name"));
+        let dependent = object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| !refs.is_empty());
+        if owned_by(object, app) || dependent || is_namespace_furniture(kind, name) {
+            usage.cascades += 1;
+            continue;
+        }
+        let why = match app_of(object) {
+            Some(other) => format!("app {other:?}'s"),
+            None => "no app's".to_string(),
+        };
+        usage.foreign.push(format!("{kind}/{name} ({why})"));
+    }
+    usage
+}
+
+/// What the API server and controllers create in every namespace on their own.
+fn is_namespace_furniture(kind: &str, name: &str) -> bool {
+    matches!(
+        (kind, name),
+        ("ServiceAccount", "default") | ("ConfigMap", "kube-root-ca.crt")
+    ) || matches!(kind, "Event" | "Endpoints" | "EndpointSlice" | "Lease")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +201,40 @@ mod tests {
         );
         let protected = labelled("web", json!({PRUNE_ANNOTATION: PRUNE_DISABLED}));
         assert_eq!(verdict("web", Some(&protected)), Verdict::Protected);
+    }
+
+    #[test]
+    fn a_namespace_holding_another_apps_or_unowned_objects_is_refused() {
+        let object = |kind: &str, name: &str, labels: Value, owners: Value| json!({"kind": kind, "metadata": {"name": name, "labels": labels, "ownerReferences": owners}});
+        let none = json!({});
+        let objects = [
+            object("Deployment", "web", json!({APP_LABEL: "shop"}), json!([])),
+            object(
+                "ReplicaSet",
+                "web-1",
+                none.clone(),
+                json!([{"kind": "Deployment"}]),
+            ),
+            object("ServiceAccount", "default", none.clone(), json!([])),
+            object("ConfigMap", "kube-root-ca.crt", none.clone(), json!([])),
+            object(
+                "ConfigMap",
+                "settings",
+                json!({APP_LABEL: "billing"}),
+                json!([]),
+            ),
+            object("Secret", "handmade", none.clone(), json!([])),
+        ];
+        let usage = namespace_use("shop", &objects);
+        assert_eq!(usage.cascades, 4);
+        assert_eq!(
+            usage.foreign,
+            vec![
+                "ConfigMap/settings (app \"billing\"'s)".to_string(),
+                "Secret/handmade (no app's)".to_string()
+            ]
+        );
+        let own_only = namespace_use("shop", &objects[..4]);
+        assert!(own_only.foreign.is_empty());
     }
 }

@@ -1,4 +1,4 @@
-//! Apps' status for people: one table row per app.
+//! Apps' status for people (`tether status`): one table row per app.
 
 use serde_json::Value;
 

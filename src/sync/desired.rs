@@ -1,0 +1,205 @@
+//! Observe desired: the manifests an app wants, from a directory or one revision of a
+//! Git source, validated as a whole (a revision with one bad document yields an error
+//! naming every bad file and document, and nothing else) and labelled for the app.
+//! Offline, a snapshot of live objects on disk stands in for the cluster.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::diff::{
+    DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
+};
+use crate::manifest::{
+    GroupKind, ManifestErrors, ManifestSet, ParseOptions, Scope, parse_files, read_dir,
+};
+use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::source::{Revision, Source, SourceCache, SourceError};
+
+/// Kinds' scopes as discovery reports them.
+pub type Scopes = std::collections::HashMap<GroupKind, Scope>;
+
+/// Where desired state is read from.
+pub enum DesiredInput<'a> {
+    /// Manifests in a local directory (a `kustomization.yaml` is rendered).
+    Dir(&'a Path),
+    /// The files under a Git source's path, at the revision its ref resolves to.
+    Git {
+        cache: &'a SourceCache,
+        source: &'a Source,
+    },
+}
+
+/// How desired state is read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions<'a> {
+    /// The app the objects belong to: its ownership labels become part of the desired
+    /// state. Without an app, manifests are compared as written.
+    pub app: Option<&'a str>,
+    /// Namespace for namespaced objects that name none.
+    pub default_namespace: &'a str,
+    /// The kinds' scopes as the cluster serves them; without them, the built-in table
+    /// and the CRDs in the set decide, and an unknown kind is namespaced.
+    pub scopes: Option<&'a Scopes>,
+}
+
+/// Desired state at one revision.
+#[derive(Debug)]
+pub struct Desired {
+    pub revision: Option<Revision>,
+    pub manifests: ManifestSet,
+}
+
+/// Why desired (or, offline, live) state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DesiredError {
+    #[error("source: {0}")]
+    Source(#[from] SourceError),
+    #[error("desired state: {0}")]
+    Invalid(#[source] ManifestErrors),
+    #[error("live objects: {0}")]
+    Live(#[source] ManifestErrors),
+    /// A task of the read failed (a panic): a bug, never the input's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl DesiredError {
+    /// Whether trying again later can help without a change to Git or configuration.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            DesiredError::Source(err) => err.is_retryable(),
+            DesiredError::Invalid(_) | DesiredError::Live(_) => false,
+            DesiredError::Internal(_) => true,
+        }
+    }
+}
+
+/// Reads and validates the desired state.
+pub async fn read_desired(
+    input: DesiredInput<'_>,
+    options: &ReadOptions<'_>,
+) -> Result<Desired, DesiredError> {
+    let default_namespace = options.default_namespace.to_string();
+    let (revision, mut manifests) = match input {
+        DesiredInput::Dir(path) => {
+            let path = path.to_path_buf();
+            let scopes = options.scopes.cloned();
+            let manifests = tokio::task::spawn_blocking(move || {
+                let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
+                let options = ParseOptions {
+                    default_namespace: &default_namespace,
+                    scope: Some(&lookup),
+                    ..ParseOptions::default()
+                };
+                read_dir(&path, &options)
+            })
+            .await
+            .map_err(|e| DesiredError::Internal(e.to_string()))?
+            .map_err(DesiredError::Invalid)?;
+            (None, manifests)
+        }
+        DesiredInput::Git { cache, source } => {
+            let revision = cache.sync(source).await?;
+            let manifests =
+                read_revision(cache, source, &revision, &default_namespace, options.scopes).await?;
+            (Some(revision), manifests)
+        }
+    };
+    if let Some(app) = options.app {
+        label_for_app(&mut manifests, app);
+    }
+    Ok(Desired {
+        revision,
+        manifests,
+    })
+}
+
+/// The manifests of a source at a revision already fetched (no network).
+pub async fn read_revision(
+    cache: &SourceCache,
+    source: &Source,
+    revision: &Revision,
+    default_namespace: &str,
+    scopes: Option<&Scopes>,
+) -> Result<ManifestSet, DesiredError> {
+    let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
+    let default_namespace = default_namespace.to_string();
+    let scopes = scopes.cloned();
+    tokio::task::spawn_blocking(move || {
+        let files = cache
+            .read_files(&source, &at)
+            .map_err(DesiredError::Source)?;
+        let files: Vec<(String, Vec<u8>)> = files.into_iter().map(|f| (f.path, f.bytes)).collect();
+        let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
+        let options = ParseOptions {
+            default_namespace: &default_namespace,
+            scope: Some(&lookup),
+            ..ParseOptions::default()
+        };
+        parse_files(&files, &options).map_err(DesiredError::Invalid)
+    })
+    .await
+    .map_err(|e| DesiredError::Internal(e.to_string()))?
+}
+
+/// Adds the ownership labels an applied object carries, so they are part of what is
+/// compared.
+pub fn label_for_app(set: &mut ManifestSet, app: &str) {
+    for manifest in &mut set.objects {
+        let Some(metadata) = manifest
+            .object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+            labels.insert(APP_LABEL.into(), app.into());
+        }
+    }
+}
+
+/// Reads live objects as `kubectl get -o yaml` prints them (a `kind: List` or single
+/// objects), from a file or a directory.
+pub fn read_snapshot(path: &Path, default_namespace: &str) -> Result<ManifestSet, DesiredError> {
+    let options = ParseOptions {
+        default_namespace,
+        ..ParseOptions::default()
+    };
+    read_dir(path, &options).map_err(DesiredError::Live)
+}
+
+/// Compares desired state with a snapshot of live objects, offline: fields only the
+/// live object has are taken as server defaults, and equal quantities compare equal.
+/// With an app, live objects labelled for it but no longer desired are Extra.
+pub fn compare_offline(
+    desired: &ManifestSet,
+    live: &ManifestSet,
+    app: Option<&str>,
+    rules: &[IgnoreRule],
+) -> Vec<ObjectDiff> {
+    let all = || desired.objects.iter().chain(live.objects.iter());
+    let crds = all()
+        .filter(|m| m.id.group == "apiextensions.k8s.io" && m.id.kind == "CustomResourceDefinition")
+        .map(|m| &m.object);
+    let schema = OpenApiSchemas::new(all().map(|m| &m.id), crds);
+    let mask = MaskKey::random();
+    let options = DiffOptions {
+        mode: Mode::Offline,
+        rules,
+        schema: &schema,
+        mask: &mask,
+    };
+    let extra = app.map(ExtraPolicy::OwnedBy).unwrap_or(ExtraPolicy::Ignore);
+    diff_sets(
+        desired.objects.iter().map(|m| (&m.id, &m.object)),
+        live.objects.iter().map(|m| (&m.id, &m.object)),
+        extra,
+        &options,
+    )
+}

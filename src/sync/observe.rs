@@ -1,0 +1,413 @@
+//! Observe: the one path that says how an app's live objects stand against Git, for
+//! `tether diff`, `tether sync` and `tether serve` alike. It resolves each desired
+//! object's kind, reads its live state (from the caller's view, a labelled list per
+//! kind, or the object itself), decides what applying it would do (see `decide`), and
+//! finds the prune candidates: what the inventory or the app's label claims and Git
+//! no longer has.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use futures::StreamExt as _;
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
+use crate::diff::{DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_object};
+use crate::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
+use crate::ownership::APP_LABEL;
+
+use super::decide::{self, Plan};
+use super::inventory::Inventory;
+use super::prune::{self, Verdict};
+use super::{SyncError, SyncOptions};
+
+/// One desired object as observed, and what the sync will do with it.
+pub(super) struct Item<'m> {
+    pub manifest: &'m Manifest,
+    pub kind: Option<Resolved>,
+    pub live: Option<Value>,
+    pub plan: Plan,
+    /// The verdict against Git, with the views reports render (drifted objects only).
+    pub diff: Option<ObjectDiff>,
+    /// The object as the server last returned it (apply answer or live object).
+    pub latest: Option<Value>,
+    /// What the sync did, once it acted.
+    pub result: Option<(super::Action, String)>,
+}
+
+/// A live object the app claims (by inventory or label) that Git no longer has.
+pub struct Candidate {
+    pub id: ObjectId,
+    pub kind: Option<Resolved>,
+    pub live: Option<Value>,
+    pub verdict: Verdict,
+}
+
+/// An app observed: its desired objects, and what prune would consider.
+pub struct Observed<'m> {
+    pub(super) items: Vec<Item<'m>>,
+    pub candidates: Vec<Candidate>,
+    /// Compiled once per observation: the schemas of the desired kinds.
+    pub(super) schema: OpenApiSchemas,
+    pub(super) mask: MaskKey,
+}
+
+impl Observed<'_> {
+    /// The drift of every desired object and every prune candidate the app owns, as
+    /// `tether diff` reports it. An object the server refused to validate is an
+    /// error here: a diff cannot say what applying it would do.
+    pub fn drift(self) -> Result<Vec<ObjectDiff>, SyncError> {
+        let refused: Vec<String> = self
+            .items
+            .iter()
+            .filter_map(|i| match &i.plan {
+                Plan::Failed(message) => Some(format!("{}: {message}", i.manifest.id)),
+                _ => None,
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(SyncError::Refused(refused));
+        }
+        let mut out: Vec<ObjectDiff> = self
+            .items
+            .into_iter()
+            .map(|item| {
+                item.diff.unwrap_or_else(|| ObjectDiff {
+                    id: item.manifest.id.clone(),
+                    drift: Drift::InSync,
+                    desired: None,
+                    live: None,
+                })
+            })
+            .collect();
+        let options = DiffOptions {
+            mode: Mode::Online,
+            rules: &[],
+            schema: &self.schema,
+            mask: &self.mask,
+        };
+        for candidate in self.candidates {
+            if matches!(candidate.verdict, Verdict::Delete | Verdict::Protected) {
+                out.push(diff_object(
+                    &candidate.id,
+                    None,
+                    candidate.live.as_ref(),
+                    &options,
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Observes `desired` for `options.app` against the cluster. `inventory` is what the
+/// app is recorded to own.
+pub async fn observe<'m>(
+    cluster: &Cluster,
+    desired: &'m ManifestSet,
+    inventory: &Inventory,
+    options: &SyncOptions<'_>,
+) -> Result<Observed<'m>, SyncError> {
+    let mut kinds: HashMap<GroupVersionKind, Option<Resolved>> = HashMap::new();
+    for manifest in &desired.objects {
+        let gvk = gvk_of(&manifest.id);
+        if let std::collections::hash_map::Entry::Vacant(slot) = kinds.entry(gvk) {
+            let resolved = cluster.resolve(slot.key()).await?;
+            slot.insert(resolved);
+        }
+    }
+    let claimed = claimed_kinds(cluster, inventory, &kinds).await?;
+    // Without a caller's view, one labelled list per kind finds the app's objects:
+    // a re-sync of an app in sync reads a few lists, not one object at a time.
+    let listed;
+    let view: &dyn LiveObjects = match options.live {
+        Some(view) => view,
+        None if options.app.is_empty() => &Unknown,
+        None => {
+            listed = list_owned(cluster, &claimed, options.app).await?;
+            &listed
+        }
+    };
+    let items = read_items(cluster, desired, &kinds, view, options).await?;
+    let schema = schemas_for(desired);
+    let mut observed = Observed {
+        items,
+        candidates: Vec::new(),
+        schema,
+        mask: MaskKey::random(),
+    };
+    let diff_options = DiffOptions {
+        mode: Mode::Online,
+        rules: options.rules,
+        schema: &observed.schema,
+        mask: &observed.mask,
+    };
+    decide::decide(cluster, view, &mut observed.items, &diff_options, options).await;
+    if !options.app.is_empty() {
+        observed.candidates =
+            candidates(cluster, view, desired, inventory, &claimed, options).await?;
+    }
+    Ok(observed)
+}
+
+/// The kinds the app may have objects of: the desired ones, and those its inventory
+/// records (resolved through any served version when the recorded one is gone).
+async fn claimed_kinds(
+    cluster: &Cluster,
+    inventory: &Inventory,
+    desired: &HashMap<GroupVersionKind, Option<Resolved>>,
+) -> Result<BTreeMap<(String, String), Resolved>, ClusterError> {
+    let mut claimed = BTreeMap::new();
+    for (gvk, resolved) in desired {
+        if let Some(resolved) = resolved {
+            claimed.insert((gvk.group.clone(), gvk.kind.clone()), resolved.clone());
+        }
+    }
+    for entry in &inventory.objects {
+        let id = entry.id();
+        let gk = (id.group.clone(), id.kind.clone());
+        if claimed.contains_key(&gk) {
+            continue;
+        }
+        if let Some(resolved) = resolve_entry(cluster, &id).await? {
+            claimed.insert(gk, resolved);
+        }
+    }
+    Ok(claimed)
+}
+
+/// The kind serving a recorded object: its own version, or another served version of
+/// its group and kind.
+async fn resolve_entry(cluster: &Cluster, id: &ObjectId) -> Result<Option<Resolved>, ClusterError> {
+    match cluster.resolve(&gvk_of(id)).await? {
+        Some(resolved) => Ok(Some(resolved)),
+        None => cluster.resolve_group_kind(&id.group, &id.kind).await,
+    }
+}
+
+/// A view that knows nothing: every object is read from the server.
+struct Unknown;
+
+impl LiveObjects for Unknown {
+    fn lookup(&self, _: &ObjectKey) -> Option<Option<Value>> {
+        None
+    }
+
+    fn owned(&self, _: &str, _: &str, _: &str) -> Option<Vec<Value>> {
+        None
+    }
+}
+
+/// Objects found by listing, by key; an object not listed may still exist without the
+/// app's label, so a miss is "unknown", never "absent".
+struct Listed {
+    objects: HashMap<ObjectKey, Value>,
+    /// The kinds listed, by (group, kind).
+    kinds: HashSet<(String, String)>,
+}
+
+impl LiveObjects for Listed {
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>> {
+        self.objects.get(key).map(|v| Some(v.clone()))
+    }
+
+    fn owned(&self, group: &str, kind: &str, _app: &str) -> Option<Vec<Value>> {
+        self.kinds
+            .contains(&(group.to_string(), kind.to_string()))
+            .then(|| {
+                self.objects
+                    .iter()
+                    .filter(|(k, _)| k.group == group && k.kind == kind)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+    }
+}
+
+/// Lists, per claimed kind, the objects labelled for the app (all namespaces).
+async fn list_owned(
+    cluster: &Cluster,
+    claimed: &BTreeMap<(String, String), Resolved>,
+    app: &str,
+) -> Result<Listed, ClusterError> {
+    let selector = format!("{APP_LABEL}={app}");
+    let lists = claimed.iter().map(|(gk, kind)| {
+        let selector = &selector;
+        async move {
+            let objects = cluster.list(kind, None, selector).await?;
+            Ok::<_, ClusterError>((gk, objects))
+        }
+    });
+    let mut listed = Listed {
+        objects: HashMap::new(),
+        kinds: HashSet::new(),
+    };
+    for result in futures::future::join_all(lists).await {
+        let (gk, objects) = result?;
+        listed.kinds.insert(gk.clone());
+        for object in objects {
+            if let Some(key) = key_of(&gk.0, &gk.1, &object) {
+                listed.objects.insert(key, object);
+            }
+        }
+    }
+    Ok(listed)
+}
+
+/// Reads every desired object's live state, `options.concurrency` at a time.
+async fn read_items<'m>(
+    cluster: &Cluster,
+    desired: &'m ManifestSet,
+    kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
+    view: &dyn LiveObjects,
+    options: &SyncOptions<'_>,
+) -> Result<Vec<Item<'m>>, ClusterError> {
+    // Futures built eagerly, then driven together: with a stream of closures over
+    // borrowed items the compiler cannot prove the sync future Send.
+    let reads: Vec<_> = desired
+        .objects
+        .iter()
+        .map(|manifest| {
+            let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
+            async move {
+                let live = match &kind {
+                    Some(kind) => read_live(cluster, view, kind, &manifest.id).await?,
+                    None => None,
+                };
+                Ok::<_, ClusterError>(Item {
+                    manifest,
+                    kind,
+                    latest: live.clone(),
+                    live,
+                    plan: Plan::Unchanged,
+                    diff: None,
+                    result: None,
+                })
+            }
+        })
+        .collect();
+    futures::stream::iter(reads)
+        .buffered(options.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// The live object named by `id` as `kind` addresses it: from the view when it
+/// knows, else from the server.
+pub(super) async fn read_live(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    kind: &Resolved,
+    id: &ObjectId,
+) -> Result<Option<Value>, ClusterError> {
+    let namespace = namespace_of(kind, id);
+    let key = ObjectKey {
+        group: id.group.clone(),
+        kind: id.kind.clone(),
+        namespace: namespace.map(str::to_string),
+        name: id.name.clone(),
+    };
+    if let Some(known) = view.lookup(&key) {
+        return Ok(known);
+    }
+    cluster.get(kind, namespace, &id.name).await
+}
+
+/// Prune candidates: (inventory ∪ live objects labelled for the app) − desired, each
+/// with its live object and what prune may do with it. An object tether labelled is
+/// found even when no inventory names it (a sync killed before recording it).
+async fn candidates(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    desired: &ManifestSet,
+    inventory: &Inventory,
+    claimed: &BTreeMap<(String, String), Resolved>,
+    options: &SyncOptions<'_>,
+) -> Result<Vec<Candidate>, ClusterError> {
+    let wanted: HashSet<ObjectKey> = desired.objects.iter().map(|m| m.id.key()).collect();
+    let mut found: BTreeMap<ObjectKey, (ObjectId, Option<Value>)> = BTreeMap::new();
+    for id in prune::candidates(inventory, &wanted) {
+        found.insert(id.key(), (id, None));
+    }
+    for ((group, kind), resolved) in claimed {
+        for object in view.owned(group, kind, options.app).unwrap_or_default() {
+            let Some(key) = key_of(group, kind, &object) else {
+                continue;
+            };
+            if wanted.contains(&key) || found.contains_key(&key) {
+                continue;
+            }
+            let id = ObjectId {
+                group: group.clone(),
+                version: resolved.resource.version.clone(),
+                kind: kind.clone(),
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+            };
+            found.insert(key, (id, Some(object)));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, (id, known)) in found {
+        let gk = (id.group.clone(), id.kind.clone());
+        let kind = match claimed.get(&gk) {
+            Some(kind) => Some(kind.clone()),
+            None => resolve_entry(cluster, &id).await?,
+        };
+        let live = match (&kind, known) {
+            (_, Some(live)) => Some(live),
+            (Some(kind), None) => read_live(cluster, view, kind, &id).await?,
+            // Neither the kind nor any version of it is served: the object is gone
+            // with its CustomResourceDefinition.
+            (None, None) => None,
+        };
+        let verdict = prune::verdict(options.app, live.as_ref());
+        out.push(Candidate {
+            id,
+            kind,
+            live,
+            verdict,
+        });
+    }
+    Ok(out)
+}
+
+fn key_of(group: &str, kind: &str, object: &Value) -> Option<ObjectKey> {
+    Some(ObjectKey {
+        group: group.to_string(),
+        kind: kind.to_string(),
+        namespace: object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        name: object.pointer("/metadata/name")?.as_str()?.to_string(),
+    })
+}
+
+pub(super) fn gvk_of(id: &ObjectId) -> GroupVersionKind {
+    GroupVersionKind::gvk(&id.group, &id.version, &id.kind)
+}
+
+pub(super) fn namespace_of<'i>(kind: &Resolved, id: &'i ObjectId) -> Option<&'i str> {
+    if kind.namespaced {
+        id.namespace.as_deref()
+    } else {
+        None
+    }
+}
+
+pub(super) fn is_crd(id: &ObjectId) -> bool {
+    id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition"
+}
+
+/// The schemas of the desired kinds; CRDs in the set declare their kinds'.
+fn schemas_for(desired: &ManifestSet) -> OpenApiSchemas {
+    let crds = desired
+        .objects
+        .iter()
+        .filter(|m| is_crd(&m.id))
+        .map(|m| &m.object);
+    OpenApiSchemas::new(desired.objects.iter().map(|m| &m.id), crds)
+}

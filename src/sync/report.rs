@@ -1,0 +1,166 @@
+//! What a sync did, object by object: the change set reports, metrics, notifications
+//! and the status API are rendered from.
+
+use serde::Serialize;
+
+use crate::diff::{Change, Status};
+use crate::manifest::ObjectId;
+
+use super::health::{Assessment, Health};
+use super::inventory::Inventory;
+
+/// What happened to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Created,
+    Configured,
+    /// Deleted and created again (`--replace-immutable`).
+    Replaced,
+    Unchanged,
+    Pruned,
+    Skipped,
+    /// Labelled for another app: neither applied, adopted nor pruned by this one.
+    Conflict,
+    Failed,
+}
+
+impl Action {
+    /// Every action, in the order summaries list them.
+    pub const ALL: [Action; 8] = [
+        Action::Created,
+        Action::Configured,
+        Action::Replaced,
+        Action::Unchanged,
+        Action::Pruned,
+        Action::Skipped,
+        Action::Conflict,
+        Action::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Configured => "configured",
+            Action::Replaced => "replaced",
+            Action::Unchanged => "unchanged",
+            Action::Pruned => "pruned",
+            Action::Skipped => "skipped",
+            Action::Conflict => "conflict",
+            Action::Failed => "failed",
+        }
+    }
+
+    /// Whether the action writes to the cluster (or, in a dry run, would).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Action::Created | Action::Configured | Action::Replaced | Action::Pruned
+        )
+    }
+}
+
+/// One object's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectResult {
+    pub id: ObjectId,
+    pub action: Action,
+    /// How the object differed from Git before the sync acted; `None` for an object
+    /// that is not the app's (a prune candidate labelled for someone else).
+    pub drift: Option<Status>,
+    /// Absent for pruned and skipped objects.
+    pub health: Option<Assessment>,
+    /// Why, for a person: the server's refusal, what changed, why it was skipped.
+    pub message: String,
+    /// For a configured object, what differed (Secret values masked).
+    pub changes: Vec<Change>,
+}
+
+impl ObjectResult {
+    /// How the object stands, as the status API and notifications name it: its
+    /// drift, or `Failed` when the sync could not act on it.
+    pub fn standing(&self) -> &'static str {
+        match (self.action, self.drift) {
+            (Action::Failed, _) => "Failed",
+            (_, Some(status)) => status.as_str(),
+            (_, None) => "Unknown",
+        }
+    }
+}
+
+/// The outcome of a sync.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncReport {
+    pub app: String,
+    pub revision: Option<String>,
+    pub dry_run: bool,
+    pub objects: Vec<ObjectResult>,
+    /// Why prune did not run, when a guard stopped it.
+    pub prune_refused: Option<String>,
+    /// The worst health of the desired objects.
+    pub health: Health,
+    /// With `--wait`: why waiting ended without every object Healthy.
+    pub wait_failed: Option<String>,
+    /// The app's inventory after the sync (as written, or as it would be).
+    pub inventory: Inventory,
+}
+
+impl SyncReport {
+    /// Whether the sync needs a person: an object failed or is claimed by another
+    /// app, prune was refused, or the app did not become healthy in time.
+    pub fn failed(&self) -> bool {
+        self.prune_refused.is_some()
+            || self.wait_failed.is_some()
+            || self
+                .objects
+                .iter()
+                .any(|o| matches!(o.action, Action::Failed | Action::Conflict))
+    }
+
+    pub fn count(&self, action: Action) -> usize {
+        self.objects.iter().filter(|o| o.action == action).count()
+    }
+
+    /// Whether the sync wrote (or, in a dry run, would write) anything.
+    pub fn changed(&self) -> bool {
+        self.objects.iter().any(|o| o.action.writes())
+    }
+
+    /// How many objects the sync wrote (or, in a dry run, would write).
+    pub fn written(&self) -> usize {
+        self.objects.iter().filter(|o| o.action.writes()).count()
+    }
+
+    /// The objects that still differ from Git after the sync: all drift for a dry
+    /// run; for a sync, what it could not correct (failures, conflicts, prunes it may
+    /// not make).
+    pub fn remaining_drift(&self) -> impl Iterator<Item = &ObjectResult> {
+        self.objects.iter().filter(|o| match o.action {
+            Action::Failed | Action::Conflict => true,
+            action => {
+                let drifted = o.drift.is_some_and(|s| s != Status::InSync);
+                drifted && (self.dry_run || !action.writes())
+            }
+        })
+    }
+
+    /// Every failure in one line each: objects, conflicts and a refused prune.
+    pub fn failures(&self) -> Vec<String> {
+        self.objects
+            .iter()
+            .filter(|o| matches!(o.action, Action::Failed | Action::Conflict))
+            .map(|o| format!("{}: {}", o.id, o.message))
+            .chain(self.prune_refused.clone())
+            .chain(self.wait_failed.clone())
+            .collect()
+    }
+}
+
+/// The worst health among objects that have one.
+pub(super) fn worst(objects: &[ObjectResult]) -> Health {
+    objects
+        .iter()
+        .filter_map(|o| o.health.as_ref().map(|h| h.health))
+        .max()
+        .unwrap_or(Health::Healthy)
+}
