@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::leader::Leadership;
 use super::pass::PassError;
-use super::windows::{self, Verdict};
 use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
@@ -28,13 +27,14 @@ use crate::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
 };
 use crate::report::drift::Summary;
-use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier, resolve_channels};
+use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
 use crate::report::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
 use crate::source::{SourceCache, SourceState};
 use crate::sync::desired::{label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
 use crate::sync::{SyncOptions, SyncReport, sync};
+use crate::windows::{self, Verdict};
 
 /// The longest a pass may run: every request is bounded on its own, so this catches
 /// a pass that keeps making slow progress (thousands of objects behind a throttled API
@@ -97,16 +97,9 @@ pub fn spawn(
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
     let sync_requested = Arc::new(AtomicBool::new(false));
-    // The configuration was validated when loaded: these cannot fail here.
-    let channels = resolve_channels(&config.notifications).unwrap_or_default();
-    let status_target = config
-        .commit_status
-        .as_ref()
-        .and_then(|c| c.resolve(&config.name, &config.source.repo).ok())
-        .map(Arc::new);
     let worker = Worker {
-        channels,
-        status_target,
+        channels: config.notifications.clone(),
+        status_target: config.commit_status.clone(),
         last_health: None,
         drift_reported: false,
         rules: config.ignore_rules(),

@@ -5,4 +5,3 @@ pub mod backoff;
 pub mod leader;
 pub mod pass;
 pub mod service;
-pub mod windows;
