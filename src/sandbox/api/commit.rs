@@ -86,7 +86,8 @@ impl State {
             .unwrap_or_else(Schema::untyped)
     }
 
-    /// The write pipeline shared by create, update, patch and apply.
+    /// The write pipeline shared by create, update, patch and apply, one named step per
+    /// stage kube-apiserver runs.
     pub(super) fn commit(&self, write: Write) -> Result<(StatusCode, Value), ApiError> {
         let Write {
             resource,
@@ -99,199 +100,159 @@ impl State {
             strict,
             subresource,
         } = write;
-        let (namespace, name) = &key;
         let old_value = old.as_ref().map(|s| s.value());
         let schema = self.schema_of(&resource);
 
         if old.is_none() {
-            self.require_namespace(&resource, namespace)?;
+            self.require_namespace(&resource, &key.0)?;
         }
         set_type(&resource, &mut new);
-        let metadata = new["metadata"]
-            .as_object_mut()
-            .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;
-        metadata.remove("resourceVersion");
-        match &old_value {
-            Some(old) => {
-                // Server-owned metadata is the server's, whatever the request says.
-                for field in [
-                    "uid",
-                    "creationTimestamp",
-                    "generation",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                ] {
-                    match old["metadata"].get(field) {
-                        Some(value) => metadata.insert(field.into(), value.clone()),
-                        None => metadata.remove(field),
-                    };
-                }
-            }
-            None => {
-                metadata.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
-                metadata.insert("creationTimestamp".into(), now().into());
-                for field in [
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generation",
-                ] {
-                    metadata.remove(field);
-                }
-            }
-        }
-
-        // Status and spec each have their own endpoint where a status subresource exists.
+        set_server_metadata(&mut new, old_value.as_ref())?;
         if resource.has_status {
-            match (subresource.as_deref(), &old_value) {
-                (Some("status"), Some(old)) => {
-                    let status = new.get("status").cloned();
-                    let mut kept = old.clone();
-                    match status {
-                        Some(status) => kept["status"] = status,
-                        None => {
-                            if let Some(o) = kept.as_object_mut() {
-                                o.remove("status");
-                            }
-                        }
-                    }
-                    kept["metadata"]["managedFields"] = new["metadata"]
-                        .get("managedFields")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    new = kept;
-                }
-                (_, Some(old)) => match old.get("status") {
-                    Some(status) => new["status"] = status.clone(),
-                    None => {
-                        if let Some(o) = new.as_object_mut() {
-                            o.remove("status");
-                        }
-                    }
-                },
-                (_, None) => match defaults::initial_status(&resource.group, &resource.kind) {
-                    Some(status) => new["status"] = status,
-                    None => {
-                        if let Some(o) = new.as_object_mut() {
-                            o.remove("status");
-                        }
-                    }
-                },
-            }
-        }
-
-        if resource.custom {
-            let registry = self.registry();
-            if let Some(schema) =
-                registry.custom_schema(&resource.group, &resource.version, &resource.kind)
-            {
-                // Structural pruning, then defaulting, as kube-apiserver does.
-                defaults::prune_custom_resource(schema, &mut new);
-                defaults::default_custom_resource(schema, &mut new);
-            }
-        } else {
-            self.defaulter.default_object(
-                &resource.group,
-                &resource.kind,
+            split_status(
+                &resource,
+                subresource.as_deref(),
                 &mut new,
                 old_value.as_ref(),
             );
         }
+        self.apply_defaults(&resource, &mut new, old_value.as_ref());
+        self.check_valid(&resource, &schema, &key.1, &new, old_value.as_ref(), strict)?;
+        if !ownership_tracked {
+            record_ownership(
+                &resource,
+                &schema,
+                &manager,
+                subresource.as_deref(),
+                old_value.as_ref(),
+                &mut new,
+            );
+        }
+        set_generation(&resource, &mut new, old_value.as_ref());
+        order_object(&mut new);
 
+        match (old, old_value) {
+            (Some(old), Some(old_value)) => {
+                self.store_update(&resource, &key, &old, &old_value, new, dry_run)
+            }
+            _ => self.store_created(&resource, &key, new, dry_run),
+        }
+    }
+
+    /// Defaults as the real server does: a custom resource is pruned to its CRD's
+    /// structural schema and then defaulted from it; a built-in kind gets its kind's
+    /// defaults (and Service allocations).
+    fn apply_defaults(&self, resource: &ResourceType, new: &mut Value, old: Option<&Value>) {
+        if !resource.custom {
+            self.defaulter
+                .default_object(&resource.group, &resource.kind, new, old);
+            return;
+        }
+        let registry = self.registry();
+        if let Some(schema) =
+            registry.custom_schema(&resource.group, &resource.version, &resource.kind)
+        {
+            defaults::prune_custom_resource(schema, new);
+            defaults::default_custom_resource(schema, new);
+        }
+    }
+
+    /// Validation of the kind, of the update against the stored object, of field types
+    /// against the schema, and under `fieldValidation=Strict` of unknown fields. A
+    /// refused write gives back what defaulting allocated for it.
+    fn check_valid(
+        &self,
+        resource: &ResourceType,
+        schema: &Schema,
+        name: &str,
+        new: &Value,
+        old: Option<&Value>,
+        strict: bool,
+    ) -> Result<(), ApiError> {
         let mut errors =
-            validate::validate(&resource.group, &resource.kind, &new, resource.namespaced);
-        if let Some(old) = &old_value {
+            validate::validate(&resource.group, &resource.kind, new, resource.namespaced);
+        if let Some(old) = old {
             errors.extend(validate::validate_update(
                 &resource.group,
                 &resource.kind,
                 old,
-                &new,
+                new,
             ));
         }
-        let checked = schema.validate(&new);
+        let checked = schema.validate(new);
         errors.extend(checked.type_errors.iter().map(|e| validate::FieldError {
             field: e.field.clone(),
             reason: validate::FieldErrorReason::Invalid,
             message: e.message(),
         }));
         if !errors.is_empty() {
-            self.defaulter.release(&new, old_value.as_ref());
+            self.defaulter.release(new, old);
             let kind = validate::qualified_kind(&resource.group, &resource.kind);
             return Err(ApiError::Invalid {
                 message: validate::invalid_message(&kind, name, &errors),
                 kind: resource.kind.clone(),
-                name: name.clone(),
+                name: name.to_string(),
                 causes: errors.iter().map(cause).collect(),
             });
         }
         if strict && !checked.unknown_fields.is_empty() {
-            self.defaulter.release(&new, old_value.as_ref());
+            self.defaulter.release(new, old);
             let fields: Vec<String> = checked.unknown_fields.iter().map(|f| f.message()).collect();
             return Err(ApiError::BadRequest(format!(
                 "strict decoding error: {}",
                 fields.join(", ")
             )));
         }
+        Ok(())
+    }
 
-        if !ownership_tracked {
-            let reset: &[&str] = match subresource.as_deref() {
-                None if resource.has_status => &["status"],
-                _ => &[],
-            };
-            let options = UpdateOptions {
-                manager: &manager,
-                api_version: &resource.api_version(),
-                now: &now(),
-                reset_fields: reset,
-                subresource: subresource.as_deref().unwrap_or_default(),
-            };
-            fields::record_update(&schema, old_value.as_ref(), &mut new, &options);
-        }
-
-        if defaults::tracks_generation(&resource.group, &resource.kind, resource.custom) {
-            let generation = match &old_value {
-                None => 1,
-                Some(old) => {
-                    let before = old["metadata"]["generation"].as_i64().unwrap_or(1);
-                    if spec_changed(old, &new) {
-                        before + 1
-                    } else {
-                        before
-                    }
-                }
-            };
-            new["metadata"]["generation"] = generation.into();
-        }
-        order_object(&mut new);
-
-        let Some(old) = old else {
-            if dry_run {
-                self.defaulter.release(&new, None);
-                return Ok((StatusCode::CREATED, new));
-            }
-            let stored = self
-                .store
-                .put(&resource.key(), &key, None, &mut new)
-                .map_err(|_| {
-                    self.defaulter.release(&new, None);
-                    ApiError::AlreadyExists {
-                        plural: resource.plural.clone(),
-                        name: name.clone(),
-                    }
-                })?;
-            self.after_write(&resource, &key, &stored);
+    /// Stores a new object (nothing on a dry run).
+    fn store_created(
+        &self,
+        resource: &Arc<ResourceType>,
+        key: &ObjectKey,
+        mut new: Value,
+        dry_run: bool,
+    ) -> Result<(StatusCode, Value), ApiError> {
+        if dry_run {
+            self.defaulter.release(&new, None);
             return Ok((StatusCode::CREATED, new));
-        };
-        let old_value = old_value.unwrap_or(Value::Null);
-        // Writing what is already there changes nothing, not even the resourceVersion.
-        if same_ignoring_timestamps(&old_value, &new) {
-            return Ok((StatusCode::OK, old_value));
+        }
+        let stored = self
+            .store
+            .put(&resource.key(), key, None, &mut new)
+            .map_err(|_| {
+                self.defaulter.release(&new, None);
+                ApiError::AlreadyExists {
+                    plural: resource.plural.clone(),
+                    name: key.1.clone(),
+                }
+            })?;
+        self.after_write(resource, key, &stored);
+        Ok((StatusCode::CREATED, new))
+    }
+
+    /// Stores a changed object over the version it was computed from: a write of what is
+    /// already there changes nothing, not even the resourceVersion; an object being
+    /// deleted goes once its last finalizer is removed.
+    fn store_update(
+        &self,
+        resource: &Arc<ResourceType>,
+        key: &ObjectKey,
+        old: &Stored,
+        old_value: &Value,
+        mut new: Value,
+        dry_run: bool,
+    ) -> Result<(StatusCode, Value), ApiError> {
+        let name = &key.1;
+        if same_ignoring_timestamps(old_value, &new) {
+            return Ok((StatusCode::OK, old_value.clone()));
         }
         new["metadata"]["resourceVersion"] = old.resource_version.to_string().into();
         if dry_run {
-            self.defaulter.release(&new, Some(&old_value));
+            self.defaulter.release(&new, Some(old_value));
             return Ok((StatusCode::OK, new));
         }
-        // An object being deleted goes once its last finalizer is removed.
         let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
         let no_finalizers = new
             .pointer("/metadata/finalizers")
@@ -302,24 +263,24 @@ impl State {
                 metadata.remove("finalizers");
             }
             self.store
-                .remove(&resource.key(), &key, old.resource_version)
-                .map_err(|_| conflict(&resource, name))?;
-            self.after_delete(&resource, &new, true);
+                .remove(&resource.key(), key, old.resource_version)
+                .map_err(|_| conflict(resource, name))?;
+            self.after_delete(resource, &new, true);
             return Ok((StatusCode::OK, new));
         }
         let stored = self
             .store
-            .put(&resource.key(), &key, Some(old.resource_version), &mut new)
+            .put(&resource.key(), key, Some(old.resource_version), &mut new)
             .map_err(|err| {
-                self.defaulter.release(&new, Some(&old_value));
+                self.defaulter.release(&new, Some(old_value));
                 match err {
                     PutError::Gone => ApiError::not_found(&resource.plural, name),
-                    _ => conflict(&resource, name),
+                    _ => conflict(resource, name),
                 }
             })?;
         // Addresses and ports the old object held and the new one does not are free.
-        self.defaulter.release(&old_value, Some(&new));
-        self.after_write(&resource, &key, &stored);
+        self.defaulter.release(old_value, Some(&new));
+        self.after_write(resource, key, &stored);
         Ok((StatusCode::OK, new))
     }
 
@@ -383,6 +344,132 @@ impl State {
             &mut crd,
         );
     }
+}
+
+/// Server-owned metadata is the server's, whatever the request says: kept from the
+/// stored object on update, set (uid, creationTimestamp) on create.
+fn set_server_metadata(new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let metadata = new["metadata"]
+        .as_object_mut()
+        .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;
+    metadata.remove("resourceVersion");
+    match old {
+        Some(old) => {
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ] {
+                match old["metadata"].get(field) {
+                    Some(value) => metadata.insert(field.into(), value.clone()),
+                    None => metadata.remove(field),
+                };
+            }
+        }
+        None => {
+            metadata.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+            metadata.insert("creationTimestamp".into(), now().into());
+            for field in [
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
+                metadata.remove(field);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Status and spec each have their own endpoint where a status subresource exists: a
+/// write to `status` keeps everything else stored, a write to the object keeps the
+/// stored status, and a created object starts from its kind's initial status.
+fn split_status(
+    resource: &ResourceType,
+    subresource: Option<&str>,
+    new: &mut Value,
+    old: Option<&Value>,
+) {
+    match (subresource, old) {
+        (Some("status"), Some(old)) => {
+            let status = new.get("status").cloned();
+            let mut kept = old.clone();
+            match status {
+                Some(status) => kept["status"] = status,
+                None => {
+                    if let Some(o) = kept.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+            kept["metadata"]["managedFields"] = new["metadata"]
+                .get("managedFields")
+                .cloned()
+                .unwrap_or(Value::Null);
+            *new = kept;
+        }
+        (_, Some(old)) => match old.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        },
+        (_, None) => match defaults::initial_status(&resource.group, &resource.kind) {
+            Some(status) => new["status"] = status,
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        },
+    }
+}
+
+/// Records the writer's fields in managedFields as an `Update` (server-side apply has
+/// already recorded its own).
+fn record_ownership(
+    resource: &ResourceType,
+    schema: &Schema,
+    manager: &str,
+    subresource: Option<&str>,
+    old: Option<&Value>,
+    new: &mut Value,
+) {
+    let reset: &[&str] = match subresource {
+        None if resource.has_status => &["status"],
+        _ => &[],
+    };
+    let options = UpdateOptions {
+        manager,
+        api_version: &resource.api_version(),
+        now: &now(),
+        reset_fields: reset,
+        subresource: subresource.unwrap_or_default(),
+    };
+    fields::record_update(schema, old, new, &options);
+}
+
+/// `metadata.generation`: 1 on create, +1 on each spec change, for kinds that track it.
+fn set_generation(resource: &ResourceType, new: &mut Value, old: Option<&Value>) {
+    if !defaults::tracks_generation(&resource.group, &resource.kind, resource.custom) {
+        return;
+    }
+    let generation = match old {
+        None => 1,
+        Some(old) => {
+            let before = old["metadata"]["generation"].as_i64().unwrap_or(1);
+            if spec_changed(old, new) {
+                before + 1
+            } else {
+                before
+            }
+        }
+    };
+    new["metadata"]["generation"] = generation.into();
 }
 
 /// One write on its way through the pipeline.
