@@ -47,8 +47,6 @@
 //! not exist (it needs storage: a handler check), PriorityClasses other than the
 //! built-in `system-*` ones, LimitRange defaults, and dual-stack clusters.
 
-mod quantity;
-
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -56,7 +54,8 @@ use serde_json::{Map, Value, json};
 
 pub use crd::{crd_established_status, default_custom_resource, prune_custom_resource};
 pub use networking::{KUBERNETES_SERVICE_IP, NODE_PORT_RANGE, SERVICE_CIDR};
-pub use quantity::canonical_quantity;
+
+use crate::schema::canonical_quantity;
 
 use self::core::{default_limit_range, default_namespace, default_pvc_spec, default_secret};
 use crd::default_crd;
