@@ -284,6 +284,25 @@ impl State {
         Ok((StatusCode::OK, new))
     }
 
+    /// Writes `object` as an in-cluster controller does: an `Update` by `manager` through
+    /// the same pipeline as a client's write, so the resourceVersion moves and
+    /// managedFields record it. `old` is the stored version the object was computed from
+    /// (a conflict if it changed since), None to create it; `subresource` is `status`
+    /// for a status write. Writing what is already there changes nothing.
+    pub fn write_as_controller(
+        &self,
+        resource: &Arc<ResourceType>,
+        key: &ObjectKey,
+        old: Option<Arc<Stored>>,
+        object: Value,
+        manager: &str,
+        subresource: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let mut write = Write::new(resource.clone(), key.clone(), old, object, manager);
+        write.subresource = subresource.map(str::to_string);
+        self.commit(write).map(|(_, written)| written)
+    }
+
     /// Writes an object's status as a controller does, through the status subresource.
     /// `compute` sees the current object and returns the status it should have, or
     /// None to leave it alone; nothing is written when the status is already right.
@@ -305,9 +324,8 @@ impl State {
             return Ok(());
         }
         object["status"] = status;
-        let mut write = Write::new(resource.clone(), key.clone(), Some(stored), object, manager);
-        write.subresource = Some("status".into());
-        self.commit(write).map(|_| ())
+        self.write_as_controller(resource, key, Some(stored), object, manager, Some("status"))
+            .map(|_| ())
     }
 
     /// What controllers that are part of the API server do right after a write: a CRD

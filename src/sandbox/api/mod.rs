@@ -13,6 +13,7 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::combinators::BoxBody;
 use serde_json::{Value, json};
 
+use super::controllers;
 use super::defaults::Defaulter;
 use super::faults::{Counters, Faults};
 use super::registry::{self, Registry, ResourceType};
@@ -39,6 +40,8 @@ pub struct State {
     pub defaulter: Defaulter,
     pub faults: Faults,
     pub counters: Counters,
+    /// Whether the Deployment controller runs, and how soon it acts.
+    pub deployment_controller: controllers::deployment::Settings,
     pub token: String,
     /// `host:port`, for `GET /api`.
     pub server_address: String,
@@ -52,6 +55,7 @@ impl State {
             defaulter: Defaulter::new(),
             faults: Faults::default(),
             counters: Counters::default(),
+            deployment_controller: controllers::deployment::Settings::default(),
             token,
             server_address,
         }
@@ -240,6 +244,7 @@ impl State {
             }
             ["sandbox", "requests"] => Ok(self.requests(&request.method)),
             ["sandbox", "faults"] => self.set_faults(&request),
+            ["sandbox", "controllers"] => self.set_controllers(&request),
             ["api", version, rest @ ..] => {
                 let target = self.target("", version, rest)?;
                 self.resource_request(target, request).await
@@ -281,6 +286,31 @@ impl State {
         Ok(Reply::ok(json!({
             "failRate": self.faults.fail_rate(),
             "latencyMs": self.faults.latency().as_millis() as u64,
+        })))
+    }
+
+    /// `PUT /sandbox/controllers` with `{"deploymentDelayMs": 5}`, or `null` to stop
+    /// the Deployment controller.
+    fn set_controllers(&self, request: &Request) -> Result<Reply, ApiError> {
+        let settings = &self.deployment_controller;
+        if request.method == Method::PUT {
+            let body: Value = serde_json::from_slice(&request.body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            match body.get("deploymentDelayMs") {
+                Some(Value::Null) => settings.set_delay(None),
+                Some(ms) => {
+                    let ms = ms.as_u64().ok_or_else(|| {
+                        ApiError::BadRequest(
+                            "deploymentDelayMs must be a whole number or null".into(),
+                        )
+                    })?;
+                    settings.set_delay(Some(Duration::from_millis(ms)));
+                }
+                None => {}
+            }
+        }
+        Ok(Reply::ok(json!({
+            "deploymentDelayMs": settings.delay().map(|d| d.as_millis() as u64),
         })))
     }
 
