@@ -4,11 +4,15 @@ Only what the chart tests need, with helm's flags and output:
 
     helm version
     helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]...
+                  [--dry-run=server --kubeconfig FILE]
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
 
 `template` is what `helm template` is: an install with a client-side dry run (no
 cluster is contacted, default capabilities), printing the release manifest in Helm's
-install order. Errors go to stderr as `Error: ...` with exit code 1, as helm does.
+install order. With `--dry-run=server --kubeconfig FILE` it is a server-side dry run
+against that cluster, as `helm template --dry-run=server` is: templates' `lookup`
+calls read the cluster (what a `helm upgrade` sees), and nothing is written.
+Errors go to stderr as `Error: ...` with exit code 1, as helm does.
 """
 
 from __future__ import annotations
@@ -36,16 +40,17 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool]:
+def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool, dict[str, str]]:
     positional: list[str] = []
     namespace: str | None = None
     values: dict[str, Any] = {}
     strict = False
+    cluster: dict[str, str] = {}
     i = 0
     while i < len(args):
         arg = args[i]
         name, eq, inline = arg.partition("=")
-        needs_value = name in ("-n", "--namespace", "-f", "--values", "--set")
+        needs_value = name in ("-n", "--namespace", "-f", "--values", "--set", "--kubeconfig")
         if needs_value:
             if eq:
                 value = inline
@@ -56,6 +61,8 @@ def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool]
                 value = args[i]
             if name in ("-n", "--namespace"):
                 namespace = value
+            elif name == "--kubeconfig":
+                cluster["kubeconfig"] = value
             elif name in ("-f", "--values"):
                 with open(value, encoding="utf-8") as f:
                     values = merge(values, helm.values_from_yaml(f.read()) or {})
@@ -63,16 +70,20 @@ def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool]
                 values = merge(values, helm.parse_set_string(value))
         elif arg == "--strict":
             strict = True
+        elif name == "--dry-run" and eq:
+            if inline not in ("client", "server"):
+                raise SystemExit(f"Error: invalid --dry-run: {inline} (client or server)")
+            cluster["dry_run"] = inline
         elif arg.startswith("-"):
             raise SystemExit(f"Error: unknown flag: {arg}")
         else:
             positional.append(arg)
         i += 1
-    return positional, namespace, values, strict
+    return positional, namespace, values, strict, cluster
 
 
 def template(args: list[str]) -> None:
-    positional, namespace, values, _ = parse(args)
+    positional, namespace, values, _, cluster = parse(args)
     if len(positional) == 1:
         name, chart = "release-name", positional[0]
     elif len(positional) == 2:
@@ -80,15 +91,20 @@ def template(args: list[str]) -> None:
     else:
         raise SystemExit("Error: usage: helm template [NAME] CHART [flags]")
     namespace = namespace or "default"
-    with helm.Config(
-        storage_driver="memory", namespace=namespace, kube_apiserver=UNREACHABLE_API_SERVER
-    ) as config:
-        release = config.install(chart, name, values, namespace=namespace, dry_run="client")
+    if cluster.get("dry_run") == "server":
+        if "kubeconfig" not in cluster:
+            raise SystemExit("Error: --dry-run=server needs --kubeconfig FILE")
+        access = {"kubeconfig_path": cluster["kubeconfig"]}
+    else:
+        access = {"kube_apiserver": UNREACHABLE_API_SERVER}
+    dry_run = cluster.get("dry_run", "client")
+    with helm.Config(storage_driver="memory", namespace=namespace, **access) as config:
+        release = config.install(chart, name, values, namespace=namespace, dry_run=dry_run)
     sys.stdout.write(release["manifest"])
 
 
 def lint(args: list[str]) -> None:
-    positional, namespace, values, strict = parse(args)
+    positional, namespace, values, strict, _ = parse(args)
     if len(positional) != 1:
         raise SystemExit("Error: usage: helm lint CHART [flags]")
     report = helm.lint(positional[0], values, strict=strict, namespace=namespace)

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
@@ -27,6 +26,10 @@ use crate::ownership::MANAGED_SELECTOR;
 /// How long a first pass waits for a new watch's initial list before reading the
 /// server directly instead.
 const INITIAL_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Backoff between watch streams of a kind after a failure: kube-rs's default watcher
+/// backoff bounds (800 ms to 30 s), doubling, reset by a successful list.
+const WATCH_RETRY_MIN: Duration = Duration::from_millis(800);
+const WATCH_RETRY_MAX: Duration = Duration::from_secs(30);
 /// Events waiting for slow subscribers; a subscriber that falls behind resyncs.
 const EVENT_BUFFER: usize = 4096;
 
@@ -150,61 +153,108 @@ impl Cache {
             watcher::Config::default().labels(MANAGED_SELECTOR)
         };
         tokio::spawn(async move {
-            let stream = watcher::watcher(api, config).default_backoff();
-            futures::pin_mut!(stream);
-            // Objects listed since the last Init: at InitDone they replace the kind's.
-            let mut listing: Option<HashMap<ObjectKey, Stored>> = None;
+            let mut delay = WATCH_RETRY_MIN;
             loop {
-                let event = tokio::select! {
-                    _ = inner.shutdown.cancelled() => return,
-                    event = stream.next() => event,
-                };
-                let Some(event) = event else { return };
-                match event {
-                    Ok(Event::Init) => listing = Some(HashMap::new()),
-                    Ok(Event::InitApply(object)) => {
-                        if let Some((key, value)) = keyed(&gk, &kind, object) {
-                            listing.get_or_insert_with(HashMap::new).insert(key, value);
-                        }
-                    }
-                    Ok(Event::InitDone) => {
-                        let listed = listing.take().unwrap_or_default();
-                        let changed = replace_kind(&inner, &gk, listed);
-                        for change in changed {
-                            let _ = inner.events.send(change);
-                        }
-                        synced.send_replace(true);
-                    }
-                    Ok(Event::Apply(object)) => {
-                        if let Some((key, stored)) = keyed(&gk, &kind, object) {
-                            let app = stored.app.clone();
-                            inner
-                                .objects
-                                .write()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .insert(key.clone(), stored);
-                            let _ = inner.events.send(Changed { app, key });
-                        }
-                    }
-                    Ok(Event::Delete(object)) => {
-                        if let Some((key, stored)) = keyed(&gk, &kind, object) {
-                            inner
-                                .objects
-                                .write()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .remove(&key);
-                            let _ = inner.events.send(Changed {
-                                app: stored.app,
-                                key,
-                            });
-                        }
-                    }
-                    Err(err) => {
-                        tracing::warn!(kind = %gk.1, group = %gk.0, error = %err, "watch failed; retrying");
-                    }
+                let outcome = follow(&inner, &gk, &kind, &api, config.clone(), &synced).await;
+                // Until the next full list, what the cache holds of this kind may be
+                // stale: passes read the server, and /readyz says so.
+                synced.send_replace(false);
+                match outcome {
+                    Followed::Shutdown => return,
+                    Followed::Listed => delay = WATCH_RETRY_MIN,
+                    Followed::Failed => {}
                 }
+                tokio::select! {
+                    _ = inner.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(WATCH_RETRY_MAX);
             }
         });
+    }
+}
+
+/// How a watch stream ended.
+enum Followed {
+    Shutdown,
+    /// It failed after delivering a full list (its errors are new ones).
+    Listed,
+    /// It failed before listing.
+    Failed,
+}
+
+/// Follows one watch stream (list, then watch) into the cache until it fails or the
+/// cache shuts down. A failed stream is not resumed: a new one lists again, so the
+/// kind is only ever marked synced after a complete list.
+async fn follow(
+    inner: &Inner,
+    gk: &GroupKind,
+    kind: &Resolved,
+    api: &Api<DynamicObject>,
+    config: watcher::Config,
+    synced: &watch::Sender<bool>,
+) -> Followed {
+    let stream = watcher::watcher(api.clone(), config);
+    futures::pin_mut!(stream);
+    // Objects listed since the last Init: at InitDone they replace the kind's.
+    let mut listing: Option<HashMap<ObjectKey, Stored>> = None;
+    let mut listed = false;
+    loop {
+        let event = tokio::select! {
+            _ = inner.shutdown.cancelled() => return Followed::Shutdown,
+            event = stream.next() => event,
+        };
+        let Some(event) = event else {
+            return Followed::Shutdown;
+        };
+        match event {
+            Ok(Event::Init) => listing = Some(HashMap::new()),
+            Ok(Event::InitApply(object)) => {
+                if let Some((key, value)) = keyed(gk, kind, object) {
+                    listing.get_or_insert_with(HashMap::new).insert(key, value);
+                }
+            }
+            Ok(Event::InitDone) => {
+                let fresh = listing.take().unwrap_or_default();
+                for change in replace_kind(inner, gk, fresh) {
+                    let _ = inner.events.send(change);
+                }
+                listed = true;
+                synced.send_replace(true);
+            }
+            Ok(Event::Apply(object)) => {
+                if let Some((key, stored)) = keyed(gk, kind, object) {
+                    let app = stored.app.clone();
+                    inner
+                        .objects
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key.clone(), stored);
+                    let _ = inner.events.send(Changed { app, key });
+                }
+            }
+            Ok(Event::Delete(object)) => {
+                if let Some((key, stored)) = keyed(gk, kind, object) {
+                    inner
+                        .objects
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    let _ = inner.events.send(Changed {
+                        app: stored.app,
+                        key,
+                    });
+                }
+            }
+            Err(err) => {
+                tracing::warn!(kind = %gk.1, group = %gk.0, error = %err, "watch failed; listing again");
+                return if listed {
+                    Followed::Listed
+                } else {
+                    Followed::Failed
+                };
+            }
+        }
     }
 }
 

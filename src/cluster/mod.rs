@@ -9,6 +9,7 @@ pub mod cache;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
@@ -88,9 +89,22 @@ impl From<kube::Error> for ClusterError {
     }
 }
 
+/// How long one request to the API server may take before it is given up on: the
+/// API server ends a request itself after 60 s (its `--request-timeout`), so an answer
+/// that has not begun in 30 s comes from a connection that is gone (a black-holed
+/// address, a dead load balancer). Watches are long-lived and bounded by kube-rs's
+/// watcher idle timeout instead.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long establishing a connection may take (TCP and TLS): client-go's dialer uses
+/// 30 s; a reachable API server answers in milliseconds, so 10 s fails faster.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A connection to one cluster, with the kinds it serves resolved once and cached.
 pub struct Cluster {
     client: Client,
+    /// Bounds every request-response exchange (see [`DEFAULT_REQUEST_TIMEOUT`]).
+    timeout: Duration,
     kinds: Mutex<HashMap<GroupVersionKind, Option<Resolved>>>,
     /// Whether aggregated discovery has filled `kinds` (two requests for every kind
     /// the server serves, instead of one per group version).
@@ -123,6 +137,8 @@ impl Cluster {
                 .await
                 .map_err(|e| ClusterError::Config(e.to_string()))?,
         };
+        let mut config = config;
+        config.connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
         let client = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| ClusterError::Config(e.to_string()))?
             .with_layer(&tower::layer::layer_fn(CountRequests))
@@ -133,6 +149,7 @@ impl Cluster {
     pub fn from_client(client: Client) -> Cluster {
         Cluster {
             client,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
             kinds: Mutex::new(HashMap::new()),
             discovered: tokio::sync::OnceCell::new(),
         }
@@ -140,6 +157,26 @@ impl Cluster {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The same connection with another bound on each request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Cluster {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs one exchange with the API server within the request timeout.
+    async fn bounded<T>(
+        &self,
+        exchange: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ClusterError> {
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(answer) => answer.map_err(ClusterError::from),
+            Err(_) => Err(ClusterError::Transport(format!(
+                "no answer within {}s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
     }
 
     /// The resource serving a kind, or None when the server does not serve it (yet: a
@@ -156,7 +193,14 @@ impl Cluster {
         }
         // Not in the snapshot: a CRD created since, or a server without aggregated
         // discovery. Ask for this group version alone.
-        let resolved = match kube::discovery::pinned_kind(&self.client, gvk).await {
+        let resolved = match tokio::time::timeout(
+            self.timeout,
+            kube::discovery::pinned_kind(&self.client, gvk),
+        )
+        .await
+        .map_err(|_| {
+            ClusterError::Transport(format!("no answer within {}s", self.timeout.as_secs_f64()))
+        })? {
             Ok((resource, capabilities)) => Some(Resolved {
                 resource,
                 namespaced: capabilities.scope == ServedScope::Namespaced,
@@ -178,12 +222,16 @@ impl Cluster {
     /// Caches every kind aggregated discovery reports; a server without it (before
     /// Kubernetes 1.26) is asked per group version instead.
     async fn discover_all(&self) {
-        let discovery = match kube::Discovery::new(self.client.clone())
-            .run_aggregated()
-            .await
-        {
-            Ok(discovery) => discovery,
-            Err(err) => {
+        let run = kube::Discovery::new(self.client.clone()).run_aggregated();
+        let discovery = match tokio::time::timeout(self.timeout, run).await {
+            Ok(Ok(discovery)) => discovery,
+            Err(_) => {
+                tracing::warn!(
+                    "aggregated discovery did not answer in time; resolving kinds one at a time"
+                );
+                return;
+            }
+            Ok(Err(err)) => {
                 tracing::debug!(error = %err, "no aggregated discovery; resolving kinds one group version at a time");
                 return;
             }
@@ -310,7 +358,7 @@ impl Cluster {
         }
         let mut objects = Vec::new();
         loop {
-            let page = api.list(&params).await?;
+            let page = self.bounded(api.list(&params)).await?;
             let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
             for mut object in page.items {
                 // List items may come without their type; the request knows it.
@@ -334,7 +382,10 @@ impl Cluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ClusterError> {
-        match self.api(kind, namespace).get_opt(name).await? {
+        match self
+            .bounded(self.api(kind, namespace).get_opt(name))
+            .await?
+        {
             Some(object) => Ok(Some(to_value(object)?)),
             None => Ok(None),
         }
@@ -385,9 +436,9 @@ impl Cluster {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
+        let api = self.api(kind, namespace);
         let applied = self
-            .api(kind, namespace)
-            .patch(name, params, &Patch::Apply(object))
+            .bounded(api.patch(name, params, &Patch::Apply(object)))
             .await?;
         to_value(applied)
     }
@@ -398,10 +449,8 @@ impl Cluster {
     pub async fn create(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
         let (namespace, _) = identity(object, "created")?;
         let typed = to_dynamic(object)?;
-        let created = self
-            .api(kind, namespace)
-            .create(&write_params(), &typed)
-            .await?;
+        let api = self.api(kind, namespace);
+        let created = self.bounded(api.create(&write_params(), &typed)).await?;
         to_value(created)
     }
 
@@ -412,9 +461,9 @@ impl Cluster {
     pub async fn replace(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
         let (namespace, name) = identity(object, "replaced")?;
         let typed = to_dynamic(object)?;
+        let api = self.api(kind, namespace);
         let replaced = self
-            .api(kind, namespace)
-            .replace(name, &write_params(), &typed)
+            .bounded(api.replace(name, &write_params(), &typed))
             .await?;
         to_value(replaced)
     }
@@ -437,10 +486,13 @@ impl Cluster {
             }),
             ..Default::default()
         };
-        match self.api(kind, namespace).delete(name, &params).await {
+        match self
+            .bounded(self.api(kind, namespace).delete(name, &params))
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(err) => Err(err.into()),
+            Err(err) if err.is_not_found() => Ok(()),
+            Err(err) => Err(err),
         }
     }
 }

@@ -7,11 +7,10 @@ use serde_json::{Map, Value};
 
 use super::fields::key_value_eq;
 use super::path::{FieldPath, Segment};
-use super::quantity::same_quantity;
 use super::schema::{self, ListType, ScalarFormat, SchemaLookup};
 use super::{Change, Mode};
 use crate::manifest::ObjectId;
-use crate::schema::{ListType as NodeListType, Node};
+use crate::schema::{ListType as NodeListType, Node, same_quantity};
 
 /// Metadata the server owns and writes itself: never drift.
 pub const SERVER_METADATA: &[&str] = &[

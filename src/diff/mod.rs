@@ -9,7 +9,6 @@ mod compare;
 mod fields;
 mod mask;
 mod path;
-mod quantity;
 mod schema;
 
 use std::borrow::Cow;
@@ -20,11 +19,11 @@ use serde_json::Value;
 use crate::manifest::{ObjectId, ObjectKey};
 use crate::ownership::owned_by;
 
+pub use crate::schema::{Quantity, same_quantity};
 pub use compare::{LAST_APPLIED, SERVER_METADATA};
 pub use fields::owned_leaves;
 pub use mask::{MaskKey, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
-pub use quantity::{Quantity, same_quantity};
 pub use schema::{ListType, OpenApiSchemas, ScalarFormat, SchemaLookup};
 
 /// What "desired" means, and so what counts as drift.

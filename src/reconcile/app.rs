@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::leader::Leadership;
-use super::windows::{self, Verdict};
+use super::pass::PassError;
 use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
@@ -27,13 +27,19 @@ use crate::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
 };
 use crate::report::drift::Summary;
-use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier, resolve_channels};
+use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
 use crate::report::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
 use crate::source::{SourceCache, SourceState};
 use crate::sync::desired::{label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
-use crate::sync::{Action, SyncOptions, SyncReport, sync};
+use crate::sync::{SyncOptions, SyncReport, sync};
+use crate::windows::{self, Verdict};
+
+/// The longest a pass may run: every request is bounded on its own, so this catches
+/// a pass that keeps making slow progress (thousands of objects behind a throttled API
+/// server) and lets the app report it instead of holding its worker for good.
+const PASS_DEADLINE: Duration = Duration::from_secs(10 * 60);
 
 /// What every worker shares.
 pub struct Shared {
@@ -91,16 +97,9 @@ pub fn spawn(
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
     let sync_requested = Arc::new(AtomicBool::new(false));
-    // The configuration was validated when loaded: these cannot fail here.
-    let channels = resolve_channels(&config.notifications).unwrap_or_default();
-    let status_target = config
-        .commit_status
-        .as_ref()
-        .and_then(|c| c.resolve(&config.name, &config.source.repo).ok())
-        .map(Arc::new);
     let worker = Worker {
-        channels,
-        status_target,
+        channels: config.notifications.clone(),
+        status_target: config.commit_status.clone(),
         last_health: None,
         drift_reported: false,
         rules: config.ignore_rules(),
@@ -195,12 +194,6 @@ impl Parsed {
     }
 }
 
-/// Why a pass failed, and whether a retry can help.
-struct Failure {
-    message: String,
-    retryable: bool,
-}
-
 impl Worker {
     async fn run(mut self, cancel: CancellationToken) {
         let mut leadership = self.shared.leadership.clone();
@@ -222,7 +215,11 @@ impl Worker {
                     }
                 }
                 _ = self.wake.notified() => {}
-                _ = leadership.changed() => {}
+                _ = leadership.changed() => {
+                    // Another replica may have written the inventory while this one
+                    // followed: the next pass reads it as stored.
+                    self.inventory = None;
+                }
                 _ = tokio::time::sleep_until(deadline.into()) => {}
             }
             if cancel.is_cancelled() {
@@ -248,6 +245,16 @@ impl Worker {
         let started = Instant::now();
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
+        let now = Utc::now();
+        self.shared.statuses.update(&name, |s| {
+            if state.status.ready {
+                s.set_condition("SourceReady", "True", "Fetched", "", now);
+            } else if let Some(message) = &state.status.message {
+                // A failing source keeps serving its last good revision, visibly.
+                let reason = state.status.reason.unwrap_or("FetchFailed");
+                s.set_condition("SourceReady", "False", reason, message, now);
+            }
+        });
         let Some(revision) = state.revision else {
             let reason = state
                 .status
@@ -265,50 +272,52 @@ impl Worker {
                 sha: revision.sha.clone(),
                 subject: revision.subject.clone(),
             });
-            s.set_condition("SourceReady", "True", "Fetched", "", Utc::now());
         });
-        if self.stalled_on.as_deref() == Some(revision.sha.as_str()) {
+        // A stalled revision waits for a new commit, or for a person asking again.
+        let manual = self.sync_requested.load(Ordering::SeqCst);
+        if self.stalled_on.as_deref() == Some(revision.sha.as_str()) && !manual {
             return;
         }
-        let result = self.sync_revision(&revision.sha).await;
+        self.stalled_on = None;
+        let outcome =
+            match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision.sha)).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    // What the pass wrote is covered by the inventory it recorded first.
+                    self.inventory = None;
+                    Err((PassError::TimedOut(PASS_DEADLINE), 0))
+                }
+            };
         let took = started.elapsed();
         let now = Utc::now();
-        let (result, error, changed) = match result {
-            Ok((changed, failed)) if failed.is_none() => {
+        let (result, error, changed) = match outcome {
+            Ok(changed) => {
                 self.backoff.reset();
                 self.retry_at = None;
                 (PassResult::Succeeded, None, changed)
             }
-            Ok((changed, failed)) => (self.retry(), failed, changed),
-            Err(Failure {
-                message,
-                retryable: true,
-            }) => (self.retry(), Some(message), 0),
-            Err(Failure {
-                message,
-                retryable: false,
-            }) => {
+            Err((err, changed)) if err.is_retryable() => (self.retry(), Some(err), changed),
+            Err((err, changed)) => {
                 self.stalled_on = Some(revision.sha.clone());
                 self.retry_at = None;
-                (PassResult::Stalled, Some(message), 0)
+                (PassResult::Stalled, Some(err), changed)
             }
         };
-        if result != PassResult::Succeeded {
-            tracing::warn!(app = %name, result = result.as_str(), error = error.as_deref().unwrap_or(""), "pass failed");
-            let reason = if result == PassResult::Stalled {
-                "Stalled"
-            } else {
-                "SyncFailed"
-            };
+        if let Some(err) = &error {
+            tracing::warn!(app = %name, result = result.as_str(), reason = err.reason(), error = %err, "pass failed");
             self.notify(Event {
                 app: name.clone(),
                 kind: EventKind::SyncFailed,
                 revision: Some(EventRevision::from(&revision)),
-                reason: Some(reason.to_string()),
+                reason: Some(err.reason().to_string()),
                 summary: Summary::default(),
                 objects: Vec::new(),
             });
-            self.post_status(&revision.sha, CommitState::Failure, reason.to_string());
+            self.post_status(
+                &revision.sha,
+                CommitState::Failure,
+                err.reason().to_string(),
+            );
         }
         METRICS.pass(&name, result.as_str(), took);
         let retry_at = self.retry_at;
@@ -317,21 +326,25 @@ impl Worker {
                 finished_at: now,
                 duration_ms: took.as_millis() as u64,
                 result,
-                error: error.clone(),
+                error: error.as_ref().map(ToString::to_string),
                 changed,
             });
             s.next_attempt = retry_at.map(|at| now + (at - Instant::now()));
-            let (stalled, reason) = match result {
-                PassResult::Stalled => ("True", "Stalled"),
-                _ => ("False", result.as_str()),
-            };
-            s.set_condition(
-                "Stalled",
-                stalled,
-                reason,
-                error.as_deref().filter(|_| stalled == "True").unwrap_or(""),
-                now,
-            );
+            let message = error.as_ref().map(ToString::to_string).unwrap_or_default();
+            match &error {
+                None => {
+                    s.set_condition("Ready", "True", "Succeeded", "", now);
+                    s.set_condition("Stalled", "False", "Succeeded", "", now);
+                }
+                Some(err) => {
+                    s.set_condition("Ready", "False", err.reason(), &message, now);
+                    if result == PassResult::Stalled {
+                        s.set_condition("Stalled", "True", err.reason(), &message, now);
+                    } else {
+                        s.set_condition("Stalled", "False", "Retrying", "", now);
+                    }
+                }
+            }
             if result != PassResult::Succeeded && s.last_pass.is_some() && s.drifted.is_empty() {
                 s.sync = SyncStatus::Unknown;
             }
@@ -346,10 +359,10 @@ impl Worker {
         PassResult::Failed
     }
 
-    /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed and,
-    /// when some failed, why.
-    async fn sync_revision(&mut self, sha: &str) -> Result<(usize, Option<String>), Failure> {
-        let desired = self.desired(sha).await?;
+    /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed; a
+    /// failure carries how many changed before it.
+    async fn sync_revision(&mut self, sha: &str) -> Result<usize, (PassError, usize)> {
+        let desired = self.desired(sha).await.map_err(|e| (e, 0))?;
         self.watch_kinds(&desired).await;
         let automation = self.automation(sha);
         let acting = automation.acting;
@@ -376,18 +389,16 @@ impl Worker {
                     if manual {
                         self.sync_requested.store(true, Ordering::SeqCst);
                     }
-                    return Err(Failure {
-                        retryable: true,
-                        message: "lost leadership during the pass: stopped writing; the new leader carries on".into(),
-                    });
+                    return Err((PassError::LeadershipLost, 0));
                 }
             }
         } else {
             pass.await
-        }
-        .map_err(|err| Failure {
-            retryable: err.is_retryable(),
-            message: err.to_string(),
+        };
+        let report = report.map_err(|err| {
+            // What the failed pass wrote is unknown: read the inventory next time.
+            self.inventory = None;
+            (PassError::from(err), 0)
         })?;
         if manual && !acting {
             // Asked for but not allowed: keep the request until it may act.
@@ -397,33 +408,7 @@ impl Worker {
         if acting && !report.failed() {
             self.synced_revision = Some(sha.to_string());
         }
-        let changed = if acting {
-            report
-                .objects
-                .iter()
-                .filter(|o| {
-                    matches!(
-                        o.action,
-                        crate::sync::Action::Created
-                            | crate::sync::Action::Configured
-                            | crate::sync::Action::Replaced
-                            | crate::sync::Action::Pruned
-                    )
-                })
-                .count()
-        } else {
-            0
-        };
-        let failed = report.failed().then(|| {
-            let failures: Vec<String> = report
-                .objects
-                .iter()
-                .filter(|o| o.action == Action::Failed)
-                .map(|o| format!("{}: {}", o.id, o.message))
-                .chain(report.prune_refused.clone())
-                .collect();
-            failures.join("; ")
-        });
+        let changed = if acting { report.written() } else { 0 };
         let now = Utc::now();
         let mut synced = false;
         self.shared.statuses.update(&self.config.name, |s| {
@@ -432,7 +417,10 @@ impl Worker {
             synced = s.sync == SyncStatus::Synced;
         });
         self.announce(sha, &report, acting, synced, changed);
-        Ok((changed, failed))
+        match report.failure() {
+            Some(failure) => Err((PassError::from(failure), changed)),
+            None => Ok(changed),
+        }
     }
 
     /// Tells people what this pass found: notifications on transitions, the commit
@@ -495,7 +483,7 @@ impl Worker {
     }
 
     /// The manifests at `sha`, read and validated once per revision.
-    async fn desired(&mut self, sha: &str) -> Result<ManifestSet, Failure> {
+    async fn desired(&mut self, sha: &str) -> Result<ManifestSet, PassError> {
         if let Some(parsed) = &self.parsed
             && parsed.sha == sha
         {
@@ -508,10 +496,7 @@ impl Worker {
             .revision
             .clone()
             .filter(|r| r.sha == sha)
-            .ok_or_else(|| Failure {
-                message: "the revision moved during the pass".into(),
-                retryable: true,
-            })?;
+            .ok_or(PassError::RevisionMoved)?;
         let scopes = self.shared.cluster.scopes().await;
         let mut set = read_revision(
             &self.shared.sources,
@@ -521,10 +506,7 @@ impl Worker {
             Some(&scopes),
         )
         .await
-        .map_err(|err| Failure {
-            retryable: err.is_retryable(),
-            message: err.to_string(),
-        })?;
+        .map_err(PassError::Manifest)?;
         label_for_app(&mut set, &self.config.name);
         self.parsed = Some(Parsed::keep(sha, &set));
         Ok(set)

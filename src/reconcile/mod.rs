@@ -3,5 +3,5 @@
 pub mod app;
 pub mod backoff;
 pub mod leader;
+pub mod pass;
 pub mod service;
-pub mod windows;

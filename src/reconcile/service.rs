@@ -1,10 +1,11 @@
 //! `tether serve`: every app's worker, their sources, the watch cache, the HTTP
-//! server, leadership, configuration reloads on SIGHUP, and a graceful stop.
+//! server, leadership, configuration reloads on SIGHUP, and a graceful stop that fits
+//! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -25,8 +26,15 @@ use crate::source::{
     SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
 };
 
-/// How long a stopping worker may take to finish its pass (in-flight applies).
+/// How long a worker stopped by a reload may take to finish its pass (in-flight
+/// applies). A service stop uses `server.shutdownTimeout` instead.
 const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// The part of `server.shutdownTimeout` kept back from passes in flight for what must
+/// follow them: the last notifications and commit statuses (a request each), then the
+/// Lease release (one request, after which a follower takes over at its next retry
+/// rather than after a whole lease duration). Shrinks to a fifth of a short budget.
+const STOP_RESERVE: Duration = Duration::from_secs(3);
 
 /// Where the service gets its configuration and cluster.
 #[derive(Debug, Clone)]
@@ -147,8 +155,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         triggers.clone(),
     ));
     let token = config.server.api_token()?;
-    if token.is_none() && !config.server.listen.ip().is_loopback() {
-        tracing::warn!(listen = %config.server.listen, "the status API (/api/v1) is open to anyone who can reach this address: set server.apiToken to require a token");
+    if token.is_none() && config.server.insecure_open_api {
+        // Validation let a non-loopback address through only because the file says so.
+        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
     }
     let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
     let listener = tokio::net::TcpListener::bind(config.server.listen)
@@ -159,7 +168,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         })?;
     let bound = listener.local_addr().unwrap_or(config.server.listen);
     let server_stop = CancellationToken::new();
-    let server = {
+    let mut server = {
         let stop = server_stop.clone();
         tokio::spawn(async move {
             let served = axum::serve(listener, router)
@@ -172,6 +181,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     };
     tracing::info!(listen = %bound, apps = config.apps.len(), "tether serving");
 
+    // Server settings, the stop budget among them, change only at a restart.
+    let budget = config.server.shutdown_timeout;
     let mut current = config;
     contexts.start_all(&current, &triggers).await?;
 
@@ -194,16 +205,24 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         }
     }
 
-    tracing::info!("stopping: finishing passes in flight");
+    let stopping = Instant::now();
+    let deadline = stopping + budget;
+    let reserve = STOP_RESERVE.min(budget / 5);
+    tracing::info!(budget = ?budget, "stopping: finishing passes in flight");
+    // No new pass starts from here: a worker waiting for a permit gets none and ends.
+    contexts.passes.close();
     let running: Vec<Running> = {
         let mut map = apps.running.lock().unwrap_or_else(|p| p.into_inner());
         map.drain().map(|(_, r)| r).collect()
     };
-    futures::future::join_all(running.into_iter().map(stop_app)).await;
+    let passes_until = deadline - reserve;
+    futures::future::join_all(running.into_iter().map(|r| stop_app(r, passes_until))).await;
     workers.cancel();
-    // What the last passes queued is sent, within the delivery timeouts.
-    let _ = tokio::time::timeout(
-        STOP_GRACE,
+    // What the last passes queued is sent within what is left, keeping half the
+    // reserve for the Lease.
+    within(
+        deadline - reserve / 2,
+        "sending the last notifications and commit statuses",
         futures::future::join(
             contexts.notifier.shutdown(),
             contexts.commit_statuses.shutdown(),
@@ -211,18 +230,39 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     )
     .await;
     if let Some((elector, _)) = elector {
-        // Released only after the last write: the next leader starts from here.
-        elector.release().await;
+        // Released only after the last write: the next leader starts from here. Not
+        // released in time, the lease expires on its own.
+        within(deadline, "releasing the lease", elector.release()).await;
     }
     server_stop.cancel();
-    let _ = server.await;
-    tracing::info!("stopped");
+    if within(deadline, "closing HTTP connections", &mut server)
+        .await
+        .is_none()
+    {
+        server.abort();
+    }
+    tracing::info!(took = ?stopping.elapsed(), "stopped");
     Ok(())
 }
 
-async fn stop_app(running: Running) {
+/// Runs `work` until `until`, then gives up on it (dropping it cancels it).
+async fn within<F: std::future::Future>(until: Instant, what: &str, work: F) -> Option<F::Output> {
+    match tokio::time::timeout_at(until.into(), work).await {
+        Ok(output) => Some(output),
+        Err(_) => {
+            tracing::warn!("stopping: {what} did not finish within server.shutdownTimeout");
+            None
+        }
+    }
+}
+
+/// Stops an app's source and worker; a pass still running at `until` is aborted.
+async fn stop_app(running: Running, until: Instant) {
     running.source_cancel.cancel();
-    running.handle.stop(STOP_GRACE).await;
+    running
+        .handle
+        .stop(until.saturating_duration_since(Instant::now()))
+        .await;
     running.source_task.abort();
 }
 
@@ -348,7 +388,7 @@ impl Contexts {
                 .remove(&app.name);
             if let Some(running) = running {
                 triggers.unregister(&app.source());
-                stop_app(running).await;
+                stop_app(running, Instant::now() + STOP_GRACE).await;
             }
             if new.app(&app.name).is_none() {
                 self.statuses.remove(&app.name);

@@ -233,7 +233,7 @@ impl NotificationConfig {
         let min_interval = match &self.min_interval {
             None => DEFAULT_MIN_INTERVAL,
             Some(text) => {
-                crate::config::parse_duration(text).map_err(|_| NotifyError::Interval {
+                crate::duration::parse_duration(text).map_err(|_| NotifyError::Interval {
                     index,
                     value: text.clone(),
                 })?

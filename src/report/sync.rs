@@ -4,17 +4,6 @@ use serde_json::{Value, json};
 
 use crate::sync::{Action, SyncReport};
 
-/// Every action, in the order the summary lists them.
-const ACTIONS: [Action; 7] = [
-    Action::Created,
-    Action::Configured,
-    Action::Replaced,
-    Action::Unchanged,
-    Action::Pruned,
-    Action::Skipped,
-    Action::Failed,
-];
-
 /// A table of objects and their actions, then one summary line.
 pub fn render_text(report: &SyncReport) -> String {
     let header = ["KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE"];
@@ -77,7 +66,7 @@ pub fn render_text(report: &SyncReport) -> String {
 }
 
 fn summary_line(report: &SyncReport) -> String {
-    let counts: Vec<String> = ACTIONS
+    let counts: Vec<String> = Action::ALL
         .iter()
         .map(|a| format!("{} {}", report.count(*a), a.as_str()))
         .collect();
@@ -97,7 +86,7 @@ fn summary_line(report: &SyncReport) -> String {
 
 /// The report as one JSON object.
 pub fn to_json(report: &SyncReport) -> Value {
-    let summary: serde_json::Map<String, Value> = ACTIONS
+    let summary: serde_json::Map<String, Value> = Action::ALL
         .iter()
         .map(|a| (a.as_str().to_string(), json!(report.count(*a))))
         .collect();

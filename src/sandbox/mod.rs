@@ -36,6 +36,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+pub use controllers::deployment::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
 pub use faults::RequestCounts;
 
 use api::{Body, Reply, State};
@@ -120,6 +121,10 @@ impl Sandbox {
         state.bootstrap();
 
         let shutdown = CancellationToken::new();
+        tokio::spawn(controllers::deployment::run(
+            state.clone(),
+            shutdown.clone(),
+        ));
         if let Some(delay) = options.simulate_controllers {
             tokio::spawn(controllers::run(state.clone(), delay, shutdown.clone()));
         }
@@ -183,6 +188,13 @@ impl Sandbox {
 
     pub fn set_latency(&self, latency: Duration) {
         self.state.faults.set_latency(latency);
+    }
+
+    /// How soon the Deployment controller acts on a change (default
+    /// [`DEFAULT_DEPLOYMENT_CONTROLLER_DELAY`]); None stops it, for a test that needs a
+    /// Deployment nobody else writes to.
+    pub fn set_deployment_controller_delay(&self, delay: Option<Duration>) {
+        self.state.deployment_controller.set_delay(delay);
     }
 
     /// Keeps only the last `limit` changes for watches (default

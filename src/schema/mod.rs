@@ -16,6 +16,7 @@
 mod fieldset;
 mod openapi;
 mod path;
+mod quantity;
 mod validate;
 
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 pub use fieldset::{FieldSet, FieldsV1Error};
 pub use path::{PathElement, compare_values, render_path};
+pub use quantity::{Quantity, QuantityFormat, canonical_quantity, same_quantity};
 pub use validate::{FieldError, FieldErrorKind, Validation};
 
 /// Index of a type in a schema's arena.

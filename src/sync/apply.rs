@@ -15,7 +15,7 @@ use crate::diff::DiffOptions;
 use crate::manifest::crd_scope;
 
 use super::SyncOptions;
-use super::decide::{Plan, dry_run_all, server_message};
+use super::decide::{Plan, dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
 use super::observe::{Item, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
@@ -166,9 +166,9 @@ async fn validate_deferred(
                     Plan::Create
                 }
                 Ok(None) => Plan::Failed("the kind is still not served".into()),
-                Err(err) => Plan::Failed(err.to_string()),
+                Err(err) => refused(&item.manifest.id, &err),
             };
-            if let Plan::Failed(message) = &item.plan {
+            if let Plan::Failed(message) | Plan::Unavailable(message) = &item.plan {
                 item.result = Some((Action::Failed, message.clone()));
                 continue;
             }
@@ -178,7 +178,7 @@ async fn validate_deferred(
     dry_run_all(cluster, items, ready.clone(), diff_options, options).await;
     let mut ok = true;
     for i in ready {
-        if let Plan::Failed(message) = &items[i].plan {
+        if let Plan::Failed(message) | Plan::Unavailable(message) = &items[i].plan {
             ok = false;
             items[i].result = Some((Action::Failed, message.clone()));
         }
@@ -214,7 +214,7 @@ async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) 
             wait_gone(cluster, kind, namespace, &id.name).await?;
             Action::Replaced
         }
-        Plan::Deferred(_) | Plan::Failed(_) => {
+        Plan::Deferred(_) | Plan::Failed(_) | Plan::Unavailable(_) => {
             return Err("not validated".into());
         }
     };

@@ -40,7 +40,11 @@ pub(super) enum Plan {
     Deferred(Need),
     /// Labelled for another app, named here: this app leaves it alone.
     Conflict(String),
+    /// The server refused it: a change to Git is needed.
     Failed(String),
+    /// The server could not answer (unavailable, throttling, a conflict): a retry
+    /// may pass.
+    Unavailable(String),
 }
 
 /// What a deferred object waits for.
@@ -195,7 +199,7 @@ async fn dry_run(
                 );
                 return (Plan::Failed(message), None, None);
             }
-            Err(err) => return (Plan::Failed(server_message(id, &err)), None, None),
+            Err(err) => return (refused(id, &err), None, None),
         };
         if !exists(&answer) {
             return (
@@ -212,7 +216,7 @@ async fn dry_run(
         {
             live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
                 Ok(found) => found,
-                Err(err) => return (Plan::Failed(server_message(id, &err)), None, None),
+                Err(err) => return (refused(id, &err), None, None),
             };
             reread = true;
         }
@@ -338,6 +342,17 @@ fn crd_kinds<'m>(manifests: impl Iterator<Item = &'m Manifest>) -> HashMap<Group
 
 fn is_immutable(err: &ClusterError) -> bool {
     matches!(err, ClusterError::Api { code: 422, message, .. } if message.contains("immutable"))
+}
+
+/// The plan for an object the server did not validate: failed, or unavailable when a
+/// retry can pass.
+pub(super) fn refused(id: &ObjectId, err: &ClusterError) -> Plan {
+    let message = server_message(id, err);
+    if err.is_retryable() {
+        Plan::Unavailable(message)
+    } else {
+        Plan::Failed(message)
+    }
 }
 
 /// The server's refusal, for a person; a Secret's is withheld, since the server may

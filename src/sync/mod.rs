@@ -32,7 +32,7 @@ use inventory::{Entry, Inventory, InventoryError};
 use plan::WaveError;
 
 pub use observe::{Candidate, Observed, observe};
-pub use report::{Action, ObjectResult, SyncReport};
+pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
 
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough
 /// not to trip API priority and fairness on a real cluster (kubectl's own parallel
@@ -156,13 +156,17 @@ pub async fn sync(
         prune_refused: None,
         health: Health::Healthy,
         wait_failed: None,
+        validation_failed: false,
+        validation_retryable: false,
         inventory: inventory.clone(),
     };
     let failures = items
         .iter()
-        .filter(|i| matches!(i.plan, Plan::Failed(_)))
+        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
         .count();
     if failures > 0 {
+        report.validation_failed = true;
+        report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
         let why = format!("not applied: {failures} objects failed validation");
         report.objects = finish(items, &why);
         report.health = report::worst(&report.objects);
@@ -293,7 +297,7 @@ fn finish(items: Vec<observe::Item<'_>>, why: &str) -> Vec<ObjectResult> {
             // Without a verdict an object is in sync, unless the server refused it.
             let drift = match (&item.diff, &item.plan) {
                 (Some(diff), _) => Some(diff.drift.status()),
-                (None, Plan::Failed(_)) => None,
+                (None, Plan::Failed(_) | Plan::Unavailable(_)) => None,
                 (None, _) => Some(crate::diff::Status::InSync),
             };
             let changes = match (&item.plan, &item.diff) {
@@ -302,7 +306,9 @@ fn finish(items: Vec<observe::Item<'_>>, why: &str) -> Vec<ObjectResult> {
             };
             let (action, message) = match (item.result, item.plan) {
                 (Some(result), _) => result,
-                (None, Plan::Failed(message)) => (Action::Failed, message),
+                (None, Plan::Failed(message) | Plan::Unavailable(message)) => {
+                    (Action::Failed, message)
+                }
                 (None, Plan::Conflict(owner)) => (
                     Action::Conflict,
                     format!("labelled for app {owner:?}: not applied"),

@@ -61,7 +61,9 @@ impl Observed<'_> {
             .items
             .iter()
             .filter_map(|i| match &i.plan {
-                Plan::Failed(message) => Some(format!("{}: {message}", i.manifest.id)),
+                Plan::Failed(message) | Plan::Unavailable(message) => {
+                    Some(format!("{}: {message}", i.manifest.id))
+                }
                 _ => None,
             })
             .collect();

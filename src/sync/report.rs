@@ -88,6 +88,23 @@ impl ObjectResult {
     }
 }
 
+/// The stage a sync stopped or failed in, worst first, with what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncFailure {
+    /// The server did not validate objects: nothing was applied. A refusal needs a
+    /// change; an unavailable server may answer on a retry.
+    Validate { message: String, retryable: bool },
+    /// Writing objects failed part way (later steps were not applied).
+    Apply(String),
+    /// Prune was refused by a guard (needs a change or `allowMassPrune`) or a delete
+    /// failed.
+    Prune { message: String, refused: bool },
+    /// With `--wait`: the app did not become healthy in time.
+    Health(String),
+    /// Objects are labelled for another app and were left alone.
+    Conflict(String),
+}
+
 /// The outcome of a sync.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncReport {
@@ -101,6 +118,10 @@ pub struct SyncReport {
     pub health: Health,
     /// With `--wait`: why waiting ended without every object Healthy.
     pub wait_failed: Option<String>,
+    /// The server did not validate objects, so nothing was applied.
+    pub validation_failed: bool,
+    /// Every validation failure was the server being unavailable, not a refusal.
+    pub validation_retryable: bool,
     /// The app's inventory after the sync (as written, or as it would be).
     pub inventory: Inventory,
 }
@@ -142,6 +163,47 @@ impl SyncReport {
                 drifted && (self.dry_run || !action.writes())
             }
         })
+    }
+
+    /// The stage the sync failed in, if it did. Validation failures are reported
+    /// alone (nothing else ran); otherwise the first of apply, prune, health and
+    /// conflicts that failed.
+    pub fn failure(&self) -> Option<SyncFailure> {
+        let lines = |action: Action, extra: bool| -> Vec<String> {
+            self.objects
+                .iter()
+                .filter(|o| o.action == action && (o.drift == Some(Status::Extra)) == extra)
+                .map(|o| format!("{}: {}", o.id, o.message))
+                .collect()
+        };
+        if self.validation_failed {
+            return Some(SyncFailure::Validate {
+                message: lines(Action::Failed, false).join("; "),
+                retryable: self.validation_retryable,
+            });
+        }
+        let applied = lines(Action::Failed, false);
+        if !applied.is_empty() {
+            return Some(SyncFailure::Apply(applied.join("; ")));
+        }
+        let pruned = lines(Action::Failed, true);
+        if let Some(refusal) = &self.prune_refused {
+            return Some(SyncFailure::Prune {
+                message: refusal.clone(),
+                refused: true,
+            });
+        }
+        if !pruned.is_empty() {
+            return Some(SyncFailure::Prune {
+                message: pruned.join("; "),
+                refused: false,
+            });
+        }
+        if let Some(why) = &self.wait_failed {
+            return Some(SyncFailure::Health(why.clone()));
+        }
+        let conflicts = lines(Action::Conflict, false);
+        (!conflicts.is_empty()).then(|| SyncFailure::Conflict(conflicts.join("; ")))
     }
 
     /// Every failure in one line each: objects, conflicts and a refused prune.

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use base64::Engine as _;
 use serde_json::Value;
 
 use crate::support::{TestSandbox, tether};
@@ -141,6 +142,52 @@ fn render(namespace: &str, values: &str) -> Rendered {
     }
 }
 
+/// `helm template --dry-run=server` against the sandbox: the chart's `lookup` calls
+/// read the cluster, as they do in a `helm upgrade`. Helm runs on a blocking thread so
+/// the sandbox, on this test's runtime, can answer it.
+async fn render_on(sandbox: &TestSandbox, namespace: &str, values: &str) -> Rendered {
+    let kubeconfig = sandbox.kubeconfig.to_str().expect("utf-8 path").to_string();
+    let (namespace, values) = (namespace.to_string(), values.to_string());
+    let run = tokio::task::spawn_blocking(move || {
+        run_helm(
+            &[
+                "template",
+                RELEASE,
+                "-n",
+                &namespace,
+                "--dry-run=server",
+                "--kubeconfig",
+                &kubeconfig,
+            ],
+            &values,
+        )
+    })
+    .await
+    .expect("helm runs");
+    assert!(
+        run.success,
+        "helm template --dry-run=server failed: {}",
+        run.stderr
+    );
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&run.stdout)
+        .unwrap_or_else(|e| panic!("helm's output is YAML ({e}):\n{}", run.stdout));
+    Rendered {
+        text: run.stdout,
+        objects: objects.into_iter().filter(Value::is_object).collect(),
+    }
+}
+
+/// The token in the chart's generated API-token Secret, decoded.
+fn generated_token(rendered: &Rendered) -> String {
+    let secret = rendered.one("Secret");
+    assert_eq!(secret["metadata"]["name"], format!("{FULLNAME}-api-token"));
+    let encoded = secret["data"]["token"].as_str().expect("data.token");
+    let token = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(token).expect("utf-8")
+}
+
 /// `helm template` with values the chart must refuse; returns helm's error.
 fn render_fails(values: &str) -> String {
     let run = run_helm(&["template", RELEASE, "-n", "tether-system"], values);
@@ -267,6 +314,7 @@ async fn default_values_render_a_hardened_leader_elected_deployment_that_applies
             "Deployment",
             "Role",
             "RoleBinding",
+            "Secret",
             "Service",
             "ServiceAccount"
         ]
@@ -290,8 +338,32 @@ async fn default_values_render_a_hardened_leader_elected_deployment_that_applies
         FULLNAME
     );
 
+    // Issue #12: the pod's address is not loopback, so the API gets a token, from a
+    // Secret the chart generates and mounts; rendered.config() loads it as tether does.
     let config = rendered.config();
     assert_eq!(config["server"]["listen"], "0.0.0.0:8080");
+    assert_eq!(
+        config["server"]["apiToken"],
+        serde_json::json!({"secretFile": "/etc/tether/api/token"})
+    );
+    assert!(config["server"]["insecureOpenAPI"].is_null());
+    let token = generated_token(&rendered);
+    assert_eq!(token.len(), 48);
+    assert!(token.chars().all(|c| c.is_ascii_alphanumeric()), "{token}");
+    assert_eq!(
+        mounted_secret_files(&deployment["spec"]["template"]["spec"]),
+        [(
+            "/etc/tether/api/token".to_string(),
+            format!("{FULLNAME}-api-token"),
+            "token".to_string()
+        )]
+    );
+    // Issue #12: tether's stop fits in the grace period, with time to exit.
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+        30
+    );
+    assert_eq!(config["server"]["shutdownTimeout"], "25s");
     assert_eq!(config["inventoryNamespace"], namespace);
     assert_eq!(config["leaderElection"]["enabled"], true);
     assert_eq!(config["leaderElection"]["namespace"], namespace);
@@ -476,7 +548,30 @@ config:
       repo: "https://git.example.com/own.git"
       credentials: {tokenEnv: OWN_TOKEN}
 "#;
-    let rendered = render("tether-system", values);
+    // The Secrets exist in the cluster, and Helm renders against it (its `lookup`
+    // could read them): their values still never pass through the chart.
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("tether-system").await;
+    let secret_value = "s3cr3t-never-in-the-chart";
+    let secrets = sandbox.write_file(
+        "secrets.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: tether-webhooks, namespace: tether-system}}\nstringData: {{github: {secret_value}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: tether-generic, namespace: tether-system}}\nstringData: {{token: {secret_value}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: tether-api, namespace: tether-system}}\nstringData: {{bearer: {secret_value}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: git-credentials, namespace: tether-system}}\nstringData: {{api-token: {secret_value}}}\n"
+        ),
+    );
+    sandbox
+        .kubectl(&["apply", "--server-side", "-f", &secrets])
+        .await
+        .ok();
+    let rendered = render_on(&sandbox, "tether-system", values).await;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(secret_value);
+    for shown in [secret_value, encoded.as_str()] {
+        assert!(
+            !rendered.text.contains(shown),
+            "{shown} in:\n{}",
+            rendered.text
+        );
+    }
     assert!(
         rendered.all("Secret").is_empty(),
         "the chart creates no Secret"
@@ -536,21 +631,6 @@ config:
         );
     }
 
-    // The Secrets exist in the cluster; their values never pass through the chart.
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("tether-system").await;
-    let secret_value = "s3cr3t-never-in-the-chart";
-    let secrets = sandbox.write_file(
-        "secrets.yaml",
-        &format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: tether-webhooks, namespace: tether-system}}\nstringData: {{github: {secret_value}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: git-credentials, namespace: tether-system}}\nstringData: {{api-token: {secret_value}}}\n"
-        ),
-    );
-    sandbox
-        .kubectl(&["apply", "--server-side", "-f", &secrets])
-        .await
-        .ok();
-    assert!(!rendered.text.contains(secret_value));
     let dir = rendered.write_to(sandbox.dir.path());
     apply_rendered(&sandbox, &dir).await;
     let live = get(&sandbox, "deployment", FULLNAME, Some("tether-system")).await;
@@ -699,8 +779,20 @@ fn values_the_chart_cannot_honour_are_refused_naming_the_field() {
             "webhookSecrets.svn: unknown provider",
         ),
         (
-            "apiToken: {key: token}\n",
-            "apiToken.existingSecret is required",
+            "apiToken: {generate: false}\n",
+            "apiToken: without existingSecret or generate: true the status API has no token",
+        ),
+        (
+            "apiToken: {value: t0ken}\n",
+            "apiToken.value: the token is never inlined",
+        ),
+        (
+            "config:\n  server: {shutdownTimeout: 10s}\n",
+            "config.server.shutdownTimeout is set by the chart",
+        ),
+        (
+            "terminationGracePeriodSeconds: 5\n",
+            "terminationGracePeriodSeconds must be at least 6",
         ),
         (
             "config:\n  server: {listen: \"127.0.0.1:9000\"}\n",
@@ -845,4 +937,71 @@ fn every_variant_the_readme_documents_renders_and_lints_clean() {
             lint.stdout, lint.stderr
         );
     }
+}
+
+/// Issue #12: the generated token is drawn once. Without a cluster (`helm template`)
+/// each render draws anew; against a cluster where the release's Secret exists (what
+/// `helm upgrade` sees) the chart keeps the token it finds, so clients holding it keep
+/// working.
+#[tokio::test]
+async fn the_generated_api_token_is_kept_across_upgrades() {
+    let first = generated_token(&render("tether-system", ""));
+    let again = generated_token(&render("tether-system", ""));
+    assert_ne!(first, again, "no cluster, nothing to keep: a new token");
+
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("tether-system").await;
+    let fresh = generated_token(&render_on(&sandbox, "tether-system", "").await);
+    assert_eq!(fresh.len(), 48, "a first install draws a token");
+    // The Secret as the first install left it: Helm's ownership marks, the token.
+    let installed = sandbox.write_file(
+        "installed.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {FULLNAME}-api-token\n  namespace: tether-system\n  labels: {{app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: {RELEASE}, meta.helm.sh/release-namespace: tether-system}}\nstringData: {{token: {first}}}\n"
+        ),
+    );
+    sandbox
+        .kubectl(&["apply", "--server-side", "-f", &installed])
+        .await
+        .ok();
+    for _ in 0..2 {
+        let upgraded = render_on(&sandbox, "tether-system", "config:\n  concurrency: 8\n").await;
+        assert_eq!(generated_token(&upgraded), first);
+    }
+    // A token of your own replaces the generated Secret.
+    let own = render_on(
+        &sandbox,
+        "tether-system",
+        "apiToken: {existingSecret: tether-api}\n",
+    )
+    .await;
+    assert!(own.all("Secret").is_empty());
+    assert!(!own.text.contains(&first));
+}
+
+/// Issue #12: an API without a token only when asked for: no Secret, the choice in the
+/// config (tether warns at start), and the config loads as tether loads it.
+#[test]
+fn an_open_api_is_rendered_only_when_asked_for() {
+    let rendered = render(
+        "tether-system",
+        "apiToken: {generate: false}\nconfig:\n  server: {insecureOpenAPI: true}\n",
+    );
+    assert!(rendered.all("Secret").is_empty());
+    let config = rendered.config();
+    assert_eq!(config["server"]["insecureOpenAPI"], true);
+    assert!(config["server"]["apiToken"].is_null(), "{config}");
+    let pod = &rendered.one("Deployment")["spec"]["template"]["spec"];
+    assert!(mounted_secret_files(pod).is_empty());
+}
+
+/// tether's stop budget follows the pod's grace period, 5s below it.
+#[test]
+fn the_shutdown_budget_follows_the_grace_period() {
+    let rendered = render("tether-system", "terminationGracePeriodSeconds: 60\n");
+    assert_eq!(
+        rendered.one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+        60
+    );
+    assert_eq!(rendered.config()["server"]["shutdownTimeout"], "55s");
 }

@@ -177,3 +177,56 @@ fn a_bad_file_names_itself_the_line_and_every_field() {
         )
     );
 }
+
+/// Parsing, checking and resolving live in separate modules; a problem found by any of
+/// them still names the file, the line of the value at fault and its field path, top
+/// to bottom, with the problems that have no line (a resolved block) last.
+#[test]
+fn problems_from_every_section_keep_their_lines() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("tether.yaml");
+    write(
+        &path,
+        "server:\n  listen: \"0.0.0.0:8080\"\n  shutdownTimeout: 0s\nconcurrency: 0\n\
+         leaderElection:\n  renewDeadline: 20s\napps:\n- name: web\n  source: {repo: r, interval: 1x}\n\
+         \x20 ignoreDifferences:\n  - {kind: Deployment, jsonPointers: [spec/replicas]}\n\
+         \x20 syncWindows:\n  - {kind: sometimes, schedule: '0 22 * * *', duration: 1h}\n\
+         \x20 notifications:\n  - {type: slack, url: \"https://hooks.slack.com/x\"}\n",
+    );
+    let err = Config::load(&path).expect_err("invalid");
+    let shown = path.display();
+    let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{shown}:2: server.listen: 0.0.0.0:8080 is reachable from other hosts and \
+                 server.apiToken is not set: the status API could be used by anyone to trigger \
+                 syncs and read drifted values; set server.apiToken, listen on 127.0.0.1, or set \
+                 server.insecureOpenAPI: true on a trusted network"
+            ),
+            format!("{shown}:3: server.shutdownTimeout: \"0s\" must be positive"),
+            format!("{shown}:4: concurrency: 0 must be at least 1"),
+            format!(
+                "{shown}:6: leaderElection.renewDeadline: renewDeadline (20s) must be shorter \
+                 than leaseDuration (15s, the default)"
+            ),
+            format!(
+                "{shown}:9: apps[0].source.interval: \"1x\" is not a duration (like 30s, 1m, \
+                 1h30m or 500ms)"
+            ),
+            format!(
+                "{shown}:11: apps[0].ignoreDifferences[0].jsonPointers[0]: \"spec/replicas\" is \
+                 not a JSON pointer to a field (RFC 6901: like /spec/replicas)"
+            ),
+            format!(
+                "{shown}:13: apps[0].syncWindows[0].kind: \"sometimes\" is not a window kind \
+                 (allow or deny)"
+            ),
+            format!(
+                "{shown}: apps[0]: notifications[0]: a Slack webhook URL is a secret; give it \
+                 with urlEnv or urlFile"
+            ),
+        ]
+    );
+}

@@ -10,6 +10,8 @@ mod diff_online;
 mod docs;
 mod examples;
 mod fidelity;
+mod field;
+mod layers;
 mod leader;
 mod manifest;
 mod notify;

@@ -624,3 +624,98 @@ async fn generators_sending_protobuf_get_415() {
         .json();
     assert_eq!(created["data"]["a"], "b");
 }
+
+#[tokio::test]
+async fn rollout_status_and_history_follow_the_deployment_controller() {
+    let (sandbox, _) = applied("kx-rollout").await;
+    let status = |namespace: &'static str| {
+        let sandbox = &sandbox;
+        async move {
+            sandbox
+                .kubectl(&[
+                    "rollout",
+                    "status",
+                    "deployment/web",
+                    "-n",
+                    namespace,
+                    "--timeout=30s",
+                ])
+                .await
+                .ok()
+        }
+    };
+    let out = status("kx-rollout").await;
+    assert!(
+        out.stdout
+            .contains("deployment \"web\" successfully rolled out"),
+        "{}",
+        out.stdout
+    );
+
+    sandbox
+        .kubectl(&[
+            "set",
+            "image",
+            "deployment/web",
+            "web=nginx:1.26",
+            "-n",
+            "kx-rollout",
+        ])
+        .await
+        .ok();
+    let out = status("kx-rollout").await;
+    assert!(
+        out.stdout
+            .contains("deployment \"web\" successfully rolled out"),
+        "{}",
+        out.stdout
+    );
+
+    let out = sandbox
+        .kubectl(&["rollout", "history", "deployment/web", "-n", "kx-rollout"])
+        .await
+        .ok();
+    let revisions: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|first| first.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{}", out.stdout);
+
+    let replica_sets = get_yaml(&sandbox, &["replicasets", "-n", "kx-rollout"]).await;
+    let mut replicas: Vec<i64> = replica_sets["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|rs| rs["spec"]["replicas"].as_i64().unwrap_or(-1))
+        .collect();
+    replicas.sort();
+    assert_eq!(replicas, [0, 1], "the old ReplicaSet is scaled to 0");
+}
+
+#[tokio::test]
+async fn rollout_status_fails_for_a_broken_image() {
+    let sandbox = TestSandbox::start().await;
+    let file = sandbox.write_file("bundle.yaml", &bundle("kx-broken", "nginx:1.25-broken"));
+    sandbox
+        .kubectl(&["apply", "--server-side", "-f", &file])
+        .await
+        .ok();
+    let out = sandbox
+        .kubectl(&[
+            "rollout",
+            "status",
+            "deployment/web",
+            "-n",
+            "kx-broken",
+            "--timeout=30s",
+        ])
+        .await;
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("exceeded its progress deadline"),
+        "{}",
+        out.stderr
+    );
+}

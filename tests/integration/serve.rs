@@ -681,3 +681,148 @@ async fn the_status_api_asks_for_the_configured_token() {
     assert!(!log.contains(TOKEN), "{log}");
     assert_eq!(serve.stop().await, Some(0), "{log}");
 }
+
+/// Issue #12: Kubernetes sends SIGKILL 30 s after SIGTERM, so a pass stuck on a slow
+/// API server must not hold the stop: passes in flight get what `shutdownTimeout`
+/// leaves after the reserve for notifications and the Lease, then are aborted, and
+/// the process exits 0 within the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
+    const BUDGET: Duration = Duration::from_secs(4);
+    const LATENCY: Duration = Duration::from_secs(2);
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("slow").await;
+    let files: Vec<(String, String)> = (0..3)
+        .map(|i| {
+            (
+                format!("slow/cm-{i}.yaml"),
+                configmap(&format!("cm-{i}"), "slow", "1"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let origin = origin(&sandbox, &files);
+    let (server, _) = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}  shutdownTimeout: 4s\napps:\n- name: slow\n  source: {{repo: \"{}\", ref: main, path: slow, interval: {POLL}}}\n  destination: {{namespace: slow}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    let mut serve = Serve::start(&sandbox, "slow", &config, &[]).await;
+    serve
+        .wait_status("slow", "slow is Synced", |s| s["sync"] == "Synced")
+        .await;
+
+    // Every answer now takes LATENCY: the next pass (an inventory read, three dry
+    // runs, three applies, an inventory write) needs several times the budget.
+    sandbox.sandbox.set_latency(LATENCY);
+    for i in 0..3 {
+        origin.repo.write(
+            &format!("slow/cm-{i}.yaml"),
+            &configmap(&format!("cm-{i}"), "slow", "2"),
+        );
+    }
+    origin.repo.commit("slow 2");
+    sandbox.sandbox.reset_requests();
+    assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
+    eventually("the pass sends its first dry run", || async {
+        (sandbox.sandbox.requests().verb("dryrun:patch") > 0).then_some(())
+    })
+    .await;
+
+    let sent = std::time::Instant::now();
+    serve.signal("TERM");
+    let status = tokio::time::timeout(BUDGET + Duration::from_secs(10), serve.child.wait())
+        .await
+        .expect("tether serve stops after SIGTERM")
+        .expect("wait");
+    let took = sent.elapsed();
+    let log = serve.log();
+    assert_eq!(status.code(), Some(0), "{log}");
+    // The budget, plus the second the stop may overrun it, plus process exit.
+    assert!(
+        took < BUDGET + Duration::from_millis(1500),
+        "stopped after {took:?}, budget {BUDGET:?}:\n{log}"
+    );
+    assert!(
+        log.contains("pass did not finish in time; stopping it"),
+        "a pass was in flight and was cut off:\n{log}"
+    );
+    // Cut off before it could apply everything.
+    sandbox.sandbox.set_latency(Duration::ZERO);
+    let mut applied = 0;
+    for i in 0..3 {
+        if data_key(&sandbox, &format!("cm-{i}"), "slow")
+            .await
+            .as_deref()
+            == Some("2")
+        {
+            applied += 1;
+        }
+    }
+    assert!(applied < 3, "the whole pass ran: {log}");
+}
+
+/// Issue #12: without `server.apiToken` the status API (which triggers syncs and shows
+/// drifted values) does not listen beyond loopback unless the file says the network
+/// is trusted; the refusal is a configuration error (exit 2) naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_api_beyond_loopback_needs_insecure_open_api() {
+    let sandbox = TestSandbox::start().await;
+    let dir = sandbox.dir.path();
+    let port = free_port();
+    let path = dir.join("open.yaml");
+    std::fs::write(
+        &path,
+        format!("server:\n  listen: \"0.0.0.0:{port}\"\napps: []\n"),
+    )
+    .expect("write config");
+    let refused = serve_once(&sandbox, &path).await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:2: server.listen: 0.0.0.0:{port} is reachable from other hosts and server.apiToken is not set",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("server.insecureOpenAPI: true"), "{stderr}");
+
+    // Said on purpose, the configuration is accepted and the warning logged; the
+    // service then goes on to bind. Tests listen on 127.0.0.1 only, so the address is
+    // one no interface here has (TEST-NET-1, RFC 5737): the bind, not the
+    // configuration, is what fails.
+    std::fs::write(
+        &path,
+        format!("server:\n  listen: \"192.0.2.1:{port}\"\n  insecureOpenAPI: true\napps: []\n"),
+    )
+    .expect("write config");
+    let allowed = serve_once(&sandbox, &path).await;
+    let stderr = String::from_utf8_lossy(&allowed.stderr);
+    assert!(!stderr.contains("server.listen:"), "{stderr}");
+    assert!(
+        stderr.contains("server.insecureOpenAPI: the status API (/api/v1) can trigger syncs"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("cannot listen on 192.0.2.1:{port}")),
+        "{stderr}"
+    );
+}
+
+/// `tether serve` run to its end (a configuration or start-up error), its output kept.
+async fn serve_once(sandbox: &TestSandbox, config: &Path) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .env("TETHER_CACHE_DIR", sandbox.dir.path().join("once-cache"))
+        .env("RUST_LOG", "info")
+        .output()
+        .await
+        .expect("tether serve runs")
+}

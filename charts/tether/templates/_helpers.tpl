@@ -64,6 +64,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default "token" .Values.apiToken.key -}}
 {{- end -}}
 
+{{/* The Secret holding the API token: the existing one, the generated one, or none
+(empty) when the API is served without a token. */}}
+{{- define "tether.apiTokenSecret" -}}
+{{- if .Values.apiToken.existingSecret -}}
+{{- .Values.apiToken.existingSecret -}}
+{{- else if .Values.apiToken.generate -}}
+{{- printf "%s-api-token" (include "tether.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* tether's stop budget: the pod's grace period less 5s, for the process to exit
+after its last request. */}}
+{{- define "tether.shutdownTimeout" -}}
+{{- $grace := int .Values.terminationGracePeriodSeconds -}}
+{{- if lt $grace 6 -}}
+{{- fail (printf "terminationGracePeriodSeconds must be at least 6 (tether stops within it less 5s), not %d" $grace) -}}
+{{- end -}}
+{{- printf "%ds" (sub $grace 5) -}}
+{{- end -}}
+
 {{/* The Git credentials as a source.credentials object (files under /etc/tether/git),
 or an empty dict when no Secret is configured. */}}
 {{- define "tether.gitCredentials" -}}
@@ -105,12 +125,18 @@ values.yaml, `config`). */}}
 {{- $_ := set $webhooks $provider (dict "secretFile" (printf "%s/webhooks/%s/%s" (include "tether.configDir" $) $provider $key)) -}}
 {{- end -}}
 {{- if $webhooks }}{{ $_ := set $server "webhooks" $webhooks }}{{ end -}}
-{{- with .Values.apiToken -}}
-{{- if not .existingSecret -}}
-{{- fail "apiToken.existingSecret is required: the token is taken from an existing Secret, never inlined" -}}
+{{- if hasKey .Values.apiToken "value" -}}
+{{- fail "apiToken.value: the token is never inlined; name an existingSecret, or let the chart generate one" -}}
 {{- end -}}
+{{- if include "tether.apiTokenSecret" . -}}
 {{- $_ := set $server "apiToken" (dict "secretFile" (printf "%s/api/%s" (include "tether.configDir" $) (include "tether.apiTokenKey" $))) -}}
+{{- else if not $server.insecureOpenAPI -}}
+{{- fail "apiToken: without existingSecret or generate: true the status API has no token, and tether refuses to serve it on the pod's address; set config.server.insecureOpenAPI: true to serve it open on a trusted network" -}}
 {{- end -}}
+{{- if hasKey $server "shutdownTimeout" -}}
+{{- fail "config.server.shutdownTimeout is set by the chart (terminationGracePeriodSeconds less 5s): set terminationGracePeriodSeconds" -}}
+{{- end -}}
+{{- $_ := set $server "shutdownTimeout" (include "tether.shutdownTimeout" .) -}}
 {{- $_ := set $config "server" $server -}}
 {{- if not $config.inventoryNamespace }}{{ $_ := set $config "inventoryNamespace" .Release.Namespace }}{{ end -}}
 {{- $election := deepCopy ($config.leaderElection | default dict) -}}

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use super::pods::default_pod_spec;
 use super::*;
 
 fn fixtures_dir(sub: &str) -> PathBuf {

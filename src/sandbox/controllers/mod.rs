@@ -1,6 +1,7 @@
-//! Simulated controllers (`--simulate-controllers`): after a short delay, workloads
-//! report status as healthy controllers would, Jobs complete, LoadBalancer Services get
-//! an address and claims are bound. A container image whose tag ends in
+//! Simulated controllers. The Deployment controller ([`deployment`]) always runs, as
+//! in every cluster. With `--simulate-controllers`, after a short delay the other
+//! workloads report status as healthy controllers would, Jobs complete, LoadBalancer
+//! Services get an address and claims are bound. A container image whose tag ends in
 //! [`BROKEN_IMAGE_SUFFIX`] never becomes ready, so degraded health can be tested.
 //!
 //! Like real controllers they are level-triggered: each change of a watched object
@@ -14,6 +15,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+pub mod deployment;
+
 use super::api::State;
 use super::store::{EventType, ObjectKey, ResourceKey};
 
@@ -23,9 +26,9 @@ pub const BROKEN_IMAGE_SUFFIX: &str = "-broken";
 /// The field manager simulated controllers write status as.
 const MANAGER: &str = "kube-controller-manager";
 
-/// The kinds simulated, by resource.
+/// The kinds simulated, by resource. Deployments, and the ReplicaSets they own, are
+/// the Deployment controller's.
 const SIMULATED: &[(&str, &str)] = &[
-    ("apps", "deployments"),
     ("apps", "statefulsets"),
     ("apps", "daemonsets"),
     ("apps", "replicasets"),
@@ -111,55 +114,6 @@ fn desired_status(resource: &ResourceKey, object: &Value) -> Option<Value> {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let current = object.get("status").cloned().unwrap_or(json!({}));
     let mut status = match resource.resource.as_str() {
-        "deployments" => {
-            let (available, progressing) = if broken {
-                (
-                    condition(
-                        "Available",
-                        "False",
-                        "MinimumReplicasUnavailable",
-                        "Deployment does not have minimum availability.",
-                        &now,
-                    ),
-                    condition(
-                        "Progressing",
-                        "False",
-                        "ProgressDeadlineExceeded",
-                        "ReplicaSet has timed out progressing.",
-                        &now,
-                    ),
-                )
-            } else {
-                (
-                    condition(
-                        "Available",
-                        "True",
-                        "MinimumReplicasAvailable",
-                        "Deployment has minimum availability.",
-                        &now,
-                    ),
-                    condition(
-                        "Progressing",
-                        "True",
-                        "NewReplicaSetAvailable",
-                        "ReplicaSet has successfully progressed.",
-                        &now,
-                    ),
-                )
-            };
-            let mut status = json!({
-                "observedGeneration": generation,
-                "replicas": replicas,
-                "updatedReplicas": replicas,
-                "readyReplicas": ready,
-                "availableReplicas": ready,
-                "conditions": [available, progressing],
-            });
-            if broken {
-                status["unavailableReplicas"] = json!(replicas);
-            }
-            status
-        }
         "statefulsets" => json!({
             "observedGeneration": generation,
             "replicas": replicas,
@@ -169,6 +123,9 @@ fn desired_status(resource: &ResourceKey, object: &Value) -> Option<Value> {
             "availableReplicas": ready,
             "collisionCount": 0,
         }),
+        "replicasets" if deployment::controller_name(object, "Deployment").is_some() => {
+            return None;
+        }
         "replicasets" => json!({
             "observedGeneration": generation,
             "replicas": replicas,
@@ -288,49 +245,58 @@ fn has_broken_image(object: &Value) -> bool {
 mod tests {
     use super::*;
 
-    fn deployments() -> ResourceKey {
+    fn key(group: &str, resource: &str) -> ResourceKey {
         ResourceKey {
-            group: "apps".into(),
-            resource: "deployments".into(),
+            group: group.into(),
+            resource: resource.into(),
         }
     }
 
-    fn deployment(image: &str) -> Value {
+    fn workload(image: &str) -> Value {
         json!({"metadata": {"generation": 3}, "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": image}]}}}})
     }
 
     #[test]
-    fn healthy_deployments_report_every_replica_available() {
-        let status = desired_status(&deployments(), &deployment("nginx:1.25")).unwrap();
+    fn healthy_stateful_sets_report_every_replica_ready() {
+        let status = desired_status(&key("apps", "statefulsets"), &workload("nginx:1.25")).unwrap();
         assert_eq!(status["observedGeneration"], 3);
+        assert_eq!(status["readyReplicas"], 2);
         assert_eq!(status["availableReplicas"], 2);
-        assert_eq!(status["conditions"][0]["status"], "True");
     }
 
     #[test]
     fn broken_images_never_become_ready() {
-        let status = desired_status(&deployments(), &deployment("nginx:1.25-broken")).unwrap();
+        let status =
+            desired_status(&key("apps", "statefulsets"), &workload("nginx:1.25-broken")).unwrap();
         assert_eq!(status["readyReplicas"], 0);
-        assert_eq!(
-            status["conditions"][1]["reason"],
-            "ProgressDeadlineExceeded"
-        );
+        let job = json!({"spec": {"backoffLimit": 2, "template": {"spec": {"containers": [{"name": "x", "image": "busybox-broken"}]}}}});
+        let status = desired_status(&key("batch", "jobs"), &job).unwrap();
+        assert_eq!(status["failed"], 3);
+        assert_eq!(status["conditions"][1]["type"], "Failed");
     }
 
     #[test]
     fn a_second_pass_computes_the_same_status() {
-        let mut object = deployment("nginx:1.25");
-        let first = desired_status(&deployments(), &object).unwrap();
+        let mut object = workload("nginx:1.25");
+        let resource = key("apps", "statefulsets");
+        let first = desired_status(&resource, &object).unwrap();
         object["status"] = first.clone();
-        assert_eq!(desired_status(&deployments(), &object).unwrap(), first);
+        assert_eq!(desired_status(&resource, &object).unwrap(), first);
+    }
+
+    #[test]
+    fn deployments_and_their_replica_sets_are_left_to_the_deployment_controller() {
+        assert!(!is_simulated(&key("apps", "deployments")));
+        let mut owned = workload("nginx:1.25");
+        owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u", "controller": true}]);
+        assert!(desired_status(&key("apps", "replicasets"), &owned).is_none());
+        let standalone = workload("nginx:1.25");
+        assert!(desired_status(&key("apps", "replicasets"), &standalone).is_some());
     }
 
     #[test]
     fn only_load_balancers_get_an_address() {
-        let services = ResourceKey {
-            group: String::new(),
-            resource: "services".into(),
-        };
+        let services = key("", "services");
         assert!(desired_status(&services, &json!({"spec": {"type": "ClusterIP"}})).is_none());
         let status = desired_status(&services, &json!({"spec": {"type": "LoadBalancer"}})).unwrap();
         assert_eq!(status["loadBalancer"]["ingress"][0]["ip"], "192.0.2.10");

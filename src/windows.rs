@@ -1,5 +1,6 @@
 //! Sync windows: when automation may act. A policy check of the loop's "act" step,
-//! with Argo CD's semantics.
+//! with Argo CD's semantics. A leaf below the configuration (which compiles windows)
+//! and the workers (which consult them): it uses only `duration`.
 //!
 //! A window is a cron schedule in a time zone and a duration: it is *active* at `now`
 //! when some fire time `t` of its schedule satisfies `t <= now < t + duration`. Any
@@ -18,6 +19,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cron::Schedule;
+
+use crate::duration::format_duration;
 
 /// Largest change of a zone's UTC offset we order fire times across. The cron iterator
 /// walks local wall-clock time, so around a fall-back change its instants are not in
@@ -375,25 +378,6 @@ fn standard_day_of_week(field: &str) -> Result<String, String> {
         .join(","))
 }
 
-/// `8h`, `1h30m`, `90s` → `1m30s`, `500ms`: the config's own spelling.
-pub fn format_duration(d: Duration) -> String {
-    if d.is_zero() {
-        return "0s".into();
-    }
-    let mut out = String::new();
-    let secs = d.as_secs();
-    let (h, m, s, ms) = (secs / 3600, secs / 60 % 60, secs % 60, d.subsec_millis());
-    for (n, unit) in [(h, "h"), (m, "m"), (s, "s"), (u64::from(ms), "ms")] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if out.is_empty() {
-        out = format!("{}ns", d.subsec_nanos());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -684,15 +668,5 @@ mod tests {
         let zero = SyncWindow::new(WindowKind::Deny, "0 22 * * *", Duration::ZERO, Tz::UTC)
             .expect_err("zero");
         assert_eq!(zero.to_string(), "the duration must be positive");
-    }
-
-    #[test]
-    fn durations_print_as_they_are_written() {
-        let f = |s: u64| format_duration(Duration::from_secs(s));
-        assert_eq!(f(8 * 3600), "8h");
-        assert_eq!(f(5400), "1h30m");
-        assert_eq!(f(90), "1m30s");
-        assert_eq!(format_duration(Duration::from_millis(500)), "500ms");
-        assert_eq!(format_duration(Duration::ZERO), "0s");
     }
 }

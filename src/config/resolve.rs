@@ -1,0 +1,482 @@
+//! From the configuration as written to the configuration as used: defaults filled in,
+//! values checked (every problem reported through [`Checker`]), sync windows compiled,
+//! and each app's notification channels and commit-status target resolved once, here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono_tz::Tz;
+
+use super::check::{Checker, dns1123_subdomain, line_of};
+use super::model::*;
+use super::raw::{self, S};
+use crate::duration::format_duration;
+use crate::ownership::{DEFAULT_INVENTORY_NAMESPACE, INVENTORY_PREFIX, MAX_APP_NAME_LEN};
+use crate::source::SecretRef;
+use crate::windows::{SyncWindow, WindowKind, parse_schedule};
+
+pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
+    let inventory_namespace = match &raw.inventory_namespace {
+        Some(ns) => {
+            check.label("inventoryNamespace", ns, 63, "");
+            ns.value.clone()
+        }
+        None => DEFAULT_INVENTORY_NAMESPACE.to_string(),
+    };
+    let concurrency = match &raw.concurrency {
+        Some(c) if c.value < 1 => {
+            check.report(
+                "concurrency",
+                line_of(c),
+                format!("{} must be at least 1", c.value),
+            );
+            DEFAULT_CONCURRENCY
+        }
+        Some(c) => usize::try_from(c.value).unwrap_or(DEFAULT_CONCURRENCY),
+        None => DEFAULT_CONCURRENCY,
+    };
+    let resync_interval = check.duration(
+        "resyncInterval",
+        raw.resync_interval.as_ref(),
+        DEFAULT_RESYNC_INTERVAL,
+    );
+    let server = resolve_server(&raw.server, check);
+    let leader_election =
+        resolve_leader_election(&raw.leader_election, &inventory_namespace, check);
+    let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
+    for (i, app) in raw.apps.iter().enumerate() {
+        let path = format!("apps[{i}]");
+        let resolved = resolve_app(app, &path, check);
+        if let Some(first) = apps.iter().position(|a| a.name == resolved.name) {
+            check.report(
+                format!("{path}.name"),
+                line_of(&app.name),
+                format!("{:?} is also the name of apps[{first}]", resolved.name),
+            );
+        }
+        apps.push(resolved);
+    }
+    Config {
+        server,
+        inventory_namespace,
+        concurrency,
+        resync_interval,
+        leader_election,
+        apps,
+    }
+}
+
+fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
+    let listen = match &raw.listen {
+        Some(l) => match SocketAddr::from_str(l.value.trim()) {
+            Ok(addr) => addr,
+            Err(_) => {
+                check.report(
+                    "server.listen",
+                    line_of(l),
+                    format!(
+                        "{:?} is not an address and port (like 0.0.0.0:8080 or [::]:8080)",
+                        l.value
+                    ),
+                );
+                DEFAULT_LISTEN
+            }
+        },
+        None => DEFAULT_LISTEN,
+    };
+    let mut secret = |path: String, s: &Option<S<raw::SecretFrom>>| {
+        let s = s.as_ref()?;
+        let line = line_of(s);
+        match (&s.value.secret_file, &s.value.secret_env) {
+            (Some(file), None) => check
+                .non_empty(&format!("{path}.secretFile"), file)
+                .then(|| SecretRef::File(PathBuf::from(&file.value))),
+            (None, Some(env)) => check
+                .non_empty(&format!("{path}.secretEnv"), env)
+                .then(|| SecretRef::Env(env.value.clone())),
+            (Some(_), Some(_)) => {
+                check.report(path, line, "set secretFile or secretEnv, not both");
+                None
+            }
+            (None, None) => {
+                check.report(path, line, "set secretFile or secretEnv");
+                None
+            }
+        }
+    };
+    let w = &raw.webhooks;
+    let mut webhook =
+        |key: &str, s| secret(format!("server.webhooks.{key}"), s).map(WebhookSecretRef);
+    let webhooks = WebhooksConfig {
+        github: webhook("github", &w.github),
+        gitlab: webhook("gitlab", &w.gitlab),
+        gitea: webhook("gitea", &w.gitea),
+        bitbucket: webhook("bitbucket", &w.bitbucket),
+        generic: webhook("generic", &w.generic),
+        allow_unsigned: w.allow_unsigned,
+    };
+    let api_token = secret("server.apiToken".into(), &raw.api_token);
+    let shutdown_timeout = check.duration(
+        "server.shutdownTimeout",
+        raw.shutdown_timeout.as_ref(),
+        DEFAULT_SHUTDOWN_TIMEOUT,
+    );
+    // Issue #12: the status API triggers syncs and shows drifted values, so without a
+    // token it stays on loopback unless the file says the network is trusted. An
+    // apiToken block that is itself wrong is reported already; no second problem.
+    if raw.api_token.is_none() && !is_loopback(&listen) && !raw.insecure_open_api {
+        check.report(
+            "server.listen",
+            raw.listen.as_ref().and_then(line_of),
+            format!(
+                "{listen} is reachable from other hosts and server.apiToken is not set: the \
+                 status API could be used by anyone to trigger syncs and read drifted values; \
+                 set server.apiToken, listen on 127.0.0.1, or set server.insecureOpenAPI: true \
+                 on a trusted network"
+            ),
+        );
+    }
+    ServerConfig {
+        listen,
+        webhooks,
+        api_token,
+        insecure_open_api: raw.insecure_open_api,
+        shutdown_timeout,
+    }
+}
+
+/// Whether only this host can connect (`127.0.0.0/8`, `::1`, and `::ffff:127.0.0.1`).
+fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+fn resolve_leader_election(
+    raw: &raw::LeaderElection,
+    inventory_namespace: &str,
+    check: &mut Checker,
+) -> LeaderElectionConfig {
+    let namespace = match &raw.namespace {
+        Some(ns) => {
+            check.label("leaderElection.namespace", ns, 63, "");
+            ns.value.clone()
+        }
+        None => inventory_namespace.to_string(),
+    };
+    let lease_name = match &raw.lease_name {
+        Some(n) => {
+            if let Err(message) = dns1123_subdomain(&n.value) {
+                check.report("leaderElection.leaseName", line_of(n), message);
+            }
+            n.value.clone()
+        }
+        None => DEFAULT_LEASE_NAME.to_string(),
+    };
+    let before = check.problems.len();
+    let lease_duration = check.duration(
+        "leaderElection.leaseDuration",
+        raw.lease_duration.as_ref(),
+        DEFAULT_LEASE_DURATION,
+    );
+    let renew_deadline = check.duration(
+        "leaderElection.renewDeadline",
+        raw.renew_deadline.as_ref(),
+        DEFAULT_RENEW_DEADLINE,
+    );
+    let retry_period = check.duration(
+        "leaderElection.retryPeriod",
+        raw.retry_period.as_ref(),
+        DEFAULT_RETRY_PERIOD,
+    );
+    // Ordering only makes sense between durations that parsed.
+    if check.problems.len() == before {
+        let shown = |d: Duration, set: bool| {
+            let d = format_duration(d);
+            if set { d } else { format!("{d}, the default") }
+        };
+        if renew_deadline >= lease_duration {
+            check.report(
+                "leaderElection.renewDeadline",
+                raw.renew_deadline.as_ref().and_then(line_of),
+                format!(
+                    "renewDeadline ({}) must be shorter than leaseDuration ({})",
+                    shown(renew_deadline, raw.renew_deadline.is_some()),
+                    shown(lease_duration, raw.lease_duration.is_some()),
+                ),
+            );
+        }
+        if retry_period >= renew_deadline {
+            check.report(
+                "leaderElection.retryPeriod",
+                raw.retry_period.as_ref().and_then(line_of),
+                format!(
+                    "retryPeriod ({}) must be shorter than renewDeadline ({})",
+                    shown(retry_period, raw.retry_period.is_some()),
+                    shown(renew_deadline, raw.renew_deadline.is_some()),
+                ),
+            );
+        }
+    }
+    LeaderElectionConfig {
+        enabled: raw.enabled,
+        namespace,
+        lease_name,
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    }
+}
+
+fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
+    check.label(
+        &format!("{path}.name"),
+        &raw.name,
+        MAX_APP_NAME_LEN,
+        &format!(" ({INVENTORY_PREFIX}<name> must fit in 63)"),
+    );
+    let src = &raw.source;
+    check.non_empty(&format!("{path}.source.repo"), &src.repo);
+    let source = SourceConfig {
+        repo: src.repo.value.trim().to_string(),
+        reference: src
+            .reference
+            .clone()
+            .filter(|r| !r.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_REF.to_string()),
+        path: src
+            .path
+            .clone()
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_PATH.to_string()),
+        interval: check.duration(
+            &format!("{path}.source.interval"),
+            src.interval.as_ref(),
+            DEFAULT_SOURCE_INTERVAL,
+        ),
+        credentials: match &src.credentials {
+            Some(c) => resolve_credentials(c, &format!("{path}.source.credentials"), check),
+            None => Credentials::default(),
+        },
+    };
+    let destination = DestinationConfig {
+        namespace: match &raw.destination.namespace {
+            Some(ns) => {
+                check.label(&format!("{path}.destination.namespace"), ns, 63, "");
+                ns.value.clone()
+            }
+            None => crate::manifest::DEFAULT_NAMESPACE.to_string(),
+        },
+        context: raw.destination.context.clone(),
+    };
+    let s = &raw.sync;
+    let sync = SyncPolicy {
+        automated: s.automated,
+        prune: s.prune,
+        self_heal: s.self_heal.unwrap_or(true),
+        force: s.force.unwrap_or(true),
+        allow_mass_prune: s.allow_mass_prune,
+    };
+    let ignore_differences = raw
+        .ignore_differences
+        .iter()
+        .enumerate()
+        .map(|(i, d)| resolve_ignore(d, &format!("{path}.ignoreDifferences[{i}]"), check))
+        .collect();
+    let sync_windows = raw
+        .sync_windows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| resolve_window(w, &format!("{path}.syncWindows[{i}]"), check))
+        .collect();
+    // Resolved here, once: the worker takes the result and has nothing left to fail.
+    let notifications = match crate::report::notify::resolve_channels(&raw.notifications) {
+        Ok(channels) => channels,
+        Err(err) => {
+            check.report(path.to_string(), None, err.to_string());
+            Vec::new()
+        }
+    };
+    let commit_status = raw.commit_status.as_ref().and_then(|status| {
+        match status.resolve(&raw.name.value, &source.repo) {
+            Ok(target) => Some(Arc::new(target)),
+            Err(err) => {
+                check.report(format!("{path}.commitStatus"), None, err.to_string());
+                None
+            }
+        }
+    });
+    AppConfig {
+        name: raw.name.value.clone(),
+        source,
+        destination,
+        sync,
+        ignore_differences,
+        sync_windows,
+        suspend: raw.suspend,
+        notifications,
+        commit_status,
+    }
+}
+
+fn resolve_credentials(raw: &S<raw::Credentials>, path: &str, check: &mut Checker) -> Credentials {
+    let line = line_of(raw);
+    let c = &raw.value;
+    let field = |name: &str| format!("{path}.{name}");
+    let mut text = |name: &str, v: &Option<S<String>>| -> Option<String> {
+        let v = v.as_ref()?;
+        check.non_empty(&field(name), v).then(|| v.value.clone())
+    };
+    let username = text("username", &c.username);
+    let password_env = text("passwordEnv", &c.password_env);
+    let password_file = text("passwordFile", &c.password_file);
+    let token_env = text("tokenEnv", &c.token_env);
+    let token_file = text("tokenFile", &c.token_file);
+    let ssh_key_file = text("sshKeyFile", &c.ssh_key_file).map(PathBuf::from);
+    let known_hosts_file = text("knownHostsFile", &c.known_hosts_file).map(PathBuf::from);
+
+    let line_at = |v: &Option<S<String>>| v.as_ref().and_then(line_of).or(line);
+    let mut one_of = |env: Option<String>, file: Option<String>, what: &str, at| {
+        match (env, file) {
+            (Some(name), Some(_)) => {
+                check.report(path, at, format!("set {what}Env or {what}File, not both"));
+                // Still counts as set, so no second problem follows from this one.
+                Some(SecretRef::Env(name))
+            }
+            (Some(name), None) => Some(SecretRef::Env(name)),
+            (None, Some(file)) => Some(SecretRef::File(PathBuf::from(file))),
+            (None, None) => None,
+        }
+    };
+    let password = one_of(
+        password_env,
+        password_file,
+        "password",
+        line_at(&c.password_file),
+    );
+    let token = one_of(token_env, token_file, "token", line_at(&c.token_file));
+
+    if password.is_some() && username.is_none() {
+        check.report(path, line, "a password needs a username");
+    }
+    if ssh_key_file.is_some() && known_hosts_file.is_none() {
+        check.report(
+            path,
+            line,
+            "sshKeyFile needs knownHostsFile (the server's host key is always checked)",
+        );
+    }
+    if known_hosts_file.is_some() && ssh_key_file.is_none() {
+        check.report(path, line, "knownHostsFile is only used with sshKeyFile");
+    }
+    if username.is_some() && password.is_none() && token.is_none() && ssh_key_file.is_none() {
+        check.report(
+            path,
+            line,
+            "a username alone authenticates nothing: add a password, a token or sshKeyFile",
+        );
+    }
+    Credentials {
+        username,
+        password,
+        token,
+        ssh_key_file,
+        known_hosts_file,
+    }
+}
+
+fn resolve_ignore(
+    raw: &S<raw::IgnoreDifference>,
+    path: &str,
+    check: &mut Checker,
+) -> IgnoreDifference {
+    let d = &raw.value;
+    for (i, p) in d.json_pointers.iter().enumerate() {
+        if !p.value.starts_with('/') {
+            check.report(
+                format!("{path}.jsonPointers[{i}]"),
+                line_of(p),
+                format!(
+                    "{:?} is not a JSON pointer to a field (RFC 6901: like /spec/replicas)",
+                    p.value
+                ),
+            );
+        }
+    }
+    if d.json_pointers.is_empty() && d.managed_fields_managers.is_empty() {
+        check.report(
+            path,
+            line_of(raw),
+            "ignores nothing: set jsonPointers or managedFieldsManagers",
+        );
+    }
+    IgnoreDifference {
+        group: d.group.clone(),
+        kind: d.kind.clone(),
+        namespace: d.namespace.clone(),
+        name: d.name.clone(),
+        json_pointers: d.json_pointers.iter().map(|p| p.value.clone()).collect(),
+        managed_fields_managers: d.managed_fields_managers.clone(),
+    }
+}
+
+fn resolve_window(raw: &raw::SyncWindow, path: &str, check: &mut Checker) -> Option<SyncWindow> {
+    let kind = match raw.kind.value.as_str() {
+        "allow" => Some(WindowKind::Allow),
+        "deny" => Some(WindowKind::Deny),
+        other => {
+            check.report(
+                format!("{path}.kind"),
+                line_of(&raw.kind),
+                format!("{other:?} is not a window kind (allow or deny)"),
+            );
+            None
+        }
+    };
+    let schedule = match parse_schedule(&raw.schedule.value) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            check.report(
+                format!("{path}.schedule"),
+                line_of(&raw.schedule),
+                e.to_string(),
+            );
+            None
+        }
+    };
+    let before = check.problems.len();
+    let duration = check.duration(
+        &format!("{path}.duration"),
+        Some(&raw.duration),
+        Duration::ZERO,
+    );
+    let duration_ok = check.problems.len() == before;
+    let time_zone = match &raw.time_zone {
+        Some(tz) => match Tz::from_str(tz.value.trim()) {
+            Ok(tz) => Some(tz),
+            Err(_) => {
+                check.report(
+                    format!("{path}.timeZone"),
+                    line_of(tz),
+                    format!(
+                        "{:?} is not an IANA time zone (like Europe/Berlin or UTC)",
+                        tz.value
+                    ),
+                );
+                None
+            }
+        },
+        None => Some(Tz::UTC),
+    };
+    match (kind, schedule, duration_ok, time_zone) {
+        (Some(kind), Some(schedule), true, Some(time_zone)) => Some(SyncWindow {
+            kind,
+            expression: raw.schedule.value.trim().to_string(),
+            schedule,
+            duration,
+            time_zone,
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,389 @@
+//! Field reliability (issue #12): what broke against real clusters, each reproduced
+//! against the sandbox. A sync killed halfway leaves no orphans; a stale inventory
+//! never hides what another replica recorded; two apps claiming one object conflict
+//! instead of taking it from each other; a Namespace another app still uses is never
+//! pruned with its contents; an object recorded under a version the server stopped
+//! serving is still pruned.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tether::cluster::Cluster;
+use tether::manifest::{ParseOptions, read_dir};
+use tether::sync::desired::label_for_app;
+use tether::sync::inventory::{Entry, Inventory};
+use tether::sync::{Action, SyncOptions, sync};
+
+use crate::support::{Run, TestSandbox, tether};
+
+fn configmap(namespace: &str, name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: \"{value}\"\n"
+    )
+}
+
+fn namespace(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
+}
+
+/// A fresh directory `name` holding `files`.
+fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(String, String)]) -> PathBuf {
+    let dir = sandbox.dir.path().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (file, content) in files {
+        std::fs::write(dir.join(file), content).expect("write a manifest");
+    }
+    dir
+}
+
+async fn sync_app(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
+    let dir = dir.to_str().expect("utf-8");
+    let mut args = vec!["--path", dir, "--app", app, "-o", "json"];
+    args.extend_from_slice(extra);
+    tether(sandbox, "sync", &args).await
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr: {}", run.stdout, run.stderr))
+}
+
+fn action_of(report: &Value, kind_name: &str) -> String {
+    let (kind, name) = kind_name.split_once('/').expect("Kind/name");
+    report["resources"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .find(|o| o["kind"] == kind && o["name"] == name)
+        .map(|o| o["action"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| panic!("{kind_name} not in the report: {report}"))
+}
+
+/// `namespace/name` of every ConfigMap labelled for `app`, in every namespace.
+async fn labelled_configmaps(sandbox: &TestSandbox, app: &str) -> BTreeSet<String> {
+    let list = sandbox
+        .get(&format!(
+            "/api/v1/configmaps?labelSelector=tether.dev%2Fapp%3D{app}"
+        ))
+        .await
+        .json();
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|cm| cm.pointer("/metadata/deletionTimestamp").is_none())
+        .map(|cm| {
+            format!(
+                "{}/{}",
+                cm["metadata"]["namespace"].as_str().unwrap_or_default(),
+                cm["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Regression for issue #12, finding 1: `tether sync` killed with SIGKILL part way,
+/// then Git drops part of the set: the next `sync --prune` leaves no object labelled
+/// for the app outside the desired set. The inventory used to be written only after
+/// applying, so everything the killed sync created was owned by no inventory.
+#[tokio::test]
+async fn a_sync_killed_part_way_leaves_no_orphans() {
+    let sandbox = TestSandbox::start().await;
+    let mut files: Vec<(String, String)> = vec![
+        ("ns-a.yaml".into(), namespace("crash-a")),
+        ("ns-b.yaml".into(), namespace("crash-b")),
+    ];
+    for i in 0..30 {
+        let ns = ["default", "crash-a", "crash-b"][i % 3];
+        files.push((
+            format!("cm-{i:02}.yaml"),
+            configmap(ns, &format!("cm-{i:02}"), "1"),
+        ));
+    }
+    let dir = app_dir(&sandbox, "crash", &files);
+    // Slow enough that the kill lands while objects are being written.
+    sandbox.sandbox.set_latency(Duration::from_millis(40));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["sync", "--app", "crash"])
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .args(["--concurrency", "2", "--path"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tether sync starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let created = labelled_configmaps(&sandbox, "crash").await.len();
+        if created >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sync never created anything");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the sync finished before it could be killed: slow the sandbox down"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().await.expect("SIGKILL");
+    sandbox.sandbox.set_latency(Duration::ZERO);
+    let written = labelled_configmaps(&sandbox, "crash").await;
+    assert!(written.len() < 30, "killed too late: {}", written.len());
+
+    // Git drops namespace crash-b and everything in it, and two ConfigMaps elsewhere.
+    let kept: Vec<(String, String)> = files
+        .iter()
+        .filter(|(name, content)| {
+            !content.contains("crash-b") && name != "cm-00.yaml" && name != "cm-01.yaml"
+        })
+        .cloned()
+        .collect();
+    let dir = app_dir(&sandbox, "crash", &kept);
+    let run = sync_app(&sandbox, &dir, "crash", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    let expected: BTreeSet<String> = kept
+        .iter()
+        .filter(|(_, content)| content.contains("kind: ConfigMap"))
+        .map(|(name, content)| {
+            let ns = content
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("namespace: "))
+                .expect("namespace");
+            format!("{ns}/{}", name.trim_end_matches(".yaml"))
+        })
+        .collect();
+    assert_eq!(labelled_configmaps(&sandbox, "crash").await, expected);
+    let ns = sandbox.get("/api/v1/namespaces/crash-b").await;
+    assert!(
+        ns.status == reqwest::StatusCode::NOT_FOUND
+            || ns.json().pointer("/metadata/deletionTimestamp").is_some(),
+        "namespace crash-b survived: {}",
+        ns.text()
+    );
+}
+
+/// Regression for issue #12, finding 4: a replica that followed kept the inventory it
+/// read at its first pass; leading later, it pruned from that frozen copy, so objects
+/// the old leader had added were never pruned and were erased from the inventory.
+#[tokio::test]
+async fn a_stale_inventory_never_hides_what_another_replica_recorded() {
+    let sandbox = TestSandbox::start().await;
+    let files: Vec<(String, String)> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| (format!("{n}.yaml"), configmap("default", n, "1")))
+        .collect();
+    // The old leader synced all four.
+    let dir = app_dir(&sandbox, "takeover", &files);
+    let run = sync_app(&sandbox, &dir, "takeover", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    // The new leader's copy of the inventory is from before b, c and d were added;
+    // Git now wants a, b and c.
+    let dir = app_dir(&sandbox, "takeover", &files[..3]);
+    let mut desired = read_dir(&dir, &ParseOptions::default()).expect("manifests");
+    label_for_app(&mut desired, "takeover");
+    let stale = Inventory {
+        revision: None,
+        objects: [Entry::of(&desired.objects[0].id)].into_iter().collect(),
+    };
+    let cluster = Cluster::connect(Some(&sandbox.kubeconfig), None)
+        .await
+        .expect("cluster");
+    let options = SyncOptions {
+        prune: true,
+        inventory: Some(&stale),
+        ..SyncOptions::new("takeover")
+    };
+    let report = sync(&cluster, &desired, None, &options)
+        .await
+        .expect("sync");
+    let pruned: Vec<String> = report
+        .objects
+        .iter()
+        .filter(|o| o.action == Action::Pruned)
+        .map(|o| o.id.name.clone())
+        .collect();
+    assert_eq!(pruned, vec!["d".to_string()]);
+    assert_eq!(
+        labelled_configmaps(&sandbox, "takeover").await,
+        ["default/a", "default/b", "default/c"]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    );
+    let names: Vec<&str> = report
+        .inventory
+        .objects
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+}
+
+/// Regression for issue #12, finding 6: with one field manager for every app, an
+/// object two apps claimed flip-flopped between them. Now the second app reports a
+/// Conflict (exit 1) and leaves the object alone until the first lets go.
+#[tokio::test]
+async fn two_apps_claiming_one_object_conflict_until_one_lets_go() {
+    let sandbox = TestSandbox::start().await;
+    let first = app_dir(
+        &sandbox,
+        "first",
+        &[
+            (
+                "shared.yaml".into(),
+                configmap("default", "shared", "first"),
+            ),
+            ("own.yaml".into(), configmap("default", "first-own", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &first, "first", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    let second = app_dir(
+        &sandbox,
+        "second",
+        &[
+            (
+                "shared.yaml".into(),
+                configmap("default", "shared", "second"),
+            ),
+            ("own.yaml".into(), configmap("default", "second-own", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &second, "second", &[]).await;
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let report = json(&run);
+    assert_eq!(action_of(&report, "ConfigMap/shared"), "conflict");
+    // The rest of the app is applied: a conflict is not an invalid revision.
+    assert_eq!(action_of(&report, "ConfigMap/second-own"), "created");
+    let shared = sandbox
+        .get("/api/v1/namespaces/default/configmaps/shared")
+        .await
+        .json();
+    assert_eq!(shared["data"]["key"], "first");
+    assert_eq!(shared["metadata"]["labels"]["tether.dev/app"], "first");
+
+    // `tether diff` says the same, with the owner.
+    let dir = second.to_str().expect("utf-8");
+    let run = tether(
+        &sandbox,
+        "diff",
+        &["--path", dir, "--app", "second", "-o", "json"],
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let diff = json(&run);
+    let resource = diff["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "shared")
+        .expect("shared in the diff")
+        .clone();
+    assert_eq!(resource["status"], "Conflict");
+    assert_eq!(resource["owner"], "first");
+    assert_eq!(diff["summary"]["Conflict"], 1);
+
+    // The first app lets go (prunes it); the second then creates its own.
+    let first = app_dir(
+        &sandbox,
+        "first",
+        &[("own.yaml".into(), configmap("default", "first-own", "1"))],
+    );
+    let run = sync_app(&sandbox, &first, "first", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(action_of(&json(&run), "ConfigMap/shared"), "pruned");
+    let run = sync_app(&sandbox, &second, "second", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let shared = sandbox
+        .get("/api/v1/namespaces/default/configmaps/shared")
+        .await
+        .json();
+    assert_eq!(shared["data"]["key"], "second");
+    assert_eq!(shared["metadata"]["labels"]["tether.dev/app"], "second");
+}
+
+/// Regression for issue #12, finding 6: an app that dropped a Namespace deleted it
+/// with everything in it, another app's objects included, and the mass-prune guard
+/// counted it as one object.
+#[tokio::test]
+async fn a_namespace_another_app_still_uses_is_not_pruned() {
+    let sandbox = TestSandbox::start().await;
+    let infra = app_dir(
+        &sandbox,
+        "infra",
+        &[
+            ("ns.yaml".into(), namespace("team")),
+            ("cm.yaml".into(), configmap("team", "infra-settings", "1")),
+            ("keep-1.yaml".into(), configmap("default", "infra-1", "1")),
+            ("keep-2.yaml".into(), configmap("default", "infra-2", "1")),
+            ("keep-3.yaml".into(), configmap("default", "infra-3", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &infra, "infra", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let web = app_dir(
+        &sandbox,
+        "web",
+        &[("cm.yaml".into(), configmap("team", "web-settings", "1"))],
+    );
+    let run = sync_app(&sandbox, &web, "web", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    // infra drops the namespace and its own object in it.
+    let infra = app_dir(
+        &sandbox,
+        "infra",
+        &[
+            ("keep-1.yaml".into(), configmap("default", "infra-1", "1")),
+            ("keep-2.yaml".into(), configmap("default", "infra-2", "1")),
+            ("keep-3.yaml".into(), configmap("default", "infra-3", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &infra, "infra", &["--prune"]).await;
+    let report = json(&run);
+    assert_eq!(action_of(&report, "ConfigMap/infra-settings"), "pruned");
+    assert_eq!(action_of(&report, "Namespace/team"), "skipped");
+    let message = report["resources"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .find(|o| o["kind"] == "Namespace")
+        .and_then(|o| o["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("web-settings") && message.contains("web"),
+        "{message}"
+    );
+    let ns = sandbox.get("/api/v1/namespaces/team").await;
+    assert_eq!(ns.status, reqwest::StatusCode::OK);
+    assert!(ns.json().pointer("/metadata/deletionTimestamp").is_none());
+    assert_eq!(
+        sandbox
+            .get("/api/v1/namespaces/team/configmaps/web-settings")
+            .await
+            .status,
+        reqwest::StatusCode::OK
+    );
+
+    // Once web is gone, infra's next prune takes the namespace.
+    let empty_web = app_dir(&sandbox, "web", &[]);
+    let run = sync_app(
+        &sandbox,
+        &empty_web,
+        "web",
+        &["--prune", "--allow-mass-prune"],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let run = sync_app(&sandbox, &infra, "infra", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(action_of(&json(&run), "Namespace/team"), "pruned");
+}
