@@ -16,7 +16,7 @@ use tether::sync::desired::label_for_app;
 use tether::sync::inventory::{Entry, Inventory};
 use tether::sync::{Action, SyncOptions, sync};
 
-use crate::support::{Run, TestSandbox, tether};
+use crate::support::{Run, TestSandbox, eventually, tether};
 
 fn configmap(namespace: &str, name: &str, value: &str) -> String {
     format!(
@@ -386,4 +386,62 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
     let run = sync_app(&sandbox, &infra, "infra", &["--prune"]).await;
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
     assert_eq!(action_of(&json(&run), "Namespace/team"), "pruned");
+}
+
+fn deployment(name: &str, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: {name}\n        image: {image}\n"
+    )
+}
+
+/// Regression for issue #12, finding 2: `tether diff` right after a sync reported
+/// `metadata.annotations` of a Deployment as Modified: the Deployment controller
+/// writes `deployment.kubernetes.io/revision` a few milliseconds after each change, and
+/// the diff compared a dry-run answer with a live copy read at another
+/// resourceVersion. Each round syncs a new image and diffs at once, in-process, so the
+/// diff runs while the sandbox's controller is still writing.
+#[tokio::test]
+async fn a_diff_right_after_a_sync_sees_no_drift_while_controllers_write() {
+    let sandbox = TestSandbox::start().await;
+    let cluster = Cluster::connect(Some(&sandbox.kubeconfig), None)
+        .await
+        .expect("cluster");
+    for round in 0..10 {
+        let image = format!("nginx:1.{}", 20 + round);
+        let dir = app_dir(
+            &sandbox,
+            "race",
+            &[
+                ("web.yaml".into(), deployment("web", &image)),
+                ("api.yaml".into(), deployment("api", &image)),
+            ],
+        );
+        let mut desired = read_dir(&dir, &ParseOptions::default()).expect("manifests");
+        label_for_app(&mut desired, "race");
+        let options = SyncOptions::new("race");
+        let report = sync(&cluster, &desired, None, &options)
+            .await
+            .expect("sync");
+        assert!(!report.failed(), "round {round}: {report:?}");
+        let observed = tether::sync::observe(&cluster, &desired, &report.inventory, &options)
+            .await
+            .expect("observe");
+        let drifted: Vec<String> = observed
+            .drift()
+            .expect("drift")
+            .iter()
+            .filter(|d| d.drift.is_drift())
+            .map(|d| format!("{}: {:?}", d.id, d.drift))
+            .collect();
+        assert!(drifted.is_empty(), "round {round}: {drifted:?}");
+    }
+    // The controller was writing all along: one revision per change.
+    eventually("the tenth revision", || async {
+        let live = sandbox
+            .get("/apis/apps/v1/namespaces/default/deployments/web")
+            .await
+            .json();
+        (live["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "10").then_some(())
+    })
+    .await;
 }

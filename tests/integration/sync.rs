@@ -451,6 +451,7 @@ async fn wait_follows_health_to_healthy_degraded_or_timeout() {
 
     // Without controllers nothing ever reports ready: --wait gives up at its timeout.
     let still = TestSandbox::start().await;
+    still.sandbox.set_deployment_controller_delay(None);
     let dir = app_dir(
         &still,
         "still",

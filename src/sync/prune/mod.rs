@@ -77,7 +77,9 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
     let Some(live) = live else {
         return Verdict::Gone;
     };
-    if !owned_by(live, app) {
+    // Not labelled for the app, or managed by a controller (a ReplicaSet that copied
+    // labels from its Deployment's template): its owner decides when it goes.
+    if !owned_by(live, app) || has_controller(live) {
         return Verdict::NotOwned;
     }
     let annotation = live
@@ -88,6 +90,15 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
         return Verdict::Protected;
     }
     Verdict::Delete
+}
+
+fn has_controller(live: &Value) -> bool {
+    live.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        })
 }
 
 /// What deleting a Namespace would take with it, from the objects it holds.
@@ -201,6 +212,20 @@ mod tests {
         );
         let protected = labelled("web", json!({PRUNE_ANNOTATION: PRUNE_DISABLED}));
         assert_eq!(verdict("web", Some(&protected)), Verdict::Protected);
+    }
+
+    #[test]
+    fn an_object_a_controller_owns_is_left_to_its_owner() {
+        let replica_set = json!({"metadata": {
+            "labels": {APP_LABEL: "shop"},
+            "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": true}],
+        }});
+        assert_eq!(verdict("shop", Some(&replica_set)), Verdict::NotOwned);
+        let referenced = json!({"metadata": {
+            "labels": {APP_LABEL: "shop"},
+            "ownerReferences": [{"kind": "ConfigMap", "name": "x"}],
+        }});
+        assert_eq!(verdict("shop", Some(&referenced)), Verdict::Delete);
     }
 
     #[test]
