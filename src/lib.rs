@@ -10,7 +10,6 @@
 //! `cluster` is the only module that talks to an API server; `diff` is pure; `sandbox`
 //! is a Kubernetes-compatible API server held in memory, for trying tether and for tests.
 
-pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod diff;
