@@ -18,7 +18,7 @@ use tether::source::{
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::support::{GitDaemon, git, wait_for_port};
+use crate::support::{GitDaemon, git};
 
 // ---------------------------------------------------------------------------------
 // Real git, real servers
@@ -94,8 +94,8 @@ impl HttpGit {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("port line");
+        // The host prints its port once it listens on it.
         let port: u16 = line.trim().parse().expect("port");
-        wait_for_port(port);
         HttpGit { child, port }
     }
 
