@@ -304,6 +304,30 @@ where
     }
 }
 
+async fn uid<K>(api: &Api<K>, name: &str) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get(name)
+        .await
+        .expect("the object exists")
+        .meta()
+        .uid
+        .clone()
+        .expect("an object has a uid")
+}
+
+/// The object now called `name`, if it is not the one whose uid was `deleted` and is
+/// not itself marked for deletion (such an object still answers a get).
+async fn recreated<K>(api: &Api<K>, name: &str, deleted: &str) -> Option<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let object = api.get_opt(name).await.ok().flatten()?;
+    let meta = object.meta();
+    (meta.uid.as_deref() != Some(deleted) && meta.deletion_timestamp.is_none()).then_some(object)
+}
+
 async fn data_key(api: &Api<ConfigMap>, name: &str) -> Option<String> {
     api.get_opt(name)
         .await
@@ -475,6 +499,14 @@ async fn main() {
     for trial in 0..HEAL_TRIALS {
         let name = format!("cm-{}", 1 + trial % (CONFIGMAPS - 1));
         let expected = format!("v{}", 1 + trial % (CONFIGMAPS - 1));
+        let deployment = format!("web-{}", trial % DEPLOYMENTS);
+        // The object a delete trial removes, read before the clock starts: healed
+        // means another object by that name, not the old one marked for deletion.
+        let deleted = match trial % 4 {
+            1 => uid(&configmaps, &name).await,
+            3 => uid(&deployments, &deployment).await,
+            _ => String::new(),
+        };
         let began = Instant::now();
         match trial % 4 {
             0 | 2 => {
@@ -498,19 +530,24 @@ async fn main() {
                     .await
                     .expect("delete");
                 let took = until("the ConfigMap is back", began, || async {
-                    data_key(&configmaps, &name).await.as_deref() == Some(expected.as_str())
+                    recreated(&configmaps, &name, &deleted)
+                        .await
+                        .and_then(|cm| cm.data?.get("key").cloned())
+                        .as_deref()
+                        == Some(expected.as_str())
                 })
                 .await;
                 heal_delete.push(ms(took));
             }
             _ => {
-                let name = format!("web-{}", trial % DEPLOYMENTS);
                 deployments
-                    .delete(&name, &DeleteParams::default())
+                    .delete(&deployment, &DeleteParams::default())
                     .await
                     .expect("delete");
                 let took = until("the Deployment is back", began, || async {
-                    deployments.get_opt(&name).await.ok().flatten().is_some()
+                    recreated(&deployments, &deployment, &deleted)
+                        .await
+                        .is_some()
                 })
                 .await;
                 heal_delete.push(ms(took));

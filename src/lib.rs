@@ -25,7 +25,6 @@
 //!
 //! The command line (`src/main.rs` and `src/cli/`) is the binary's, above them all.
 
-pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod diff;

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use crate::diff::{DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_object};
 use crate::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
-use crate::ownership::APP_LABEL;
+use crate::ownership::{APP_LABEL, FIELD_MANAGER};
 
 use super::decide::{self, Plan};
 use super::inventory::Inventory;
@@ -318,8 +318,9 @@ pub(super) async fn read_live(
 }
 
 /// Prune candidates: (inventory ∪ live objects labelled for the app) − desired, each
-/// with its live object and what prune may do with it. An object tether labelled is
-/// found even when no inventory names it (a sync killed before recording it).
+/// with its live object and what prune may do with it. An object tether applied and
+/// labelled is found even when no inventory names it (a sync killed before recording
+/// it); one someone else created and labelled by hand is not tether's to delete.
 async fn candidates(
     cluster: &Cluster,
     view: &dyn LiveObjects,
@@ -338,7 +339,8 @@ async fn candidates(
             let Some(key) = key_of(group, kind, &object) else {
                 continue;
             };
-            if wanted.contains(&key) || found.contains_key(&key) {
+            // Labelled by hand is not enough: an orphan is what tether itself applied.
+            if wanted.contains(&key) || found.contains_key(&key) || !applied_by_tether(&object) {
                 continue;
             }
             let id = ObjectId {
@@ -374,6 +376,19 @@ async fn candidates(
         });
     }
     Ok(out)
+}
+
+/// Whether tether's field manager applied the object (it owns fields by apply).
+fn applied_by_tether(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|entries| {
+            entries.iter().any(|e| {
+                e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
+                    && e.get("operation").and_then(Value::as_str) == Some("Apply")
+            })
+        })
 }
 
 fn key_of(group: &str, kind: &str, object: &Value) -> Option<ObjectKey> {

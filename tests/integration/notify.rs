@@ -446,8 +446,10 @@ async fn a_slow_provider_never_holds_up_the_caller_and_queued_results_coalesce()
 
     // One status in flight against the slow server…
     reporter.report(report(&targets[0], SHA, CommitState::Failure));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(server.seen().len(), 1, "the first status is being posted");
+    support::eventually("the first status is being posted", || async {
+        (server.seen().len() == 1).then_some(())
+    })
+    .await;
 
     // …while the loop goes on reporting.
     let started = Instant::now();
@@ -461,9 +463,12 @@ async fn a_slow_provider_never_holds_up_the_caller_and_queued_results_coalesce()
             assert!(reporter.report(report(target, SHA, state)));
         }
     }
+    // The property: reporting never waits for delivery. A report that waited would
+    // wait out at least the rest of the attempt in flight (300 ms: the server answers
+    // after 3 s), and 25 of them seconds; 200 ms leaves a loaded machine room.
     let caller = started.elapsed();
     assert!(
-        caller < Duration::from_millis(50),
+        caller < Duration::from_millis(200),
         "25 reports took {caller:?}"
     );
 

@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::notify::Recorder;
-use crate::support::{GitDaemon, GitRepo, TestSandbox, eventually, free_port};
+use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 
 /// Long enough that only webhooks and live changes move an app during a test.
 const POLL: &str = "1h";
@@ -45,12 +46,7 @@ impl Serve {
         let path = dir.join(format!("{name}.yaml"));
         std::fs::write(&path, config).expect("write config");
         let log = dir.join(format!("{name}.log"));
-        let port = config
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("listen: 127.0.0.1:"))
-            .expect("config listens on 127.0.0.1")
-            .to_string();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
             .arg("serve")
             .arg("--config")
             .arg(&path)
@@ -63,9 +59,26 @@ impl Serve {
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("tether serve starts");
+        // The configuration asks for port 0 and the service logs the address it
+        // bound: no other process can be on it, as one could on a port probed first.
+        let deadline = tokio::time::Instant::now() + POLL_TIMEOUT;
+        let address = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(address) = bound_address(&text) {
+                break address;
+            }
+            if let Some(status) = child.try_wait().expect("wait") {
+                panic!("tether serve exited ({status}) before it listened:\n{text}");
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "tether serve did not listen in time:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         let serve = Serve {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{address}"),
             config: path,
             log,
         };
@@ -138,6 +151,15 @@ impl Serve {
     }
 }
 
+/// The address in the service's `tether serving listen=ADDRESS` log line.
+fn bound_address(log: &str) -> Option<String> {
+    log.lines()
+        .find(|l| l.contains("tether serving"))?
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("listen="))
+        .map(str::to_string)
+}
+
 /// The origin repository served by a git daemon, and its URL.
 struct Origin {
     repo: GitRepo,
@@ -167,15 +189,37 @@ fn secret_file(dir: &Path) -> String {
     path.display().to_string()
 }
 
-fn server_section(dir: &Path) -> (String, u16) {
-    let port = free_port();
-    (
-        format!(
-            "server:\n  listen: 127.0.0.1:{port}\n  webhooks:\n    generic: {{secretFile: {}}}\n",
-            secret_file(dir)
-        ),
-        port,
+/// The server section: port 0, so the service takes a port no one else holds (and
+/// logs it, for [`Serve::start`]).
+fn server_section(dir: &Path) -> String {
+    format!(
+        "server:\n  listen: 127.0.0.1:0\n  webhooks:\n    generic: {{secretFile: {}}}\n",
+        secret_file(dir)
     )
+}
+
+/// Which object answers to a ConfigMap's name: its uid, and whether it is only
+/// marked for deletion.
+struct Identity {
+    uid: String,
+    deleting: bool,
+}
+
+async fn identity(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<Identity> {
+    let out = sandbox
+        .kubectl(&["get", "cm", name, "-n", namespace, "-o", "json"])
+        .await;
+    if out.code != 0 {
+        return None;
+    }
+    let object: Value = serde_json::from_str(&out.stdout).expect("kubectl prints JSON");
+    Some(Identity {
+        uid: object["metadata"]["uid"]
+            .as_str()
+            .expect("an object has a uid")
+            .to_string(),
+        deleting: !object["metadata"]["deletionTimestamp"].is_null(),
+    })
 }
 
 async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
@@ -204,7 +248,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
             ("apps/web/extra.yaml", &configmap("extra", "live", "x")),
         ],
     );
-    let (server, _) = server_section(sandbox.dir.path());
+    let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
         origin.url
@@ -244,12 +288,18 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
         (data_key(&sandbox, "web", "live").await.as_deref() == Some("v1")).then_some(())
     })
     .await;
+    let deleted = identity(&sandbox, "web", "live")
+        .await
+        .expect("web exists before it is deleted");
     sandbox
         .kubectl(&["delete", "cm", "web", "-n", "live"])
         .await
         .ok();
+    // Back means a new object: one merely marked for deletion still answers a get.
     eventually("the deleted object is back", || async {
-        data_key(&sandbox, "web", "live").await
+        identity(&sandbox, "web", "live")
+            .await
+            .filter(|now| now.uid != deleted.uid && !now.deleting)
     })
     .await;
 
@@ -272,7 +322,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     // A file removed from Git is pruned.
     origin.repo.remove("apps/web/extra.yaml");
     origin.repo.commit("drop extra");
-    serve.push(&origin.url).await;
+    assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
     eventually("the removed object is pruned", || async {
         data_key(&sandbox, "extra", "live")
             .await
@@ -347,7 +397,7 @@ async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
             ("flaky/cm.yaml", &configmap("flaky", "flaky", "1")),
         ],
     );
-    let (server, _) = server_section(sandbox.dir.path());
+    let server = server_section(sandbox.dir.path());
     let app = |name: &str, extra: &str| {
         format!(
             "- name: {name}\n  source: {{repo: \"{}\", ref: main, path: {name}, interval: {POLL}}}\n  destination: {{namespace: {name}}}\n  sync: {{automated: true}}\n{extra}",
@@ -448,7 +498,7 @@ async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
         &[("team/cm.yaml", &configmap("team", "team", "1"))],
     );
     let config = |dir: &Path| {
-        let (server, _) = server_section(dir);
+        let server = server_section(dir);
         format!(
             "{server}leaderElection: {{enabled: true, leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 200ms}}\napps:\n- name: team\n  source: {{repo: \"{}\", ref: main, path: team, interval: {POLL}}}\n  destination: {{namespace: team}}\n  sync: {{automated: true, selfHeal: true}}\n",
             origin.url
@@ -524,7 +574,7 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
     let hooks = Recorder::start().await;
     let token = sandbox.dir.path().join("token");
     std::fs::write(&token, "provider-token").expect("write token");
-    let (server, _) = server_section(sandbox.dir.path());
+    let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: shop\n  source: {{repo: \"{}\", ref: main, path: shop, interval: {POLL}}}\n  destination: {{namespace: shop}}\n  sync: {{automated: true}}\n  commitStatus: {{provider: github, apiUrl: \"{}\", repository: org/apps, tokenFile: {}}}\n  notifications:\n  - {{type: webhook, url: \"{}/hook\", minInterval: 0s}}\n",
         origin.url,
@@ -560,20 +610,48 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
     assert_eq!(body["app"], "shop");
     assert_eq!(body["revision"]["sha"], sha.as_str());
     assert_eq!(body["summary"]["Missing"], 2, "{body}");
+    // The Secret is in the event (so its absence below means masking, not omission)…
+    assert!(
+        body["objects"].as_array().is_some_and(|objects| objects
+            .iter()
+            .any(|o| o["kind"] == "Secret" && o["name"] == "creds" && o["namespace"] == "shop")),
+        "the Secret is not in the event: {body}"
+    );
+    // …and its value is in no request, neither as written nor as the API stores it.
+    let value = "hunter2-do-not-print";
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
     for request in hooks.seen().iter().chain(provider.seen().iter()) {
         let text = String::from_utf8_lossy(&request.body);
-        assert!(!text.contains("hunter2"), "a Secret value was sent: {text}");
+        assert!(!text.contains(value), "a Secret value was sent: {text}");
+        assert!(
+            !text.contains(&encoded),
+            "a Secret value was sent in base64: {text}"
+        );
     }
-    // In sync: the same result is not posted again.
+    // In sync: the same result is not posted again. Wait for a pass after the manual
+    // sync to have finished, then stop the service, which posts whatever it queued.
+    let finished = |status: &Value| {
+        status["lastPass"]["finishedAt"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let last = finished(&serve.status("shop").await).expect("shop has passed once");
     let before = provider.seen().len();
-    reqwest::Client::new()
+    let sync = reqwest::Client::new()
         .post(format!("{}/api/v1/apps/shop/sync", serve.url))
         .send()
         .await
         .expect("manual sync");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(provider.seen().len(), before, "{:?}", provider.seen());
+    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    let passed = serve
+        .wait_status("shop", "a pass after the manual sync", |s| {
+            finished(s).is_some_and(|at| at != last)
+        })
+        .await;
+    assert_eq!(passed["lastPass"]["result"], "Succeeded", "{passed}");
+    assert_eq!(passed["sync"], "Synced", "{passed}");
     assert_eq!(serve.stop().await, Some(0));
+    assert_eq!(provider.seen().len(), before, "{:?}", provider.seen());
 }
 
 /// With `server.apiToken`, the status API and manual syncs need the token, as a bearer
@@ -591,7 +669,7 @@ async fn the_status_api_asks_for_the_configured_token() {
     let dir = sandbox.dir.path();
     let token_file = dir.join("api-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token");
-    let (server, _) = server_section(dir);
+    let server = server_section(dir);
     let config = format!(
         "{server}  apiToken: {{secretFile: {}}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
         token_file.display(),
@@ -705,7 +783,7 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
         .map(|(p, c)| (p.as_str(), c.as_str()))
         .collect();
     let origin = origin(&sandbox, &files);
-    let (server, _) = server_section(sandbox.dir.path());
+    let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}  shutdownTimeout: 4s\napps:\n- name: slow\n  source: {{repo: \"{}\", ref: main, path: slow, interval: {POLL}}}\n  destination: {{namespace: slow}}\n  sync: {{automated: true}}\n",
         origin.url
@@ -772,7 +850,9 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
 async fn an_open_api_beyond_loopback_needs_insecure_open_api() {
     let sandbox = TestSandbox::start().await;
     let dir = sandbox.dir.path();
-    let port = free_port();
+    // Never bound: the first file is refused before the bind, and the second names an
+    // address no interface here has.
+    let port = 18080;
     let path = dir.join("open.yaml");
     std::fs::write(
         &path,

@@ -18,7 +18,7 @@ use tether::source::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{GitDaemon, git, wait_for_port};
+use crate::support::{GitDaemon, git};
 use crate::webhooks::{headers_for, post, signed_config};
 
 // ---------------------------------------------------------------------------------
@@ -95,8 +95,8 @@ impl HttpGit {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("port line");
+        // The host prints its port once it listens on it.
         let port: u16 = line.trim().parse().expect("port");
-        wait_for_port(port);
         HttpGit { child, port }
     }
 

@@ -2,11 +2,12 @@
 //! kubeconfig in a temporary directory, the real `kubectl` run against it, and a raw
 //! HTTPS client that trusts the sandbox's CA and sends its token.
 
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use reqwest::{Method, StatusCode};
@@ -399,20 +400,18 @@ fn git_daemon_binary() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
 }
 
-pub fn free_port() -> u16 {
+/// A port no one listens on right now. Another process can take it before the
+/// caller's server binds it: callers confirm their own server bound it, and retry.
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
 }
 
-pub fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server on {port} never came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// Ports `git daemon` is tried on before the test gives up; each miss means another
+/// process took the free port between the probe and the daemon's bind.
+const PORT_TRIES: usize = 5;
 
 /// A real `git daemon` serving `root`, killed by PID on drop.
 pub struct GitDaemon {
@@ -422,24 +421,31 @@ pub struct GitDaemon {
 
 impl GitDaemon {
     pub fn start(root: &Path) -> Self {
-        let port = free_port();
-        // `git daemon` would run git-daemon as a child and leave it behind when
-        // killed: start the daemon itself so its PID is the one we kill.
-        let child = Command::new(git_daemon_binary())
-            .args([
-                "--reuseaddr",
-                "--export-all",
-                "--listen=127.0.0.1",
-                &format!("--port={port}"),
-                &format!("--base-path={}", root.display()),
-                &root.display().to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git daemon");
-        wait_for_port(port);
-        GitDaemon { child, port }
+        for _ in 0..PORT_TRIES {
+            let port = free_port();
+            // `git daemon` would run git-daemon as a child and leave it behind when
+            // killed: start the daemon itself so its PID is the one we kill.
+            let mut child = Command::new(git_daemon_binary())
+                .args([
+                    "--verbose",
+                    "--reuseaddr",
+                    "--export-all",
+                    "--listen=127.0.0.1",
+                    &format!("--port={port}"),
+                    &format!("--base-path={}", root.display()),
+                    &root.display().to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start git daemon");
+            if ready_to_rumble(&mut child) {
+                return GitDaemon { child, port };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("git daemon found no free port in {PORT_TRIES} tries");
     }
 
     pub fn url(&self, name: &str) -> String {
@@ -456,6 +462,27 @@ impl Drop for GitDaemon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Whether the daemon says `Ready to rumble`, which it logs (with `--verbose`) once
+/// every socket listens; a port someone else holds makes it exit instead, so a
+/// listener on the port is then this daemon, not another process. Its log is drained
+/// for as long as it runs, so it never blocks on a full pipe.
+fn ready_to_rumble(daemon: &mut Child) -> bool {
+    let stderr = daemon.stderr.take().expect("the daemon's stderr");
+    let (ready, listening) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut ready = Some(ready);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("Ready to rumble")
+                && let Some(ready) = ready.take()
+            {
+                let _ = ready.send(());
+            }
+        }
+    });
+    // An exit closes the log, which drops the sender: no need to wait out the timeout.
+    listening.recv_timeout(POLL_TIMEOUT).is_ok()
 }
 
 /// A Git repository on disk to commit manifests into (branch `main`).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tether::sandbox::SandboxOptions;
 
-use crate::support::{Run, TestSandbox, tether};
+use crate::support::{KubectlOutput, Run, TestSandbox, tether};
 
 /// Every recorded manifest but the bare Pod (pods are a controller's business, not
 /// an app's) and the Lease (renewed by its holder).
@@ -64,6 +64,45 @@ fn configmap(name: &str, extra_metadata: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n{extra_metadata}data:\n  key: \"{value}\"\n"
     )
+}
+
+/// Fails unless the API server says the ConfigMap does not exist (kubectl failing for
+/// another reason, such as a refused connection, is not proof of a prune).
+#[track_caller]
+fn assert_not_found(out: KubectlOutput, name: &str) {
+    assert_ne!(out.code, 0, "configmap {name} still exists: {}", out.stdout);
+    assert!(
+        out.stderr
+            .contains(&format!("(NotFound): configmaps \"{name}\" not found")),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The names of the ConfigMaps an app's inventory lists, sorted.
+async fn inventory_names(sandbox: &TestSandbox, app: &str) -> Vec<String> {
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "cm",
+            &format!("tether-inventory-{app}"),
+            "-n",
+            "tether-system",
+            "-o",
+            "jsonpath={.data.objects}",
+        ])
+        .await
+        .ok();
+    let mut names: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|line| {
+            let entry: Value = serde_json::from_str(line).expect("an inventory line is JSON");
+            entry["name"].as_str().expect("a name").to_string()
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 async fn sync(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
@@ -362,7 +401,7 @@ async fn prune_deletes_only_what_the_app_owns_within_its_guards() {
     assert_eq!(action_of(&pruned, "ConfigMap/c"), "pruned");
     assert_eq!(action_of(&pruned, "ConfigMap/stranger"), "skipped");
     sandbox.kubectl(&["get", "cm", "stranger"]).await.ok();
-    assert_ne!(sandbox.kubectl(&["get", "cm", "c"]).await.code, 0);
+    assert_not_found(sandbox.kubectl(&["get", "cm", "c"]).await, "c");
 
     // An empty desired state never prunes, unless told to.
     let empty = app_dir(&sandbox, "prune", &[]);
@@ -391,7 +430,15 @@ async fn prune_deletes_only_what_the_app_owns_within_its_guards() {
         &files(&["a.yaml", "b.yaml", "c.yaml", "e.yaml"]),
     );
     assert_eq!(sync(&sandbox, &dir_two, "pruner", &[]).await.code, Some(0));
-    let refused = report(&sync(&sandbox, &one, "pruner", &["--prune"]).await);
+    let refused = sync(&sandbox, &one, "pruner", &["--prune"]).await;
+    assert_eq!(
+        refused.code,
+        Some(1),
+        "{}{}",
+        refused.stdout,
+        refused.stderr
+    );
+    let refused = report(&refused);
     assert!(
         refused["pruneRefused"]
             .as_str()
@@ -407,8 +454,61 @@ async fn prune_deletes_only_what_the_app_owns_within_its_guards() {
         allowed.stdout,
         allowed.stderr
     );
-    assert_ne!(sandbox.kubectl(&["get", "cm", "b"]).await.code, 0);
+    assert_not_found(sandbox.kubectl(&["get", "cm", "b"]).await, "b");
     sandbox.kubectl(&["get", "cm", "d"]).await.ok();
+
+    // Exactly half is not more than half: two of four (a, b, c and the protected d)
+    // are pruned without --allow-mass-prune.
+    let three = app_dir(&sandbox, "prune2", &files(&["a.yaml", "b.yaml", "c.yaml"]));
+    assert_eq!(sync(&sandbox, &three, "pruner", &[]).await.code, Some(0));
+    assert_eq!(
+        inventory_names(&sandbox, "pruner").await,
+        ["a", "b", "c", "d"]
+    );
+    let half = sync(&sandbox, &one, "pruner", &["--prune"]).await;
+    assert_eq!(half.code, Some(0), "{}{}", half.stdout, half.stderr);
+    let half = report(&half);
+    assert_eq!(half["pruneRefused"], Value::Null, "{half}");
+    assert_eq!(action_of(&half, "ConfigMap/b"), "pruned");
+    assert_eq!(action_of(&half, "ConfigMap/c"), "pruned");
+    assert_not_found(sandbox.kubectl(&["get", "cm", "c"]).await, "c");
+
+    // Inventory entries whose objects someone else deleted are not deletions: three
+    // of five gone would be more than half, yet nothing is refused, and the inventory
+    // forgets them.
+    let four = app_dir(
+        &sandbox,
+        "prune2",
+        &files(&["a.yaml", "b.yaml", "c.yaml", "e.yaml"]),
+    );
+    assert_eq!(sync(&sandbox, &four, "pruner", &[]).await.code, Some(0));
+    assert_eq!(
+        inventory_names(&sandbox, "pruner").await,
+        ["a", "b", "c", "d", "e"]
+    );
+    sandbox.kubectl(&["delete", "cm", "b", "c", "e"]).await.ok();
+    let gone = sync(&sandbox, &one, "pruner", &["--prune"]).await;
+    assert_eq!(gone.code, Some(0), "{}{}", gone.stdout, gone.stderr);
+    let gone = report(&gone);
+    assert_eq!(gone["pruneRefused"], Value::Null, "{gone}");
+    assert_eq!(inventory_names(&sandbox, "pruner").await, ["a", "d"]);
+
+    // An object tether never applied is not the app's to prune, even when someone
+    // gave it the app's label: prune starts from the inventory, never from a label.
+    let foreign = sandbox.write_file(
+        "foreign.yaml",
+        &configmap("foreign", "  labels:\n    tether.dev/app: pruner\n", "x"),
+    );
+    sandbox.kubectl(&["apply", "-f", &foreign]).await.ok();
+    let run = sync(&sandbox, &one, "pruner", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let kept = report(&run);
+    assert!(
+        actions(&kept).iter().all(|(o, _)| o != "ConfigMap/foreign"),
+        "{kept}"
+    );
+    sandbox.kubectl(&["get", "cm", "foreign"]).await.ok();
+    assert_eq!(inventory_names(&sandbox, "pruner").await, ["a", "d"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -536,7 +636,14 @@ async fn a_dry_run_reports_and_writes_nothing_and_bad_input_exits_2() {
     );
     let run = sync(&sandbox, &bad, "bad", &[]).await;
     assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
-    assert!(run.stderr.contains("x.yaml"), "{}", run.stderr);
+    // The whole error: the file, the document, the line and what is wrong with it.
+    assert!(
+        run.stderr.contains(
+            "error: desired state: 1 manifest error\n  x.yaml, document 1, line 1: missing metadata.name\n"
+        ),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,295 @@
+//! `tether diff`: observe desired and live state once and report the drift, for a
+//! person, a CI job (`--live` snapshots, no cluster needed) or several apps of a
+//! service configuration.
+
+use std::path::{Path, PathBuf};
+
+use tether::cluster::Cluster;
+use tether::report::drift;
+use tether::sync::SyncOptions;
+use tether::sync::desired::{
+    Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
+};
+
+use super::{ClusterArgs, Error, GitArgs, Outcome, write_stdout};
+
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Manifests: a local directory, or with --repo a directory inside the repository.
+    #[arg(long, required_unless_present = "config")]
+    pub path: Option<String>,
+
+    /// Diff the apps of a `tether serve` configuration file instead (all, or --app).
+    #[arg(long, conflicts_with_all = ["path", "repo", "live"])]
+    pub config: Option<PathBuf>,
+
+    /// Read the manifests from this Git repository instead of the local disk.
+    #[arg(long)]
+    pub repo: Option<String>,
+
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    /// Compare with objects in this file or directory instead of a cluster.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub live: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The app the manifests belong to: its ownership labels are part of the desired
+    /// state, and (with --live) objects labelled for it that Git no longer has are
+    /// reported as Extra. Without it, manifests are compared as written.
+    #[arg(long)]
+    pub app: Option<String>,
+
+    /// Namespace for namespaced objects that name none.
+    #[arg(long, short = 'n', default_value = tether::manifest::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// Where the app's inventory lives (online, with --app: objects it owns that Git
+    /// no longer has are reported as Extra).
+    #[arg(long, default_value = tether::ownership::DEFAULT_INVENTORY_NAMESPACE)]
+    pub inventory_namespace: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
+
+    /// Colour the text diff: auto (on a terminal), always or never.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Markdown,
+    Junit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+pub(super) async fn run(args: DiffArgs) -> Result<Outcome, Error> {
+    if let Some(config) = &args.config {
+        return run_config(&args, config).await;
+    }
+    let report = diff(&args).await?;
+    let mut out = drift::render(&report, drift_format(&args));
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    write_stdout(&out)?;
+    Ok(if report.has_drift() {
+        Outcome::Drift
+    } else {
+        Outcome::Success
+    })
+}
+
+/// `tether diff --config FILE [--app NAME]`: each app of a service configuration,
+/// from its Git source, against its cluster.
+async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
+    let config = tether::config::Config::load(path).map_err(Error::Config)?;
+    let apps: Vec<&tether::config::AppConfig> = match &args.app {
+        Some(name) => match config.app(name) {
+            Some(app) => vec![app],
+            None => {
+                return Err(Error::NoSuchApp {
+                    config: path.to_path_buf(),
+                    app: name.clone(),
+                });
+            }
+        },
+        None => config.apps.iter().collect(),
+    };
+    if apps.len() > 1 && args.output == ReportFormat::Junit {
+        return Err(Error::JunitForSeveralApps);
+    }
+    let cache = args.git.cache().map_err(Error::Cache)?;
+    let mut reports = Vec::new();
+    for app in apps {
+        let rules = app.ignore_rules();
+        let context = args
+            .cluster
+            .context
+            .as_deref()
+            .or(app.destination.context.as_deref());
+        let result = async {
+            let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context)
+                .await
+                .map_err(Error::Connect)?;
+            let scopes = cluster.scopes().await;
+            let read = ReadOptions {
+                app: Some(&app.name),
+                default_namespace: &app.destination.namespace,
+                scopes: Some(&scopes),
+            };
+            let source = app.source();
+            let desired = read_desired(
+                DesiredInput::Git {
+                    cache: &cache,
+                    source: &source,
+                },
+                &read,
+            )
+            .await?;
+            let options = SyncOptions {
+                inventory_namespace: &config.inventory_namespace,
+                rules: &rules,
+                force: app.sync.force,
+                ..SyncOptions::new(&app.name)
+            };
+            observe_online(&cluster, &desired, &options).await
+        }
+        .await;
+        let report = result.map_err(|error| Error::App {
+            app: app.name.clone(),
+            error: Box::new(error),
+        })?;
+        reports.push((app.name.clone(), report));
+    }
+    let out = match args.output {
+        ReportFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&drift::render_json_apps(&reports))?
+        ),
+        _ => {
+            let format = drift_format(args);
+            let mut out = String::new();
+            for (name, report) in &reports {
+                if reports.len() > 1 {
+                    out.push_str(&match args.output {
+                        ReportFormat::Markdown => format!("## {name}\n\n"),
+                        _ => format!("app {name}\n"),
+                    });
+                }
+                out.push_str(&drift::render(report, format));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            out
+        }
+    };
+    write_stdout(&out)?;
+    let drift = reports.iter().any(|(_, r)| r.has_drift());
+    Ok(if drift {
+        Outcome::Drift
+    } else {
+        Outcome::Success
+    })
+}
+
+fn drift_format(args: &DiffArgs) -> drift::Format {
+    let color = match args.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    };
+    match args.output {
+        ReportFormat::Text => drift::Format::Text { color },
+        ReportFormat::Json => drift::Format::Json,
+        ReportFormat::Markdown => drift::Format::Markdown,
+        ReportFormat::Junit => drift::Format::Junit,
+    }
+}
+
+/// The drift of the desired state against the cluster, decided by the same observe
+/// path `tether sync` and `tether serve` act on: nothing is written.
+async fn observe_online(
+    cluster: &Cluster,
+    desired: &Desired,
+    options: &SyncOptions<'_>,
+) -> Result<drift::DriftReport, Error> {
+    let inventory = if options.app.is_empty() {
+        tether::sync::inventory::Inventory::default()
+    } else {
+        tether::sync::read_inventory(cluster, options.app, options.inventory_namespace)
+            .await
+            .map_err(Error::Observe)?
+    };
+    let observed = tether::sync::observe(cluster, &desired.manifests, &inventory, options)
+        .await
+        .map_err(Error::Observe)?;
+    Ok(drift::DriftReport {
+        revision: desired.revision.as_ref().map(|r| r.sha.clone()),
+        objects: observed.drift().map_err(Error::Observe)?,
+    })
+}
+
+async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
+    let path = args.path.as_deref().unwrap_or(".");
+    let read = ReadOptions {
+        app: args.app.as_deref(),
+        default_namespace: &args.namespace,
+        scopes: None,
+    };
+    match &args.live {
+        Some(live) => {
+            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let live = read_snapshot(live, &args.namespace)?;
+            let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
+            let report = drift::DriftReport {
+                revision: desired.revision.as_ref().map(|r| r.sha.clone()),
+                objects,
+            };
+            // The command ends once the report is written. Freeing every parsed
+            // object first would take a third of a large run, so the operating
+            // system reclaims them at exit instead (as clang's -disable-free does).
+            std::mem::forget((desired, live));
+            Ok(report)
+        }
+        None => {
+            let cluster = Cluster::connect(
+                args.cluster.kubeconfig.as_deref(),
+                args.cluster.context.as_deref(),
+            )
+            .await
+            .map_err(Error::Connect)?;
+            // Online, the server says which kinds are cluster-scoped.
+            let scopes = cluster.scopes().await;
+            let read = ReadOptions {
+                scopes: Some(&scopes),
+                ..read
+            };
+            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let options = SyncOptions {
+                inventory_namespace: &args.inventory_namespace,
+                ..SyncOptions::new(args.app.as_deref().unwrap_or(""))
+            };
+            observe_online(&cluster, &desired, &options).await
+        }
+    }
+}
+
+/// The desired state at `path`, on disk or (with `repo`) in Git. `tether sync` reads
+/// its desired state the same way.
+pub(super) async fn desired(
+    path: &str,
+    repo: Option<&str>,
+    git: &GitArgs,
+    read: &ReadOptions<'_>,
+) -> Result<Desired, DesiredError> {
+    match repo {
+        Some(repo) => {
+            let source = git.source(repo, path);
+            let cache = git.cache()?;
+            read_desired(
+                DesiredInput::Git {
+                    cache: &cache,
+                    source: &source,
+                },
+                read,
+            )
+            .await
+        }
+        None => read_desired(DesiredInput::Dir(Path::new(path)), read).await,
+    }
+}

@@ -1,0 +1,170 @@
+//! How a command ended, for `main` to map to an exit code in one place (the
+//! `kubectl diff` convention): 0 nothing to report, 1 a finding, 2 an error.
+
+use std::error::Error as _;
+use std::path::PathBuf;
+
+use tether::cluster::ClusterError;
+use tether::config::ConfigError;
+use tether::reconcile::service::ServeError;
+use tether::sandbox::SandboxError;
+use tether::source::SourceError;
+use tether::sync::SyncError;
+use tether::sync::desired::DesiredError;
+
+/// Exit code of a command that could not do its work: every [`Error`].
+pub const EXIT_ERROR: u8 = 2;
+
+/// Exit code of a command that ran to its end and found something wrong.
+const EXIT_FINDING: u8 = 1;
+
+/// How a command that ran to its end ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to report: in sync, synced and healthy, or a command that only shows.
+    Success,
+    /// `tether diff`: the live state differs from the desired state.
+    Drift,
+    /// `tether sync`: an object failed, prune was refused or the app did not become
+    /// healthy.
+    SyncFailed,
+    /// `tether status`: an app is not both Synced and Healthy.
+    NotReady,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Success => 0,
+            Outcome::Drift | Outcome::SyncFailed | Outcome::NotReady => EXIT_FINDING,
+        }
+    }
+}
+
+/// Why a command could not do its work: bad input or configuration, a cluster, Git
+/// remote or server that cannot be reached or refuses. `main` prints it once, as
+/// `error: <message>`, and exits [`EXIT_ERROR`]; the message says the cause too.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Logging could not be set up (a subscriber was already installed).
+    #[error("cannot set up logging: {0}")]
+    Logging(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The command's output could not be written (a reader gone is not this error).
+    #[error("{0}")]
+    Output(#[source] std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A blocking task of the command panicked: a bug, never the input's fault.
+    #[error("{0}")]
+    Internal(#[from] tokio::task::JoinError),
+
+    /// The desired (or, offline, live) state is invalid, or the Git source behind
+    /// it cannot be read.
+    #[error("{0}")]
+    Desired(#[from] DesiredError),
+    /// The cluster could not be observed: unreachable, or it refused to validate.
+    #[error("{0}")]
+    Observe(#[source] SyncError),
+    /// One app of `tether diff --config` could not be observed.
+    #[error("app {app}: {error}")]
+    App {
+        app: String,
+        #[source]
+        error: Box<Error>,
+    },
+    /// The service configuration is invalid.
+    #[error("{0}")]
+    Config(#[source] ConfigError),
+    #[error("{}: no app named {app:?}", config.display())]
+    NoSuchApp { config: PathBuf, app: String },
+    #[error("JUnit output covers one app: pass --app, or use -o json")]
+    JunitForSeveralApps,
+    /// The Git cache directory cannot be created.
+    #[error("{0}")]
+    Cache(#[source] SourceError),
+    /// A Git source (`at`, as it prints itself) cannot be fetched or read; its reason
+    /// is the one the service reports for it.
+    #[error("{at}: {error} ({})", error.reason())]
+    Source {
+        at: String,
+        #[source]
+        error: SourceError,
+    },
+    #[error("{0}")]
+    Connect(#[source] ClusterError),
+    /// `tether sync` could not run at all (per-object failures are an outcome).
+    #[error("{0}")]
+    Sync(#[source] SyncError),
+    #[error("{0}")]
+    Serve(#[source] ServeError),
+    #[error("cannot start the sandbox: {0}")]
+    Sandbox(#[source] SandboxError),
+    #[error("cannot write the kubeconfig to {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// The status API token cannot be read.
+    #[error("the API token: {0}")]
+    ApiToken(String),
+    #[error("cannot reach {base}: {error}")]
+    Unreachable {
+        base: String,
+        #[source]
+        error: reqwest::Error,
+    },
+    /// The status API answered with an error status.
+    #[error("{url}: {status}: {body}")]
+    Refused {
+        url: String,
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    /// The status API's answer is not the JSON it serves. reqwest's own message
+    /// leaves the cause out, so it is added.
+    #[error("{0}{causes}", causes = Causes(.0.source()))]
+    Answer(#[source] reqwest::Error),
+}
+
+/// An error's causes, each after `: `, as `anyhow` prints them with `{:#}`.
+struct Causes<'a>(Option<&'a (dyn std::error::Error + 'static)>);
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut cause = self.0;
+        while let Some(err) = cause {
+            write!(f, ": {err}")?;
+            cause = err.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn findings_exit_1_and_errors_exit_2_as_kubectl_diff_does() {
+        assert_eq!(Outcome::Success.exit_code(), 0);
+        assert_eq!(Outcome::Drift.exit_code(), 1);
+        assert_eq!(Outcome::SyncFailed.exit_code(), 1);
+        assert_eq!(Outcome::NotReady.exit_code(), 1);
+        assert_eq!(EXIT_ERROR, 2);
+    }
+
+    #[test]
+    fn a_cause_in_the_message_is_not_repeated() {
+        let err = Error::Sandbox(SandboxError::Listen {
+            address: "127.0.0.1:1".parse().expect("address"),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        assert_eq!(
+            err.to_string(),
+            "cannot start the sandbox: cannot listen on 127.0.0.1:1: permission denied"
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! The command line, the top of the loop: `tether <command>` parses and validates its
+//! arguments here, hands them to the stage that does the work, and says how the
+//! command ended as an [`Outcome`] or an [`Error`] for `main` to map to an exit code.
+
+mod diff;
+mod exit;
+mod sandbox;
+mod serve;
+mod source;
+mod status;
+mod sync;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tether::config::Credentials;
+use tether::source::{SecretRef, Source, SourceCache, SourceError};
+
+pub use exit::{EXIT_ERROR, Error, Outcome};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tether",
+    version,
+    about = "GitOps reconciler: keeps Kubernetes clusters equal to a Git repository"
+)]
+pub struct Cli {
+    /// Log format on stderr. The level is set with RUST_LOG (default: info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a Kubernetes-compatible API server in memory, for trying tether and for tests.
+    ///
+    /// Prints one line `ready <url>` on stdout once it accepts requests, and stops on
+    /// SIGTERM or SIGINT.
+    Sandbox(sandbox::SandboxArgs),
+
+    /// Fetch a Git source and show the revision it resolves to and the files at its path.
+    ///
+    /// Exits 0 when the source is readable, 2 when it is not (unreachable remote,
+    /// refused credentials, missing ref or path).
+    Source(source::SourceArgs),
+
+    /// Show how the cluster (or a snapshot of it) differs from the desired state.
+    ///
+    /// Desired state comes from `--path DIR`, or from `--repo URL --ref REF --path
+    /// SUBDIR`. Live state comes from the cluster (`--kubeconfig`, `--context`, or the
+    /// default kubeconfig / in-cluster config), compared with the API server's own
+    /// server-side apply dry run, or from `--live FILE|DIR` (objects as `kubectl get -o
+    /// yaml` prints them) for CI jobs with no cluster access. Exits 0 when in sync, 1
+    /// when drift is found, 2 on error.
+    Diff(diff::DiffArgs),
+
+    /// Make the cluster match the desired state: validate everything, then apply what
+    /// drifted with server-side apply, in order, and prune what the app no longer has.
+    ///
+    /// Desired state comes from `--path DIR` or `--repo URL --ref REF --path SUBDIR`,
+    /// as for `tether diff`; `--app` names the app (its inventory and ownership label).
+    /// Nothing is applied unless every changed object passes a server dry run. Exits 0
+    /// on success, 1 when an object failed, prune was refused or health failed, 2 on
+    /// bad input.
+    Sync(sync::SyncArgs),
+
+    /// Run the reconciler: keep every app in the configuration in sync, forever.
+    ///
+    /// Serves the status API, /healthz, /readyz, /metrics and the Git providers'
+    /// webhooks on `server.listen`. SIGHUP reloads the configuration (an invalid one is
+    /// refused and the running one kept); SIGTERM stops after passes in flight.
+    Serve(serve::ServeArgs),
+
+    /// Show where each app of a running `tether serve` stands.
+    ///
+    /// Exits 0 when every app is Synced and Healthy, 1 otherwise, 2 when the server
+    /// cannot be reached or has no such app.
+    Status(status::StatusArgs),
+}
+
+/// Which cluster to talk to; without either, the default kubeconfig (KUBECONFIG,
+/// ~/.kube/config) or the in-cluster service account, as kubectl does.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Path to a kubeconfig file.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// How to reach a Git repository: cache and credentials.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GitArgs {
+    /// Branch, tag, full commit SHA, or HEAD (the remote's default branch).
+    #[arg(long = "ref", default_value = "HEAD")]
+    pub reference: String,
+
+    /// Where clones are kept (one per repository, fetched incrementally).
+    #[arg(long, env = "TETHER_CACHE_DIR", hide_env_values = true)]
+    pub cache_dir: Option<PathBuf>,
+
+    /// HTTP(S) user name, with --password-env or --password-file, or with a token.
+    #[arg(long)]
+    pub username: Option<String>,
+
+    /// Environment variable holding the HTTP(S) password.
+    #[arg(long, conflicts_with = "password_file", requires = "username")]
+    pub password_env: Option<String>,
+
+    /// File holding the HTTP(S) password.
+    #[arg(long, requires = "username")]
+    pub password_file: Option<PathBuf>,
+
+    /// Environment variable holding an HTTP(S) access token.
+    #[arg(long, conflicts_with_all = ["token_file", "password_env", "password_file"])]
+    pub token_env: Option<String>,
+
+    /// File holding an HTTP(S) access token.
+    #[arg(long, conflicts_with_all = ["password_env", "password_file"])]
+    pub token_file: Option<PathBuf>,
+
+    /// SSH private key file (for ssh:// and user@host:path URLs).
+    #[arg(long, requires = "known_hosts")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// known_hosts file the SSH server's key must be listed in.
+    #[arg(long)]
+    pub known_hosts: Option<PathBuf>,
+}
+
+impl GitArgs {
+    /// The source at `repo` and `path` these arguments name, with its credentials
+    /// (chosen as the service chooses them from its configuration).
+    pub fn source(&self, repo: &str, path: &str) -> Source {
+        let secret = |env: &Option<String>, file: &Option<PathBuf>| {
+            env.clone()
+                .map(SecretRef::Env)
+                .or_else(|| file.clone().map(SecretRef::File))
+        };
+        let credentials = Credentials {
+            username: self.username.clone(),
+            password: secret(&self.password_env, &self.password_file),
+            token: secret(&self.token_env, &self.token_file),
+            ssh_key_file: self.ssh_key.clone(),
+            known_hosts_file: self.known_hosts.clone(),
+        };
+        Source::new(repo, &self.reference, path).with_auth(credentials.auth(repo))
+    }
+
+    pub fn cache(&self) -> Result<SourceCache, SourceError> {
+        SourceCache::open(
+            self.cache_dir
+                .clone()
+                .unwrap_or_else(SourceCache::default_dir),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Sets up `tracing` on stderr; stdout belongs to the commands' own output.
+pub fn init_logging(format: LogFormat) -> Result<(), Error> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, never in CI logs or files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    result.map_err(|err| Error::Logging(err.to_string()))
+}
+
+/// Runs one command to its end.
+pub async fn run(cli: Cli) -> Result<Outcome, Error> {
+    match cli.command {
+        Command::Sandbox(args) => sandbox::run(args).await,
+        Command::Source(args) => source::run(args).await,
+        Command::Diff(args) => diff::run(args).await,
+        Command::Sync(args) => sync::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
+        Command::Status(args) => status::run(args).await,
+    }
+}
+
+/// Writes a command's output to stdout. A reader that has gone (`tether diff | head`)
+/// is not an error, and unlike ripgrep's early stop it does not decide the exit code
+/// either: the finding is known before the output is written, so a CI job piping
+/// `tether diff` still fails on drift.
+fn write_stdout(text: &str) -> Result<(), Error> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(Error::Output),
+    }
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether::source::Auth;
+
+    fn source_args(args: &[&str]) -> source::SourceArgs {
+        let mut argv = vec!["tether", "source"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).expect("arguments parse").command {
+            Command::Source(args) => args,
+            other => panic!("not `source`: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn git_flags_become_the_credentials_the_url_needs() {
+        let a = source_args(&[
+            "--repo",
+            "https://h/r",
+            "--username",
+            "bot",
+            "--token-env",
+            "T",
+            "--ssh-key",
+            "/k",
+            "--known-hosts",
+            "/kh",
+        ]);
+        assert_eq!(
+            a.git.source(&a.repo, &a.path).auth,
+            Auth::Token {
+                token: SecretRef::Env("T".into()),
+                username: Some("bot".into())
+            }
+        );
+        // The same flags for an SSH remote offer the key.
+        assert_eq!(
+            a.git.source("git@h:r.git", ".").auth,
+            Auth::SshKey {
+                private_key: "/k".into(),
+                known_hosts: "/kh".into(),
+                passphrase: None,
+                username: Some("bot".into())
+            }
+        );
+        let a = source_args(&[
+            "--repo",
+            "https://h/r",
+            "--username",
+            "bot",
+            "--password-file",
+            "/p",
+        ]);
+        assert_eq!(
+            a.git.source(&a.repo, &a.path).auth,
+            Auth::Basic {
+                username: "bot".into(),
+                password: SecretRef::File("/p".into())
+            }
+        );
+        let a = source_args(&["--repo", "/tmp/r"]);
+        assert_eq!(a.git.source(&a.repo, &a.path).auth, Auth::None);
+    }
+}

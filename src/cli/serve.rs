@@ -1,0 +1,43 @@
+//! `tether serve`: the whole loop as a service, until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+
+use tether::reconcile::service::{ServeOptions, serve};
+
+use super::{ClusterArgs, Error, Outcome, shutdown_signal};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The configuration file (YAML; see README for every option).
+    #[arg(long)]
+    pub config: PathBuf,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Only the holder of a coordination.k8s.io Lease writes (for several replicas).
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// Where Git clones are kept.
+    #[arg(long, env = "TETHER_CACHE_DIR", hide_env_values = true)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+pub(super) async fn run(args: ServeArgs) -> Result<Outcome, Error> {
+    let options = ServeOptions {
+        config: args.config,
+        kubeconfig: args.cluster.kubeconfig,
+        context: args.cluster.context,
+        cache_dir: args.cache_dir,
+        leader_elect: args.leader_elect,
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    serve(options, shutdown).await.map_err(Error::Serve)?;
+    Ok(Outcome::Success)
+}

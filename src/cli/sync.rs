@@ -1,0 +1,140 @@
+//! `tether sync`: one pass of the loop's act stage from the command line: read the
+//! desired state, then apply, prune and wait as the flags allow, and report.
+
+use std::time::Duration;
+
+use tether::cluster::Cluster;
+use tether::sync::SyncOptions;
+use tether::sync::desired::ReadOptions;
+
+use super::{ClusterArgs, Error, Format, GitArgs, Outcome, write_stdout};
+
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// Manifests: a local directory, or with --repo a directory inside the repository.
+    #[arg(long)]
+    pub path: String,
+
+    /// Read the manifests from this Git repository instead of the local disk.
+    #[arg(long)]
+    pub repo: Option<String>,
+
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The app: names its inventory (`tether-inventory-<app>`) and labels its objects.
+    #[arg(long)]
+    pub app: String,
+
+    /// Namespace for namespaced objects that name none.
+    #[arg(long, short = 'n', default_value = tether::manifest::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// Where the app's inventory ConfigMap lives (created when missing).
+    #[arg(long, default_value = tether::ownership::DEFAULT_INVENTORY_NAMESPACE)]
+    pub inventory_namespace: String,
+
+    /// Validate and show what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Delete objects the app applied before and the desired state no longer has.
+    #[arg(long)]
+    pub prune: bool,
+
+    /// Allow a prune of more than half of the app's objects, or from an empty desired state.
+    #[arg(long, requires = "prune")]
+    pub allow_mass_prune: bool,
+
+    /// Report conflicts with other field managers instead of taking their fields.
+    #[arg(long)]
+    pub no_force: bool,
+
+    /// Delete and recreate objects whose change touches an immutable field.
+    #[arg(long)]
+    pub replace_immutable: bool,
+
+    /// Wait for each wave to be healthy before the next, and for the app at the end.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// How long --wait waits in all (e.g. 90s, 5m).
+    #[arg(long, default_value = "5m", value_parser = tether::config::parse_duration, requires = "wait")]
+    pub timeout: Duration,
+
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = tether::sync::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// Syncs of fewer objects finish before a progress bar would be worth reading.
+const PROGRESS_MIN_OBJECTS: usize = 50;
+
+pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
+    let cluster = Cluster::connect(
+        args.cluster.kubeconfig.as_deref(),
+        args.cluster.context.as_deref(),
+    )
+    .await
+    .map_err(Error::Connect)?;
+    let scopes = cluster.scopes().await;
+    let read = ReadOptions {
+        app: Some(&args.app),
+        default_namespace: &args.namespace,
+        scopes: Some(&scopes),
+    };
+    let desired = super::diff::desired(&args.path, args.repo.as_deref(), &args.git, &read).await?;
+    let options = SyncOptions {
+        inventory_namespace: &args.inventory_namespace,
+        force: !args.no_force,
+        prune: args.prune,
+        allow_mass_prune: args.allow_mass_prune,
+        dry_run: args.dry_run,
+        replace_immutable: args.replace_immutable,
+        wait: args.wait.then_some(args.timeout),
+        concurrency: args.concurrency.max(1),
+        ..SyncOptions::new(&args.app)
+    };
+    // A progress bar for a person watching a long sync; never in logs or pipes.
+    let bar = |done: usize, total: usize| {
+        const WIDTH: usize = 30;
+        let filled = done * WIDTH / total.max(1);
+        eprint!(
+            "\r  applying [{}{}] {done}/{total}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled)
+        );
+    };
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && desired.manifests.len() >= PROGRESS_MIN_OBJECTS;
+    let options = SyncOptions {
+        progress: show_progress.then_some(&bar as &(dyn Fn(usize, usize) + Sync)),
+        ..options
+    };
+    let revision = desired.revision.as_ref().map(|r| r.sha.as_str());
+    let report = tether::sync::sync(&cluster, &desired.manifests, revision, &options).await;
+    if show_progress {
+        eprint!("\r\x1b[K");
+    }
+    let report = report.map_err(Error::Sync)?;
+    let out = match args.output {
+        Format::Text => tether::report::sync::render_text(&report),
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&tether::report::sync::to_json(&report))?
+        ),
+    };
+    write_stdout(&out)?;
+    Ok(if report.failed() {
+        Outcome::SyncFailed
+    } else {
+        Outcome::Success
+    })
+}
