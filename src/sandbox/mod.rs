@@ -7,6 +7,7 @@
 //! token, and writes a kubeconfig that `kubectl` and kube-rs use unchanged.
 
 pub mod api;
+pub mod controller_settings;
 pub mod controllers;
 pub mod defaults;
 pub mod faults;
@@ -36,7 +37,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-pub use controllers::deployment::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
+pub use controller_settings::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
 pub use faults::RequestCounts;
 
 use api::{Body, Reply, State};

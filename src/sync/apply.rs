@@ -15,9 +15,9 @@ use crate::diff::DiffOptions;
 use crate::manifest::crd_scope;
 
 use super::SyncOptions;
-use super::decide::{Plan, dry_run_all, refused, server_message};
+use super::decide::{dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
-use super::observe::{Item, gvk_of, is_crd, namespace_of};
+use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
 use super::report::Action;
 

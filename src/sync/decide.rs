@@ -22,39 +22,11 @@ use crate::manifest::{GroupKind, Manifest, ObjectId, Scope, crd_scope};
 use crate::ownership::{FIELD_MANAGER, app_of};
 
 use super::SyncOptions;
-use super::observe::{Item, gvk_of, is_crd, namespace_of, read_live};
+use super::item::{Item, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
 
 /// How many times a dry run is repeated when the live object moved under it: each
 /// round costs a dry run and a read; a controller settles within a couple.
 const RACE_ATTEMPTS: usize = 3;
-
-/// What a sync will do with a desired object.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Plan {
-    Unchanged,
-    Create,
-    /// What changes, for a person (the paths).
-    Configure(String),
-    Replace(String),
-    /// Cannot be dry-run until its CRD or Namespace exists; that one is in this sync.
-    Deferred(Need),
-    /// Labelled for another app, named here: this app leaves it alone.
-    Conflict(String),
-    /// The server refused it: a change to Git is needed.
-    Failed(String),
-    /// The server could not answer (unavailable, throttling, a conflict): a retry
-    /// may pass.
-    Unavailable(String),
-}
-
-/// What a deferred object waits for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Need {
-    /// Its kind, defined by a CRD in this sync.
-    pub kind: Option<GroupVersionKind>,
-    /// Its namespace, created by this sync.
-    pub namespace: Option<String>,
-}
 
 /// Decides what each object needs, dry-running every object that would change.
 pub(super) async fn decide(

@@ -14,6 +14,7 @@ mod decide;
 pub mod desired;
 pub mod health;
 pub mod inventory;
+mod item;
 mod observe;
 pub mod plan;
 pub mod prune;
@@ -26,9 +27,9 @@ use crate::diff::{DiffOptions, IgnoreRule, Mode};
 use crate::manifest::ManifestSet;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 
-use decide::Plan;
 use health::{Assessment, Health};
 use inventory::{Entry, Inventory, InventoryError};
+use item::Plan;
 use plan::WaveError;
 
 pub use observe::{Candidate, Observed, observe};
@@ -290,7 +291,7 @@ pub async fn read_inventory(
 
 /// The report's entries for the desired objects; objects never reached get
 /// `skipped` with `why`.
-fn finish(items: Vec<observe::Item<'_>>, why: &str) -> Vec<ObjectResult> {
+fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
     items
         .into_iter()
         .map(|item| {

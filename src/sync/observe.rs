@@ -13,27 +13,14 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use crate::diff::{DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_object};
-use crate::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
+use crate::manifest::{ManifestSet, ObjectId, ObjectKey};
 use crate::ownership::{APP_LABEL, FIELD_MANAGER};
 
-use super::decide::{self, Plan};
+use super::decide;
 use super::inventory::Inventory;
+use super::item::{Item, Plan, gvk_of, is_crd, read_live};
 use super::prune::{self, Verdict};
 use super::{SyncError, SyncOptions};
-
-/// One desired object as observed, and what the sync will do with it.
-pub(super) struct Item<'m> {
-    pub manifest: &'m Manifest,
-    pub kind: Option<Resolved>,
-    pub live: Option<Value>,
-    pub plan: Plan,
-    /// The verdict against Git, with the views reports render (drifted objects only).
-    pub diff: Option<ObjectDiff>,
-    /// The object as the server last returned it (apply answer or live object).
-    pub latest: Option<Value>,
-    /// What the sync did, once it acted.
-    pub result: Option<(super::Action, String)>,
-}
 
 /// A live object the app claims (by inventory or label) that Git no longer has.
 pub struct Candidate {
@@ -296,27 +283,6 @@ async fn read_items<'m>(
         .collect()
 }
 
-/// The live object named by `id` as `kind` addresses it: from the view when it
-/// knows, else from the server.
-pub(super) async fn read_live(
-    cluster: &Cluster,
-    view: &dyn LiveObjects,
-    kind: &Resolved,
-    id: &ObjectId,
-) -> Result<Option<Value>, ClusterError> {
-    let namespace = namespace_of(kind, id);
-    let key = ObjectKey {
-        group: id.group.clone(),
-        kind: id.kind.clone(),
-        namespace: namespace.map(str::to_string),
-        name: id.name.clone(),
-    };
-    if let Some(known) = view.lookup(&key) {
-        return Ok(known);
-    }
-    cluster.get(kind, namespace, &id.name).await
-}
-
 /// Prune candidates: (inventory ∪ live objects labelled for the app) − desired, each
 /// with its live object and what prune may do with it. An object tether applied and
 /// labelled is found even when no inventory names it (a sync killed before recording
@@ -401,22 +367,6 @@ fn key_of(group: &str, kind: &str, object: &Value) -> Option<ObjectKey> {
             .map(str::to_string),
         name: object.pointer("/metadata/name")?.as_str()?.to_string(),
     })
-}
-
-pub(super) fn gvk_of(id: &ObjectId) -> GroupVersionKind {
-    GroupVersionKind::gvk(&id.group, &id.version, &id.kind)
-}
-
-pub(super) fn namespace_of<'i>(kind: &Resolved, id: &'i ObjectId) -> Option<&'i str> {
-    if kind.namespaced {
-        id.namespace.as_deref()
-    } else {
-        None
-    }
-}
-
-pub(super) fn is_crd(id: &ObjectId) -> bool {
-    id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition"
 }
 
 /// The schemas of the desired kinds; CRDs in the set declare their kinds'.

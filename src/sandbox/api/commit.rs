@@ -7,8 +7,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::write::{field_manager, is_strict};
-use super::{Request, State, Target, is_dry_run, now};
+use super::{Request, State, Target, field_manager, is_dry_run, is_strict, now};
 use crate::sandbox::defaults;
 use crate::sandbox::fields::{self, UpdateOptions};
 use crate::sandbox::registry::{self, ResourceType};

@@ -13,7 +13,7 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::combinators::BoxBody;
 use serde_json::{Value, json};
 
-use super::controllers;
+use super::controller_settings::Settings;
 use super::defaults::Defaulter;
 use super::faults::{Counters, Faults};
 use super::registry::{self, Registry, ResourceType};
@@ -41,7 +41,7 @@ pub struct State {
     pub faults: Faults,
     pub counters: Counters,
     /// Whether the Deployment controller runs, and how soon it acts.
-    pub deployment_controller: controllers::deployment::Settings,
+    pub deployment_controller: Settings,
     pub token: String,
     /// `host:port`, for `GET /api`.
     pub server_address: String,
@@ -55,7 +55,7 @@ impl State {
             defaulter: Defaulter::new(),
             faults: Faults::default(),
             counters: Counters::default(),
-            deployment_controller: controllers::deployment::Settings::default(),
+            deployment_controller: Settings::default(),
             token,
             server_address,
         }
@@ -405,4 +405,24 @@ fn now() -> String {
 
 fn is_dry_run(query: &HashMap<String, String>) -> bool {
     query.get("dryRun").is_some_and(|d| d == "All")
+}
+
+pub(super) fn is_strict(query: &HashMap<String, String>) -> bool {
+    query.get("fieldValidation").is_some_and(|v| v == "Strict")
+}
+
+/// The field manager of a non-apply write: the `fieldManager` parameter, or the user
+/// agent up to its first `/`, as kube-apiserver derives it.
+pub(super) fn field_manager(request: &Request) -> String {
+    if let Some(manager) = request.query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return manager.clone();
+    }
+    request
+        .headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|m| !m.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::commit::Write;
-use super::write::field_manager;
-use super::{Reply, Request, State, Target, is_dry_run};
+use super::{Reply, Request, State, Target, field_manager, is_dry_run};
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::Stored;
 

@@ -1,14 +1,12 @@
 //! Writes as clients send them: create, update, the three patch formats and
 //! server-side apply, each decoded and checked, then handed to the commit pipeline.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::commit::{Write, conflict, object_name};
 use super::scale::scale_of;
-use super::{Reply, Request, State, Target, is_dry_run, now};
+use super::{Reply, Request, State, Target, field_manager, is_dry_run, is_strict, now};
 use crate::sandbox::fields::{self, ApplyError, ApplyOptions};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::{ApiError, Cause};
@@ -242,26 +240,6 @@ pub(super) fn check_resource_version(
         )),
         _ => Ok(()),
     }
-}
-
-pub(super) fn is_strict(query: &HashMap<String, String>) -> bool {
-    query.get("fieldValidation").is_some_and(|v| v == "Strict")
-}
-
-/// The field manager of a non-apply write: the `fieldManager` parameter, or the user
-/// agent up to its first `/`, as kube-apiserver derives it.
-pub(super) fn field_manager(request: &Request) -> String {
-    if let Some(manager) = request.query.get("fieldManager").filter(|m| !m.is_empty()) {
-        return manager.clone();
-    }
-    request
-        .headers
-        .get(http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|ua| ua.split('/').next())
-        .filter(|m| !m.is_empty())
-        .unwrap_or("unknown")
-        .to_string()
 }
 
 pub(super) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {

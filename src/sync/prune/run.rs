@@ -11,7 +11,8 @@ use crate::ownership::{APP_LABEL, PRUNE_ANNOTATION, PRUNE_DISABLED};
 
 use super::super::decide::server_message;
 use super::super::inventory::{Entry, Inventory};
-use super::super::observe::{Candidate, namespace_of};
+use super::super::item::namespace_of;
+use super::super::observe::Candidate;
 use super::super::plan::prune_order;
 use super::super::report::{Action, ObjectResult, SyncReport};
 use super::super::{SyncError, SyncOptions};

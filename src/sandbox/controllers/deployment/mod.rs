@@ -23,9 +23,7 @@
 //! progress deadline at once instead of after `progressDeadlineSeconds`.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -37,50 +35,12 @@ use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::{Event, EventType, ObjectKey, Stored};
 
-/// How long after a change the controller acts: kube-controller-manager reacts to a
-/// watch event within milliseconds, so clients see the race they see against a real
-/// cluster (a read right after an apply may or may not include the controller's writes).
-pub const DEFAULT_DEPLOYMENT_CONTROLLER_DELAY: Duration = Duration::from_millis(5);
-
 /// The Deployment's and its ReplicaSets' revision (`deploymentutil.RevisionAnnotation`).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// The label that ties a ReplicaSet and its pods to one pod template.
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
 const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
-
-/// `delay_us` when the controller is off.
-const OFF: u64 = u64::MAX;
-
-/// Whether the Deployment controller runs, and its delay; changeable while running.
-pub struct Settings {
-    delay_us: AtomicU64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            delay_us: AtomicU64::new(DEFAULT_DEPLOYMENT_CONTROLLER_DELAY.as_micros() as u64),
-        }
-    }
-}
-
-impl Settings {
-    /// The delay before a pass, or None when the controller is off.
-    pub fn delay(&self) -> Option<Duration> {
-        match self.delay_us.load(Ordering::Relaxed) {
-            OFF => None,
-            us => Some(Duration::from_micros(us)),
-        }
-    }
-
-    pub fn set_delay(&self, delay: Option<Duration>) {
-        let us = delay.map_or(OFF, |d| {
-            u64::try_from(d.as_micros()).unwrap_or(OFF - 1).min(OFF - 1)
-        });
-        self.delay_us.store(us, Ordering::Relaxed);
-    }
-}
 
 /// Passes waiting for their delay, by Deployment; one pass runs at a time.
 #[derive(Default)]

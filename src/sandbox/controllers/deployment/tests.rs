@@ -194,13 +194,3 @@ fn surge_rounds_up_and_unavailability_down() {
     assert_eq!(fenceposts(&d), (0, 0));
     assert_eq!(max_unavailable(&deployment("nginx", 0)), 0);
 }
-
-#[test]
-fn settings_switch_the_controller_off_and_on() {
-    let settings = Settings::default();
-    assert_eq!(settings.delay(), Some(DEFAULT_DEPLOYMENT_CONTROLLER_DELAY));
-    settings.set_delay(None);
-    assert_eq!(settings.delay(), None);
-    settings.set_delay(Some(Duration::from_millis(20)));
-    assert_eq!(settings.delay(), Some(Duration::from_millis(20)));
-}
