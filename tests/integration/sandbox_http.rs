@@ -762,6 +762,8 @@ async fn dry_run_stores_nothing() {
 #[tokio::test]
 async fn the_status_subresource_and_the_main_resource_write_separately() {
     let sandbox = TestSandbox::start().await;
+    // This test writes the Deployment's status itself: no controller may race it.
+    sandbox.sandbox.set_deployment_controller_delay(None);
     sandbox.namespace("h-status").await;
     sandbox
         .post(
