@@ -9,16 +9,16 @@
 //!   1    ownership   the labels, annotations and names that say what tether owns
 //!   1    metrics     the process's Prometheus registry
 //!   1    duration    durations as configuration spells them
-//!   1    windows     sync windows: when automation may act
-//!   2    schema      OpenAPI schemas and field sets (FieldsV1)
+//!   2    windows     sync windows: when automation may act
+//!   2    schema      OpenAPI schemas, field sets (FieldsV1) and quantities
 //!   3    manifest    files → typed objects with identity
 //!   4    diff        pure: desired × live × rules → drift
 //!   5    cluster     the only module that talks to an API server
 //!   6    source      Git: fetch, revisions, webhooks
 //!   7    sync        observe, decide, apply, prune, inventory
 //!   8    report      drift and sync reports, status, commit statuses, notifications
-//!   9    config      the service's configuration, parsed, checked and resolved
-//!  10    reconcile   the loop: workers, backoff, leadership
+//!   9    config      the service's configuration, parsed, checked and resolved once
+//!  10    reconcile   the loop: one worker per app, passes, backoff, leadership
 //!  11    server      HTTP (status API, probes, metrics, webhooks) and `tether serve`
 //!   –    sandbox     a Kubernetes-compatible API server in memory; imports only schema
 //! ```

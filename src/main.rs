@@ -31,5 +31,12 @@ fn run(cli: Cli) -> Result<Outcome, Error> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    runtime.block_on(cli::run(cli))
+    let outcome = runtime.block_on(cli::run(cli));
+    // A blocking task still running (a Git fetch libgit2 will not interrupt) must not
+    // hold the exit: `tether serve` promised to stop within its shutdown budget.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    outcome
 }
+
+/// How long the exit waits for blocking tasks the command left behind.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);

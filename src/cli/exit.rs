@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use tether::cluster::ClusterError;
 use tether::config::ConfigError;
-use tether::reconcile::service::ServeError;
 use tether::sandbox::SandboxError;
+use tether::server::service::ServeError;
 use tether::source::SourceError;
 use tether::sync::SyncError;
 use tether::sync::desired::DesiredError;

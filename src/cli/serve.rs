@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use tether::reconcile::service::{ServeOptions, serve};
+use tether::server::service::{ServeOptions, serve};
 
 use super::{ClusterArgs, Error, Outcome, shutdown_signal};
 

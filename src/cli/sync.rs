@@ -68,7 +68,7 @@ pub struct SyncArgs {
     pub timeout: Duration,
 
     /// Requests in flight at once.
-    #[arg(long, default_value_t = tether::sync::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = tether::sync::DEFAULT_REQUEST_CONCURRENCY)]
     pub concurrency: usize,
 
     /// Output format.

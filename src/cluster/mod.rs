@@ -469,6 +469,8 @@ impl Cluster {
     }
 
     /// Deletes an object with background propagation; an object already gone is fine.
+    /// A 404 that does not name the object (the resource itself is not served, as
+    /// after a CRD stopped serving that version) is an error: nothing was deleted.
     /// With `uid`, only that incarnation of the object is deleted: one deleted and
     /// created again since it was read (by someone else) is refused with a 409.
     pub async fn delete(
@@ -486,13 +488,20 @@ impl Cluster {
             }),
             ..Default::default()
         };
-        match self
-            .bounded(self.api(kind, namespace).delete(name, &params))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(err) if err.is_not_found() => Ok(()),
-            Err(err) => Err(err),
+        let api = self.api(kind, namespace);
+        match tokio::time::timeout(self.timeout, api.delete(name, &params)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(status)))
+                if status.code == 404
+                    && status.details.as_ref().is_some_and(|d| d.name == name) =>
+            {
+                Ok(())
+            }
+            Ok(Err(err)) => Err(err.into()),
+            Err(_) => Err(ClusterError::Transport(format!(
+                "no answer within {}s",
+                self.timeout.as_secs_f64()
+            ))),
         }
     }
 }

@@ -26,7 +26,7 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Apps reconciled at once (the schema's default). Passes mostly wait on Git and the
 /// API server, so four keep a two-core machine busy without queuing behind each other.
-pub const DEFAULT_CONCURRENCY: usize = 4;
+pub const DEFAULT_APP_CONCURRENCY: usize = 4;
 
 /// Periodic full resync of every app, whatever the triggers say: the schema's default.
 /// It bounds how long a missed event (or live drift no watch saw) can go unnoticed.
@@ -247,7 +247,7 @@ impl Default for Config {
         Config {
             server: ServerConfig::default(),
             inventory_namespace: DEFAULT_INVENTORY_NAMESPACE.to_string(),
-            concurrency: DEFAULT_CONCURRENCY,
+            concurrency: DEFAULT_APP_CONCURRENCY,
             resync_interval: DEFAULT_RESYNC_INTERVAL,
             leader_election: LeaderElectionConfig::default(),
             apps: Vec::new(),

@@ -33,10 +33,10 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
                 line_of(c),
                 format!("{} must be at least 1", c.value),
             );
-            DEFAULT_CONCURRENCY
+            DEFAULT_APP_CONCURRENCY
         }
-        Some(c) => usize::try_from(c.value).unwrap_or(DEFAULT_CONCURRENCY),
-        None => DEFAULT_CONCURRENCY,
+        Some(c) => usize::try_from(c.value).unwrap_or(DEFAULT_APP_CONCURRENCY),
+        None => DEFAULT_APP_CONCURRENCY,
     };
     let resync_interval = check.duration(
         "resyncInterval",

@@ -152,7 +152,7 @@ fn defaults_fill_what_is_left_out() {
     let c = parse("apps: []\n");
     assert_eq!(c.server.listen, DEFAULT_LISTEN);
     assert_eq!(c.server.webhooks.secrets().count(), 0);
-    assert_eq!(c.concurrency, DEFAULT_CONCURRENCY);
+    assert_eq!(c.concurrency, DEFAULT_APP_CONCURRENCY);
     assert_eq!(c.resync_interval, DEFAULT_RESYNC_INTERVAL);
     assert_eq!(c.leader_election, LeaderElectionConfig::default());
     assert!(c.apps.is_empty());

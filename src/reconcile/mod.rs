@@ -4,4 +4,3 @@ pub mod app;
 pub mod backoff;
 pub mod leader;
 pub mod pass;
-pub mod service;

@@ -2,6 +2,11 @@
 //! providers' webhooks (from the source stage). With a token configured, `/api/v1`
 //! (status and manual syncs) asks for it as a bearer token; probes and metrics stay
 //! open for kubelets and Prometheus, and webhooks carry their own signatures.
+//!
+//! The top floor of the library: `service` runs `tether serve`, the workers of the
+//! reconcile loop and this HTTP surface together under one shutdown signal.
+
+pub mod service;
 
 use std::sync::Arc;
 

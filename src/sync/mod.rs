@@ -37,7 +37,7 @@ pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough
 /// not to trip API priority and fairness on a real cluster (kubectl's own parallel
 /// operations default to a similar figure).
-pub const DEFAULT_CONCURRENCY: usize = 16;
+pub const DEFAULT_REQUEST_CONCURRENCY: usize = 16;
 
 /// What a sync may do.
 #[derive(Clone)]
@@ -80,7 +80,7 @@ impl<'a> SyncOptions<'a> {
             dry_run: false,
             replace_immutable: false,
             wait: None,
-            concurrency: DEFAULT_CONCURRENCY,
+            concurrency: DEFAULT_REQUEST_CONCURRENCY,
             rules: &[],
             live: None,
             inventory: None,

@@ -445,3 +445,74 @@ async fn a_diff_right_after_a_sync_sees_no_drift_while_controllers_write() {
     })
     .await;
 }
+
+fn gadget_crd(versions: &[(&str, bool, bool)]) -> String {
+    let mut yaml = String::from(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gadgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n",
+    );
+    for (name, served, storage) in versions {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    served: {served}\n    storage: {storage}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, properties: {{size: {{type: integer}}}}}}\n"
+        ));
+    }
+    yaml
+}
+
+fn gadget(version: &str, name: &str) -> String {
+    format!(
+        "apiVersion: example.com/{version}\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: 1\n"
+    )
+}
+
+/// Regression for issue #12, finding 6: an inventory entry recorded as
+/// `example.com/v1alpha1` was dropped without being deleted once the CRD stopped
+/// serving `v1alpha1`. It is now found, and pruned, through the version still served.
+#[tokio::test]
+async fn an_object_recorded_under_a_version_no_longer_served_is_still_pruned() {
+    let sandbox = TestSandbox::start().await;
+    let dir = app_dir(
+        &sandbox,
+        "gadgets",
+        &[
+            ("crd.yaml".into(), gadget_crd(&[("v1alpha1", true, true)])),
+            ("old.yaml".into(), gadget("v1alpha1", "old")),
+            ("kept.yaml".into(), gadget("v1alpha1", "kept")),
+            ("a.yaml".into(), configmap("default", "gadget-a", "1")),
+            ("b.yaml".into(), configmap("default", "gadget-b", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &dir, "gadgets", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    // The CRD moves to v1 and stops serving v1alpha1; Git drops `old`.
+    let dir = app_dir(
+        &sandbox,
+        "gadgets",
+        &[
+            (
+                "crd.yaml".into(),
+                gadget_crd(&[("v1alpha1", false, false), ("v1", true, true)]),
+            ),
+            ("kept.yaml".into(), gadget("v1", "kept")),
+            ("a.yaml".into(), configmap("default", "gadget-a", "1")),
+            ("b.yaml".into(), configmap("default", "gadget-b", "1")),
+        ],
+    );
+    let run = sync_app(&sandbox, &dir, "gadgets", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(action_of(&json(&run), "Gadget/old"), "pruned");
+    assert_eq!(
+        sandbox
+            .get("/apis/example.com/v1/namespaces/default/gadgets/old")
+            .await
+            .status,
+        reqwest::StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        sandbox
+            .get("/apis/example.com/v1/namespaces/default/gadgets/kept")
+            .await
+            .status,
+        reqwest::StatusCode::OK
+    );
+}

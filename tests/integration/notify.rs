@@ -634,7 +634,7 @@ async fn a_signed_webhook_carries_the_event_and_no_secret_value() {
     );
     assert_eq!(
         body["summary"],
-        json!({"InSync": 0, "Modified": 2, "Missing": 1, "Extra": 0})
+        json!({"InSync": 0, "Modified": 2, "Missing": 1, "Extra": 0, "Conflict": 0})
     );
     assert_eq!(body["suppressed"], 0);
     assert_eq!(

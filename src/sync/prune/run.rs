@@ -126,8 +126,7 @@ pub(in crate::sync) async fn run(
                     .as_ref()
                     .and_then(|l| l.pointer("/metadata/uid"))
                     .and_then(Value::as_str);
-                let namespace = namespace_of(&j.kind, &j.id);
-                match cluster.delete(&j.kind, namespace, &j.id.name, uid).await {
+                match delete(cluster, &j, uid).await {
                     Ok(()) => (Action::Pruned, String::new()),
                     Err(err) => (
                         Action::Failed,
@@ -144,6 +143,25 @@ pub(in crate::sync) async fn run(
         report.objects.push(result);
     }
     Ok(kept)
+}
+
+/// Deletes a judged object. When its version stopped being served during this pass
+/// (the sync just changed its CRD), it is deleted through a version still served.
+async fn delete(cluster: &Cluster, j: &Judged, uid: Option<&str>) -> Result<(), ClusterError> {
+    let namespace = namespace_of(&j.kind, &j.id);
+    match cluster.delete(&j.kind, namespace, &j.id.name, uid).await {
+        Err(err) if err.is_not_found() => {
+            match cluster.resolve_group_kind(&j.id.group, &j.id.kind).await? {
+                Some(served) if served.resource.version != j.kind.resource.version => {
+                    cluster
+                        .delete(&served, namespace_of(&served, &j.id), &j.id.name, uid)
+                        .await
+                }
+                _ => Err(err),
+            }
+        }
+        other => other,
+    }
 }
 
 fn result(id: &ObjectId, action: Action, drift: Option<Status>) -> ObjectResult {

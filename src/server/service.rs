@@ -11,12 +11,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::app::{self, AppHandle, Shared};
-use super::leader::{Elector, LeaderConfig, Leadership, default_identity};
 use crate::cluster::cache::Cache;
 use crate::cluster::{Cluster, ClusterError};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
+use crate::reconcile::app::{self, AppHandle, Shared};
+use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
