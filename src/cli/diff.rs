@@ -11,7 +11,7 @@ use tether::sync::desired::{
     Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
 };
 
-use super::{ClusterArgs, Error, GitArgs, Outcome, write_stdout};
+use super::{ClusterArgs, Error, GitArgs, Outcome, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -36,6 +36,9 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
+
+    #[command(flatten)]
+    pub request: RequestArgs,
 
     /// The app the manifests belong to: its ownership labels are part of the desired
     /// state, and (with --live) objects labelled for it that Git no longer has are
@@ -122,9 +125,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .as_deref()
             .or(app.destination.context.as_deref());
         let result = async {
-            let cluster = Cluster::connect(args.cluster.kubeconfig.as_deref(), context)
-                .await
-                .map_err(Error::Connect)?;
+            let cluster = args.request.connect(&args.cluster, context).await?;
             let scopes = cluster.scopes().await;
             let read = ReadOptions {
                 app: Some(&app.name),
@@ -247,12 +248,10 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             Ok(report)
         }
         None => {
-            let cluster = Cluster::connect(
-                args.cluster.kubeconfig.as_deref(),
-                args.cluster.context.as_deref(),
-            )
-            .await
-            .map_err(Error::Connect)?;
+            let cluster = args
+                .request
+                .connect(&args.cluster, args.cluster.context.as_deref())
+                .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await;
             let read = ReadOptions {

@@ -11,6 +11,7 @@ mod status;
 mod sync;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tether::config::Credentials;
@@ -98,6 +99,44 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use.
     #[arg(long)]
     pub context: Option<String>,
+}
+
+/// How long one request to the API server may take, for the commands that talk to
+/// it once (`diff`, `sync`); kubectl's flag of the same name and spelling.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RequestArgs {
+    /// Give up on a single request to the API server after this long (e.g. 10s, 1m);
+    /// 0 waits for ever, as in kubectl. A bare number is seconds.
+    #[arg(long, default_value = "30s", value_parser = parse_request_timeout)]
+    pub request_timeout: Duration,
+}
+
+impl RequestArgs {
+    /// Connects to the cluster `cluster` names, each request bounded by the timeout.
+    pub async fn connect(
+        &self,
+        cluster: &ClusterArgs,
+        context: Option<&str>,
+    ) -> Result<tether::cluster::Cluster, Error> {
+        let connected = tether::cluster::Cluster::connect(cluster.kubeconfig.as_deref(), context)
+            .await
+            .map_err(Error::Connect)?;
+        Ok(connected.with_timeout(self.request_timeout))
+    }
+}
+
+/// `--request-timeout` as kubectl reads it: a duration, a bare number of seconds, or
+/// 0 for no bound (the timeout then never fires).
+fn parse_request_timeout(text: &str) -> Result<Duration, String> {
+    let duration = match text.trim().parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => tether::config::parse_duration(text)?,
+    };
+    Ok(if duration.is_zero() {
+        Duration::MAX
+    } else {
+        duration
+    })
 }
 
 /// How to reach a Git repository: cache and credentials.
@@ -246,6 +285,20 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_timeout_reads_as_kubectl_reads_it() {
+        assert_eq!(parse_request_timeout("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_request_timeout("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_request_timeout("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_request_timeout("0"), Ok(Duration::MAX));
+        assert_eq!(parse_request_timeout("0s"), Ok(Duration::MAX));
+        assert!(
+            parse_request_timeout("soon")
+                .unwrap_err()
+                .contains("is not a duration")
+        );
+    }
     use tether::source::Auth;
 
     fn source_args(args: &[&str]) -> source::SourceArgs {

@@ -35,6 +35,11 @@ pub struct SandboxArgs {
     /// Delay every answer by this many milliseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
+
+    /// How soon the Deployment controller acts on a change (ReplicaSets, the revision
+    /// annotation), in milliseconds; 0 turns it off, for a Deployment no one else writes.
+    #[arg(long, default_value_t = sandbox::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY.as_millis() as u64)]
+    pub deployment_delay_ms: u64,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -56,6 +61,9 @@ pub(super) async fn run(args: SandboxArgs) -> Result<Outcome, Error> {
         latency: Duration::from_millis(args.latency_ms),
     };
     let sandbox = Sandbox::start(options).await.map_err(Error::Sandbox)?;
+    sandbox.set_deployment_controller_delay(
+        (args.deployment_delay_ms > 0).then(|| Duration::from_millis(args.deployment_delay_ms)),
+    );
     sandbox
         .write_kubeconfig(&args.kubeconfig)
         .map_err(|source| Error::Kubeconfig {

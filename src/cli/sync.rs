@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use tether::cluster::Cluster;
 use tether::sync::SyncOptions;
 use tether::sync::desired::ReadOptions;
 
-use super::{ClusterArgs, Error, Format, GitArgs, Outcome, write_stdout};
+use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
@@ -24,6 +23,9 @@ pub struct SyncArgs {
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
+
+    #[command(flatten)]
+    pub request: RequestArgs,
 
     /// The app: names its inventory (`tether-inventory-<app>`) and labels its objects.
     #[arg(long)]
@@ -78,12 +80,10 @@ pub struct SyncArgs {
 const PROGRESS_MIN_OBJECTS: usize = 50;
 
 pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
-    let cluster = Cluster::connect(
-        args.cluster.kubeconfig.as_deref(),
-        args.cluster.context.as_deref(),
-    )
-    .await
-    .map_err(Error::Connect)?;
+    let cluster = args
+        .request
+        .connect(&args.cluster, args.cluster.context.as_deref())
+        .await?;
     let scopes = cluster.scopes().await;
     let read = ReadOptions {
         app: Some(&args.app),

@@ -54,6 +54,11 @@ pub const DEFAULT_PATH: &str = ".";
 /// because a service without webhooks relies on polling alone.
 pub const DEFAULT_SOURCE_INTERVAL: Duration = Duration::from_secs(60);
 
+/// How long an app's source may fail before it is called stale (and `sourceStale` is
+/// sent): ten default polls in a row, so a Git host's restart or a flaky minute pages
+/// no one, while a revoked token or a moved repository is known within the quarter hour.
+pub const DEFAULT_SOURCE_STALE_AFTER: Duration = Duration::from_secs(10 * 60);
+
 /// The whole configuration, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -146,6 +151,8 @@ pub struct SourceConfig {
     pub path: String,
     /// Poll interval.
     pub interval: Duration,
+    /// Failing for this long makes the source stale (see [`DEFAULT_SOURCE_STALE_AFTER`]).
+    pub stale_after: Duration,
     pub credentials: Credentials,
 }
 

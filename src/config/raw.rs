@@ -118,6 +118,7 @@ pub struct Source {
     pub reference: Option<String>,
     pub path: Option<String>,
     pub interval: Option<S<String>>,
+    pub stale_after: Option<S<String>>,
     pub credentials: Option<S<Credentials>>,
 }
 

@@ -255,6 +255,11 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             src.interval.as_ref(),
             DEFAULT_SOURCE_INTERVAL,
         ),
+        stale_after: check.duration(
+            &format!("{path}.source.staleAfter"),
+            src.stale_after.as_ref(),
+            DEFAULT_SOURCE_STALE_AFTER,
+        ),
         credentials: match &src.credentials {
             Some(c) => resolve_credentials(c, &format!("{path}.source.credentials"), check),
             None => Credentials::default(),

@@ -162,6 +162,7 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(a.source.reference, "HEAD");
     assert_eq!(a.source.path, ".");
     assert_eq!(a.source.interval, DEFAULT_SOURCE_INTERVAL);
+    assert_eq!(a.source.stale_after, DEFAULT_SOURCE_STALE_AFTER);
     assert_eq!(a.source.credentials, Credentials::default());
     assert_eq!(a.source().auth, Auth::None);
     assert_eq!(a.destination.namespace, "default");
@@ -197,6 +198,16 @@ fn a_bad_duration_names_its_file_line_and_field() {
         [
             "tether.yaml:7: apps[1].source.interval: \"1x\" is not a duration (like 30s, 1m, 1h30m or 500ms)"
         ]
+    );
+}
+
+#[test]
+fn a_source_is_stale_after_its_own_stale_after() {
+    let c = parse(&app("    staleAfter: 90s\n"));
+    assert_eq!(c.apps[0].source.stale_after, Duration::from_secs(90));
+    assert_eq!(
+        problems(&app("    staleAfter: 0s\n")),
+        ["tether.yaml:5: apps[0].source.staleAfter: \"0s\" must be positive"]
     );
 }
 
@@ -533,7 +544,7 @@ fn webhook_secrets_are_read_when_asked() {
 fn unknown_keys_name_their_path_and_line() {
     assert_eq!(
         syntax(&app("    interval: 1m\n    branch: main\n")),
-        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, credentials"
+        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials"
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),

@@ -2,13 +2,14 @@
 //! revision's manifests, the live objects (from the watch cache), and syncs, or (when
 //! automation may not act) reports the drift the same sync would correct. Whatever
 //! woke it, a pass does the same thing; triggers arriving during a pass make one more.
+//! A failing source is shown with its age, and announced once when it turns stale.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{SecondsFormat, TimeDelta, Utc};
 use kube::core::GroupVersionKind;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -28,8 +29,10 @@ use crate::report::commit_status::{
 };
 use crate::report::drift::Summary;
 use crate::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
-use crate::report::status::{Automation, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus};
-use crate::source::{SourceCache, SourceState};
+use crate::report::status::{
+    Automation, PassInfo, PassResult, RevisionInfo, SourceInfo, Statuses, SyncStatus,
+};
+use crate::source::{Revision, SourceCache, SourceState, SourceStatus};
 use crate::sync::desired::{label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
@@ -102,6 +105,7 @@ pub fn spawn(
         status_target: config.commit_status.clone(),
         last_health: None,
         drift_reported: false,
+        stale_reported: false,
         rules: config.ignore_rules(),
         config: config.clone(),
         shared,
@@ -134,6 +138,8 @@ struct Worker {
     last_health: Option<Health>,
     /// Whether the current drift has been announced.
     drift_reported: bool,
+    /// Whether the source's current failure has been announced as stale.
+    stale_reported: bool,
     rules: Vec<IgnoreRule>,
     shared: Arc<Shared>,
     source: watch::Receiver<SourceState>,
@@ -202,11 +208,16 @@ impl Worker {
             let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
                 .and_then(|at| (at - Utc::now()).to_std().ok())
                 .map(|d| Instant::now() + d);
-            let deadline = [Some(next_resync), self.retry_at, windows_change]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(next_resync);
+            let deadline = [
+                Some(next_resync),
+                self.retry_at,
+                windows_change,
+                self.stale_at(),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(next_resync);
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 changed = self.source.changed() => {
@@ -233,7 +244,11 @@ impl Worker {
                     == self.parsed.as_ref().map(|p| &p.sha)
                 && !self.sync_requested.load(Ordering::SeqCst)
             {
-                // Backing off: live changes and resyncs wait for the retry.
+                // Backing off: live changes and resyncs wait for the retry; the
+                // source's standing is still shown (and marked seen, or its change
+                // would wake this loop again at once).
+                let state = self.source.borrow_and_update().clone();
+                self.observe_source(&state.status, state.revision.as_ref());
                 continue;
             }
             self.pass().await;
@@ -245,25 +260,15 @@ impl Worker {
         let started = Instant::now();
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
-        let now = Utc::now();
-        self.shared.statuses.update(&name, |s| {
-            if state.status.ready {
-                s.set_condition("SourceReady", "True", "Fetched", "", now);
-            } else if let Some(message) = &state.status.message {
-                // A failing source keeps serving its last good revision, visibly.
-                let reason = state.status.reason.unwrap_or("FetchFailed");
-                s.set_condition("SourceReady", "False", reason, message, now);
-            }
-        });
+        self.observe_source(&state.status, state.revision.as_ref());
         let Some(revision) = state.revision else {
-            let reason = state
-                .status
-                .message
-                .clone()
-                .unwrap_or_else(|| "the source has not been fetched yet".into());
+            let tried = state.status.message.is_some();
             self.shared.statuses.update(&name, |s| {
                 s.sync = SyncStatus::Unknown;
-                s.set_condition("SourceReady", "False", "FetchFailed", &reason, Utc::now());
+                if !tried {
+                    let reason = "the source has not been fetched yet";
+                    s.set_condition("SourceReady", "False", "FetchFailed", reason, Utc::now());
+                }
             });
             return;
         };
@@ -350,6 +355,72 @@ impl Worker {
             }
             METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
         });
+    }
+
+    /// Shows the source's standing: ready, or failing since when (the condition's
+    /// transition time) and whether that is stale. A failing source keeps serving its
+    /// last good revision, visibly. Staleness is announced once per failure.
+    fn observe_source(&mut self, status: &SourceStatus, revision: Option<&Revision>) {
+        let tried = status.ready || status.message.is_some();
+        if !tried {
+            return;
+        }
+        let now = Utc::now();
+        let stale = is_stale(status, self.config.source.stale_after, now);
+        let reason = status.reason.unwrap_or("FetchFailed");
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.source = Some(SourceInfo {
+                ready: status.ready,
+                reason: status.reason.map(str::to_string),
+                message: status.message.clone(),
+                last_success: status.last_success,
+                failing_since: status.failing_since,
+                stale,
+            });
+            if status.ready {
+                s.set_condition("SourceReady", "True", "Fetched", "", now);
+            } else if let Some(message) = &status.message {
+                match status.failing_since {
+                    Some(since) => {
+                        let at = since.to_rfc3339_opts(SecondsFormat::Secs, true);
+                        let message = format!("{message} (since {at})");
+                        s.set_condition_since("SourceReady", "False", reason, &message, since);
+                    }
+                    None => s.set_condition("SourceReady", "False", reason, message, now),
+                }
+            }
+        });
+        if status.ready {
+            self.stale_reported = false;
+        } else if stale && !self.stale_reported {
+            self.stale_reported = true;
+            tracing::warn!(
+                app = %self.config.name,
+                reason,
+                failing_since = ?status.failing_since,
+                "source stale: still at the last good revision"
+            );
+            self.notify(Event {
+                app: self.config.name.clone(),
+                kind: EventKind::SourceStale,
+                revision: revision.map(EventRevision::from),
+                reason: Some(reason.to_string()),
+                summary: Summary::default(),
+                objects: Vec::new(),
+            });
+        }
+    }
+
+    /// When the failing source turns stale, if it has not been announced yet: a pass
+    /// then runs even if nothing else wakes the worker.
+    fn stale_at(&self) -> Option<Instant> {
+        if self.stale_reported {
+            return None;
+        }
+        let since = self.source.borrow().status.failing_since?;
+        let at = since + TimeDelta::from_std(self.config.source.stale_after).ok()?;
+        let wait = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        Some(Instant::now() + wait)
     }
 
     /// Schedules the next attempt after a failure.
@@ -571,5 +642,42 @@ impl Worker {
             acting: true,
             reason: None,
         }
+    }
+}
+
+/// Whether the source has failed for at least `stale_after`.
+fn is_stale(status: &SourceStatus, stale_after: Duration, now: chrono::DateTime<Utc>) -> bool {
+    !status.ready
+        && status
+            .failing_since
+            .and_then(|since| (now - since).to_std().ok())
+            .is_some_and(|age| age >= stale_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_stale_only_once_it_has_failed_for_stale_after() {
+        let now = Utc::now();
+        let failing = |minutes: i64| SourceStatus {
+            ready: false,
+            reason: Some("FetchFailed"),
+            message: Some("connection refused".into()),
+            failing_since: Some(now - TimeDelta::minutes(minutes)),
+            ..SourceStatus::default()
+        };
+        let ten = Duration::from_secs(600);
+        assert!(!is_stale(&failing(9), ten, now));
+        assert!(is_stale(&failing(10), ten, now));
+        assert!(is_stale(&failing(60), ten, now));
+        // A clock that moved back is not a failure of ten minutes.
+        assert!(!is_stale(&failing(-5), ten, now));
+        let ready = SourceStatus {
+            ready: true,
+            ..SourceStatus::default()
+        };
+        assert!(!is_stale(&ready, ten, now));
     }
 }

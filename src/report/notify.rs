@@ -1,5 +1,5 @@
 //! Notifications: after a pass, what happened to an app (a sync failed, health
-//! degraded, drift found or corrected) is sent to the app's channels, a generic JSON
+//! degraded, drift found or corrected, its source stale) is sent to the app's channels, a generic JSON
 //! webhook (optionally signed with HMAC-SHA256) or a Slack-compatible incoming webhook.
 //! Events name objects and changed field paths, never field values, so no Secret value
 //! can leave the cluster this way; a flapping app is held to one message per
@@ -60,14 +60,19 @@ pub enum EventKind {
     DriftDetected,
     /// Drift was found and applied away.
     DriftCorrected,
+    /// The app's Git source has been failing for longer than its `source.staleAfter`:
+    /// the cluster is kept at the last good revision, and new commits are not seen.
+    /// Sent once per failure, again only after the source has recovered.
+    SourceStale,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 4] = [
+    pub const ALL: [EventKind; 5] = [
         EventKind::SyncFailed,
         EventKind::HealthDegraded,
         EventKind::DriftDetected,
         EventKind::DriftCorrected,
+        EventKind::SourceStale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +81,7 @@ impl EventKind {
             EventKind::HealthDegraded => "healthDegraded",
             EventKind::DriftDetected => "driftDetected",
             EventKind::DriftCorrected => "driftCorrected",
+            EventKind::SourceStale => "sourceStale",
         }
     }
 
@@ -85,6 +91,7 @@ impl EventKind {
             EventKind::HealthDegraded => "health degraded",
             EventKind::DriftDetected => "drift detected",
             EventKind::DriftCorrected => "drift corrected",
+            EventKind::SourceStale => "source stale",
         }
     }
 
@@ -94,6 +101,7 @@ impl EventKind {
             EventKind::HealthDegraded => ":warning:",
             EventKind::DriftDetected => ":mag:",
             EventKind::DriftCorrected => ":white_check_mark:",
+            EventKind::SourceStale => ":hourglass:",
         }
     }
 }

@@ -141,3 +141,195 @@ fn source_command_shows_the_revision_and_files_and_exits_2_on_a_missing_ref() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no-such-branch"), "{stderr}");
 }
+
+/// An API server that accepts connections and never answers (a black-holed address
+/// behind a load balancer that still completes the TCP handshake). Its connections are
+/// held open for as long as the test process runs.
+fn black_hole() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+/// A kubeconfig for `https://127.0.0.1:{port}` (no CA: the handshake never starts).
+fn kubeconfig_for(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hole\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: me\n  user: {{token: t}}\ncontexts:\n- name: hole\n  context: {{cluster: hole, user: me}}\ncurrent-context: hole\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    path
+}
+
+/// Issue #12: an API server that never answers held `tether diff` for 30 s per request
+/// with no way to say less; `--request-timeout` (kubectl's flag) bounds each request,
+/// and the error says no answer came.
+#[test]
+fn a_silent_api_server_fails_diff_and_sync_within_the_request_timeout() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("app");
+    std::fs::create_dir_all(&manifests).expect("mkdir");
+    std::fs::write(
+        manifests.join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: default}\n",
+    )
+    .expect("write");
+    let kubeconfig = kubeconfig_for(dir.path(), black_hole());
+    let kubeconfig = kubeconfig.to_str().expect("utf-8");
+    let path = manifests.to_str().expect("utf-8");
+    for command in [
+        &["diff", "--path", path][..],
+        &["sync", "--path", path, "--app", "web"][..],
+    ] {
+        let started = Instant::now();
+        let out = tether(
+            &[
+                command,
+                &["--kubeconfig", kubeconfig, "--request-timeout", "2s"],
+            ]
+            .concat(),
+        );
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("no answer within 2s"),
+            "{command:?}: {stderr}"
+        );
+        // Two requests wait their two seconds each, one after the other: discovery
+        // (which, unanswered, falls back to looking kinds up one at a time) and the
+        // ConfigMap kind's own lookup, which fails the command. The default would have
+        // held it for a minute.
+        assert!(took >= 2 * TIMEOUT, "{command:?} gave up early: {took:?}");
+        assert!(
+            took < 2 * TIMEOUT + Duration::from_secs(2),
+            "{command:?} took {took:?}: {stderr}"
+        );
+    }
+    let refused = tether(&["diff", "--path", path, "--request-timeout", "soon"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("\"soon\" is not a duration"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+/// `tether sandbox` as a process, killed (by its PID) when dropped.
+struct SandboxProcess {
+    child: std::process::Child,
+    kubeconfig: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SandboxProcess {
+    fn start(extra: &[&str]) -> SandboxProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut child = Command::new(TETHER)
+            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the sandbox starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("a line on stdout");
+        assert!(line.starts_with("ready "), "{line:?}");
+        SandboxProcess {
+            child,
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        use std::io::Write as _;
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(stdin.unwrap_or_default().as_bytes())
+            .expect("kubectl reads stdin");
+        drop(pipe);
+        let out = child.wait_with_output().expect("kubectl ends");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// The revision the Deployment controller wrote on `web`, if it has.
+    fn revision(&self) -> String {
+        let out = self.kubectl(
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                r"jsonpath={.metadata.annotations.deployment\.kubernetes\.io/revision}",
+            ],
+            None,
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for SandboxProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n";
+
+/// `--deployment-delay-ms N` sets how soon the sandbox's Deployment controller acts
+/// (it writes the revision annotation and a ReplicaSet); 0 turns it off.
+#[test]
+fn the_sandbox_deployment_controller_acts_after_its_delay_or_not_at_all() {
+    const DELAY: Duration = Duration::from_secs(3);
+    let delayed = SandboxProcess::start(&["--deployment-delay-ms", "3000"]);
+    let created = Instant::now();
+    delayed.kubectl(&["apply", "-f", "-"], Some(DEPLOYMENT));
+    let early = delayed.revision();
+    let checked = created.elapsed();
+    if checked < DELAY {
+        assert_eq!(early, "", "the controller acted after {checked:?}");
+    }
+    let deadline = Instant::now() + DELAY + Duration::from_secs(10);
+    while delayed.revision() != "1" {
+        assert!(Instant::now() < deadline, "the controller never acted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(created.elapsed() >= DELAY, "acted before its delay");
+
+    // Off: as long as the delayed one took, and longer, nothing writes.
+    let off = SandboxProcess::start(&["--deployment-delay-ms", "0"]);
+    off.kubectl(&["apply", "-f", "-"], Some(DEPLOYMENT));
+    std::thread::sleep(DELAY + Duration::from_secs(1));
+    assert_eq!(off.revision(), "");
+    let sets = off.kubectl(&["get", "replicasets", "-o", "name"], None);
+    assert_eq!(String::from_utf8_lossy(&sets.stdout), "");
+}

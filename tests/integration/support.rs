@@ -417,35 +417,31 @@ const PORT_TRIES: usize = 5;
 pub struct GitDaemon {
     child: Child,
     port: u16,
+    root: PathBuf,
 }
 
 impl GitDaemon {
     pub fn start(root: &Path) -> Self {
         for _ in 0..PORT_TRIES {
             let port = free_port();
-            // `git daemon` would run git-daemon as a child and leave it behind when
-            // killed: start the daemon itself so its PID is the one we kill.
-            let mut child = Command::new(git_daemon_binary())
-                .args([
-                    "--verbose",
-                    "--reuseaddr",
-                    "--export-all",
-                    "--listen=127.0.0.1",
-                    &format!("--port={port}"),
-                    &format!("--base-path={}", root.display()),
-                    &root.display().to_string(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start git daemon");
-            if ready_to_rumble(&mut child) {
-                return GitDaemon { child, port };
+            if let Some(child) = listen(root, port) {
+                return GitDaemon {
+                    child,
+                    port,
+                    root: root.to_path_buf(),
+                };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("git daemon found no free port in {PORT_TRIES} tries");
+    }
+
+    /// Serves again, on the port it had, after [`stop`](Self::stop): a Git host back
+    /// from an outage, at the same URL. Fails the test if another process took the port
+    /// meanwhile.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = listen(&self.root, self.port)
+            .unwrap_or_else(|| panic!("git daemon cannot listen on {} again", self.port));
     }
 
     pub fn url(&self, name: &str) -> String {
@@ -462,6 +458,32 @@ impl Drop for GitDaemon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A `git daemon` listening on `port`, or None when it could not bind it.
+fn listen(root: &Path, port: u16) -> Option<Child> {
+    // `git daemon` would run git-daemon as a child and leave it behind when
+    // killed: start the daemon itself so its PID is the one we kill.
+    let mut child = Command::new(git_daemon_binary())
+        .args([
+            "--verbose",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", root.display()),
+            &root.display().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start git daemon");
+    if ready_to_rumble(&mut child) {
+        return Some(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 /// Whether the daemon says `Ready to rumble`, which it logs (with `--verbose`) once

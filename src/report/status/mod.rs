@@ -1,5 +1,6 @@
 //! Where each app stands, as the status API shows it: sync status, health, revision,
-//! the last pass, what drifts, conditions, and why automation is not acting. The loop
+//! its source (and how long it has been failing), the last pass, what drifts,
+//! conditions, and why automation is not acting. The loop
 //! writes it, the server reads it, `tether status` renders it (`table`).
 
 mod table;
@@ -69,6 +70,27 @@ pub struct PassInfo {
     pub error: Option<String>,
     /// What the pass wrote: created, configured, replaced and pruned objects.
     pub changed: usize,
+}
+
+/// The app's Git source as the last pass saw it. A failing source keeps serving its
+/// last good revision, so this says how old that is: `lastSuccess`, and since when it
+/// fails (`failingSince`); `stale` once that is longer than the app's
+/// `source.staleAfter`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceInfo {
+    pub ready: bool,
+    /// Why not ready (the source stage's reason: `FetchFailed`, `AuthFailed`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The last error, credentials redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<DateTime<Utc>>,
+    pub stale: bool,
 }
 
 /// Whether tether corrects drift for this app right now, and if not, why.
@@ -144,6 +166,9 @@ pub struct AppStatus {
     pub health: Health,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<RevisionInfo>,
+    /// Absent until the source has been tried once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceInfo>,
     pub objects: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassInfo>,
@@ -162,6 +187,7 @@ impl AppStatus {
             sync: SyncStatus::Unknown,
             health: Health::Unknown,
             revision: None,
+            source: None,
             objects: 0,
             last_pass: None,
             next_attempt: None,
@@ -199,6 +225,22 @@ impl AppStatus {
                 message: message.to_string(),
                 last_transition_time: now,
             }),
+        }
+    }
+
+    /// Sets a condition whose transition is known to have happened at `since` (a
+    /// source failing since its first failed fetch), whenever this pass saw it.
+    pub fn set_condition_since(
+        &mut self,
+        kind: &'static str,
+        status: &'static str,
+        reason: &str,
+        message: &str,
+        since: DateTime<Utc>,
+    ) {
+        self.set_condition(kind, status, reason, message, since);
+        if let Some(c) = self.conditions.iter_mut().find(|c| c.kind == kind) {
+            c.last_transition_time = since;
         }
     }
 
@@ -286,5 +328,51 @@ mod tests {
         status.set_condition("Synced", "False", "OutOfSync", "2 objects differ", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
         assert_eq!(status.conditions[0].message, "2 objects differ");
+    }
+
+    #[test]
+    fn a_condition_set_since_a_time_carries_that_time_even_when_already_false() {
+        let mut status = AppStatus::new("web");
+        let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
+        let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
+        let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
+        status.set_condition("SourceReady", "True", "Fetched", "", t0);
+        status.set_condition_since("SourceReady", "False", "FetchFailed", "refused", t1);
+        assert_eq!(status.conditions[0].last_transition_time, t1);
+        // A new failure streak the worker saw no success between: its own start.
+        status.set_condition_since("SourceReady", "False", "FetchFailed", "refused", t2);
+        assert_eq!(status.conditions[0].last_transition_time, t2);
+        assert_eq!(status.conditions[0].status, "False");
+    }
+
+    #[test]
+    fn the_source_serializes_camel_case_and_leaves_out_what_is_unknown() {
+        let mut status = AppStatus::new("web");
+        assert!(
+            serde_json::to_value(&status)
+                .unwrap()
+                .get("source")
+                .is_none()
+        );
+        let since = DateTime::from_timestamp(1_000, 0).unwrap();
+        status.source = Some(SourceInfo {
+            ready: false,
+            reason: Some("FetchFailed".into()),
+            message: Some("connection refused".into()),
+            last_success: None,
+            failing_since: Some(since),
+            stale: true,
+        });
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json["source"],
+            serde_json::json!({
+                "ready": false,
+                "reason": "FetchFailed",
+                "message": "connection refused",
+                "failingSince": "1970-01-01T00:16:40Z",
+                "stale": true,
+            })
+        );
     }
 }

@@ -2,10 +2,20 @@
 
 use serde_json::Value;
 
-/// `NAME SYNC HEALTH REVISION LAST PASS AUTOMATION` for the apps the status API returned.
+/// `NAME SYNC HEALTH REVISION SOURCE LAST PASS NOTE` for the apps the status API
+/// returned. SOURCE is `Ready`, the reason a source fails, or `STALE` once it has
+/// failed for longer than its `staleAfter` (REVISION is then its last good one).
 pub fn render_table(apps: &[Value]) -> String {
-    let header = ["NAME", "SYNC", "HEALTH", "REVISION", "LAST PASS", "NOTE"];
-    let rows: Vec<[String; 6]> = apps
+    let header = [
+        "NAME",
+        "SYNC",
+        "HEALTH",
+        "REVISION",
+        "SOURCE",
+        "LAST PASS",
+        "NOTE",
+    ];
+    let rows: Vec<[String; 7]> = apps
         .iter()
         .map(|app| {
             let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
@@ -18,16 +28,28 @@ pub fn render_table(apps: &[Value]) -> String {
                 Some(result) => format!("{result} {}ms", pass["durationMs"]),
                 None => "-".to_string(),
             };
+            let source = &app["source"];
+            let source_cell = match source["ready"].as_bool() {
+                None => "-".to_string(),
+                Some(true) => "Ready".to_string(),
+                Some(false) if source["stale"] == true => "STALE".to_string(),
+                Some(false) => source["reason"].as_str().unwrap_or("Failing").to_string(),
+            };
+            let failing = source["failingSince"]
+                .as_str()
+                .map(|since| format!("source failing since {since}"));
             let note = pass["error"]
                 .as_str()
-                .or_else(|| app["automation"]["reason"].as_str())
-                .unwrap_or("")
-                .to_string();
+                .map(str::to_string)
+                .or(failing)
+                .or_else(|| app["automation"]["reason"].as_str().map(str::to_string))
+                .unwrap_or_default();
             [
                 text(&app["name"]),
                 text(&app["sync"]),
                 text(&app["health"]),
                 revision,
+                source_cell,
                 last,
                 note,
             ]
@@ -40,7 +62,7 @@ pub fn render_table(apps: &[Value]) -> String {
         }
     }
     let mut out = String::new();
-    let mut line = |cells: [&str; 6]| {
+    let mut line = |cells: [&str; 7]| {
         let mut text = String::new();
         for (i, cell) in cells.iter().enumerate() {
             text.push_str(&format!("{cell:<width$}  ", width = widths[i]));
@@ -75,5 +97,53 @@ mod tests {
         assert!(lines[1].contains("web") && lines[1].contains("OutOfSync"));
         assert!(lines[1].contains("0123456789ab") && !lines[1].contains("0123456789abc"));
         assert!(lines[1].ends_with("suspended"));
+        assert!(lines[0].contains("SOURCE"));
+        assert_eq!(cell(&table, 1, "SOURCE"), "-");
+    }
+
+    /// The text under `column` in row `row`, by the header's offsets.
+    fn cell(table: &str, row: usize, column: &str) -> String {
+        let lines: Vec<&str> = table.lines().collect();
+        let start = lines[0].find(column).expect("the column");
+        let line = lines[row];
+        line.get(start..)
+            .unwrap_or("")
+            .split("  ")
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn a_failing_source_shows_its_reason_then_stale_with_since_when() {
+        let app = |stale: bool| {
+            json!({
+                "name": "web", "sync": "Synced", "health": "Healthy",
+                "revision": {"sha": "0123456789abcdef0123", "subject": "x"},
+                "source": {
+                    "ready": false, "reason": "FetchFailed", "message": "refused",
+                    "failingSince": "2026-11-02T10:00:00Z", "stale": stale
+                },
+                "lastPass": {"result": "Succeeded", "durationMs": 3},
+                "automation": {"acting": true}
+            })
+        };
+        let failing = render_table(&[app(false)]);
+        assert_eq!(cell(&failing, 1, "SOURCE"), "FetchFailed", "{failing}");
+        assert!(
+            failing
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.ends_with("source failing since 2026-11-02T10:00:00Z")),
+            "{failing}"
+        );
+        let stale = render_table(&[app(true)]);
+        assert_eq!(cell(&stale, 1, "SOURCE"), "STALE", "{stale}");
+        let ready = render_table(&[json!({
+            "name": "web", "sync": "Synced", "health": "Healthy",
+            "source": {"ready": true, "stale": false}
+        })]);
+        assert_eq!(cell(&ready, 1, "SOURCE"), "Ready", "{ready}");
     }
 }
