@@ -126,7 +126,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .or(app.destination.context.as_deref());
         let result = async {
             let cluster = args.request.connect(&args.cluster, context).await?;
-            let scopes = cluster.scopes().await;
+            let scopes = cluster.scopes().await.map_err(Error::Connect)?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
@@ -253,7 +253,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .connect(&args.cluster, args.cluster.context.as_deref())
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
-            let scopes = cluster.scopes().await;
+            let scopes = cluster.scopes().await.map_err(Error::Connect)?;
             let read = ReadOptions {
                 scopes: Some(&scopes),
                 ..read

@@ -84,7 +84,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         .request
         .connect(&args.cluster, args.cluster.context.as_deref())
         .await?;
-    let scopes = cluster.scopes().await;
+    let scopes = cluster.scopes().await.map_err(Error::Connect)?;
     let read = ReadOptions {
         app: Some(&args.app),
         default_namespace: &args.namespace,

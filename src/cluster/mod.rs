@@ -185,9 +185,7 @@ impl Cluster {
         if let Some(known) = self.cached(gvk) {
             return Ok(known);
         }
-        self.discovered
-            .get_or_init(|| async { self.discover_all().await })
-            .await;
+        self.discover().await?;
         if let Some(known) = self.cached(gvk) {
             return Ok(known);
         }
@@ -219,21 +217,34 @@ impl Cluster {
         Ok(resolved)
     }
 
+    /// Discovers once per connection (see [`Cluster::discover_all`]); a server that
+    /// did not answer is asked again next time.
+    async fn discover(&self) -> Result<(), ClusterError> {
+        self.discovered
+            .get_or_try_init(|| self.discover_all())
+            .await
+            .map(|_| ())
+    }
+
     /// Caches every kind aggregated discovery reports; a server without it (before
-    /// Kubernetes 1.26) is asked per group version instead.
-    async fn discover_all(&self) {
+    /// Kubernetes 1.26) is asked per group version instead. A server that does not
+    /// answer at all is an error: asking it once per kind would only wait longer.
+    async fn discover_all(&self) -> Result<(), ClusterError> {
         let run = kube::Discovery::new(self.client.clone()).run_aggregated();
         let discovery = match tokio::time::timeout(self.timeout, run).await {
             Ok(Ok(discovery)) => discovery,
             Err(_) => {
-                tracing::warn!(
-                    "aggregated discovery did not answer in time; resolving kinds one at a time"
-                );
-                return;
+                return Err(ClusterError::Transport(format!(
+                    "no answer within {}s",
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            Ok(Err(err @ (kube::Error::HyperError(_) | kube::Error::Service(_)))) => {
+                return Err(err.into());
             }
             Ok(Err(err)) => {
                 tracing::debug!(error = %err, "no aggregated discovery; resolving kinds one group version at a time");
-                return;
+                return Ok(());
             }
         };
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
@@ -250,16 +261,15 @@ impl Cluster {
                 }
             }
         }
+        Ok(())
     }
 
     /// The scope of every kind the server serves, by group and kind (for reading
     /// manifests: a custom resource's scope comes from its served CRD).
-    pub async fn scopes(&self) -> HashMap<GroupKind, Scope> {
-        self.discovered
-            .get_or_init(|| async { self.discover_all().await })
-            .await;
+    pub async fn scopes(&self) -> Result<HashMap<GroupKind, Scope>, ClusterError> {
+        self.discover().await?;
         let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
-        kinds
+        Ok(kinds
             .iter()
             .filter_map(|(gvk, resolved)| {
                 let scope = if resolved.as_ref()?.namespaced {
@@ -273,7 +283,7 @@ impl Cluster {
                 };
                 Some((gk, scope))
             })
-            .collect()
+            .collect())
     }
 
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {
@@ -293,7 +303,7 @@ impl Cluster {
         kind: &str,
     ) -> Result<Option<Resolved>, ClusterError> {
         // A fresh look: the versions served change when CRDs do.
-        self.refresh_discovery().await;
+        self.refresh_discovery().await?;
         let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         let mut served: Vec<_> = kinds
             .iter()
@@ -305,10 +315,8 @@ impl Cluster {
     }
 
     /// Every namespaced kind the server serves, one version per group and kind.
-    pub async fn namespaced_kinds(&self) -> Vec<Resolved> {
-        self.discovered
-            .get_or_init(|| async { self.discover_all().await })
-            .await;
+    pub async fn namespaced_kinds(&self) -> Result<Vec<Resolved>, ClusterError> {
+        self.discover().await?;
         let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         let mut seen = std::collections::HashSet::new();
         let mut out: Vec<Resolved> = kinds
@@ -322,13 +330,13 @@ impl Cluster {
         out.sort_by(|a, b| {
             (&a.resource.group, &a.resource.kind).cmp(&(&b.resource.group, &b.resource.kind))
         });
-        out
+        Ok(out)
     }
 
     /// Reads aggregated discovery again: kinds served or dropped since the last look.
-    async fn refresh_discovery(&self) {
+    async fn refresh_discovery(&self) -> Result<(), ClusterError> {
         self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.discover_all().await;
+        self.discover_all().await
     }
 
     /// Forgets what was resolved (after CRDs change).

@@ -568,7 +568,12 @@ impl Worker {
             .clone()
             .filter(|r| r.sha == sha)
             .ok_or(PassError::RevisionMoved)?;
-        let scopes = self.shared.cluster.scopes().await;
+        let scopes = self
+            .shared
+            .cluster
+            .scopes()
+            .await
+            .map_err(PassError::Cluster)?;
         let mut set = read_revision(
             &self.shared.sources,
             &source,

@@ -186,7 +186,7 @@ async fn weigh(
 ) -> Result<(usize, Option<String>), ClusterError> {
     if id.group.is_empty() && id.kind == "Namespace" {
         let mut objects = Vec::new();
-        for kind in cluster.namespaced_kinds().await {
+        for kind in cluster.namespaced_kinds().await? {
             // A kind that cannot be listed (no verb, no permission) holds nothing we
             // could see; what we cannot see we cannot weigh either.
             if let Ok(listed) = cluster.list(&kind, Some(&id.name), "").await {
