@@ -222,17 +222,23 @@ async fn list_owned(
     let selector = format!("{APP_LABEL}={app}");
     let lists = claimed.iter().map(|(gk, kind)| {
         let selector = &selector;
-        async move {
-            let objects = cluster.list(kind, None, selector).await?;
-            Ok::<_, ClusterError>((gk, objects))
-        }
+        async move { (gk, cluster.list(kind, None, selector).await) }
     });
     let mut listed = Listed {
         objects: HashMap::new(),
         kinds: HashSet::new(),
     };
-    for result in futures::future::join_all(lists).await {
-        let (gk, objects) = result?;
+    for (gk, result) in futures::future::join_all(lists).await {
+        let objects = match result {
+            Ok(objects) => objects,
+            // Allowed in some namespaces only (a tenant's RBAC): this kind's objects
+            // are read one by one instead, and none is found by its label alone.
+            Err(ClusterError::Api { code: 403, .. }) => {
+                tracing::debug!(group = %gk.0, kind = %gk.1, "may not list across namespaces; reading objects one by one");
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         listed.kinds.insert(gk.clone());
         for object in objects {
             if let Some(key) = key_of(&gk.0, &gk.1, &object) {
