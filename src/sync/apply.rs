@@ -196,6 +196,10 @@ type Executed = Result<(Action, Option<Value>), String>;
 /// Writes one object as planned.
 async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) -> Executed {
     let id = &item.manifest.id;
+    if let Plan::Skip(_) = item.plan {
+        // Left alone, whether or not its kind is served.
+        return Ok((Action::Skipped, None));
+    }
     let Some(kind) = &item.kind else {
         return Err("the kind is not served".into());
     };
