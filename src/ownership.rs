@@ -23,6 +23,22 @@ pub const PRUNE_DISABLED: &str = "disabled";
 /// The annotation that moves an object to an earlier or later wave (`"-1"`, `"5"`).
 pub const SYNC_WAVE_ANNOTATION: &str = "tether.dev/sync-wave";
 
+/// Argo CD's wave annotation, read when [`SYNC_WAVE_ANNOTATION`] is absent.
+pub const ARGOCD_SYNC_WAVE_ANNOTATION: &str = "argocd.argoproj.io/sync-wave";
+/// Argo CD's per-object sync options: comma-separated `Key=value` items.
+pub const ARGOCD_SYNC_OPTIONS_ANNOTATION: &str = "argocd.argoproj.io/sync-options";
+/// Argo CD's per-object compare options (`IgnoreExtraneous`).
+pub const ARGOCD_COMPARE_OPTIONS_ANNOTATION: &str = "argocd.argoproj.io/compare-options";
+
+/// Flux's prune switch (`disabled`), read from annotations or labels as Flux does.
+pub const FLUX_PRUNE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/prune";
+/// Flux's apply policy: `Override` (the default), `Merge`, `IfNotPresent`, `Ignore`.
+pub const FLUX_SSA_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/ssa";
+/// Flux's per-object recreate on an immutable-field change (`enabled`).
+pub const FLUX_FORCE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/force";
+/// Flux's switch that leaves an object alone (`disabled`).
+pub const FLUX_RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+
 /// Where inventories live unless configuration says otherwise.
 pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
 

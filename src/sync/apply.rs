@@ -15,7 +15,8 @@ use crate::diff::DiffOptions;
 use crate::manifest::crd_scope;
 
 use super::SyncOptions;
-use super::decide::{dry_run_all, refused, server_message};
+use super::annotations::Write;
+use super::decide::{dry_run_all, forced, refused, server_message};
 use super::health::{self, Assessment, Health};
 use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
@@ -78,7 +79,10 @@ pub(super) async fn apply_steps(
                         item.latest = Some(answer);
                     }
                     let message = match &item.plan {
-                        Plan::Configure(m) | Plan::Replace(m) | Plan::Conflict(m) => m.clone(),
+                        Plan::Configure(m)
+                        | Plan::Replace(m)
+                        | Plan::Conflict(m)
+                        | Plan::Skip(m) => m.clone(),
                         _ => String::new(),
                     };
                     let message = match action {
@@ -192,12 +196,17 @@ type Executed = Result<(Action, Option<Value>), String>;
 /// Writes one object as planned.
 async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) -> Executed {
     let id = &item.manifest.id;
+    if let Plan::Skip(_) = item.plan {
+        // Left alone, whether or not its kind is served.
+        return Ok((Action::Skipped, None));
+    }
     let Some(kind) = &item.kind else {
         return Err("the kind is not served".into());
     };
     let action = match &item.plan {
         Plan::Unchanged => return Ok((Action::Unchanged, None)),
         Plan::Conflict(_) => return Ok((Action::Conflict, None)),
+        Plan::Skip(_) => return Ok((Action::Skipped, None)),
         Plan::Create => Action::Created,
         Plan::Configure(..) => Action::Configured,
         Plan::Replace(_) => {
@@ -218,10 +227,32 @@ async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) 
             return Err("not validated".into());
         }
     };
-    match cluster
-        .apply(kind, &item.manifest.object, options.force)
-        .await
-    {
+    let written = match (item.options.write, action) {
+        // Argo CD's Replace=true: `kubectl create` when missing, `kubectl replace`
+        // when changed; the replace is of the object as compared (its
+        // resourceVersion), so a change made since is not overwritten unseen.
+        (Write::Replace, Action::Configured) => {
+            let mut object = item.manifest.object.clone();
+            let version = item
+                .live
+                .as_ref()
+                .and_then(|l| l.pointer("/metadata/resourceVersion"))
+                .cloned();
+            if let (Some(metadata), Some(version)) = (object.get_mut("metadata"), version)
+                && let Some(metadata) = metadata.as_object_mut()
+            {
+                metadata.insert("resourceVersion".into(), version);
+            }
+            cluster.replace(kind, &object).await
+        }
+        (Write::Replace, _) => cluster.create(kind, &item.manifest.object).await,
+        _ => {
+            cluster
+                .apply(kind, &item.manifest.object, forced(item, options))
+                .await
+        }
+    };
+    match written {
         Ok(answer) => Ok((action, Some(answer))),
         Err(err) => Err(server_message(id, &err)),
     }
@@ -313,8 +344,10 @@ async fn wait_healthy(
         for &i in wave {
             let item = &items[i];
             let Some(kind) = &item.kind else { continue };
-            if matches!(item.plan, Plan::Conflict(_)) {
-                continue; // another app's object: its health is that app's concern
+            if matches!(item.plan, Plan::Conflict(_) | Plan::Skip(_)) {
+                // Another app's object (its health is that app's concern), or one
+                // its annotations keep tether from writing.
+                continue;
             }
             let id = &item.manifest.id;
             let live = cluster

@@ -22,6 +22,7 @@ use crate::manifest::{GroupKind, Manifest, ObjectId, Scope, crd_scope};
 use crate::ownership::{FIELD_MANAGER, app_of};
 
 use super::SyncOptions;
+use super::annotations::{Write, not_reconciled};
 use super::item::{Item, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
 
 /// How many times a dry run is repeated when the live object moved under it: each
@@ -45,10 +46,28 @@ pub(super) async fn decide(
             item.plan = Plan::Conflict(owner);
             continue;
         }
+        if item.options.write == Write::IfNotPresent && item.live.is_some() {
+            item.plan = Plan::Skip(
+                "exists: not updated (annotated kustomize.toolkit.fluxcd.io/ssa: IfNotPresent)"
+                    .into(),
+            );
+            continue;
+        }
         let namespaced = match &item.kind {
             Some(kind) => kind.namespaced,
             None => match crd_kinds.get(&id.group_kind()) {
                 Some(namespaced) => *namespaced,
+                // Argo CD's SkipDryRunOnMissingResource: a kind something else will
+                // define (a controller, another app) is not this revision's error.
+                None if item.options.skip_missing_kind => {
+                    item.plan = Plan::Skip(format!(
+                        "not applied: the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it (annotated argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true)",
+                        id.api_version(),
+                        id.kind
+                    ));
+                    item.diff = Some(missing(item.manifest, diff_options));
+                    continue;
+                }
                 None => {
                     item.plan = Plan::Failed(format!(
                         "the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it",
@@ -99,6 +118,31 @@ pub(super) async fn decide(
         .filter(|&i| items[i].plan == Plan::Create)
         .collect();
     dry_run_all(cluster, items, checks, diff_options, options).await;
+    for item in items.iter_mut() {
+        hold_unreconciled(item);
+    }
+}
+
+/// An object Flux's `reconcile: disabled` or `ssa: Ignore` (in Git, or set on the live
+/// object) keeps out of reconciliation: its drift is reported, nothing is written,
+/// and a refusal to validate it stops nothing else.
+fn hold_unreconciled(item: &mut Item<'_>) {
+    let Some(why) = item
+        .options
+        .not_reconciled
+        .or_else(|| item.live.as_ref().and_then(not_reconciled))
+    else {
+        return;
+    };
+    item.plan = match &item.plan {
+        Plan::Unchanged | Plan::Conflict(_) | Plan::Skip(_) => return,
+        Plan::Create | Plan::Configure(_) | Plan::Replace(_) | Plan::Deferred(_) => {
+            Plan::Skip(format!("not applied: annotated {why}"))
+        }
+        Plan::Failed(refusal) | Plan::Unavailable(refusal) => {
+            Plan::Skip(format!("not applied: annotated {why} ({refusal})"))
+        }
+    };
 }
 
 /// Dry-runs the items at `indices`, `options.concurrency` at a time, and records
@@ -148,14 +192,16 @@ async fn dry_run(
     };
     let id = &item.manifest.id;
     let object = &item.manifest.object;
+    let force = forced(item, options);
+    let replace_immutable = options.replace_immutable || item.options.recreate_immutable;
     let mut live = item.live.clone();
     let mut reread = false;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let answer = match cluster.dry_run_apply(kind, object, options.force).await {
+        let answer = match cluster.dry_run_apply(kind, object, force).await {
             Ok(answer) => answer,
-            Err(err) if live.is_some() && is_immutable(&err) && options.replace_immutable => {
+            Err(err) if live.is_some() && is_immutable(&err) && replace_immutable => {
                 let diff = ObjectDiff {
                     id: id.clone(),
                     drift: Drift::Modified(Vec::new()),
@@ -223,6 +269,12 @@ async fn dry_run(
         let diff = diff.drift.is_drift().then_some(diff);
         return (plan, reread.then(|| current.clone()), diff);
     }
+}
+
+/// Whether the object is applied with `force`: as the sync says, except that Flux's
+/// `ssa: Merge` never takes a field another manager owns.
+pub(super) fn forced(item: &Item<'_>, options: &SyncOptions<'_>) -> bool {
+    options.force && item.options.write != Write::Merge
 }
 
 /// The app another app's label names on a live object, when it is not `app` (and

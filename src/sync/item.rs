@@ -10,11 +10,14 @@ use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use crate::diff::ObjectDiff;
 use crate::manifest::{Manifest, ObjectId, ObjectKey};
 
+use super::annotations::Options;
 use super::report::Action;
 
 /// One desired object as observed, and what the sync will do with it.
 pub(super) struct Item<'m> {
     pub manifest: &'m Manifest,
+    /// What its annotations ask of the sync (Argo CD's and Flux's included).
+    pub options: Options,
     pub kind: Option<Resolved>,
     pub live: Option<Value>,
     pub plan: Plan,
@@ -38,6 +41,8 @@ pub(super) enum Plan {
     Deferred(Need),
     /// Labelled for another app, named here: this app leaves it alone.
     Conflict(String),
+    /// Left alone as its annotations ask (why, for a person): not written.
+    Skip(String),
     /// The server refused it: a change to Git is needed.
     Failed(String),
     /// The server could not answer (unavailable, throttling, a conflict): a retry

@@ -9,6 +9,7 @@
 //! yet (their CRD or Namespace is created by this same sync) are dry-run as soon as
 //! what they need exists, before any of them is applied.
 
+mod annotations;
 mod apply;
 mod decide;
 pub mod desired;
@@ -230,7 +231,7 @@ pub async fn sync(
             .filter(|c| {
                 matches!(
                     c.verdict,
-                    prune::Verdict::Delete | prune::Verdict::Protected
+                    prune::Verdict::Delete | prune::Verdict::Protected(_)
                 )
             })
             .map(|c| Entry::of(&c.id))
@@ -316,6 +317,7 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 ),
                 // A dry run (or a sync stopped by a failure) reports what it would do.
                 (None, Plan::Unchanged) => (Action::Unchanged, String::new()),
+                (None, Plan::Skip(why)) => (Action::Skipped, why),
                 (None, _) if !why.is_empty() => (Action::Skipped, why.to_string()),
                 (None, Plan::Create) => (Action::Created, String::new()),
                 (None, Plan::Configure(m)) => (Action::Configured, m),

@@ -16,6 +16,7 @@ use crate::diff::{DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas,
 use crate::manifest::{ManifestSet, ObjectId, ObjectKey};
 use crate::ownership::{APP_LABEL, FIELD_MANAGER};
 
+use super::annotations::{Options, ignores_extraneous};
 use super::decide;
 use super::inventory::Inventory;
 use super::item::{Item, Plan, gvk_of, is_crd, read_live};
@@ -76,7 +77,9 @@ impl Observed<'_> {
             mask: &self.mask,
         };
         for candidate in self.candidates {
-            if matches!(candidate.verdict, Verdict::Delete | Verdict::Protected) {
+            // Argo CD's IgnoreExtraneous: not in Git, and not drift either.
+            let ignored = candidate.live.as_ref().is_some_and(ignores_extraneous);
+            if matches!(candidate.verdict, Verdict::Delete | Verdict::Protected(_)) && !ignored {
                 out.push(diff_object(
                     &candidate.id,
                     None,
@@ -271,6 +274,7 @@ async fn read_items<'m>(
                 };
                 Ok::<_, ClusterError>(Item {
                     manifest,
+                    options: Options::of(&manifest.object),
                     kind,
                     latest: live.clone(),
                     live,

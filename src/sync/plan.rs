@@ -5,7 +5,8 @@
 use serde_json::Value;
 
 use crate::manifest::ObjectId;
-use crate::ownership::SYNC_WAVE_ANNOTATION;
+
+use super::annotations::sync_wave;
 
 /// Where a kind goes inside a wave, lowest first. Argo CD and Helm order kinds the
 /// same way, for the same reason: what an object refers to exists before it does.
@@ -35,24 +36,26 @@ pub struct Step {
 
 /// An object whose sync-wave annotation is not an integer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{object}: annotation {SYNC_WAVE_ANNOTATION}: {value:?} is not an integer")]
+#[error("{object}: annotation {annotation}: {value:?} is not an integer")]
 pub struct WaveError {
     pub object: String,
+    /// `tether.dev/sync-wave`, or Argo CD's `argocd.argoproj.io/sync-wave`.
+    pub annotation: &'static str,
     pub value: String,
 }
 
-/// An object's wave: its annotation, or 0.
+/// An object's wave: its annotation (tether's, else Argo CD's), or 0. Argo CD reads a
+/// wave it cannot parse as 0; tether refuses it before anything is applied, whichever
+/// annotation holds it, rather than apply in an order no one wrote.
 pub fn wave_of(id: &ObjectId, object: &Value) -> Result<i64, WaveError> {
-    let Some(raw) = object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(SYNC_WAVE_ANNOTATION))
-    else {
+    let Some((annotation, raw)) = sync_wave(object) else {
         return Ok(0);
     };
     raw.as_str()
         .and_then(|s| s.trim().parse().ok())
         .ok_or_else(|| WaveError {
             object: id.to_string(),
+            annotation,
             value: raw.as_str().map_or_else(|| raw.to_string(), str::to_string),
         })
 }
@@ -103,6 +106,7 @@ pub fn prune_order(ids: &mut [ObjectId]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ownership::{ARGOCD_SYNC_WAVE_ANNOTATION, SYNC_WAVE_ANNOTATION};
     use serde_json::json;
 
     fn id(group: &str, kind: &str, name: &str) -> ObjectId {
@@ -192,6 +196,32 @@ mod tests {
         // API server; tether says so before it gets there.
         let numeric = json!({"metadata": {"annotations": {SYNC_WAVE_ANNOTATION: 1}}});
         assert!(wave_of(&ids[0], &numeric).is_err());
+    }
+
+    #[test]
+    fn argo_cds_wave_is_read_and_tethers_wins_where_both_are_set() {
+        let ids = [
+            id("", "ConfigMap", "argo-late"),
+            id("", "ConfigMap", "both"),
+            id("", "ConfigMap", "default"),
+        ];
+        let objects = [
+            json!({"metadata": {"annotations": {ARGOCD_SYNC_WAVE_ANNOTATION: "3"}}}),
+            json!({"metadata": {"annotations": {
+                ARGOCD_SYNC_WAVE_ANNOTATION: "5",
+                SYNC_WAVE_ANNOTATION: "-1",
+            }}}),
+            with_wave(None),
+        ];
+        let steps = plan(ids.iter().zip(&objects)).unwrap();
+        let waves: Vec<(i64, Vec<usize>)> =
+            steps.iter().map(|s| (s.wave, s.objects.clone())).collect();
+        assert_eq!(waves, vec![(-1, vec![1]), (0, vec![2]), (3, vec![0])]);
+        let bad = json!({"metadata": {"annotations": {ARGOCD_SYNC_WAVE_ANNOTATION: "soon"}}});
+        assert_eq!(
+            wave_of(&ids[0], &bad).unwrap_err().to_string(),
+            "ConfigMap ns/argo-late: annotation argocd.argoproj.io/sync-wave: \"soon\" is not an integer"
+        );
     }
 
     #[test]

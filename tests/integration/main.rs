@@ -2,6 +2,7 @@
 //! running sandbox, run real `git` repositories and a real `git daemon`, and drive the
 //! sandbox with the real `kubectl`.
 
+mod annotations;
 mod chart;
 mod cli;
 mod config;

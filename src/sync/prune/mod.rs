@@ -13,8 +13,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::manifest::{ObjectId, ObjectKey};
-use crate::ownership::{PRUNE_ANNOTATION, PRUNE_DISABLED, app_of, owned_by};
+use crate::ownership::{app_of, owned_by};
 
+use super::annotations::prune_protection;
 use super::inventory::Inventory;
 
 /// The inventory's objects the desired set no longer has, in inventory order.
@@ -69,8 +70,9 @@ pub enum Verdict {
     /// Not labelled for this app (relabelled by someone, or a tampered inventory):
     /// never deleted, and dropped from the inventory since the app does not own it.
     NotOwned,
-    /// Protected by `tether.dev/prune: disabled`: kept, and kept in the inventory.
-    Protected,
+    /// Protected by the annotation named (`tether.dev/prune: disabled`, or Argo CD's
+    /// or Flux's equivalent): kept, and kept in the inventory.
+    Protected(&'static str),
 }
 
 pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
@@ -82,14 +84,10 @@ pub fn verdict(app: &str, live: Option<&Value>) -> Verdict {
     if !owned_by(live, app) || has_controller(live) {
         return Verdict::NotOwned;
     }
-    let annotation = live
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(PRUNE_ANNOTATION))
-        .and_then(Value::as_str);
-    if annotation == Some(PRUNE_DISABLED) {
-        return Verdict::Protected;
+    match prune_protection(live) {
+        Some(annotation) => Verdict::Protected(annotation),
+        None => Verdict::Delete,
     }
-    Verdict::Delete
 }
 
 fn has_controller(live: &Value) -> bool {
@@ -147,7 +145,7 @@ fn is_namespace_furniture(kind: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ownership::APP_LABEL;
+    use crate::ownership::{APP_LABEL, PRUNE_ANNOTATION, PRUNE_DISABLED};
     use crate::sync::inventory::Entry;
     use serde_json::json;
 
@@ -211,7 +209,18 @@ mod tests {
             Verdict::NotOwned
         );
         let protected = labelled("web", json!({PRUNE_ANNOTATION: PRUNE_DISABLED}));
-        assert_eq!(verdict("web", Some(&protected)), Verdict::Protected);
+        assert_eq!(
+            verdict("web", Some(&protected)),
+            Verdict::Protected("tether.dev/prune: disabled")
+        );
+        let argo = labelled(
+            "web",
+            json!({"argocd.argoproj.io/sync-options": "Prune=false"}),
+        );
+        assert_eq!(
+            verdict("web", Some(&argo)),
+            Verdict::Protected("argocd.argoproj.io/sync-options: Prune=false")
+        );
     }
 
     #[test]

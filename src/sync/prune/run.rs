@@ -7,8 +7,9 @@ use serde_json::Value;
 use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::diff::Status;
 use crate::manifest::{ObjectId, crd_scope};
-use crate::ownership::{APP_LABEL, PRUNE_ANNOTATION, PRUNE_DISABLED};
+use crate::ownership::APP_LABEL;
 
+use super::super::annotations::ignores_extraneous;
 use super::super::decide::server_message;
 use super::super::inventory::{Entry, Inventory};
 use super::super::item::namespace_of;
@@ -108,9 +109,9 @@ pub(in crate::sync) async fn run(
                 report.objects.push(result);
                 continue;
             }
-            (Verdict::Protected, _) => (
+            (Verdict::Protected(annotation), _) => (
                 Action::Skipped,
-                format!("not pruned: annotated {PRUNE_ANNOTATION}: {PRUNE_DISABLED}"),
+                format!("not pruned: annotated {annotation}"),
             ),
             (Verdict::Delete, _) if !options.prune => (
                 Action::Skipped,
@@ -139,8 +140,16 @@ pub(in crate::sync) async fn run(
         if action != Action::Pruned {
             kept.push(Entry::of(&j.id));
         }
-        let mut result = result(&j.id, action, Some(Status::Extra));
-        result.message = message;
+        // Argo CD's IgnoreExtraneous: what is kept is no drift, and says why.
+        let ignored = action != Action::Pruned && j.live.as_ref().is_some_and(ignores_extraneous);
+        let mut result = result(&j.id, action, (!ignored).then_some(Status::Extra));
+        result.message = if ignored {
+            format!(
+                "{message} (extraneous, ignored: argocd.argoproj.io/compare-options: IgnoreExtraneous)"
+            )
+        } else {
+            message
+        };
         report.objects.push(result);
     }
     Ok(kept)
