@@ -20,10 +20,10 @@ use crate::ownership::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
     /// Server-side apply, forced unless the sync says `--no-force` (the default).
+    /// Also Flux's `ssa: Merge`: Flux documents that the manifest's fields are always
+    /// overridden and only fields other tools added are kept, which server-side apply
+    /// does for every object tether writes.
     Apply,
-    /// Server-side apply never forced: fields another manager owns stay theirs
-    /// (Flux `ssa: Merge`).
-    Merge,
     /// `create` when missing, a full `replace` (PUT) when changed (Argo CD
     /// `Replace=true`, which runs `kubectl create` / `kubectl replace`).
     Replace,
@@ -57,8 +57,6 @@ impl Options {
             Write::IfNotPresent
         } else if has_argocd_option(object, ARGOCD_SYNC_OPTIONS_ANNOTATION, "Replace=true") {
             Write::Replace
-        } else if flux_ssa.as_deref() == Some("merge") {
-            Write::Merge
         } else {
             Write::Apply
         };
@@ -189,7 +187,9 @@ mod tests {
     #[test]
     fn flux_values_are_case_insensitive_and_read_from_labels_too() {
         let merge = annotated(json!({FLUX_SSA_ANNOTATION: "Merge"}));
-        assert_eq!(Options::of(&merge).write, Write::Merge);
+        assert_eq!(Options::of(&merge).write, Write::Apply);
+        let ignore = annotated(json!({FLUX_SSA_ANNOTATION: "IGNORE"}));
+        assert!(Options::of(&ignore).not_reconciled.is_some());
         let labelled = json!({"metadata": {"labels": {FLUX_SSA_ANNOTATION: "IfNotPresent"}}});
         assert_eq!(Options::of(&labelled).write, Write::IfNotPresent);
         let force = annotated(json!({FLUX_FORCE_ANNOTATION: "Enabled"}));

@@ -16,7 +16,7 @@ use crate::manifest::crd_scope;
 
 use super::SyncOptions;
 use super::annotations::Write;
-use super::decide::{dry_run_all, forced, refused, server_message};
+use super::decide::{dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
 use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
@@ -248,7 +248,7 @@ async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) 
         (Write::Replace, _) => cluster.create(kind, &item.manifest.object).await,
         _ => {
             cluster
-                .apply(kind, &item.manifest.object, forced(item, options))
+                .apply(kind, &item.manifest.object, options.force)
                 .await
         }
     };

@@ -192,7 +192,7 @@ async fn dry_run(
     };
     let id = &item.manifest.id;
     let object = &item.manifest.object;
-    let force = forced(item, options);
+    let force = options.force;
     let replace_immutable = options.replace_immutable || item.options.recreate_immutable;
     let mut live = item.live.clone();
     let mut reread = false;
@@ -269,12 +269,6 @@ async fn dry_run(
         let diff = diff.drift.is_drift().then_some(diff);
         return (plan, reread.then(|| current.clone()), diff);
     }
-}
-
-/// Whether the object is applied with `force`: as the sync says, except that Flux's
-/// `ssa: Merge` never takes a field another manager owns.
-pub(super) fn forced(item: &Item<'_>, options: &SyncOptions<'_>) -> bool {
-    options.force && item.options.write != Write::Merge
 }
 
 /// The app another app's label names on a live object, when it is not `app` (and

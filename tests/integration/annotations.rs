@@ -476,51 +476,29 @@ async fn flux_ssa_if_not_present_creates_once_and_never_updates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flux_ssa_merge_never_takes_a_field_another_manager_owns() {
+async fn flux_ssa_merge_overrides_the_manifests_fields_and_keeps_what_others_added() {
     let sandbox = TestSandbox::start().await;
     let theirs = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: default\ndata:\n  key: theirs\n  other: kept\n";
     apply_as(&sandbox, "someone-else", "theirs.yaml", theirs).await;
     let merge = [("kustomize.toolkit.fluxcd.io/ssa", "Merge")];
 
-    // Git sets a field someone else owns: not taken, even with force on.
+    // As Flux documents it: the fields the manifest sets are always overridden...
     let dir = app_dir(
         &sandbox,
         "merge",
         &[("m.yaml", configmap("shared", &merge, "ours"))],
     );
-    let refused = run(&sandbox, "sync", &dir, "merge", &[]).await;
-    assert_eq!(
-        refused.code,
-        Some(1),
-        "{}{}",
-        refused.stdout,
-        refused.stderr
-    );
-    let refused: Value = serde_json::from_str(&refused.stdout).expect("JSON");
-    assert_eq!(action(&refused, "ConfigMap/shared"), "failed");
-    assert!(
-        message(&refused, "ConfigMap/shared").contains("someone-else"),
-        "{refused}"
-    );
-    assert_eq!(
-        data(&sandbox, "shared", "key").await.as_deref(),
-        Some("theirs")
-    );
-
-    // Git sets only its own fields: merged in, the other manager's fields stay.
-    let mine = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: default\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: merge\ndata:\n  mine: \"1\"\n";
-    let dir = app_dir(&sandbox, "merge", &[("m.yaml", mine.to_string())]);
     let report = sync_ok(&sandbox, &dir, "merge", &[]).await;
     assert_eq!(
         action(&report, "ConfigMap/shared"),
         "configured",
         "{report}"
     );
-    assert_eq!(data(&sandbox, "shared", "mine").await.as_deref(), Some("1"));
     assert_eq!(
         data(&sandbox, "shared", "key").await.as_deref(),
-        Some("theirs")
+        Some("ours")
     );
+    // ...and the fields other tools added, which the manifest does not set, stay.
     assert_eq!(
         data(&sandbox, "shared", "other").await.as_deref(),
         Some("kept")
