@@ -1,6 +1,6 @@
 //! An app's inventory: the objects it applied and the revision, kept in a ConfigMap
-//! `tether-inventory-<app>` so prune never has to list the cluster to find what the
-//! app owns. The ConfigMap's shape is pure; [`read`] and [`write`] move it.
+//! `tether-inventory-<app>` so prune knows what the app owns without listing every
+//! kind in the cluster. The ConfigMap's shape is pure; [`read`] and [`write`] move it.
 //!
 //! Crash safety rests on one rule: before a pass writes an object, the inventory
 //! already names it. A pass killed halfway leaves an inventory that covers all it
