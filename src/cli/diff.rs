@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use tether::cluster::Cluster;
+use tether::manifest::Renderers;
 use tether::report::drift;
 use tether::sync::SyncOptions;
 use tether::sync::desired::{
@@ -131,6 +132,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
+                renderers: &Renderers::default(),
             };
             let source = app.source();
             let desired = read_desired(
@@ -231,6 +233,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         scopes: None,
+        renderers: &Renderers::default(),
     };
     match &args.live {
         Some(live) => {

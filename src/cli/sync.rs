@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use tether::manifest::Renderers;
 use tether::sync::SyncOptions;
 use tether::sync::desired::ReadOptions;
 
@@ -89,6 +90,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         app: Some(&args.app),
         default_namespace: &args.namespace,
         scopes: Some(&scopes),
+        renderers: &Renderers::default(),
     };
     let desired = super::diff::desired(&args.path, args.repo.as_deref(), &args.git, &read).await?;
     let options = SyncOptions {
