@@ -12,7 +12,7 @@ use tether::sync::desired::{
     Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
 };
 
-use super::{ClusterArgs, Error, GitArgs, Outcome, RequestArgs, write_stdout};
+use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -30,6 +30,9 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub git: GitArgs,
+
+    #[command(flatten)]
+    pub render: RenderArgs,
 
     /// Compare with objects in this file or directory instead of a cluster.
     #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
@@ -233,7 +236,9 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         scopes: None,
-        renderers: &Renderers::default(),
+        renderers: &args
+            .render
+            .renderers(args.app.as_deref(), path, &args.namespace),
     };
     match &args.live {
         Some(live) => {

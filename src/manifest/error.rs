@@ -74,6 +74,10 @@ pub enum ManifestError {
     RendererMissing { at: Location, program: String },
     #[error("{at}: kustomize build failed: {message}")]
     Kustomize { at: Location, message: String },
+    #[error("{at}: helm template failed: {message}")]
+    Helm { at: Location, message: String },
+    #[error("{at}: the values file {file:?} is not in the chart's revision")]
+    MissingValuesFile { at: Location, file: String },
     #[error(
         "{at}: {field} names the remote base {reference:?}; remote bases are refused unless allowed"
     )]
@@ -114,6 +118,8 @@ impl ManifestError {
             | ManifestError::KustomizationNeedsCheckout { at }
             | ManifestError::RendererMissing { at, .. }
             | ManifestError::Kustomize { at, .. }
+            | ManifestError::Helm { at, .. }
+            | ManifestError::MissingValuesFile { at, .. }
             | ManifestError::RemoteBase { at, .. }
             | ManifestError::OutsideRepository { at, .. }
             | ManifestError::DoubleRender { at, .. }

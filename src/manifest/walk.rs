@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::error::{Location, ManifestError, ManifestErrors};
-use super::render::{Renderers, build_on_disk, check_nested_on_disk};
+use super::render::{CHART_FILE, Renderers, build_on_disk, check_nested_on_disk, template_on_disk};
 use super::{
     Input, KUSTOMIZATION_FILES, ManifestSet, ParseOptions, display_path, is_manifest_file,
     parse_inputs,
@@ -84,6 +84,18 @@ impl Walk<'_, '_> {
         }
         let rel_name = display_path(rel);
         let at_dir = Location::file(if rel_name.is_empty() { "." } else { &rel_name });
+        // A chart is one only at the app's root, as in Argo CD and Flux.
+        if rel_name.is_empty() && dir.join(CHART_FILE).is_file() {
+            match template_on_disk(dir, &at_dir, self.renderers) {
+                Ok(bytes) => self.inputs.push(Input {
+                    path: CHART_FILE.to_string(),
+                    bytes,
+                    rendered: true,
+                }),
+                Err(e) => self.errors.push(e),
+            }
+            return;
+        }
         if KUSTOMIZATION_FILES.iter().any(|k| dir.join(k).is_file()) {
             if !rel_name.is_empty() {
                 self.nested.push((rel_name.clone(), dir.to_path_buf()));

@@ -2,18 +2,21 @@
 //! rules for every source (a directory on disk, a Git commit's tree).
 //!
 //! The path decides how, as Argo CD and Flux users expect: a path whose root holds a
-//! kustomization is built by Kustomize, as one app and only that; anything else is a
+//! kustomization is built by Kustomize, as one app and only that; a path holding a
+//! `Chart.yaml` is a Helm chart, rendered by `helm template`; anything else is a
 //! plain directory read recursively, dot-directories and non-manifest files skipped.
 //! A kustomization below the root of a plain directory is built as a unit, as Flux's
 //! generated kustomization does; one that another of them already builds (a `base/`
 //! next to the `overlays/` using it) is refused rather than rendered twice.
 
+mod helm;
 mod kustomize;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub use helm::{CHART_FILE, HelmInputs};
 pub use kustomize::KustomizeCommand;
 use kustomize::{TreeView, closure, join, kustomization_file};
 
@@ -21,13 +24,17 @@ use super::error::{Location, ManifestError, ManifestErrors};
 use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
 
 /// The renderers an app's files may need, and what they may do.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Renderers {
     /// Builds kustomizations; `kubectl kustomize` by default.
     pub kustomize: KustomizeCommand,
     /// Whether a kustomization may name remote bases (URLs), which kustomize fetches
     /// itself, outside tether's source cache and its credentials. Off by default.
     pub allow_remote_bases: bool,
+    /// How a chart is rendered: the release, its values, the cluster's capabilities.
+    pub helm: HelmInputs,
+    /// The release name when the app's configuration names none: the app's name.
+    pub release: String,
 }
 
 /// A Git tree (or any in-memory file set) as kustomize's reference walk sees it.
@@ -155,6 +162,13 @@ pub fn render_tree<P: AsRef<str>>(
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
 
+    if map.contains_key(&join(&path, CHART_FILE)) {
+        match template_in_copy(&map, &path, renderers) {
+            Ok(bytes) => inputs.push(rendered_as(&path, CHART_FILE, bytes)),
+            Err(e) => errors.push(e),
+        }
+        return parse_inputs(inputs, errors, opts);
+    }
     if kustomization_file(&tree, &path).is_some() {
         match build_in_copy(&tree, &map, &path, renderers) {
             Ok(bytes) => inputs.push(rendered(&path, bytes)),
@@ -217,9 +231,62 @@ pub fn render_tree<P: AsRef<str>>(
     parse_inputs(inputs, errors, opts)
 }
 
+/// Materializes the chart at `dir` (its whole directory: templates, subcharts under
+/// `charts/`, values files) and renders it there.
+fn template_in_copy(
+    map: &BTreeMap<String, &[u8]>,
+    dir: &str,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    let at = Location::file(if dir.is_empty() { "." } else { dir });
+    let io = |source| ManifestError::Io {
+        at: at.clone(),
+        source,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("tether-render-")
+        .tempdir()
+        .map_err(io)?;
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let chart = tmp.path().join("chart");
+    for (key, bytes) in map.range(prefix.clone()..) {
+        let Some(rel) = key.strip_prefix(&prefix) else {
+            break;
+        };
+        let target = chart.join(rel);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io)?;
+        }
+        fs::write(&target, bytes).map_err(io)?;
+    }
+    let out = renderers
+        .helm
+        .template(&chart, &chart, &renderers.release, &at);
+    drop(tmp);
+    out
+}
+
+/// Renders a chart on disk in place.
+pub(super) fn template_on_disk(
+    dir: &Path,
+    at: &Location,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    renderers.helm.template(dir, dir, &renderers.release, at)
+}
+
 fn rendered(dir: &str, bytes: Vec<u8>) -> Input {
+    rendered_as(dir, "kustomization.yaml", bytes)
+}
+
+/// A renderer's output, named after the file that asked for it.
+fn rendered_as(dir: &str, name: &str, bytes: Vec<u8>) -> Input {
     Input {
-        path: join(dir, "kustomization.yaml"),
+        path: join(dir, name),
         bytes,
         rendered: true,
     }
