@@ -174,3 +174,119 @@ async fn a_github_workflow_at_the_root_reads_the_same_from_git_and_disk() {
     assert_eq!(git["resources"], disk["resources"]);
     assert_eq!(git["summary"]["Missing"], 1, "{git}");
 }
+
+const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
+const CHART_VALUES: &str = "color: blue\nsize: small\nreplicas: 1\n";
+const CHART_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\ndata:\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n  replicas: {{ .Values.replicas | quote }}\n";
+
+fn chart_repo(sandbox: &TestSandbox, extra: &[(&str, &str)]) -> (GitRepo, GitDaemon, String) {
+    let root = sandbox.dir.path().join("srv");
+    let repo = GitRepo::init(root.join("charts.git"));
+    repo.write("charts/web/Chart.yaml", CHART);
+    repo.write("charts/web/values.yaml", CHART_VALUES);
+    repo.write("charts/web/templates/cm.yaml", CHART_CM);
+    repo.write("charts/web/prod.yaml", "color: green\n");
+    for (rel, text) in extra {
+        repo.write(rel, text);
+    }
+    repo.commit("chart");
+    let daemon = GitDaemon::start(&root);
+    let url = daemon.url("charts.git");
+    (repo, daemon, url)
+}
+
+#[tokio::test]
+async fn a_helm_chart_from_git_syncs_and_a_value_changed_in_git_changes_that_field() {
+    let sandbox = TestSandbox::start().await;
+    let (repo, _daemon, url) = chart_repo(&sandbox, &[]);
+    let helm = crate::chart::helm();
+    let helm = helm.to_str().expect("utf-8");
+    let args = [
+        "--repo",
+        &url,
+        "--ref",
+        "main",
+        "--path",
+        "charts/web",
+        "--app",
+        "web",
+        "--helm",
+        helm,
+        "--values",
+        "prod.yaml",
+        "--set",
+        "size=large",
+    ];
+    let synced = tether(&sandbox, "sync", &args).await;
+    assert_eq!(synced.code, Some(0), "{synced:?}");
+    let cm = sandbox
+        .kubectl(&["get", "configmap", "web-cfg", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let cm: Value = serde_json::from_str(&cm).expect("JSON");
+    // The chart's default, the values file's and --set's, each where helm puts it.
+    assert_eq!(
+        cm["data"],
+        serde_json::json!({"color": "green", "size": "large", "replicas": "1"})
+    );
+
+    repo.write("charts/web/prod.yaml", "color: red\n");
+    repo.commit("red");
+    let diff = tether(&sandbox, "diff", &[&args[..], &["-o", "json"]].concat()).await;
+    assert_eq!(diff.code, Some(1), "{diff:?}");
+    let report = json(&diff);
+    let changed: Vec<(&str, &str)> = report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["status"] != "InSync")
+        .flat_map(|r| {
+            r["changes"].as_array().into_iter().flatten().map(move |c| {
+                (
+                    r["name"].as_str().unwrap_or(""),
+                    c["path"].as_str().unwrap_or(""),
+                )
+            })
+        })
+        .collect();
+    assert_eq!(changed, [("web-cfg", "data.color")], "{report}");
+}
+
+#[tokio::test]
+async fn a_chart_with_a_template_error_exits_2_naming_it_and_applies_nothing() {
+    let sandbox = TestSandbox::start().await;
+    let (_repo, _daemon, url) = chart_repo(
+        &sandbox,
+        &[(
+            "charts/web/templates/deploy.yaml",
+            "{{ required \"a tag is required\" .Values.tag }}\n",
+        )],
+    );
+    let helm = crate::chart::helm();
+    let run = tether(
+        &sandbox,
+        "sync",
+        &[
+            "--repo",
+            &url,
+            "--ref",
+            "main",
+            "--path",
+            "charts/web",
+            "--app",
+            "web",
+            "--helm",
+            helm.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("charts/web: helm template failed: "),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("a tag is required"), "{run:?}");
+    let missing = sandbox.kubectl(&["get", "configmap", "web-cfg"]).await;
+    assert_ne!(missing.code, 0, "applied from a chart that does not render");
+}

@@ -119,9 +119,35 @@ impl HelmInputs {
             let stderr = String::from_utf8_lossy(&output.stderr);
             return Err(ManifestError::Helm {
                 at: at.clone(),
-                message: sanitize(stderr.trim()),
+                message: sanitize(&first_error(&stderr)),
             });
         }
         Ok(output.stdout)
+    }
+}
+
+/// Helm's first error with its indented continuation lines folded in: a template
+/// error names the file on one line and what failed on the next ones.
+fn first_error(stderr: &str) -> String {
+    let mut lines = stderr.trim().lines();
+    let mut out = lines.next().unwrap_or("").trim().to_string();
+    for line in lines.take_while(|l| l.starts_with(char::is_whitespace)) {
+        out.push(' ');
+        out.push_str(line.trim());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_error;
+
+    #[test]
+    fn a_template_error_is_folded_onto_one_line_and_the_next_error_dropped() {
+        let stderr = "Error: web/templates/a.yaml:1:43\n  executing at <.Values.x>:\n    nil pointer\nError: second\n";
+        assert_eq!(
+            first_error(stderr),
+            "Error: web/templates/a.yaml:1:43 executing at <.Values.x>: nil pointer"
+        );
     }
 }
