@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use tether::cluster::Cluster;
-use tether::manifest::Renderers;
 use tether::report::drift;
 use tether::sync::SyncOptions;
 use tether::sync::desired::{
@@ -135,7 +134,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
-                renderers: &Renderers::default(),
+                renderers: &app.renderers(),
             };
             let source = app.source();
             let desired = read_desired(

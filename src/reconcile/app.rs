@@ -22,7 +22,7 @@ use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
 use crate::diff::IgnoreRule;
-use crate::manifest::{Manifest, ManifestSet, ObjectId, Origin, Renderers};
+use crate::manifest::{Manifest, ManifestSet, ObjectId, Origin};
 use crate::metrics::METRICS;
 use crate::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
@@ -580,7 +580,7 @@ impl Worker {
             &revision,
             &self.config.destination.namespace,
             Some(&scopes),
-            &Renderers::default(),
+            &self.config.renderers(),
         )
         .await
         .map_err(PassError::Manifest)?;

@@ -99,6 +99,7 @@ impl HelmInputs {
             args.push("--api-versions".into());
             args.push(api.into());
         }
+        let started = std::time::Instant::now();
         let output = match Command::new(self.program()).args(&args).output() {
             Ok(o) => o,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -122,6 +123,7 @@ impl HelmInputs {
                 message: sanitize(&first_error(&stderr)),
             });
         }
+        tracing::info!(renderer = "helm", path = %at, ms = started.elapsed().as_millis() as u64, "rendered");
         Ok(output.stdout)
     }
 }

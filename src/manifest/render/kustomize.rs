@@ -38,6 +38,7 @@ impl KustomizeCommand {
 
     /// Runs the build in `dir`; `at` names the kustomization in errors.
     pub(super) fn build(&self, dir: &Path, at: &Location) -> Result<Vec<u8>, ManifestError> {
+        let started = std::time::Instant::now();
         let output = match Command::new(&self.program)
             .args(&self.args)
             .arg(dir)
@@ -64,6 +65,8 @@ impl KustomizeCommand {
                 message: sanitize(stderr.trim()),
             });
         }
+        // One line per renderer process: a pass with no new commit must log none.
+        tracing::info!(renderer = "kustomize", path = %at, ms = started.elapsed().as_millis() as u64, "rendered");
         Ok(output.stdout)
     }
 }
