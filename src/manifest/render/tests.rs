@@ -204,3 +204,74 @@ fn a_directory_on_disk_reads_like_the_same_tree_from_git() {
     assert_eq!(objects(&from_git), objects(&from_disk));
     assert_eq!(names(&from_disk), ["a", "b"]);
 }
+
+/// The helm `.ci/install-helm` installs (as `tests/integration/chart.rs` finds it).
+fn installed_helm() -> String {
+    let path = std::env::var("TETHER_HELM").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/target/tools/bin/helm").to_string()
+    });
+    assert!(
+        Path::new(&path).is_file(),
+        "helm is not installed at {path}: run .ci/install-helm"
+    );
+    path
+}
+
+#[test]
+fn a_chart_takes_values_files_then_inline_values_then_set() {
+    let repo = files(&[
+        (
+            "web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        ),
+        (
+            "web/values.yaml",
+            "a: chart\nb: chart\nc: chart\nd: chart\n",
+        ),
+        ("web/prod.yaml", "b: file\nc: file\nd: file\n"),
+        (
+            "web/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n  namespace: {{ .Release.Namespace }}\ndata: {{ toJson .Values }}\n",
+        ),
+        (".github/workflows/ci.yml", "on: push\n"),
+    ]);
+    let renderers = Renderers {
+        helm: HelmInputs {
+            program: Some(installed_helm()),
+            namespace: "shop".into(),
+            value_files: vec!["prod.yaml".into()],
+            values: Some("c: inline\nd: inline\n".into()),
+            set: vec!["d=set".into()],
+            ..HelmInputs::default()
+        },
+        release: "app".into(),
+        ..Renderers::default()
+    };
+    let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
+    assert_eq!(set.len(), 1);
+    let cm = &set.objects[0];
+    assert_eq!(cm.id.to_string(), "ConfigMap shop/app");
+    assert_eq!(cm.origin.file, "web/Chart.yaml");
+    assert_eq!(
+        cm.object["data"],
+        serde_json::json!({"a": "chart", "b": "file", "c": "inline", "d": "set"})
+    );
+
+    let missing = Renderers {
+        helm: HelmInputs {
+            value_files: vec!["nope.yaml".into()],
+            ..renderers.helm.clone()
+        },
+        ..renderers.clone()
+    };
+    let errs = errors(render_tree(
+        &repo,
+        "web",
+        &missing,
+        &ParseOptions::default(),
+    ));
+    assert_eq!(
+        errs,
+        ["web: the values file \"nope.yaml\" is not in the chart's revision"]
+    );
+}
