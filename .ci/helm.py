@@ -3,7 +3,7 @@
 Only what the chart tests need, with helm's flags and output:
 
     helm version
-    helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]...
+    helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]... [--include-crds]
                   [--dry-run=server --kubeconfig FILE]
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
 
@@ -12,6 +12,9 @@ cluster is contacted, default capabilities), printing the release manifest in He
 install order. With `--dry-run=server --kubeconfig FILE` it is a server-side dry run
 against that cluster, as `helm template --dry-run=server` is: templates' `lookup`
 calls read the cluster (what a `helm upgrade` sees), and nothing is written.
+`--include-crds` puts the chart's `crds/` files first, as helm does (tether passes it).
+`--kube-version` and `--api-versions` are not accepted: the SDK's install takes no
+capabilities, so a chart here sees Helm's defaults.
 Errors go to stderr as `Error: ...` with exit code 1, as helm does.
 """
 
@@ -40,7 +43,9 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool, dict[str, str]]:
+def parse(
+    args: list[str],
+) -> tuple[list[str], str | None, dict[str, Any], bool, dict[str, str]]:
     positional: list[str] = []
     namespace: str | None = None
     values: dict[str, Any] = {}
@@ -70,6 +75,8 @@ def parse(args: list[str]) -> tuple[list[str], str | None, dict[str, Any], bool,
                 values = merge(values, helm.parse_set_string(value))
         elif arg == "--strict":
             strict = True
+        elif arg == "--include-crds":
+            cluster["include_crds"] = "true"
         elif name == "--dry-run" and eq:
             if inline not in ("client", "server"):
                 raise SystemExit(f"Error: invalid --dry-run: {inline} (client or server)")
@@ -98,9 +105,13 @@ def template(args: list[str]) -> None:
     else:
         access = {"kube_apiserver": UNREACHABLE_API_SERVER}
     dry_run = cluster.get("dry_run", "client")
+    crds = ""
+    if cluster.get("include_crds"):
+        for crd in helm.Chart.load(chart).crds:
+            crds += f"---\n# Source: {crd['filename']}\n{crd['data'].rstrip()}\n"
     with helm.Config(storage_driver="memory", namespace=namespace, **access) as config:
         release = config.install(chart, name, values, namespace=namespace, dry_run=dry_run)
-    sys.stdout.write(release["manifest"])
+    sys.stdout.write(crds + release["manifest"])
 
 
 def lint(args: list[str]) -> None:

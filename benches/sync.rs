@@ -157,6 +157,7 @@ async fn main() {
         app: Some("bench"),
         default_namespace: "default",
         scopes: None,
+        renderers: &tether::manifest::Renderers::default(),
     };
     let desired = read_desired(DesiredInput::Dir(&manifests), &read)
         .await

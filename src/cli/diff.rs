@@ -11,7 +11,7 @@ use tether::sync::desired::{
     Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
 };
 
-use super::{ClusterArgs, Error, GitArgs, Outcome, RequestArgs, write_stdout};
+use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -29,6 +29,9 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub git: GitArgs,
+
+    #[command(flatten)]
+    pub render: RenderArgs,
 
     /// Compare with objects in this file or directory instead of a cluster.
     #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
@@ -131,6 +134,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
+                renderers: &app.renderers(),
             };
             let source = app.source();
             let desired = read_desired(
@@ -231,6 +235,9 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         scopes: None,
+        renderers: &args
+            .render
+            .renderers(args.app.as_deref(), path, &args.namespace),
     };
     match &args.live {
         Some(live) => {

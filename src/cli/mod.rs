@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tether::config::Credentials;
+use tether::manifest::{HelmInputs, KustomizeCommand, Renderers};
 use tether::source::{SecretRef, Source, SourceCache, SourceError};
 
 pub use exit::{EXIT_ERROR, Error, Outcome};
@@ -137,6 +138,69 @@ fn parse_request_timeout(text: &str) -> Result<Duration, String> {
     } else {
         duration
     })
+}
+
+/// How the render stage builds the path: a chart's release and values, and the
+/// renderers' binaries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    /// Helm release name, when --path is a chart (default: the app's name, or the
+    /// chart directory's).
+    #[arg(long)]
+    pub release: Option<String>,
+
+    /// A values file for a chart, relative to the chart (repeatable; later wins).
+    #[arg(long = "values")]
+    pub values: Vec<String>,
+
+    /// A value for a chart, as `helm --set` takes it: `key=value` (repeatable, wins).
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+
+    /// The helm command that renders charts.
+    #[arg(long, env = "TETHER_HELM", default_value = "helm")]
+    pub helm: String,
+
+    /// Builds kustomizations: `kubectl` runs `kubectl kustomize`, anything else is a
+    /// standalone kustomize run as `<command> build`.
+    #[arg(long, env = "TETHER_KUSTOMIZE", default_value = "kubectl")]
+    pub kustomize: String,
+
+    /// Let kustomizations name remote bases (URLs), which kustomize fetches itself.
+    #[arg(long)]
+    pub allow_remote_bases: bool,
+}
+
+impl RenderArgs {
+    /// The renderers for an app (`app` names the default release) whose objects land
+    /// in `namespace`.
+    pub fn renderers(&self, app: Option<&str>, path: &str, namespace: &str) -> Renderers {
+        let dir_name = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty() && *n != ".")
+            .unwrap_or("release");
+        Renderers {
+            kustomize: if self.kustomize == "kubectl" {
+                KustomizeCommand::kubectl()
+            } else {
+                KustomizeCommand::standalone(&self.kustomize)
+            },
+            allow_remote_bases: self.allow_remote_bases,
+            helm: HelmInputs {
+                program: Some(self.helm.clone()),
+                release_name: self.release.clone(),
+                namespace: namespace.to_string(),
+                value_files: self.values.clone(),
+                values: None,
+                set: self.set.clone(),
+                kube_version: None,
+                api_versions: Vec::new(),
+            },
+            release: app.unwrap_or(dir_name).to_string(),
+        }
+    }
 }
 
 /// How to reach a Git repository: cache and credentials.

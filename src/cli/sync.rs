@@ -6,7 +6,7 @@ use std::time::Duration;
 use tether::sync::SyncOptions;
 use tether::sync::desired::ReadOptions;
 
-use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RequestArgs, write_stdout};
+use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
@@ -20,6 +20,9 @@ pub struct SyncArgs {
 
     #[command(flatten)]
     pub git: GitArgs,
+
+    #[command(flatten)]
+    pub render: RenderArgs,
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -89,6 +92,9 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         app: Some(&args.app),
         default_namespace: &args.namespace,
         scopes: Some(&scopes),
+        renderers: &args
+            .render
+            .renderers(Some(&args.app), &args.path, &args.namespace),
     };
     let desired = super::diff::desired(&args.path, args.repo.as_deref(), &args.git, &read).await?;
     let options = SyncOptions {

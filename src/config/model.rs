@@ -154,6 +154,22 @@ pub struct SourceConfig {
     /// Failing for this long makes the source stale (see [`DEFAULT_SOURCE_STALE_AFTER`]).
     pub stale_after: Duration,
     pub credentials: Credentials,
+    /// How a chart at the path is rendered; a chart renders with its defaults without.
+    pub helm: HelmConfig,
+}
+
+/// `source.helm`: a chart's release and values (charts from Git only; Helm
+/// repositories and OCI registries are a follow-up).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HelmConfig {
+    /// The release name; the app's name when unset.
+    pub release_name: Option<String>,
+    /// Inline values as YAML text, applied after the files.
+    pub values: Option<String>,
+    /// Values files relative to the chart, from the same revision; later wins.
+    pub value_files: Vec<String>,
+    /// `key=value` overrides as `helm --set` takes them, applied last.
+    pub set: Vec<String>,
 }
 
 /// How to authenticate to a Git remote: references to secrets, never the secrets.
@@ -260,6 +276,24 @@ impl AppConfig {
     pub fn source(&self) -> Source {
         Source::new(&self.source.repo, &self.source.reference, &self.source.path)
             .with_auth(self.source.credentials.auth(&self.source.repo))
+    }
+
+    /// The render stage's inputs for this app: its chart's release and values, into
+    /// the destination namespace; `helm` and `kubectl kustomize` from PATH.
+    pub fn renderers(&self) -> crate::manifest::Renderers {
+        let helm = &self.source.helm;
+        crate::manifest::Renderers {
+            helm: crate::manifest::HelmInputs {
+                release_name: helm.release_name.clone(),
+                namespace: self.destination.namespace.clone(),
+                value_files: helm.value_files.clone(),
+                values: helm.values.clone(),
+                set: helm.set.clone(),
+                ..crate::manifest::HelmInputs::default()
+            },
+            release: self.name.clone(),
+            ..crate::manifest::Renderers::default()
+        }
     }
 
     /// How to poll the source: the configured interval, default jitter and coalescing.

@@ -120,6 +120,20 @@ pub struct Source {
     pub interval: Option<S<String>>,
     pub stale_after: Option<S<String>>,
     pub credentials: Option<S<Credentials>>,
+    pub helm: Option<S<Helm>>,
+}
+
+/// How a chart at the source's path is rendered (`helm template`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Helm {
+    pub release_name: Option<S<String>>,
+    /// A mapping, or YAML text holding one (as Argo CD's `values` takes it).
+    pub values: Option<S<serde_json::Value>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub value_files: Vec<S<String>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub set: Vec<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

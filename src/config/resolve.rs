@@ -264,6 +264,10 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             Some(c) => resolve_credentials(c, &format!("{path}.source.credentials"), check),
             None => Credentials::default(),
         },
+        helm: match &src.helm {
+            Some(h) => resolve_helm(&h.value, &format!("{path}.source.helm"), check),
+            None => HelmConfig::default(),
+        },
     };
     let destination = DestinationConfig {
         namespace: match &raw.destination.namespace {
@@ -483,5 +487,65 @@ fn resolve_window(raw: &raw::SyncWindow, path: &str, check: &mut Checker) -> Opt
             time_zone,
         }),
         _ => None,
+    }
+}
+
+/// Helm's own limit on a release name (it becomes part of object names and labels).
+const MAX_RELEASE_NAME_LEN: usize = 53;
+
+fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig {
+    if let Some(name) = &raw.release_name {
+        check.label(
+            &format!("{path}.releaseName"),
+            name,
+            MAX_RELEASE_NAME_LEN,
+            " (Helm's limit)",
+        );
+    }
+    let values = raw.values.as_ref().and_then(|v| match &v.value {
+        serde_json::Value::Object(_) => Some(v.value.to_string()),
+        serde_json::Value::String(text) => Some(text.clone()),
+        serde_json::Value::Null => None,
+        _ => {
+            check.report(
+                format!("{path}.values"),
+                line_of(v),
+                "must be a mapping, or YAML text holding one",
+            );
+            None
+        }
+    });
+    for (i, file) in raw.value_files.iter().enumerate() {
+        let f = file.value.trim();
+        let climbs = f.split('/').any(|p| p == "..");
+        if f.is_empty() || f.starts_with('/') || climbs {
+            check.report(
+                format!("{path}.valueFiles[{i}]"),
+                line_of(file),
+                format!(
+                    "{:?} must be a path inside the chart's revision",
+                    file.value
+                ),
+            );
+        }
+    }
+    for (i, set) in raw.set.iter().enumerate() {
+        if !set.value.contains('=') {
+            check.report(
+                format!("{path}.set[{i}]"),
+                line_of(set),
+                format!("{:?} must be key=value", set.value),
+            );
+        }
+    }
+    HelmConfig {
+        release_name: raw.release_name.as_ref().map(|n| n.value.clone()),
+        values,
+        value_files: raw
+            .value_files
+            .iter()
+            .map(|f| f.value.trim().to_string())
+            .collect(),
+        set: raw.set.iter().map(|s| s.value.clone()).collect(),
     }
 }

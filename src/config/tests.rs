@@ -544,7 +544,7 @@ fn webhook_secrets_are_read_when_asked() {
 fn unknown_keys_name_their_path_and_line() {
     assert_eq!(
         syntax(&app("    interval: 1m\n    branch: main\n")),
-        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials"
+        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials, helm"
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
@@ -744,5 +744,51 @@ fn notifications_and_commit_status_are_resolved_when_loaded() {
             "tether.yaml: apps[0]: notifications[0]: needs exactly one of url, urlEnv and urlFile",
             "tether.yaml: apps[0].commitStatus: commitStatus needs exactly one of tokenEnv and tokenFile",
         ]
+    );
+}
+
+#[test]
+fn source_helm_becomes_the_apps_render_inputs() {
+    let c = parse(&app(
+        "    path: charts/web\n    helm:\n      releaseName: shop\n      valueFiles: [prod.yaml]\n      values: {replicas: 2, image: {tag: v1}}\n      set: [\"color=red\"]\n  destination: {namespace: live}\n",
+    ));
+    let r = c.apps[0].renderers();
+    assert_eq!(r.release, "web");
+    assert_eq!(r.helm.release_name.as_deref(), Some("shop"));
+    assert_eq!(r.helm.namespace, "live");
+    assert_eq!(r.helm.value_files, ["prod.yaml"]);
+    assert_eq!(r.helm.set, ["color=red"]);
+    let values: serde_json::Value =
+        serde_json::from_str(r.helm.values.as_deref().expect("values")).expect("JSON is YAML");
+    assert_eq!(
+        values,
+        serde_json::json!({"replicas": 2, "image": {"tag": "v1"}})
+    );
+
+    // Values given as YAML text are passed as written.
+    let c = parse(&app("    helm:\n      values: |\n        replicas: 3\n"));
+    assert_eq!(
+        c.apps[0].source.helm.values.as_deref(),
+        Some("replicas: 3\n")
+    );
+}
+
+#[test]
+fn source_helm_problems_name_the_field_and_line() {
+    assert_eq!(
+        problems(&app(
+            "    helm:\n      releaseName: Not_A_Name\n      values: [1]\n      valueFiles: [../secrets.yaml, /etc/x.yaml]\n      set: [novalue]\n"
+        )),
+        [
+            "tether.yaml:6: apps[0].source.helm.releaseName: \"Not_A_Name\" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
+            "tether.yaml:7: apps[0].source.helm.values: must be a mapping, or YAML text holding one",
+            "tether.yaml:8: apps[0].source.helm.valueFiles[0]: \"../secrets.yaml\" must be a path inside the chart's revision",
+            "tether.yaml:8: apps[0].source.helm.valueFiles[1]: \"/etc/x.yaml\" must be a path inside the chart's revision",
+            "tether.yaml:9: apps[0].source.helm.set[0]: \"novalue\" must be key=value",
+        ]
+    );
+    assert!(
+        syntax(&app("    helm:\n      valuesFile: x.yaml\n")).contains("unknown field"),
+        "unknown keys are refused"
     );
 }

@@ -68,12 +68,34 @@ pub enum ManifestError {
     SymlinkOutsideRoot { at: Location },
     #[error("{at}: file is {size} bytes, over the limit of {limit} bytes")]
     TooLarge { at: Location, size: u64, limit: u64 },
-    #[error("{at}: a kustomization needs the files on disk; read it with read_dir")]
+    #[error("{at}: a kustomization is built by the render stage, not parsed as a manifest")]
     KustomizationNeedsCheckout { at: Location },
-    #[error("{at}: kubectl is not installed; it is needed to render kustomizations")]
-    KubectlMissing { at: Location },
-    #[error("{at}: kubectl kustomize failed: {message}")]
+    #[error("{at}: `{program}` is not installed (not found on PATH); it renders this path")]
+    RendererMissing { at: Location, program: String },
+    #[error("{at}: kustomize build failed: {message}")]
     Kustomize { at: Location, message: String },
+    #[error("{at}: helm template failed: {message}")]
+    Helm { at: Location, message: String },
+    #[error("{at}: the values file {file:?} is not in the chart's revision")]
+    MissingValuesFile { at: Location, file: String },
+    #[error(
+        "{at}: {field} names the remote base {reference:?}; remote bases are refused unless allowed"
+    )]
+    RemoteBase {
+        at: Location,
+        field: &'static str,
+        reference: String,
+    },
+    #[error("{at}: {field} names {reference:?}, which is outside the repository")]
+    OutsideRepository {
+        at: Location,
+        field: &'static str,
+        reference: String,
+    },
+    #[error(
+        "{at}: this kustomization is also built by {by}; rendering both would apply its objects twice (point the path at one of them)"
+    )]
+    DoubleRender { at: Location, by: String },
     #[error("{at}: cannot read: {source}")]
     Io {
         at: Location,
@@ -94,8 +116,13 @@ impl ManifestError {
             | ManifestError::SymlinkOutsideRoot { at }
             | ManifestError::TooLarge { at, .. }
             | ManifestError::KustomizationNeedsCheckout { at }
-            | ManifestError::KubectlMissing { at }
+            | ManifestError::RendererMissing { at, .. }
             | ManifestError::Kustomize { at, .. }
+            | ManifestError::Helm { at, .. }
+            | ManifestError::MissingValuesFile { at, .. }
+            | ManifestError::RemoteBase { at, .. }
+            | ManifestError::OutsideRepository { at, .. }
+            | ManifestError::DoubleRender { at, .. }
             | ManifestError::Io { at, .. } => at,
         }
     }

@@ -7,6 +7,7 @@
 
 mod block;
 mod error;
+pub mod render;
 mod scope;
 mod walk;
 mod yaml;
@@ -18,8 +19,9 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use error::{Location, ManifestError, ManifestErrors};
+pub use render::{HelmInputs, KustomizeCommand, Renderers, needs_repository, render_tree};
 pub use scope::{Scope, builtin_scope, crd_scope};
-pub use walk::{read_dir, render_kustomize};
+pub use walk::{read_dir, render_dir};
 
 /// Largest manifest file read, in bytes. Kubernetes itself refuses objects over
 /// 1.5 MiB (etcd's request limit), so 8 MiB leaves room for multi-document files and
@@ -260,8 +262,8 @@ pub(crate) struct Input {
 /// directory on disk and the files of a Git revision.
 ///
 /// Files that are not `.yaml`, `.yml` or `.json` are skipped; the rest are read in
-/// path order. A kustomization among them is an error: rendering it needs the files on
-/// disk ([`read_dir`] does it). All errors are collected.
+/// path order. A kustomization among them is an error: the render stage
+/// ([`render_tree`], [`render_dir`]) builds kustomizations. All errors are collected.
 pub fn parse_files<P: AsRef<Path>, B: AsRef<[u8]>>(
     files: &[(P, B)],
     opts: &ParseOptions<'_>,

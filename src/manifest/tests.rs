@@ -240,7 +240,7 @@ fn kustomization_in_a_file_list_needs_a_checkout() {
     assert_eq!(
         errs,
         vec![
-            "app/kustomization.yaml: a kustomization needs the files on disk; read it with read_dir"
+            "app/kustomization.yaml: a kustomization is built by the render stage, not parsed as a manifest"
         ]
     );
 }

@@ -1,23 +1,33 @@
-//! The directory walk: a thin layer over [`super::parse_inputs`] that reads files
-//! in a deterministic order, refuses symlinks leading out of the root and renders
-//! kustomizations with `kubectl kustomize`.
+//! The render stage on disk: a thin layer over [`super::parse_inputs`] that reads
+//! files in a deterministic order, refuses symlinks leading out of the root and builds
+//! kustomizations in place, by the path rules of [`super::render`].
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::error::{Location, ManifestError, ManifestErrors};
+use super::render::{CHART_FILE, Renderers, build_on_disk, check_nested_on_disk, template_on_disk};
 use super::{
     Input, KUSTOMIZATION_FILES, ManifestSet, ParseOptions, display_path, is_manifest_file,
     parse_inputs,
 };
 
-/// Reads every manifest under `root` (a directory or a single file).
-///
-/// A directory holding a kustomization is rendered by `kubectl kustomize` as one
-/// unit, and its subtree is not walked again (the kustomization lists what it uses).
+/// Reads every manifest under `root` (a directory or a single file) with the default
+/// renderers; see [`render_dir`].
 pub fn read_dir(root: &Path, opts: &ParseOptions<'_>) -> Result<ManifestSet, ManifestErrors> {
+    render_dir(root, &Renderers::default(), opts)
+}
+
+/// Renders the files under `root` (a directory or a single file).
+///
+/// A directory holding a kustomization is built as one unit, and its subtree is not
+/// walked again (the kustomization lists what it uses).
+pub fn render_dir(
+    root: &Path,
+    renderers: &Renderers,
+    opts: &ParseOptions<'_>,
+) -> Result<ManifestSet, ManifestErrors> {
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
     let root_canon = match fs::canonicalize(root) {
@@ -37,100 +47,115 @@ pub fn read_dir(root: &Path, opts: &ParseOptions<'_>) -> Result<ManifestSet, Man
         read_file(&root_canon, &name, opts, &mut inputs, &mut errors);
     } else {
         let mut visited = HashSet::new();
-        walk(
-            &root_canon,
-            &root_canon,
-            Path::new(""),
+        let mut walk = Walk {
+            root: &root_canon,
+            renderers,
             opts,
-            &mut visited,
-            &mut inputs,
-            &mut errors,
-        );
+            visited: &mut visited,
+            nested: Vec::new(),
+            inputs: &mut inputs,
+            errors: &mut errors,
+        };
+        walk.dir(&root_canon, Path::new(""));
+        let doubles = check_nested_on_disk(&walk.nested, renderers);
+        if !doubles.is_empty() {
+            return Err(ManifestErrors(doubles));
+        }
     }
     parse_inputs(inputs, errors, opts)
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    rel: &Path,
-    opts: &ParseOptions<'_>,
-    visited: &mut HashSet<PathBuf>,
-    inputs: &mut Vec<Input>,
-    errors: &mut Vec<ManifestError>,
-) {
-    // A symlinked directory seen twice would loop forever.
-    if !visited.insert(dir.to_path_buf()) {
-        return;
-    }
-    let rel_name = display_path(rel);
-    let at_dir = Location::file(if rel_name.is_empty() { "." } else { &rel_name });
-    if KUSTOMIZATION_FILES.iter().any(|k| dir.join(k).is_file()) {
-        match render_kustomize(dir) {
-            Ok(bytes) => inputs.push(Input {
-                path: display_path(&rel.join("kustomization.yaml")),
-                bytes,
-                rendered: true,
-            }),
-            Err(e) => errors.push(match e {
-                ManifestError::KubectlMissing { .. } => {
-                    ManifestError::KubectlMissing { at: at_dir }
-                }
-                ManifestError::Kustomize { message, .. } => ManifestError::Kustomize {
-                    at: at_dir,
-                    message,
-                },
-                ManifestError::Io { source, .. } => ManifestError::Io { at: at_dir, source },
-                other => other,
-            }),
-        }
-        return;
-    }
-    let mut entries: Vec<_> = match fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
-        Err(source) => {
-            errors.push(ManifestError::Io { at: at_dir, source });
+struct Walk<'w, 'o> {
+    root: &'w Path,
+    renderers: &'w Renderers,
+    opts: &'w ParseOptions<'o>,
+    visited: &'w mut HashSet<PathBuf>,
+    /// Kustomizations below the root: `(path from the root, directory)`.
+    nested: Vec<(String, PathBuf)>,
+    inputs: &'w mut Vec<Input>,
+    errors: &'w mut Vec<ManifestError>,
+}
+
+impl Walk<'_, '_> {
+    fn dir(&mut self, dir: &Path, rel: &Path) {
+        // A symlinked directory seen twice would loop forever.
+        if !self.visited.insert(dir.to_path_buf()) {
             return;
         }
-    };
-    entries.sort();
-    for name in entries {
-        let name_str = name.to_string_lossy();
-        if name_str.starts_with('.') {
-            continue; // .git, editor files
+        let rel_name = display_path(rel);
+        let at_dir = Location::file(if rel_name.is_empty() { "." } else { &rel_name });
+        // A chart is one only at the app's root, as in Argo CD and Flux.
+        if rel_name.is_empty() && dir.join(CHART_FILE).is_file() {
+            match template_on_disk(dir, &at_dir, self.renderers) {
+                Ok(bytes) => self.inputs.push(Input {
+                    path: CHART_FILE.to_string(),
+                    bytes,
+                    rendered: true,
+                }),
+                Err(e) => self.errors.push(e),
+            }
+            return;
         }
-        let path = dir.join(&name);
-        let rel_path = rel.join(&name);
-        let rel_str = display_path(&rel_path);
-        let meta = match fs::symlink_metadata(&path) {
-            Ok(m) => m,
+        if KUSTOMIZATION_FILES.iter().any(|k| dir.join(k).is_file()) {
+            if !rel_name.is_empty() {
+                self.nested.push((rel_name.clone(), dir.to_path_buf()));
+            }
+            match build_on_disk(dir, &at_dir, self.renderers) {
+                Ok(bytes) => self.inputs.push(Input {
+                    path: display_path(&rel.join("kustomization.yaml")),
+                    bytes,
+                    rendered: true,
+                }),
+                Err(e) => self.errors.push(e),
+            }
+            return;
+        }
+        let mut entries: Vec<_> = match fs::read_dir(dir) {
+            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
             Err(source) => {
-                errors.push(ManifestError::Io {
-                    at: Location::file(&rel_str),
-                    source,
-                });
-                continue;
+                self.errors.push(ManifestError::Io { at: at_dir, source });
+                return;
             }
         };
-        let target = if meta.file_type().is_symlink() {
-            match fs::canonicalize(&path) {
-                Ok(t) if t.starts_with(root) => t,
-                Ok(_) => {
-                    errors.push(ManifestError::SymlinkOutsideRoot {
+        entries.sort();
+        for name in entries {
+            let name_str = name.to_string_lossy();
+            if name_str.starts_with('.') {
+                continue; // .git, .github, editor files: the same rule as for Git
+            }
+            let path = dir.join(&name);
+            let rel_path = rel.join(&name);
+            let rel_str = display_path(&rel_path);
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(source) => {
+                    self.errors.push(ManifestError::Io {
                         at: Location::file(&rel_str),
+                        source,
                     });
                     continue;
                 }
-                // A dangling link names nothing to read.
-                Err(_) => continue,
+            };
+            let target = if meta.file_type().is_symlink() {
+                match fs::canonicalize(&path) {
+                    Ok(t) if t.starts_with(self.root) => t,
+                    Ok(_) => {
+                        self.errors.push(ManifestError::SymlinkOutsideRoot {
+                            at: Location::file(&rel_str),
+                        });
+                        continue;
+                    }
+                    // A dangling link names nothing to read.
+                    Err(_) => continue,
+                }
+            } else {
+                path.clone()
+            };
+            if target.is_dir() {
+                self.dir(&target, &rel_path);
+            } else if is_manifest_file(&rel_str) {
+                read_file(&target, &rel_str, self.opts, self.inputs, self.errors);
             }
-        } else {
-            path.clone()
-        };
-        if target.is_dir() {
-            walk(root, &target, &rel_path, opts, visited, inputs, errors);
-        } else if is_manifest_file(&rel_str) {
-            read_file(&target, &rel_str, opts, inputs, errors);
         }
     }
 }
@@ -166,24 +191,4 @@ fn read_file(
         }),
         Err(source) => errors.push(ManifestError::Io { at, source }),
     }
-}
-
-/// Renders a kustomization directory with `kubectl kustomize` and returns its YAML.
-pub fn render_kustomize(dir: &Path) -> Result<Vec<u8>, ManifestError> {
-    let at = Location::file(&dir.display().to_string());
-    let output = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ManifestError::KubectlMissing { at });
-        }
-        Err(source) => return Err(ManifestError::Io { at, source }),
-    };
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(ManifestError::Kustomize {
-            at,
-            message: super::yaml::sanitize(stderr.trim()),
-        });
-    }
-    Ok(output.stdout)
 }

@@ -580,6 +580,7 @@ impl Worker {
             &revision,
             &self.config.destination.namespace,
             Some(&scopes),
+            &self.config.renderers(),
         )
         .await
         .map_err(PassError::Manifest)?;

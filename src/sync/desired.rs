@@ -11,7 +11,8 @@ use crate::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
 };
 use crate::manifest::{
-    GroupKind, ManifestErrors, ManifestSet, ParseOptions, Scope, parse_files, read_dir,
+    GroupKind, ManifestErrors, ManifestSet, ParseOptions, Renderers, Scope, needs_repository,
+    read_dir, render_dir, render_tree,
 };
 use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::source::{Revision, Source, SourceCache, SourceError};
@@ -21,7 +22,7 @@ pub type Scopes = std::collections::HashMap<GroupKind, Scope>;
 
 /// Where desired state is read from.
 pub enum DesiredInput<'a> {
-    /// Manifests in a local directory (a `kustomization.yaml` is rendered).
+    /// Manifests in a local directory, rendered in place.
     Dir(&'a Path),
     /// The files under a Git source's path, at the revision its ref resolves to.
     Git {
@@ -41,6 +42,8 @@ pub struct ReadOptions<'a> {
     /// The kinds' scopes as the cluster serves them; without them, the built-in table
     /// and the CRDs in the set decide, and an unknown kind is namespaced.
     pub scopes: Option<&'a Scopes>,
+    /// The renderers the render stage may run (Kustomize's binary, remote bases).
+    pub renderers: &'a Renderers,
 }
 
 /// Desired state at one revision.
@@ -85,6 +88,7 @@ pub async fn read_desired(
         DesiredInput::Dir(path) => {
             let path = path.to_path_buf();
             let scopes = options.scopes.cloned();
+            let renderers = options.renderers.clone();
             let manifests = tokio::task::spawn_blocking(move || {
                 let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
                 let options = ParseOptions {
@@ -92,7 +96,7 @@ pub async fn read_desired(
                     scope: Some(&lookup),
                     ..ParseOptions::default()
                 };
-                read_dir(&path, &options)
+                render_dir(&path, &renderers, &options)
             })
             .await
             .map_err(|e| DesiredError::Internal(e.to_string()))?
@@ -101,8 +105,15 @@ pub async fn read_desired(
         }
         DesiredInput::Git { cache, source } => {
             let revision = cache.sync(source).await?;
-            let manifests =
-                read_revision(cache, source, &revision, &default_namespace, options.scopes).await?;
+            let manifests = read_revision(
+                cache,
+                source,
+                &revision,
+                &default_namespace,
+                options.scopes,
+                options.renderers,
+            )
+            .await?;
             (Some(revision), manifests)
         }
     };
@@ -115,29 +126,45 @@ pub async fn read_desired(
     })
 }
 
-/// The manifests of a source at a revision already fetched (no network).
+/// The manifests of a source at a revision already fetched (no network), rendered by
+/// the same stage as a directory on disk. A kustomization may use any directory of
+/// the repository, so then the whole commit's tree is read (symlinks leaving the
+/// repository are refused there, as everywhere).
 pub async fn read_revision(
     cache: &SourceCache,
     source: &Source,
     revision: &Revision,
     default_namespace: &str,
     scopes: Option<&Scopes>,
+    renderers: &Renderers,
 ) -> Result<ManifestSet, DesiredError> {
     let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
     let default_namespace = default_namespace.to_string();
     let scopes = scopes.cloned();
+    let renderers = renderers.clone();
     tokio::task::spawn_blocking(move || {
-        let files = cache
-            .read_files(&source, &at)
-            .map_err(DesiredError::Source)?;
-        let files: Vec<(String, Vec<u8>)> = files.into_iter().map(|f| (f.path, f.bytes)).collect();
+        let pairs = |files: Vec<crate::source::SourceFile>| -> Vec<(String, Vec<u8>)> {
+            files.into_iter().map(|f| (f.path, f.bytes)).collect()
+        };
+        let mut files = pairs(
+            cache
+                .read_files(&source, &at)
+                .map_err(DesiredError::Source)?,
+        );
+        if needs_repository(&files, &source.path) {
+            files = pairs(
+                cache
+                    .read_path(&source, &at, "")
+                    .map_err(DesiredError::Source)?,
+            );
+        }
         let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
         let options = ParseOptions {
             default_namespace: &default_namespace,
             scope: Some(&lookup),
             ..ParseOptions::default()
         };
-        parse_files(&files, &options).map_err(DesiredError::Invalid)
+        render_tree(&files, &source.path, &renderers, &options).map_err(DesiredError::Invalid)
     })
     .await
     .map_err(|e| DesiredError::Internal(e.to_string()))?

@@ -24,7 +24,7 @@ fn chart_dir() -> PathBuf {
 
 /// The helm command: `TETHER_HELM`, else the one `.ci/install-helm` installed. Missing
 /// helm fails the test: the chart is only tested with the real engine.
-fn helm() -> PathBuf {
+pub(crate) fn helm() -> PathBuf {
     let path = std::env::var_os("TETHER_HELM")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(INSTALLED_HELM));

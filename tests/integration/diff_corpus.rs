@@ -30,6 +30,7 @@ fn offline_diff(
             app,
             default_namespace: "default",
             scopes: None,
+            renderers: &tether::manifest::Renderers::default(),
         };
         let desired = read_desired(DesiredInput::Dir(desired), &read).await?;
         let live = read_snapshot(live, "default")?;

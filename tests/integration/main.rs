@@ -17,6 +17,7 @@ mod leader;
 mod manifest;
 mod notify;
 mod quickstart;
+mod render;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

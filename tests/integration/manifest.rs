@@ -140,7 +140,7 @@ fn kustomizations_are_rendered_by_kubectl() -> anyhow::Result<()> {
     assert!(
         errs.0[0]
             .to_string()
-            .starts_with("app: kubectl kustomize failed:"),
+            .starts_with("app: kustomize build failed:"),
         "{errs}"
     );
     Ok(())

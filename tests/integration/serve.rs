@@ -1122,3 +1122,75 @@ async fn a_stalled_app_is_retried_by_a_manual_sync_after_the_cluster_is_fixed() 
     );
     assert_eq!(serve.stop().await, Some(0));
 }
+
+/// Issue #14: a Kustomize overlay from Git is served to Synced, rendered once for its
+/// commit (a pass with no new commit runs no renderer), and a broken overlay stalls
+/// with `ManifestInvalid` naming the path and kustomize's error, applying nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one_stalls() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("shop").await;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps/kustomize");
+    let read = |rel: &str| std::fs::read_to_string(example.join(rel)).expect("example file");
+    let files = [
+        ("base/kustomization.yaml", read("base/kustomization.yaml")),
+        ("base/deployment.yaml", read("base/deployment.yaml")),
+        ("base/service.yaml", read("base/service.yaml")),
+        (
+            "overlays/production/kustomization.yaml",
+            read("overlays/production/kustomization.yaml"),
+        ),
+        (
+            "overlays/broken/kustomization.yaml",
+            "resources:\n  - ../../base\n  - missing.yaml\n".to_string(),
+        ),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let origin = origin(&sandbox, &files);
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: shop\n  source: {{repo: \"{url}\", ref: main, path: overlays/production, interval: {POLL}}}\n  destination: {{namespace: shop}}\n  sync: {{automated: true}}\n- name: broken\n  source: {{repo: \"{url}\", ref: main, path: overlays/broken, interval: {POLL}}}\n  destination: {{namespace: shop}}\n  sync: {{automated: true}}\n",
+        url = origin.url
+    );
+    let serve = Serve::start(&sandbox, "kustomize", &config, &[]).await;
+    let synced = serve
+        .wait_status("shop", "shop is Synced", |s| s["sync"] == "Synced")
+        .await;
+    let first_pass = synced["lastPass"]["finishedAt"].clone();
+    let rendered = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("rendered") && l.contains("overlays/production"))
+            .count()
+    };
+    assert_eq!(rendered(&serve.log()), 1, "{}", serve.log());
+
+    // Another pass at the same commit reads the parsed objects it kept.
+    let sync = reqwest::Client::new()
+        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
+        .send()
+        .await
+        .expect("manual sync");
+    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    serve
+        .wait_status("shop", "a second pass ran", |s| {
+            s["lastPass"]["finishedAt"] != first_pass && s["lastPass"]["result"] == "Succeeded"
+        })
+        .await;
+    assert_eq!(rendered(&serve.log()), 1, "{}", serve.log());
+
+    let stalled = serve
+        .wait_status("broken", "broken stalls", |s| {
+            s["lastPass"]["result"] == "Stalled"
+        })
+        .await;
+    let stall = condition(&stalled, "Stalled");
+    assert_eq!(stall["reason"], "ManifestInvalid", "{stalled}");
+    assert!(
+        stall["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("overlays/broken: kustomize build failed: ")),
+        "{stalled}"
+    );
+    assert_eq!(stalled["sync"], "Unknown", "{stalled}");
+    assert_eq!(serve.stop().await, Some(0));
+}

@@ -1,0 +1,344 @@
+//! The render stage: a revision's files at an app's path → objects, by one set of
+//! rules for every source (a directory on disk, a Git commit's tree).
+//!
+//! The path decides how, as Argo CD and Flux users expect: a path whose root holds a
+//! kustomization is built by Kustomize, as one app and only that; a path holding a
+//! `Chart.yaml` is a Helm chart, rendered by `helm template`; anything else is a
+//! plain directory read recursively, dot-directories and non-manifest files skipped.
+//! A kustomization below the root of a plain directory is built as a unit, as Flux's
+//! generated kustomization does; one that another of them already builds (a `base/`
+//! next to the `overlays/` using it) is refused rather than rendered twice.
+
+mod helm;
+mod kustomize;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub use helm::{CHART_FILE, HelmInputs};
+pub use kustomize::KustomizeCommand;
+use kustomize::{TreeView, closure, join, kustomization_file};
+
+use super::error::{Location, ManifestError, ManifestErrors};
+use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
+
+/// The renderers an app's files may need, and what they may do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Renderers {
+    /// Builds kustomizations; `kubectl kustomize` by default.
+    pub kustomize: KustomizeCommand,
+    /// Whether a kustomization may name remote bases (URLs), which kustomize fetches
+    /// itself, outside tether's source cache and its credentials. Off by default.
+    pub allow_remote_bases: bool,
+    /// How a chart is rendered: the release, its values, the cluster's capabilities.
+    pub helm: HelmInputs,
+    /// The release name when the app's configuration names none: the app's name.
+    pub release: String,
+}
+
+/// A Git tree (or any in-memory file set) as kustomize's reference walk sees it.
+struct MemTree<'a>(&'a BTreeMap<String, &'a [u8]>);
+
+impl TreeView for MemTree<'_> {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        self.0.get(path).map(|b| b.to_vec())
+    }
+    fn is_dir(&self, path: &str) -> bool {
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{path}/")
+        };
+        self.0
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix))
+    }
+}
+
+/// The machine's file system, paths absolute without the leading `/`: on disk the
+/// repository's bounds are unknown, so only remote bases are checked there.
+pub(super) struct DiskTree;
+
+impl TreeView for DiskTree {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        let p = PathBuf::from(format!("/{path}"));
+        if p.is_file() { fs::read(p).ok() } else { None }
+    }
+    fn is_dir(&self, path: &str) -> bool {
+        Path::new(&format!("/{path}")).is_dir()
+    }
+}
+
+fn disk_key(dir: &Path) -> String {
+    dir.to_string_lossy().trim_start_matches('/').to_string()
+}
+
+/// Checks a kustomization on disk (remote bases) and builds it in place.
+pub(super) fn build_on_disk(
+    dir: &Path,
+    at: &Location,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    closure(&DiskTree, &disk_key(dir), renderers.allow_remote_bases)?;
+    renderers.kustomize.build(dir, at)
+}
+
+/// Refuses nested kustomizations of which one builds another (on disk).
+pub(super) fn check_nested_on_disk(
+    nested: &[(String, PathBuf)],
+    renderers: &Renderers,
+) -> Vec<ManifestError> {
+    let keys: Vec<(String, String)> = nested
+        .iter()
+        .map(|(rel, abs)| (rel.clone(), disk_key(abs)))
+        .collect();
+    double_renders(&DiskTree, &keys, renderers)
+}
+
+/// `(name in errors, key in tree)` of each nested kustomization.
+fn double_renders(
+    tree: &dyn TreeView,
+    nested: &[(String, String)],
+    renderers: &Renderers,
+) -> Vec<ManifestError> {
+    let mut errors = Vec::new();
+    if nested.len() < 2 {
+        return errors;
+    }
+    for (name, key) in nested {
+        let Ok(used) = closure(tree, key, renderers.allow_remote_bases) else {
+            continue; // the build itself reports it
+        };
+        for (other_name, other_key) in nested {
+            if other_key != key && used.dirs.contains(other_key) {
+                errors.push(ManifestError::DoubleRender {
+                    at: Location::file(other_name),
+                    by: name.clone(),
+                });
+            }
+        }
+    }
+    errors
+}
+
+/// Normalizes an app path: no leading, trailing or doubled `/`, no `.`.
+fn norm(path: &str) -> String {
+    path.split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether rendering `path` needs files outside it: a kustomization at or under the
+/// path may reference any directory of the repository (`../../base`).
+pub fn needs_repository<P: AsRef<str>>(files_at_path: &[(P, Vec<u8>)], path: &str) -> bool {
+    let path = norm(path);
+    files_at_path.iter().any(|(p, _)| {
+        let p = p.as_ref();
+        let name = p.rsplit('/').next().unwrap_or(p);
+        let under = path.is_empty() || p == path || p.starts_with(&format!("{path}/"));
+        under && super::KUSTOMIZATION_FILES.contains(&name)
+    })
+}
+
+/// Renders the files of a tree (a Git commit's, keyed by their path from the
+/// repository root) at `path`. When [`needs_repository`] says so, `files` must hold
+/// the whole repository, since a kustomization may use any of it; Kustomize then runs
+/// on a private copy of exactly the files the build reads, removed afterwards.
+pub fn render_tree<P: AsRef<str>>(
+    files: &[(P, Vec<u8>)],
+    path: &str,
+    renderers: &Renderers,
+    opts: &ParseOptions<'_>,
+) -> Result<ManifestSet, ManifestErrors> {
+    let path = norm(path);
+    let map: BTreeMap<String, &[u8]> = files
+        .iter()
+        .map(|(p, b)| (norm(p.as_ref()), b.as_slice()))
+        .collect();
+    let tree = MemTree(&map);
+    let mut inputs = Vec::new();
+    let mut errors = Vec::new();
+
+    if map.contains_key(&join(&path, CHART_FILE)) {
+        match template_in_copy(&map, &path, renderers) {
+            Ok(bytes) => inputs.push(rendered_as(&path, CHART_FILE, bytes)),
+            Err(e) => errors.push(e),
+        }
+        return parse_inputs(inputs, errors, opts);
+    }
+    if kustomization_file(&tree, &path).is_some() {
+        match build_in_copy(&tree, &map, &path, renderers) {
+            Ok(bytes) => inputs.push(rendered(&path, bytes)),
+            Err(e) => errors.push(e),
+        }
+        return parse_inputs(inputs, errors, opts);
+    }
+
+    // A plain directory (or a single file).
+    let prefix = if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}/")
+    };
+    let mut nested: BTreeSet<String> = BTreeSet::new();
+    for (key, bytes) in &map {
+        let rel = if *key == path {
+            key.rsplit('/').next().unwrap_or(key).to_string()
+        } else if let Some(rel) = key.strip_prefix(&prefix) {
+            rel.to_string()
+        } else {
+            continue;
+        };
+        let components: Vec<&str> = rel.split('/').collect();
+        if components.iter().any(|c| c.starts_with('.')) {
+            continue; // .git, .github, editor files: the same rule as on disk
+        }
+        // The outermost directory below the root holding a kustomization owns it.
+        let mut owner = None;
+        for depth in 1..components.len() {
+            let dir = join(&path, &components[..depth].join("/"));
+            if kustomization_file(&tree, &dir).is_some() {
+                owner = Some(dir);
+                break;
+            }
+        }
+        match owner {
+            Some(dir) => {
+                nested.insert(dir);
+            }
+            None if is_manifest_file(&rel) => inputs.push(Input {
+                path: key.clone(),
+                bytes: bytes.to_vec(),
+                rendered: false,
+            }),
+            None => {}
+        }
+    }
+    let named: Vec<(String, String)> = nested.iter().map(|d| (d.clone(), d.clone())).collect();
+    let doubles = double_renders(&tree, &named, renderers);
+    if !doubles.is_empty() {
+        return Err(ManifestErrors(doubles));
+    }
+    for dir in &nested {
+        match build_in_copy(&tree, &map, dir, renderers) {
+            Ok(bytes) => inputs.push(rendered(dir, bytes)),
+            Err(e) => errors.push(e),
+        }
+    }
+    parse_inputs(inputs, errors, opts)
+}
+
+/// Materializes the chart at `dir` (its whole directory: templates, subcharts under
+/// `charts/`, values files) and renders it there.
+fn template_in_copy(
+    map: &BTreeMap<String, &[u8]>,
+    dir: &str,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    let at = Location::file(if dir.is_empty() { "." } else { dir });
+    let io = |source| ManifestError::Io {
+        at: at.clone(),
+        source,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("tether-render-")
+        .tempdir()
+        .map_err(io)?;
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let chart = tmp.path().join("chart");
+    for (key, bytes) in map.range(prefix.clone()..) {
+        let Some(rel) = key.strip_prefix(&prefix) else {
+            break;
+        };
+        let target = chart.join(rel);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io)?;
+        }
+        fs::write(&target, bytes).map_err(io)?;
+    }
+    let out = renderers
+        .helm
+        .template(&chart, &chart, &renderers.release, &at);
+    drop(tmp);
+    out
+}
+
+/// Renders a chart on disk in place.
+pub(super) fn template_on_disk(
+    dir: &Path,
+    at: &Location,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    renderers.helm.template(dir, dir, &renderers.release, at)
+}
+
+fn rendered(dir: &str, bytes: Vec<u8>) -> Input {
+    rendered_as(dir, "kustomization.yaml", bytes)
+}
+
+/// A renderer's output, named after the file that asked for it.
+fn rendered_as(dir: &str, name: &str, bytes: Vec<u8>) -> Input {
+    Input {
+        path: join(dir, name),
+        bytes,
+        rendered: true,
+    }
+}
+
+/// Materializes what the kustomization at `dir` reads into a private temporary
+/// directory and builds it there.
+fn build_in_copy(
+    tree: &MemTree<'_>,
+    map: &BTreeMap<String, &[u8]>,
+    dir: &str,
+    renderers: &Renderers,
+) -> Result<Vec<u8>, ManifestError> {
+    let at = Location::file(if dir.is_empty() { "." } else { dir });
+    let used = closure(tree, dir, renderers.allow_remote_bases)?;
+    let io = |source| ManifestError::Io {
+        at: at.clone(),
+        source,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("tether-render-")
+        .tempdir()
+        .map_err(io)?;
+    let write = |key: &str, bytes: &[u8]| -> Result<(), ManifestError> {
+        let target = tmp.path().join(key);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io)?;
+        }
+        fs::write(&target, bytes).map_err(io)
+    };
+    for d in &used.dirs {
+        let prefix = if d.is_empty() {
+            String::new()
+        } else {
+            format!("{d}/")
+        };
+        for (key, bytes) in map.range(prefix.clone()..) {
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            write(key, bytes)?;
+        }
+    }
+    for f in &used.files {
+        if let Some(bytes) = map.get(f) {
+            write(f, bytes)?;
+        }
+    }
+    let out = renderers.kustomize.build(&tmp.path().join(dir), &at);
+    drop(tmp);
+    out
+}
+
+#[cfg(test)]
+mod tests;
