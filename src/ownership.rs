@@ -39,6 +39,17 @@ pub const FLUX_FORCE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/force";
 /// Flux's switch that leaves an object alone (`disabled`).
 pub const FLUX_RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
+/// The annotation that makes an object a hook, run at a phase of a sync rather than
+/// kept as one of the app's objects: `PreSync`, `Sync`, `PostSync`, `SyncFail`.
+pub const HOOK_ANNOTATION: &str = "tether.dev/hook";
+/// Argo CD's hook annotation (same values), read when [`HOOK_ANNOTATION`] is absent.
+pub const ARGOCD_HOOK_ANNOTATION: &str = "argocd.argoproj.io/hook";
+/// When a hook's instance is deleted: `BeforeHookCreation` (the default),
+/// `HookSucceeded`, `HookFailed`, comma-separated.
+pub const HOOK_DELETE_POLICY_ANNOTATION: &str = "tether.dev/hook-delete-policy";
+/// Argo CD's delete policy annotation, read when tether's is absent.
+pub const ARGOCD_HOOK_DELETE_POLICY_ANNOTATION: &str = "argocd.argoproj.io/hook-delete-policy";
+
 /// Where inventories live unless configuration says otherwise.
 pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
 
@@ -68,6 +79,16 @@ pub fn app_of(object: &Value) -> Option<&str> {
 /// Whether a live object carries the app's ownership label.
 pub fn owned_by(object: &Value, app: &str) -> bool {
     app_of(object) == Some(app)
+}
+
+/// Whether an object is annotated as a hook (tether's or Argo CD's annotation, any
+/// value): hooks are not app objects, and only they may name themselves by
+/// `metadata.generateName`.
+pub fn is_hook(object: &Value) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(HOOK_ANNOTATION) || a.contains_key(ARGOCD_HOOK_ANNOTATION))
 }
 
 #[cfg(test)]

@@ -454,8 +454,11 @@ impl Cluster {
     /// Creates an object (POST) as field manager `tether`. An object that already
     /// exists is `ClusterError::Api { code: 409, .. }` (AlreadyExists); a namespace that
     /// does not exist is a 404.
+    /// An object with `metadata.generateName` and no name gets one from the server.
     pub async fn create(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
-        let (namespace, _) = identity(object, "created")?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
         let typed = to_dynamic(object)?;
         let api = self.api(kind, namespace);
         let created = self.bounded(api.create(&write_params(), &typed)).await?;

@@ -94,12 +94,20 @@ impl ObjectId {
     }
 
     /// Reads the identity an object declares; `None` when apiVersion, kind or
-    /// metadata.name is missing. The namespace is taken as written.
+    /// metadata.name is missing. The namespace is taken as written. A hook may name
+    /// itself by `metadata.generateName` alone: its name is then that prefix (the
+    /// server picks the rest each time the hook runs).
     pub fn of(object: &Value) -> Option<ObjectId> {
         let (group, version) = split_api_version(object.get("apiVersion")?.as_str()?);
         let kind = object.get("kind")?.as_str()?.to_string();
         let metadata = object.get("metadata")?;
-        let name = metadata.get("name")?.as_str()?.to_string();
+        let name = match metadata.get("name") {
+            Some(name) => name.as_str()?.to_string(),
+            None if crate::ownership::is_hook(object) => {
+                metadata.get("generateName")?.as_str()?.to_string()
+            }
+            None => return None,
+        };
         let namespace = metadata
             .get("namespace")
             .and_then(Value::as_str)
@@ -467,7 +475,11 @@ fn identify(object: &Value, at: &Location, errors: &mut Vec<ManifestError>) -> O
     }
     match object.get("metadata") {
         Some(Value::Object(meta)) => {
-            if text(meta.get("name")).is_none() {
+            // generateName is for hooks only: an app object needs a stable name to
+            // be compared, recorded and pruned.
+            let generated = crate::ownership::is_hook(object) && meta.get("name").is_none();
+            let name = if generated { "generateName" } else { "name" };
+            if text(meta.get(name)).is_none() {
                 errors.push(missing("metadata.name"));
             }
         }

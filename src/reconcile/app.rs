@@ -36,7 +36,7 @@ use crate::source::{Revision, SourceCache, SourceState, SourceStatus};
 use crate::sync::desired::{label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
-use crate::sync::{SyncOptions, SyncReport, sync};
+use crate::sync::{HookRuns, SyncOptions, SyncReport, sync};
 use crate::windows::{self, Verdict};
 
 /// The longest a pass may run: every request is bounded on its own, so this catches
@@ -447,6 +447,7 @@ impl Worker {
             rules: &self.rules,
             live: Some(&self.shared.cache),
             inventory: self.inventory.as_ref(),
+            hooks: HookRuns::WhenWriting,
             ..SyncOptions::new(&self.config.name)
         };
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);

@@ -25,6 +25,9 @@ pub enum PassError {
     Prune { message: String, refused: bool },
     #[error("health check failed: {0}")]
     Health(String),
+    /// A hook (PreSync, Sync, PostSync) failed.
+    #[error("hook failed: {0}")]
+    Hook(String),
     /// The app's inventory could not be read or written.
     #[error("inventory: {0}")]
     Inventory(String),
@@ -56,6 +59,7 @@ impl PassError {
             PassError::Apply(_) => "ApplyFailed",
             PassError::Prune { .. } => "PruneFailed",
             PassError::Health(_) => "HealthCheckFailed",
+            PassError::Hook(_) => "HookFailed",
             PassError::Inventory(_) => "InventoryFailed",
             PassError::Conflict(_) => "OwnershipConflict",
             PassError::Cluster(_) => "ClusterFailed",
@@ -75,7 +79,11 @@ impl PassError {
             // A guard's refusal needs a person; a failed delete may pass next time.
             PassError::Prune { refused, .. } => !refused,
             // Another app may let go; a workload may still become healthy.
-            PassError::Apply(_) | PassError::Health(_) | PassError::Conflict(_) => true,
+            // A hook Job may pass next time (its next run is a new instance).
+            PassError::Apply(_)
+            | PassError::Health(_)
+            | PassError::Hook(_)
+            | PassError::Conflict(_) => true,
             PassError::Cluster(err) => err.is_retryable(),
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
         }
@@ -85,7 +93,8 @@ impl PassError {
 impl From<SyncError> for PassError {
     fn from(err: SyncError) -> Self {
         match err {
-            SyncError::Waves(_) => PassError::Waves(err.to_string()),
+            // Bad hook annotations are bad manifests, like bad waves.
+            SyncError::Waves(_) | SyncError::Hooks(_) => PassError::Waves(err.to_string()),
             SyncError::Cluster(err) => PassError::Cluster(err),
             SyncError::Inventory(err) => PassError::Inventory(err.to_string()),
             SyncError::Refused(lines) => PassError::Validate {
@@ -105,6 +114,7 @@ impl From<SyncFailure> for PassError {
             SyncFailure::Apply(m) => PassError::Apply(m),
             SyncFailure::Prune { message, refused } => PassError::Prune { message, refused },
             SyncFailure::Health(m) => PassError::Health(m),
+            SyncFailure::Hook(m) => PassError::Hook(m),
             SyncFailure::Conflict(m) => PassError::Conflict(m),
         }
     }

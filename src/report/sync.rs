@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::sync::{Action, SyncReport};
+use crate::sync::{Action, HookResult, SyncReport};
 
 /// A table of objects and their actions, then one summary line.
 pub fn render_text(report: &SyncReport) -> String {
@@ -62,7 +62,32 @@ pub fn render_text(report: &SyncReport) -> String {
     if let Some(wait) = &report.wait_failed {
         out.push_str(&format!("wait failed: {wait}\n"));
     }
+    for hook in &report.hooks {
+        out.push_str(&hook_line(hook));
+        out.push('\n');
+    }
     out
+}
+
+/// `hook PreSync Job ns/migrate-x7k2p: succeeded (deleted)`, one line per hook run.
+fn hook_line(hook: &HookResult) -> String {
+    let mut line = format!(
+        "hook {} {}: {}",
+        hook.phase.as_str(),
+        hook.id,
+        hook.action.as_str()
+    );
+    let notes: Vec<&str> = [
+        hook.deleted.then_some("deleted"),
+        (!hook.message.is_empty()).then_some(hook.message.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !notes.is_empty() {
+        line.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    line
 }
 
 fn summary_line(report: &SyncReport) -> String {
@@ -130,5 +155,15 @@ pub fn to_json(report: &SyncReport) -> Value {
         "pruneRefused": report.prune_refused,
         "waitFailed": report.wait_failed,
         "resources": resources,
+        "hooks": report.hooks.iter().map(|h| json!({
+            "phase": h.phase,
+            "apiVersion": h.id.api_version(),
+            "kind": h.id.kind,
+            "namespace": h.id.namespace,
+            "name": h.id.name,
+            "action": h.action,
+            "message": h.message,
+            "deleted": h.deleted,
+        })).collect::<Vec<_>>(),
     })
 }

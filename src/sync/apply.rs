@@ -258,7 +258,7 @@ async fn execute(cluster: &Cluster, item: &Item<'_>, options: &SyncOptions<'_>) 
     }
 }
 
-async fn wait_gone(
+pub(super) async fn wait_gone(
     cluster: &Cluster,
     kind: &Resolved,
     namespace: Option<&str>,
@@ -333,7 +333,7 @@ async fn wait_for_crds(
 
 /// Waits until every object of a wave is Healthy; fails on Degraded or at the
 /// deadline.
-async fn wait_healthy(
+pub(super) async fn wait_healthy(
     cluster: &Cluster,
     items: &mut [Item<'_>],
     wave: &[usize],

@@ -11,8 +11,8 @@ use crate::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
 };
 use crate::manifest::{
-    GroupKind, ManifestErrors, ManifestSet, ParseOptions, Renderers, Scope, needs_repository,
-    read_dir, render_dir, render_tree,
+    GroupKind, ManifestErrors, ManifestSet, ObjectId, ParseOptions, Renderers, Scope,
+    needs_repository, read_dir, render_dir, render_tree,
 };
 use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::source::{Revision, Source, SourceCache, SourceError};
@@ -191,6 +191,14 @@ pub fn label_for_app(set: &mut ManifestSet, app: &str) {
     }
 }
 
+/// A set's objects without its hooks.
+fn app_objects(set: &ManifestSet) -> impl Iterator<Item = (&ObjectId, &Value)> {
+    set.objects
+        .iter()
+        .filter(|m| !crate::ownership::is_hook(&m.object))
+        .map(|m| (&m.id, &m.object))
+}
+
 /// Reads live objects as `kubectl get -o yaml` prints them (a `kind: List` or single
 /// objects), from a file or a directory.
 pub fn read_snapshot(path: &Path, default_namespace: &str) -> Result<ManifestSet, DesiredError> {
@@ -223,10 +231,6 @@ pub fn compare_offline(
         mask: &mask,
     };
     let extra = app.map(ExtraPolicy::OwnedBy).unwrap_or(ExtraPolicy::Ignore);
-    diff_sets(
-        desired.objects.iter().map(|m| (&m.id, &m.object)),
-        live.objects.iter().map(|m| (&m.id, &m.object)),
-        extra,
-        &options,
-    )
+    // Hooks are not app objects: neither desired nor Extra.
+    diff_sets(app_objects(desired), app_objects(live), extra, &options)
 }

@@ -14,6 +14,7 @@ mod apply;
 mod decide;
 pub mod desired;
 pub mod health;
+pub mod hooks;
 pub mod inventory;
 mod item;
 mod observe;
@@ -29,10 +30,12 @@ use crate::manifest::ManifestSet;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 
 use health::{Assessment, Health};
+use hooks::{HookError, Phase};
 use inventory::{Entry, Inventory, InventoryError};
 use item::Plan;
 use plan::WaveError;
 
+pub use hooks::{HookAction, HookResult};
 pub use observe::{Candidate, Observed, observe};
 pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
 
@@ -69,6 +72,19 @@ pub struct SyncOptions<'a> {
     pub inventory: Option<&'a Inventory>,
     /// Told after each step how many desired objects are done, of how many.
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+    /// When the app's hooks run.
+    pub hooks: HookRuns,
+}
+
+/// When a sync runs the app's hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookRuns {
+    /// Every sync: an explicit `tether sync` is one sync operation, as Argo CD runs
+    /// hooks on every sync it is asked for.
+    Always,
+    /// Only a pass that has something to write (create, change or prune): `tether
+    /// serve` passes again and again, and a steady-state pass is no sync operation.
+    WhenWriting,
 }
 
 impl<'a> SyncOptions<'a> {
@@ -87,6 +103,7 @@ impl<'a> SyncOptions<'a> {
             live: None,
             inventory: None,
             progress: None,
+            hooks: HookRuns::Always,
         }
     }
 }
@@ -96,6 +113,8 @@ impl<'a> SyncOptions<'a> {
 pub enum SyncError {
     #[error("invalid sync waves:\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     Waves(Vec<WaveError>),
+    #[error("invalid hooks:\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Hooks(Vec<HookError>),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error(transparent)]
@@ -109,7 +128,10 @@ pub enum SyncError {
 impl SyncError {
     pub fn is_retryable(&self) -> bool {
         match self {
-            SyncError::Waves(_) | SyncError::Inventory(_) | SyncError::Refused(_) => false,
+            SyncError::Waves(_)
+            | SyncError::Hooks(_)
+            | SyncError::Inventory(_)
+            | SyncError::Refused(_) => false,
             SyncError::Cluster(err) => err.is_retryable(),
         }
     }
@@ -124,7 +146,8 @@ impl From<inventory::ReadError> for SyncError {
     }
 }
 
-/// Makes the cluster match `desired` for `options.app`.
+/// Makes the cluster match `desired` for `options.app`, running its hooks (objects
+/// annotated as such) at their phases.
 pub async fn sync(
     cluster: &Cluster,
     desired: &ManifestSet,
@@ -132,6 +155,10 @@ pub async fn sync(
     options: &SyncOptions<'_>,
 ) -> Result<SyncReport, SyncError> {
     let started = Instant::now();
+    // Hooks are not app objects: from here on, `desired` is the app's objects only.
+    let (app_objects, hooks) = hooks::split(desired).map_err(SyncError::Hooks)?;
+    let desired: &ManifestSet = &app_objects;
+    let hook_deadline = started + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
     let steps =
         plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
     let mut inventory = match options.inventory {
@@ -161,6 +188,7 @@ pub async fn sync(
         validation_failed: false,
         validation_retryable: false,
         inventory: inventory.clone(),
+        hooks: Vec::new(),
     };
     let failures = items
         .iter()
@@ -175,6 +203,11 @@ pub async fn sync(
         return Ok(report);
     }
     if options.dry_run {
+        for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
+            report
+                .hooks
+                .extend(hooks::skipped(&hooks, phase, "dry run: not run"));
+        }
         report.objects = finish(items, "");
         report.health = report::worst(&report.objects);
         let kept = prune::run(
@@ -190,6 +223,38 @@ pub async fn sync(
         return Ok(report);
     }
 
+    // Hooks run with a sync operation; in `serve`, a pass that writes nothing is none.
+    let writes = items.iter().any(|i| {
+        matches!(
+            i.plan,
+            Plan::Create | Plan::Configure(_) | Plan::Replace(_) | Plan::Deferred(_)
+        )
+    }) || (options.prune
+        && candidates
+            .iter()
+            .any(|c| matches!(c.verdict, prune::Verdict::Delete)));
+    let run_hooks = !hooks.is_empty() && (options.hooks == HookRuns::Always || writes);
+    if !hooks.is_empty() && !run_hooks {
+        for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
+            report
+                .hooks
+                .extend(hooks::skipped(&hooks, phase, "nothing to sync: not run"));
+        }
+    }
+    if run_hooks {
+        let ran =
+            hooks::run_phase(cluster, &hooks, Phase::PreSync, options.app, hook_deadline).await;
+        let failed = ran.iter().any(|r| r.action == hooks::HookAction::Failed);
+        report.hooks.extend(ran);
+        if failed {
+            // A failed PreSync hook applies nothing else.
+            report.objects = finish(items, "not applied: a PreSync hook failed");
+            report.health = report::worst(&report.objects);
+            run_sync_fail(cluster, &hooks, options, &mut report).await;
+            return Ok(report);
+        }
+    }
+
     // Before the first write, the inventory covers everything this pass may write.
     let covering = inventory.covering(desired);
     if covering.objects != inventory.objects {
@@ -203,9 +268,22 @@ pub async fn sync(
     } else {
         "not applied: an earlier step failed"
     };
-    let any_failed = items
+    let mut any_failed = items
         .iter()
         .any(|i| matches!(i.result, Some((Action::Failed, _))));
+    if run_hooks && !any_failed && report.wait_failed.is_none() {
+        let ran = hooks::run_phase(cluster, &hooks, Phase::Sync, options.app, hook_deadline).await;
+        any_failed |= ran.iter().any(|r| r.action == hooks::HookAction::Failed);
+        report.hooks.extend(ran);
+        let post_sync = hooks.iter().any(|h| h.phases.contains(&Phase::PostSync));
+        if !any_failed && post_sync {
+            // PostSync hooks run once the app is Healthy, whether or not `--wait` asked.
+            let all: Vec<usize> = (0..items.len()).collect();
+            report.wait_failed = apply::wait_healthy(cluster, &mut items, &all, hook_deadline)
+                .await
+                .err();
+        }
+    }
     report.objects = finish(items, skipped);
     report.health = report::worst(&report.objects);
 
@@ -242,6 +320,17 @@ pub async fn sync(
         write_inventory(cluster, &next, options).await?;
     }
     report.inventory = next;
+    if run_hooks {
+        if !report.failed() {
+            let ran =
+                hooks::run_phase(cluster, &hooks, Phase::PostSync, options.app, hook_deadline)
+                    .await;
+            report.hooks.extend(ran);
+        }
+        if report.failed() {
+            run_sync_fail(cluster, &hooks, options, &mut report).await;
+        }
+    }
     if report.changed() || report.failed() {
         tracing::info!(
             app = options.app,
@@ -256,6 +345,19 @@ pub async fn sync(
         );
     }
     Ok(report)
+}
+
+/// Runs the SyncFail hooks of a sync that failed, with a time of their own (the
+/// failure may have used up the sync's).
+async fn run_sync_fail(
+    cluster: &Cluster,
+    hooks: &[hooks::Hook<'_>],
+    options: &SyncOptions<'_>,
+    report: &mut SyncReport,
+) {
+    let deadline = Instant::now() + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
+    let ran = hooks::run_phase(cluster, hooks, Phase::SyncFail, options.app, deadline).await;
+    report.hooks.extend(ran);
 }
 
 /// What the app owns after a pass: its desired objects, and what prune kept.

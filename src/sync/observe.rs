@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use crate::diff::{DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_object};
 use crate::manifest::{ManifestSet, ObjectId, ObjectKey};
-use crate::ownership::{APP_LABEL, FIELD_MANAGER};
+use crate::ownership::{APP_LABEL, FIELD_MANAGER, is_hook};
 
 use super::annotations::{Options, ignores_extraneous};
 use super::decide;
@@ -252,7 +252,8 @@ async fn list_owned(
     Ok(listed)
 }
 
-/// Reads every desired object's live state, `options.concurrency` at a time.
+/// Reads every desired object's live state, `options.concurrency` at a time. Hooks
+/// are not the app's objects: `tether diff` leaves them out (`sync` has already).
 async fn read_items<'m>(
     cluster: &Cluster,
     desired: &'m ManifestSet,
@@ -265,6 +266,7 @@ async fn read_items<'m>(
     let reads: Vec<_> = desired
         .objects
         .iter()
+        .filter(|manifest| !is_hook(&manifest.object))
         .map(|manifest| {
             let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
             async move {
@@ -316,7 +318,12 @@ async fn candidates(
                 continue;
             };
             // Labelled by hand is not enough: an orphan is what tether itself applied.
-            if wanted.contains(&key) || found.contains_key(&key) || !applied_by_tether(&object) {
+            // A hook's instance is the hook's to keep or delete, never prune's.
+            if wanted.contains(&key)
+                || found.contains_key(&key)
+                || !applied_by_tether(&object)
+                || is_hook(&object)
+            {
                 continue;
             }
             let id = ObjectId {

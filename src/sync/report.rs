@@ -7,6 +7,7 @@ use crate::diff::{Change, Status};
 use crate::manifest::ObjectId;
 
 use super::health::{Assessment, Health};
+use super::hooks::{HookAction, HookResult};
 use super::inventory::Inventory;
 
 /// What happened to one object.
@@ -101,6 +102,8 @@ pub enum SyncFailure {
     Prune { message: String, refused: bool },
     /// With `--wait`: the app did not become healthy in time.
     Health(String),
+    /// A hook failed (a PreSync hook's failure applied nothing else).
+    Hook(String),
     /// Objects are labelled for another app and were left alone.
     Conflict(String),
 }
@@ -124,6 +127,8 @@ pub struct SyncReport {
     pub validation_retryable: bool,
     /// The app's inventory after the sync (as written, or as it would be).
     pub inventory: Inventory,
+    /// The hooks the sync ran (or, in a dry run, skipped), in the order it ran them.
+    pub hooks: Vec<HookResult>,
 }
 
 impl SyncReport {
@@ -132,6 +137,7 @@ impl SyncReport {
     pub fn failed(&self) -> bool {
         self.prune_refused.is_some()
             || self.wait_failed.is_some()
+            || self.hooks.iter().any(|h| h.action == HookAction::Failed)
             || self
                 .objects
                 .iter()
@@ -202,6 +208,10 @@ impl SyncReport {
         if let Some(why) = &self.wait_failed {
             return Some(SyncFailure::Health(why.clone()));
         }
+        let hooks = self.hook_failures();
+        if !hooks.is_empty() {
+            return Some(SyncFailure::Hook(hooks.join("; ")));
+        }
         let conflicts = lines(Action::Conflict, false);
         (!conflicts.is_empty()).then(|| SyncFailure::Conflict(conflicts.join("; ")))
     }
@@ -214,6 +224,16 @@ impl SyncReport {
             .map(|o| format!("{}: {}", o.id, o.message))
             .chain(self.prune_refused.clone())
             .chain(self.wait_failed.clone())
+            .chain(self.hook_failures())
+            .collect()
+    }
+
+    /// One line per failed hook.
+    fn hook_failures(&self) -> Vec<String> {
+        self.hooks
+            .iter()
+            .filter(|h| h.action == HookAction::Failed)
+            .map(|h| format!("hook {} {}: {}", h.phase.as_str(), h.id, h.message))
             .collect()
     }
 }

@@ -12,6 +12,7 @@ mod docs;
 mod examples;
 mod fidelity;
 mod field;
+mod hooks;
 mod layers;
 mod leader;
 mod manifest;

@@ -1,0 +1,401 @@
+//! Sync hooks as Argo CD runs them (issue #14, part 2), run by `tether sync` as a
+//! process against the sandbox, whose simulated controllers complete Jobs and fail
+//! those whose image ends in `-broken`: PreSync then PostSync in order around the
+//! app's objects, delete policies, a failed PreSync hook applying nothing, SyncFail,
+//! `generateName` for hooks only, and hooks kept out of the inventory and the diff.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tether::sandbox::SandboxOptions;
+
+use crate::support::{Run, TestSandbox, tether};
+
+async fn sandbox() -> TestSandbox {
+    TestSandbox::start_with(SandboxOptions {
+        simulate_controllers: Some(Duration::from_millis(50)),
+        ..SandboxOptions::default()
+    })
+    .await
+}
+
+fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(&str, String)]) -> PathBuf {
+    let dir = sandbox.dir.path().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (file, content) in files {
+        std::fs::write(dir.join(file), content).expect("write a manifest");
+    }
+    dir
+}
+
+/// A Job in `default`: `name` is `name: x` or `generateName: x-`; `annotations` as
+/// `key: value` pairs.
+fn job(name: &str, annotations: &[(&str, &str)], image: &str) -> String {
+    let mut text =
+        format!("apiVersion: batch/v1\nkind: Job\nmetadata:\n  {name}\n  namespace: default\n");
+    if !annotations.is_empty() {
+        text.push_str("  annotations:\n");
+        for (key, value) in annotations {
+            text.push_str(&format!("    {key}: \"{value}\"\n"));
+        }
+    }
+    text.push_str(&format!(
+        "spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{{name: run, image: \"{image}\"}}]\n"
+    ));
+    text
+}
+
+fn configmap(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  key: \"{value}\"\n"
+    )
+}
+
+async fn run(sandbox: &TestSandbox, command: &str, dir: &Path, app: &str) -> Run {
+    let dir = dir.to_str().expect("utf-8");
+    tether(
+        sandbox,
+        command,
+        &["--path", dir, "--app", app, "-o", "json"],
+    )
+    .await
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr))
+}
+
+/// The report's hooks as `(phase, name, action, deleted)`, in the order they ran.
+fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
+    report["hooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_string();
+            (
+                text("phase"),
+                text("name"),
+                text("action"),
+                h["deleted"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The Jobs in `default`, by name, with their uid.
+async fn jobs(sandbox: &TestSandbox) -> Vec<(String, String)> {
+    let list = sandbox
+        .kubectl(&["get", "jobs", "-n", "default", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let list: Value = serde_json::from_str(&list).expect("kubectl prints JSON");
+    let mut out: Vec<(String, String)> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| {
+            (
+                j.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                j.pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The sandbox's current resourceVersion (one counter for every kind, as etcd's).
+async fn resource_version(sandbox: &TestSandbox) -> u64 {
+    let list = sandbox
+        .get("/api/v1/namespaces/default/configmaps")
+        .await
+        .json();
+    list.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse().ok())
+        .expect("a list resourceVersion")
+}
+
+fn version_of(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse().ok())
+        .expect("a resourceVersion")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
+    let sandbox = sandbox().await;
+    let files = |value: &str| {
+        vec![
+            ("settings.yaml", configmap("settings", value)),
+            (
+                "migrate.yaml",
+                job(
+                    "generateName: migrate-",
+                    &[("argocd.argoproj.io/hook", "PreSync")],
+                    "busybox:1.36",
+                ),
+            ),
+            (
+                "seed.yaml",
+                job(
+                    "name: seed",
+                    &[("tether.dev/hook", "PreSync")],
+                    "busybox:1.36",
+                ),
+            ),
+            (
+                "smoke.yaml",
+                job(
+                    "name: smoke",
+                    &[
+                        ("argocd.argoproj.io/hook", "PostSync"),
+                        ("argocd.argoproj.io/hook-delete-policy", "HookSucceeded"),
+                    ],
+                    "busybox:1.36",
+                ),
+            ),
+        ]
+    };
+    let dir = app_dir(&sandbox, "hooked", &files("1"));
+    let before = resource_version(&sandbox).await;
+    let out = run(&sandbox, "sync", &dir, "hooked").await;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    let ran = hooks(&report);
+    assert_eq!(ran.len(), 3, "{report}");
+    assert_eq!(ran[0].0, "PreSync");
+    assert!(
+        ran[0].1.starts_with("migrate-") && ran[0].1.len() > "migrate-".len(),
+        "{ran:?}"
+    );
+    assert_eq!((ran[1].0.as_str(), ran[1].1.as_str()), ("PreSync", "seed"));
+    assert_eq!(
+        ran[2],
+        ("PostSync".into(), "smoke".into(), "succeeded".into(), true)
+    );
+    assert!(ran.iter().all(|h| h.2 == "succeeded"), "{ran:?}");
+    // Hooks are not app objects: only the ConfigMap is in the report's resources.
+    let resources: Vec<&str> = report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(resources, ["settings"]);
+
+    // Creation order, from the sandbox's own history: the PreSync Jobs, then the
+    // app's ConfigMap, then the PostSync Job.
+    let events = sandbox
+        .watch_until(
+            &format!("/apis/batch/v1/namespaces/default/jobs?watch=1&resourceVersion={before}"),
+            Duration::from_secs(10),
+            |events| events.iter().filter(|e| e["type"] == "ADDED").count() >= 3,
+        )
+        .await;
+    let added: Vec<(String, u64)> = events
+        .iter()
+        .filter(|e| e["type"] == "ADDED")
+        .map(|e| {
+            let name = e
+                .pointer("/object/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (name.to_string(), version_of(&e["object"]))
+        })
+        .collect();
+    let settings = sandbox
+        .kubectl(&["get", "cm", "settings", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let settings: Value = serde_json::from_str(&settings).expect("kubectl prints JSON");
+    let applied = version_of(&settings);
+    assert!(
+        added[0].0.starts_with("migrate-") && added[0].1 < applied,
+        "{added:?} {applied}"
+    );
+    assert!(
+        added[1].0 == "seed" && added[1].1 < applied,
+        "{added:?} {applied}"
+    );
+    assert!(
+        added[2].0 == "smoke" && added[2].1 > applied,
+        "{added:?} {applied}"
+    );
+
+    // HookSucceeded deleted smoke; the PreSync Jobs stay until their next run.
+    let first = jobs(&sandbox).await;
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 2, "{first:?}");
+    assert!(
+        names[0].starts_with("migrate-") && names[1] == "seed",
+        "{first:?}"
+    );
+
+    // Hooks are neither in the inventory nor in the diff.
+    let inventory = sandbox
+        .kubectl(&[
+            "get",
+            "cm",
+            "tether-inventory-hooked",
+            "-n",
+            "tether-system",
+            "-o",
+            "jsonpath={.data.objects}",
+        ])
+        .await
+        .ok()
+        .stdout;
+    assert!(
+        inventory.contains("\"settings\"") && !inventory.contains("Job"),
+        "{inventory}"
+    );
+    let diff = run(&sandbox, "diff", &dir, "hooked").await;
+    assert_eq!(diff.code, Some(0), "{}{}", diff.stdout, diff.stderr);
+    let diff = json(&diff);
+    let kinds: Vec<&str> = diff["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["ConfigMap"], "{diff}");
+
+    // The next sync: BeforeHookCreation replaces each PreSync Job (a new instance of
+    // the generateName hook, a new uid for the named one); nothing is pruned.
+    let dir = app_dir(&sandbox, "hooked", &files("2"));
+    let out = run(&sandbox, "sync", &dir, "hooked").await;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    assert_eq!(report["summary"]["pruned"], 0, "{report}");
+    let second = jobs(&sandbox).await;
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(
+        second[0].0.starts_with("migrate-") && second[0].0 != first[0].0,
+        "{first:?} {second:?}"
+    );
+    assert_eq!(second[1].0, "seed");
+    assert_ne!(second[1].1, first[1].1, "seed was created again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pre_sync_hook_applies_nothing_and_sync_fail_runs() {
+    let sandbox = sandbox().await;
+    let dir = app_dir(
+        &sandbox,
+        "failing",
+        &[
+            ("settings.yaml", configmap("settings", "1")),
+            (
+                "migrate.yaml",
+                job(
+                    "name: migrate",
+                    &[
+                        ("tether.dev/hook", "PreSync"),
+                        ("tether.dev/hook-delete-policy", "HookSucceeded"),
+                    ],
+                    "busybox:1.36-broken",
+                ),
+            ),
+            (
+                "notify.yaml",
+                job(
+                    "generateName: notify-",
+                    &[("argocd.argoproj.io/hook", "SyncFail")],
+                    "busybox:1.36",
+                ),
+            ),
+        ],
+    );
+    let out = run(&sandbox, "sync", &dir, "failing").await;
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    let ran = hooks(&report);
+    assert_eq!(ran.len(), 2, "{report}");
+    assert_eq!(
+        ran[0],
+        ("PreSync".into(), "migrate".into(), "failed".into(), false)
+    );
+    assert_eq!(
+        (ran[1].0.as_str(), ran[1].2.as_str()),
+        ("SyncFail", "succeeded")
+    );
+    assert!(ran[1].1.starts_with("notify-"), "{ran:?}");
+    assert_eq!(report["resources"][0]["action"], "skipped", "{report}");
+    let missing = sandbox.kubectl(&["get", "cm", "settings"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{missing:?}");
+    // HookSucceeded only: the failed instance is kept for a person to read.
+    let names: Vec<String> = jobs(&sandbox).await.into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "migrate");
+    assert!(names[1].starts_with("notify-"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_failed_policy_deletes_a_failed_sync_hook() {
+    let sandbox = sandbox().await;
+    let dir = app_dir(
+        &sandbox,
+        "checked",
+        &[
+            ("settings.yaml", configmap("settings", "1")),
+            (
+                "check.yaml",
+                job(
+                    "name: check",
+                    &[
+                        ("tether.dev/hook", "Sync"),
+                        ("argocd.argoproj.io/hook", "PreSync"),
+                        ("tether.dev/hook-delete-policy", "HookFailed"),
+                    ],
+                    "busybox:1.36-broken",
+                ),
+            ),
+        ],
+    );
+    let out = run(&sandbox, "sync", &dir, "checked").await;
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    // tether's annotation wins: a Sync hook, run after the app's objects.
+    assert_eq!(
+        hooks(&report),
+        [("Sync".into(), "check".into(), "failed".into(), true)]
+    );
+    assert_eq!(report["resources"][0]["action"], "created", "{report}");
+    assert!(jobs(&sandbox).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_name_is_accepted_only_for_hooks() {
+    let sandbox = sandbox().await;
+    let dir = app_dir(
+        &sandbox,
+        "unnamed",
+        &[("run.yaml", job("generateName: run-", &[], "busybox:1.36"))],
+    );
+    for command in ["diff", "sync"] {
+        let out = run(&sandbox, command, &dir, "unnamed").await;
+        assert_eq!(out.code, Some(2), "{command}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr
+                .contains("run.yaml, document 1, line 1: missing metadata.name"),
+            "{command}: {}",
+            out.stderr
+        );
+    }
+    assert!(jobs(&sandbox).await.is_empty());
+}
