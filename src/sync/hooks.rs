@@ -15,7 +15,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::cluster::{Cluster, Resolved};
@@ -29,32 +28,13 @@ use super::apply::wait_gone;
 use super::health::{self, Health};
 use super::item::{gvk_of, namespace_of};
 use super::plan::{kind_rank, wave_of};
+use super::report::{HookAction, HookResult, Phase};
 
 /// How long a phase's hooks may run when the sync sets no `--timeout`: the same
 /// figure as `tether sync --timeout`'s default, and Argo CD leaves hooks unbounded.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often a running hook is looked at again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// When in a sync a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Phase {
-    PreSync,
-    Sync,
-    PostSync,
-    SyncFail,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::PreSync => "PreSync",
-            Phase::Sync => "Sync",
-            Phase::PostSync => "PostSync",
-            Phase::SyncFail => "SyncFail",
-        }
-    }
-}
 
 /// When a hook's instance is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,39 +72,6 @@ pub struct HookError {
     pub annotation: &'static str,
     pub value: String,
     pub expected: &'static str,
-}
-
-/// What running one hook came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HookAction {
-    Succeeded,
-    Failed,
-    /// Not run: a dry run, or the sync writes nothing (`tether serve`).
-    Skipped,
-}
-
-impl HookAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookAction::Succeeded => "succeeded",
-            HookAction::Failed => "failed",
-            HookAction::Skipped => "skipped",
-        }
-    }
-}
-
-/// One hook run, for the sync report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HookResult {
-    /// The instance's identity: the name the server gave a `generateName` hook.
-    pub id: ObjectId,
-    pub phase: Phase,
-    pub action: HookAction,
-    /// Why it failed, or what was done with the instance.
-    pub message: String,
-    /// The instance was deleted after it ran, as its delete policy asks.
-    pub deleted: bool,
 }
 
 /// The app's objects and its hooks: the set without hooks (borrowed as is when it

@@ -30,14 +30,15 @@ use crate::manifest::ManifestSet;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 
 use health::{Assessment, Health};
-use hooks::{HookError, Phase};
+use hooks::HookError;
 use inventory::{Entry, Inventory, InventoryError};
 use item::Plan;
 use plan::WaveError;
+use report::Phase;
 
-pub use hooks::{HookAction, HookResult};
 pub use observe::{Candidate, Observed, observe};
 pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
+pub use report::{HookAction, HookResult};
 
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough
 /// not to trip API priority and fairness on a real cluster (kubectl's own parallel
@@ -244,7 +245,7 @@ pub async fn sync(
     if run_hooks {
         let ran =
             hooks::run_phase(cluster, &hooks, Phase::PreSync, options.app, hook_deadline).await;
-        let failed = ran.iter().any(|r| r.action == hooks::HookAction::Failed);
+        let failed = ran.iter().any(|r| r.action == HookAction::Failed);
         report.hooks.extend(ran);
         if failed {
             // A failed PreSync hook applies nothing else.
@@ -273,7 +274,7 @@ pub async fn sync(
         .any(|i| matches!(i.result, Some((Action::Failed, _))));
     if run_hooks && !any_failed && report.wait_failed.is_none() {
         let ran = hooks::run_phase(cluster, &hooks, Phase::Sync, options.app, hook_deadline).await;
-        any_failed |= ran.iter().any(|r| r.action == hooks::HookAction::Failed);
+        any_failed |= ran.iter().any(|r| r.action == HookAction::Failed);
         report.hooks.extend(ran);
         let post_sync = hooks.iter().any(|h| h.phases.contains(&Phase::PostSync));
         if !any_failed && post_sync {

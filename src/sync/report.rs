@@ -7,7 +7,6 @@ use crate::diff::{Change, Status};
 use crate::manifest::ObjectId;
 
 use super::health::{Assessment, Health};
-use super::hooks::{HookAction, HookResult};
 use super::inventory::Inventory;
 
 /// What happened to one object.
@@ -245,4 +244,57 @@ pub(super) fn worst(objects: &[ObjectResult]) -> Health {
         .filter_map(|o| o.health.as_ref().map(|h| h.health))
         .max()
         .unwrap_or(Health::Healthy)
+}
+
+/// When in a sync a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Phase {
+    PreSync,
+    Sync,
+    PostSync,
+    SyncFail,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::PreSync => "PreSync",
+            Phase::Sync => "Sync",
+            Phase::PostSync => "PostSync",
+            Phase::SyncFail => "SyncFail",
+        }
+    }
+}
+
+/// What running one hook came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookAction {
+    Succeeded,
+    Failed,
+    /// Not run: a dry run, or the sync writes nothing (`tether serve`).
+    Skipped,
+}
+
+impl HookAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookAction::Succeeded => "succeeded",
+            HookAction::Failed => "failed",
+            HookAction::Skipped => "skipped",
+        }
+    }
+}
+
+/// One hook run, for the sync report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookResult {
+    /// The instance's identity: the name the server gave a `generateName` hook.
+    pub id: ObjectId,
+    pub phase: Phase,
+    pub action: HookAction,
+    /// Why it failed, or what was done with the instance.
+    pub message: String,
+    /// The instance was deleted after it ran, as its delete policy asks.
+    pub deleted: bool,
 }
