@@ -292,10 +292,7 @@ async fn start_slow_sync(
         .expect("tether sync starts");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !inventory_written(client, "crash").await {
-        assert!(
-            Instant::now() < deadline,
-            "the sync wrote nothing in 120 s"
-        );
+        assert!(Instant::now() < deadline, "the sync wrote nothing in 120 s");
         assert!(
             child.try_wait().expect("wait").is_none(),
             "the sync ended before it wrote its inventory"
@@ -389,6 +386,12 @@ async fn crash_run(tmp: &Path, index: usize, write_span: Duration, rng: &mut Std
 }
 
 async fn crash_runs(tmp: &Path, runs: usize, rng: &mut StdRng) -> Crash {
+    if runs == 0 {
+        return Crash {
+            write_span: Duration::ZERO,
+            runs: Vec::new(),
+        };
+    }
     let write_span = crash_write_span(tmp).await;
     let mut out = Vec::new();
     for index in 0..runs {
@@ -429,7 +432,7 @@ async fn race_runs(tmp: &Path, runs: usize) -> Race {
     // Every Deployment change, stamped as it arrives, with the revision it carries:
     // tether's apply of round r carries the old revision r, the controller's writes
     // after it carry r + 1, which tells them apart.
-    let changes: Arc<Mutex<Vec<(Instant, Option<String>)>>> = Arc::default();
+    let changes: Arc<Mutex<Vec<Change>>> = Arc::default();
     let watch = tokio::spawn({
         let changes = changes.clone();
         let api = Api::<Deployment>::namespaced(client.clone(), "default");
@@ -463,7 +466,10 @@ async fn race_runs(tmp: &Path, runs: usize) -> Race {
         let report = sync(&cluster, &desired, None, &options)
             .await
             .expect("sync");
-        assert!(!report.failed(), "round {round}: the sync failed: {report:?}");
+        assert!(
+            !report.failed(),
+            "round {round}: the sync failed: {report:?}"
+        );
         let started = Instant::now();
         let observed = observe(&cluster, &desired, &report.inventory, &options)
             .await
@@ -515,6 +521,9 @@ async fn race_runs(tmp: &Path, runs: usize) -> Race {
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
 
+/// A Deployment change the watch saw: when, and the revision annotation it carried.
+type Change = (Instant, Option<String>);
+
 // ---------------------------------------------------------------------------
 // 3. Faults
 
@@ -553,9 +562,31 @@ fn fault_set(app: usize) -> Vec<Object> {
     set
 }
 
+struct Faults {
+    /// Requests one cold sync of an app makes when none fails: each is a draw that
+    /// must not fail for that attempt to pass.
+    requests_per_sync: u64,
+    /// The same by verb and resource, as the sandbox counted them.
+    requests_by_kind: Value,
+    apps: Vec<FaultApp>,
+}
+
 /// Each app synced by a retrying caller, all at once, 20% of requests failing.
-async fn fault_convergence(tmp: &Path) -> Vec<FaultApp> {
+async fn fault_convergence(tmp: &Path) -> Faults {
     let (sandbox, kubeconfig, _client) = fresh_sandbox(tmp, "faults").await;
+    let probe = tmp.join("faults-probe");
+    write_app(&probe, &fault_set(FAULT_APPS));
+    sandbox.reset_requests();
+    let clean = run(&mut tether("sync", &kubeconfig, &probe, "faults-probe")).await;
+    assert_eq!(
+        clean.code,
+        Some(0),
+        "a sync without faults failed: {}",
+        clean.stderr
+    );
+    let counted = sandbox.requests();
+    let requests_per_sync = counted.total();
+    let requests_by_kind = counted.to_json()["requests"].clone();
     sandbox.set_fail_rate(FAULT_RATE);
     let kubeconfig = &kubeconfig;
     let apps = (0..FAULT_APPS).map(|app| async move {
@@ -584,7 +615,11 @@ async fn fault_convergence(tmp: &Path) -> Vec<FaultApp> {
         });
     }
     sandbox.stop().await;
-    out
+    Faults {
+        requests_per_sync,
+        requests_by_kind,
+        apps: out,
+    }
 }
 
 /// `tether diff` against an address that accepts connections and never answers.
@@ -723,10 +758,24 @@ fn print_race(race: &Race) -> bool {
     ok
 }
 
-fn print_faults(apps: &[FaultApp], hole: Option<&BlackHole>) -> bool {
+fn print_faults(faults: &Faults, hole: Option<&BlackHole>) -> bool {
     println!(
         "3. faults: {FAULT_APPS} apps x {FAULT_OBJECTS_PER_APP} objects, fail rate {FAULT_RATE}, at most {FAULT_MAX_ATTEMPTS} attempts each"
     );
+    println!(
+        "   requests of one cold sync without faults: {} (all pass at this rate: {:.2}%)",
+        faults.requests_per_sync,
+        100.0 * (1.0 - FAULT_RATE).powi(faults.requests_per_sync as i32)
+    );
+    let by_kind: Vec<String> = faults
+        .requests_by_kind
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| format!("{} {} {}", r["verb"], r["resource"], r["count"]).replace('"', ""))
+        .collect();
+    println!("     ({})", by_kind.join(", "));
+    let apps = &faults.apps;
     for (i, app) in apps.iter().enumerate() {
         let attempts = app
             .attempts
@@ -771,10 +820,11 @@ fn results_json(
     args: &Args,
     crash: &Crash,
     race: &Race,
-    apps: &[FaultApp],
+    faults: &Faults,
     hole: Option<&BlackHole>,
     ok: bool,
 ) -> Value {
+    let apps = &faults.apps;
     let objects = |list: &[Object]| list.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>();
     json!({
         "seed": args.seed,
@@ -807,6 +857,8 @@ fn results_json(
         "faults": {
             "fail_rate": FAULT_RATE,
             "max_attempts": FAULT_MAX_ATTEMPTS,
+            "requests_per_clean_sync": faults.requests_per_sync,
+            "requests_per_clean_sync_by_kind": faults.requests_by_kind,
             "apps": apps.iter().map(|a| json!({
                 "attempts": a.attempts,
                 "diff_exit_after": a.diff_exit,
@@ -836,7 +888,7 @@ async fn main() {
 
     let crash = crash_runs(tmp.path(), args.crash_runs, &mut rng).await;
     let race = race_runs(tmp.path(), args.race_runs).await;
-    let apps = fault_convergence(tmp.path()).await;
+    let faults = fault_convergence(tmp.path()).await;
     let hole = match args.black_hole {
         true => Some(black_hole(tmp.path()).await),
         false => None,
@@ -845,11 +897,11 @@ async fn main() {
     println!("field figures (issue #12), seed {}", args.seed);
     let crash_ok = print_crash(&crash);
     let race_ok = print_race(&race);
-    let faults_ok = print_faults(&apps, hole.as_ref());
+    let faults_ok = print_faults(&faults, hole.as_ref());
     let ok = crash_ok && race_ok && faults_ok;
     println!("{}", if ok { "all ok" } else { "FAIL" });
 
-    let results = results_json(&args, &crash, &race, &apps, hole.as_ref(), ok);
+    let results = results_json(&args, &crash, &race, &faults, hole.as_ref(), ok);
     let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
         .iter()
         .collect();
