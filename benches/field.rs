@@ -172,6 +172,7 @@ fn tether(command: &str, kubeconfig: &Path, dir: &Path, app: &str) -> tokio::pro
 
 struct Finished {
     code: Option<i32>,
+    stdout: String,
     stderr: String,
 }
 
@@ -179,6 +180,7 @@ async fn run(command: &mut tokio::process::Command) -> Finished {
     let out = command.output().await.expect("the tether binary runs");
     Finished {
         code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
@@ -249,7 +251,8 @@ struct CrashRun {
     labelled_at_kill: usize,
     dropped: usize,
     prune_exit: Option<i32>,
-    prune_stderr: String,
+    /// What the pruning sync printed (stdout, then stderr).
+    prune_output: String,
     orphans: Vec<Object>,
     lost: Vec<Object>,
 }
@@ -379,7 +382,7 @@ async fn crash_run(tmp: &Path, index: usize, write_span: Duration, rng: &mut Std
         labelled_at_kill,
         dropped: set.len() - desired.len(),
         prune_exit: prune.code,
-        prune_stderr: prune.stderr,
+        prune_output: format!("{}{}", prune.stdout, prune.stderr),
         orphans,
         lost,
     }
@@ -700,8 +703,14 @@ fn print_crash(crash: &Crash) -> bool {
                 println!("       lost: {o:?}");
             }
             if r.prune_exit != Some(0) {
-                let tail: Vec<&str> = r.prune_stderr.lines().rev().take(5).collect();
-                println!("       prune stderr: {}", tail.join(" | "));
+                let lines: Vec<&str> = r
+                    .prune_output
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .collect();
+                for line in &lines[lines.len().saturating_sub(4)..] {
+                    println!("       prune said: {line}");
+                }
             }
         }
     }
