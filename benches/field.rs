@@ -11,7 +11,10 @@
 //!    `sync::observe` and `Observed::drift` diff them, back to back, until a watch
 //!    shows the sandbox's Deployment controller (~5 ms after each change) done writing
 //!    the revision annotation and status. Counted: runs with any drift (expected 0),
-//!    and how many controller writes landed while a diff ran (the race was run).
+//!    and how many controller writes landed while a diff ran (the race was run). The
+//!    dry runs those diffs made are counted too: a diff dry-runs (and so compares an
+//!    answer with a live copy) only an object it cannot call unchanged from the live
+//!    object alone, which after a sync is none of them.
 //! 3. **Faults**: with 20% of requests answered 500, 503 or 429, five apps of 20
 //!    objects each are synced by `tether sync` repeated until it exits 0 (as a
 //!    retrying service would, at most 20 attempts each); then, faults off, `tether
@@ -417,6 +420,10 @@ struct RaceRun {
     diffs: usize,
     /// Controller writes the watch saw while one of those diffs ran.
     writes_during_diffs: usize,
+    /// Server-side apply dry runs those diffs made: a diff compares a dry-run answer
+    /// with a live copy (the race) only for an object it could not call unchanged
+    /// from the live object alone.
+    dry_runs: u64,
     diff_times: Vec<Duration>,
 }
 
@@ -517,8 +524,10 @@ async fn race_runs(tmp: &Path, runs: usize) -> Race {
             drifted: Vec::new(),
             diffs: 0,
             writes_during_diffs: 0,
+            dry_runs: 0,
             diff_times: Vec::new(),
         };
+        sandbox.reset_requests();
         let window = Instant::now();
         loop {
             let started = Instant::now();
@@ -549,6 +558,7 @@ async fn race_runs(tmp: &Path, runs: usize) -> Race {
                 break;
             }
         }
+        run.dry_runs = sandbox.requests().verb("dryrun:patch");
         out.push(run);
     }
     // The controller kept up: it gave the last change its revision.
@@ -777,6 +787,7 @@ fn print_race(race: &Race) -> bool {
         .count();
     let writes: usize = race.runs.iter().map(|r| r.writes_during_diffs).sum();
     let diffs: usize = race.runs.iter().map(|r| r.diffs).sum();
+    let dry_runs: u64 = race.runs.iter().map(|r| r.dry_runs).sum();
     let mut times: Vec<Duration> = race
         .runs
         .iter()
@@ -801,7 +812,7 @@ fn print_race(race: &Race) -> bool {
         }
     }
     println!(
-        "   diffs: {diffs} (median {:.1} ms); runs where the controller wrote during a diff: {raced} ({writes} writes)",
+        "   diffs: {diffs} (median {:.1} ms, {dry_runs} dry runs); runs where the controller wrote during a diff: {raced} ({writes} writes)",
         ms(median)
     );
     println!(
@@ -908,6 +919,7 @@ fn results_json(
                 "diffs": r.diffs,
                 "diff_ms": r.diff_times.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
                 "controller_writes_during_diffs": r.writes_during_diffs,
+                "dry_runs": r.dry_runs,
             })).collect::<Vec<_>>(),
         },
         "faults": {
