@@ -179,8 +179,19 @@ struct Finished {
     stderr: String,
 }
 
+/// Any tether command that has not ended by then hangs: a FAIL, not a wait.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
 async fn run(command: &mut tokio::process::Command) -> Finished {
-    let out = command.output().await.expect("the tether binary runs");
+    // kill_on_drop: a command given up on is killed with its future.
+    let Ok(out) = tokio::time::timeout(RUN_LIMIT, command.output()).await else {
+        return Finished {
+            code: None,
+            stdout: String::new(),
+            stderr: format!("hung: killed after {} s", RUN_LIMIT.as_secs()),
+        };
+    };
+    let out = out.expect("the tether binary runs");
     Finished {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -321,6 +332,27 @@ async fn crash_write_span(tmp: &Path) -> Duration {
     span
 }
 
+/// What Git keeps of `set` after dropping a random part of it: perhaps a whole
+/// Namespace with its ConfigMaps, and a share of the other ConfigMaps.
+fn git_drops(set: &[Object], rng: &mut StdRng) -> Vec<Object> {
+    let dropped_namespace = rng
+        .random_bool(0.5)
+        .then(|| format!("crash-{}", rng.random_range(0..CRASH_NAMESPACES)));
+    let mut others: Vec<&Object> = set
+        .iter()
+        .filter(|o| matches!(o, Object::ConfigMap(..)))
+        .filter(|o| Some(o.namespace()) != dropped_namespace.as_deref())
+        .collect();
+    let count = (others.len() as f64 * rng.random_range(0.0..CRASH_DROP_SHARE)) as usize;
+    others.shuffle(rng);
+    let dropped: BTreeSet<&Object> = others.into_iter().take(count).collect();
+    set.iter()
+        .filter(|o| Some(o.namespace()) != dropped_namespace.as_deref())
+        .filter(|o| !dropped.contains(o))
+        .cloned()
+        .collect()
+}
+
 async fn crash_run(tmp: &Path, index: usize, write_span: Duration, rng: &mut StdRng) -> CrashRun {
     let (sandbox, kubeconfig, client) = fresh_sandbox(tmp, &format!("crash-{index}")).await;
     let dir = tmp.join(format!("crash-{index}"));
@@ -341,37 +373,13 @@ async fn crash_run(tmp: &Path, index: usize, write_span: Duration, rng: &mut Std
     sandbox.set_latency(Duration::ZERO);
     let labelled_at_kill = labelled(&client, "crash").await.0.len();
 
-    // Git drops a random part of the set: perhaps a whole Namespace, and a share of
-    // the other ConfigMaps.
-    let dropped_namespace = rng
-        .random_bool(0.5)
-        .then(|| format!("crash-{}", rng.random_range(0..CRASH_NAMESPACES)));
-    let mut rest: Vec<Object> = set
-        .iter()
-        .filter(|o| Some(o.namespace()) != dropped_namespace.as_deref())
-        .cloned()
-        .collect();
-    let configmaps = rest
-        .iter()
-        .filter(|o| matches!(o, Object::ConfigMap(..)))
-        .count();
-    let drop_configmaps =
-        (configmaps as f64 * rng.random_range(0.0..CRASH_DROP_SHARE)).round() as usize;
-    let mut cms: Vec<usize> = (0..rest.len())
-        .filter(|i| matches!(rest[*i], Object::ConfigMap(..)))
-        .collect();
-    cms.shuffle(rng);
-    let gone: BTreeSet<usize> = cms.into_iter().take(drop_configmaps).collect();
-    rest = rest
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !gone.contains(i))
-        .map(|(_, o)| o)
-        .collect();
+    let rest = git_drops(&set, rng);
     write_app(&dir, &rest);
 
     let prune = run(tether("sync", &kubeconfig, &dir, "crash").arg("--prune")).await;
     let desired: BTreeSet<Object> = rest.into_iter().collect();
+    // What is being deleted is not an orphan (the sandbox finishes a Namespace's
+    // deletion at once, so nothing stays there long).
     let (live, deleting) = labelled(&client, "crash").await;
     let orphans = live.difference(&desired).cloned().collect();
     let lost = desired
@@ -731,7 +739,7 @@ fn print_crash(crash: &Crash) -> bool {
             Some(d) => format!("{:.0} ms", ms(d)),
             None => "finished".into(),
         };
-        let exit = r.prune_exit.map_or("signal".into(), |c| c.to_string());
+        let exit = r.prune_exit.map_or("none".into(), |c| c.to_string());
         println!(
             "{:>4} {:>12} {:>10} {:>8} {:>11} {:>8} {:>5}  {}",
             i + 1,
@@ -846,7 +854,7 @@ fn print_faults(faults: &Faults, hole: Option<&BlackHole>) -> bool {
         let attempts = app
             .attempts
             .map_or(format!("not in {FAULT_MAX_ATTEMPTS}"), |a| a.to_string());
-        let diff = app.diff_exit.map_or("signal".into(), |c| c.to_string());
+        let diff = app.diff_exit.map_or("none".into(), |c| c.to_string());
         println!(
             "   faults-{i}: attempts {attempts:>10}, diff exit after {diff}  {}",
             verdict(app.ok())
