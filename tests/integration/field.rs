@@ -388,6 +388,64 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
     assert_eq!(action_of(&json(&run), "Namespace/team"), "pruned");
 }
 
+/// Regression for issue #12 (found by `benches/field.rs`): Git dropping one Namespace
+/// of three with its contents was refused as a mass prune, because the guard counted
+/// the app's objects in the Namespace twice: once each as candidates, and again as
+/// what deleting the Namespace takes with it. A third of the app is not more than half;
+/// two thirds still are.
+#[tokio::test]
+async fn dropping_a_namespace_with_its_contents_counts_each_deletion_once() {
+    let sandbox = TestSandbox::start().await;
+    let set = |namespaces: &[&str]| -> Vec<(String, String)> {
+        let mut files = Vec::new();
+        for ns in namespaces {
+            files.push((format!("{ns}.yaml"), namespace(ns)));
+            for i in 0..3 {
+                files.push((
+                    format!("{ns}-{i}.yaml"),
+                    configmap(ns, &format!("cm-{i}"), "1"),
+                ));
+            }
+        }
+        files
+    };
+    let dir = app_dir(&sandbox, "drop", &set(&["drop-a", "drop-b", "drop-c"]));
+    let run = sync_app(&sandbox, &dir, "drop", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+
+    // Two Namespaces of three, 8 of the app's 12 objects: refused.
+    let dir = app_dir(&sandbox, "drop", &set(&["drop-a"]));
+    let run = sync_app(&sandbox, &dir, "drop", &["--prune"]).await;
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let refused = json(&run)["pruneRefused"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        refused.contains("refusing to prune 8 of the app's 12 objects"),
+        "{refused}"
+    );
+
+    // One Namespace of three, 4 of 12: pruned, contents and all.
+    let dir = app_dir(&sandbox, "drop", &set(&["drop-a", "drop-b"]));
+    let run = sync_app(&sandbox, &dir, "drop", &["--prune"]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let report = json(&run);
+    assert_eq!(report["pruneRefused"], Value::Null, "{report}");
+    assert_eq!(action_of(&report, "Namespace/drop-c"), "pruned");
+    assert_eq!(
+        sandbox.get("/api/v1/namespaces/drop-c").await.status,
+        reqwest::StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        labelled_configmaps(&sandbox, "drop").await,
+        ["drop-a", "drop-b"]
+            .iter()
+            .flat_map(|ns| (0..3).map(move |i| format!("{ns}/cm-{i}")))
+            .collect()
+    );
+}
+
 fn deployment(name: &str, image: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: {name}\n        image: {image}\n"

@@ -79,12 +79,32 @@ pub(in crate::sync) async fn run(
         });
     }
     // The guard counts what would really be deleted, cascades included: a Namespace
-    // of forty objects is forty deletions, not one.
-    let deletions: usize = judged
+    // of forty objects is forty deletions, not one. The app's own objects in it that
+    // are candidates too are in both counts; each is one deletion (issue #12: Git
+    // dropping one Namespace of three with its contents was refused as a mass prune).
+    let deleted = |j: &&Judged| j.verdict == Verdict::Delete && j.refused.is_none();
+    let emptied: std::collections::HashSet<&str> = judged
         .iter()
-        .filter(|j| j.verdict == Verdict::Delete && j.refused.is_none())
+        .filter(deleted)
+        .filter(|j| j.id.group.is_empty() && j.id.kind == "Namespace")
+        .map(|j| j.id.name.as_str())
+        .collect();
+    let counted_twice = judged
+        .iter()
+        .filter(deleted)
+        .filter(|j| j.kind.namespaced)
+        .filter(|j| {
+            j.id.namespace
+                .as_deref()
+                .is_some_and(|ns| emptied.contains(ns))
+        })
+        .count();
+    let deletions = judged
+        .iter()
+        .filter(deleted)
         .map(|j| 1 + j.cascades)
-        .sum();
+        .sum::<usize>()
+        .saturating_sub(counted_twice);
     let refusal = if options.prune {
         guard(
             deletions,
