@@ -94,7 +94,9 @@ impl Cache {
         let mut synced = {
             let mut kinds = self.inner.kinds.lock().unwrap_or_else(|p| p.into_inner());
             match kinds.get(&key) {
-                Some(rx) => rx.clone(),
+                // Watched already: synced, or listing again after a failure. A pass
+                // does not wait for that; it reads the server meanwhile.
+                Some(rx) => return *rx.borrow(),
                 None => {
                     let (tx, rx) = watch::channel(false);
                     kinds.insert(key.clone(), rx.clone());
@@ -103,9 +105,6 @@ impl Cache {
                 }
             }
         };
-        if *synced.borrow() {
-            return true;
-        }
         matches!(
             tokio::time::timeout(INITIAL_LIST_TIMEOUT, synced.wait_for(|s| *s)).await,
             Ok(Ok(_))

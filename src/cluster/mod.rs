@@ -100,6 +100,24 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// 30 s; a reachable API server answers in milliseconds, so 10 s fails faster.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many times a request the server refused as busy or failing is sent, and the
+/// first pause (doubling): client-go retries such answers a handful of times too.
+/// Five attempts pass a request through a control plane failing one request in five
+/// all but always (1 in 3,000 fails), within 0.75 s of pauses; a control plane that
+/// fails everything fails each request within that too.
+const RETRY_ATTEMPTS: u32 = 5;
+const RETRY_FIRST_DELAY: Duration = Duration::from_millis(50);
+/// The longest pause a server's `retryAfterSeconds` is granted between two attempts.
+const RETRY_MAX_DELAY: Duration = Duration::from_secs(2);
+
+/// Whether a request may be sent again after a 429 or 5xx: a create (POST) may have
+/// been stored before the failure, every other request tether makes is idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    WhenBusy,
+    Never,
+}
+
 /// A connection to one cluster, with the kinds it serves resolved once and cached.
 pub struct Cluster {
     client: Client,
@@ -139,6 +157,9 @@ impl Cluster {
         };
         let mut config = config;
         config.connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
+        // Retries are tether's (see `Cluster::bounded`): kube-rs's own layer would
+        // retry 429/503 up to 15 times inside each of them, past any pass's patience.
+        config.default_retry = false;
         let client = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| ClusterError::Config(e.to_string()))?
             .with_layer(&tower::layer::layer_fn(CountRequests))
@@ -165,17 +186,50 @@ impl Cluster {
         self
     }
 
-    /// Runs one exchange with the API server within the request timeout.
-    async fn bounded<T>(
-        &self,
-        exchange: impl std::future::Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ClusterError> {
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(answer) => answer.map_err(ClusterError::from),
-            Err(_) => Err(ClusterError::Transport(format!(
-                "no answer within {}s",
-                self.timeout.as_secs_f64()
-            ))),
+    /// Runs one exchange with the API server within the request timeout, and again
+    /// (backing off) while the server answers that it is busy or failing (429, 5xx)
+    /// and the request is safe to repeat. A pass makes dozens of requests: without
+    /// this, one overloaded moment fails it whole, and a validation that must see
+    /// every object succeed would rarely pass at all on a flaky control plane.
+    async fn bounded<T, F, Fut>(&self, retry: Retry, exchange: F) -> Result<T, ClusterError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        let mut delay = RETRY_FIRST_DELAY;
+        let mut attempt = 1;
+        loop {
+            let answer = match tokio::time::timeout(self.timeout, exchange()).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    return Err(ClusterError::Transport(format!(
+                        "no answer within {}s",
+                        self.timeout.as_secs_f64()
+                    )));
+                }
+            };
+            match answer {
+                Err(kube::Error::Api(status))
+                    if retry == Retry::WhenBusy
+                        && attempt < RETRY_ATTEMPTS
+                        && (status.code == 429 || status.code >= 500) =>
+                {
+                    // Jitter, so that many passes refused together do not return
+                    // together; a server that says how long to wait (API priority and
+                    // fairness does) is given that, up to a bound.
+                    let asked = status
+                        .details
+                        .as_ref()
+                        .map(|d| Duration::from_secs(u64::from(d.retry_after_seconds)))
+                        .unwrap_or_default()
+                        .min(RETRY_MAX_DELAY);
+                    let pause = delay.mul_f64(rand::random_range(0.5..1.5)).max(asked);
+                    tokio::time::sleep(pause).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+                answer => return answer.map_err(ClusterError::from),
+            }
         }
     }
 
@@ -191,22 +245,18 @@ impl Cluster {
         }
         // Not in the snapshot: a CRD created since, or a server without aggregated
         // discovery. Ask for this group version alone.
-        let resolved = match tokio::time::timeout(
-            self.timeout,
-            kube::discovery::pinned_kind(&self.client, gvk),
-        )
-        .await
-        .map_err(|_| {
-            ClusterError::Transport(format!("no answer within {}s", self.timeout.as_secs_f64()))
-        })? {
-            Ok((resource, capabilities)) => Some(Resolved {
-                resource,
-                namespaced: capabilities.scope == ServedScope::Namespaced,
-            }),
-            Err(kube::Error::Api(status)) if status.code == 404 => None,
-            Err(kube::Error::Discovery(_)) => None,
-            Err(err) => return Err(err.into()),
+        let lookup = || async {
+            match kube::discovery::pinned_kind(&self.client, gvk).await {
+                Ok((resource, capabilities)) => Ok(Some(Resolved {
+                    resource,
+                    namespaced: capabilities.scope == ServedScope::Namespaced,
+                })),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+                Err(kube::Error::Discovery(_)) => Ok(None),
+                Err(err) => Err(err),
+            }
         };
+        let resolved = self.bounded(Retry::WhenBusy, lookup).await?;
         // A kind not served is not cached: its CRD may be created by the next sync.
         if resolved.is_some() {
             self.kinds
@@ -230,22 +280,24 @@ impl Cluster {
     /// Kubernetes 1.26) is asked per group version instead. A server that does not
     /// answer at all is an error: asking it once per kind would only wait longer.
     async fn discover_all(&self) -> Result<(), ClusterError> {
-        let run = kube::Discovery::new(self.client.clone()).run_aggregated();
-        let discovery = match tokio::time::timeout(self.timeout, run).await {
-            Ok(Ok(discovery)) => discovery,
-            Err(_) => {
-                return Err(ClusterError::Transport(format!(
-                    "no answer within {}s",
-                    self.timeout.as_secs_f64()
-                )));
+        let run = || async {
+            match kube::Discovery::new(self.client.clone())
+                .run_aggregated()
+                .await
+            {
+                Ok(discovery) => Ok(Some(discovery)),
+                Err(err @ (kube::Error::HyperError(_) | kube::Error::Service(_))) => Err(err),
+                Err(kube::Error::Api(status)) if status.code == 429 || status.code >= 500 => {
+                    Err(kube::Error::Api(status))
+                }
+                Err(err) => {
+                    tracing::debug!(error = %err, "no aggregated discovery; resolving kinds one group version at a time");
+                    Ok(None)
+                }
             }
-            Ok(Err(err @ (kube::Error::HyperError(_) | kube::Error::Service(_)))) => {
-                return Err(err.into());
-            }
-            Ok(Err(err)) => {
-                tracing::debug!(error = %err, "no aggregated discovery; resolving kinds one group version at a time");
-                return Ok(());
-            }
+        };
+        let Some(discovery) = self.bounded(Retry::WhenBusy, run).await? else {
+            return Ok(());
         };
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         for group in discovery.groups() {
@@ -366,7 +418,7 @@ impl Cluster {
         }
         let mut objects = Vec::new();
         loop {
-            let page = self.bounded(api.list(&params)).await?;
+            let page = self.bounded(Retry::WhenBusy, || api.list(&params)).await?;
             let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
             for mut object in page.items {
                 // List items may come without their type; the request knows it.
@@ -391,7 +443,9 @@ impl Cluster {
         name: &str,
     ) -> Result<Option<Value>, ClusterError> {
         match self
-            .bounded(self.api(kind, namespace).get_opt(name))
+            .bounded(Retry::WhenBusy, || async {
+                self.api(kind, namespace).get_opt(name).await
+            })
             .await?
         {
             Some(object) => Ok(Some(to_value(object)?)),
@@ -446,7 +500,9 @@ impl Cluster {
             .and_then(Value::as_str);
         let api = self.api(kind, namespace);
         let applied = self
-            .bounded(api.patch(name, params, &Patch::Apply(object)))
+            .bounded(Retry::WhenBusy, || async {
+                api.patch(name, params, &Patch::Apply(object)).await
+            })
             .await?;
         to_value(applied)
     }
@@ -461,7 +517,11 @@ impl Cluster {
             .and_then(Value::as_str);
         let typed = to_dynamic(object)?;
         let api = self.api(kind, namespace);
-        let created = self.bounded(api.create(&write_params(), &typed)).await?;
+        let created = self
+            .bounded(Retry::Never, || async {
+                api.create(&write_params(), &typed).await
+            })
+            .await?;
         to_value(created)
     }
 
@@ -474,7 +534,9 @@ impl Cluster {
         let typed = to_dynamic(object)?;
         let api = self.api(kind, namespace);
         let replaced = self
-            .bounded(api.replace(name, &write_params(), &typed))
+            .bounded(Retry::WhenBusy, || async {
+                api.replace(name, &write_params(), &typed).await
+            })
             .await?;
         to_value(replaced)
     }
@@ -500,20 +562,19 @@ impl Cluster {
             ..Default::default()
         };
         let api = self.api(kind, namespace);
-        match tokio::time::timeout(self.timeout, api.delete(name, &params)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(kube::Error::Api(status)))
-                if status.code == 404
-                    && status.details.as_ref().is_some_and(|d| d.name == name) =>
-            {
-                Ok(())
+        self.bounded(Retry::WhenBusy, || async {
+            match api.delete(name, &params).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status))
+                    if status.code == 404
+                        && status.details.as_ref().is_some_and(|d| d.name == name) =>
+                {
+                    Ok(())
+                }
+                Err(err) => Err(err),
             }
-            Ok(Err(err)) => Err(err.into()),
-            Err(_) => Err(ClusterError::Transport(format!(
-                "no answer within {}s",
-                self.timeout.as_secs_f64()
-            ))),
-        }
+        })
+        .await
     }
 }
 
