@@ -6,22 +6,11 @@
 //! `prune: disabled`, `ssa: IfNotPresent|Ignore|Merge`, `force: enabled` and
 //! `reconcile: disabled`; and tether's own annotation winning where both are set.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{Run, TestSandbox, tether};
-
-/// Writes `files` into a fresh directory `name` under the sandbox's temp dir.
-fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(&str, String)]) -> PathBuf {
-    let dir = sandbox.dir.path().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for (file, content) in files {
-        std::fs::write(dir.join(file), content).expect("write a manifest");
-    }
-    dir
-}
+use crate::support::{TestSandbox, app_dir, resource, tether_app as run};
 
 /// A ConfigMap in `default` with `annotations` (YAML lines under `annotations:`) and
 /// one data key.
@@ -39,13 +28,6 @@ fn configmap(name: &str, annotations: &[(&str, &str)], value: &str) -> String {
     text
 }
 
-async fn run(sandbox: &TestSandbox, command: &str, dir: &Path, app: &str, extra: &[&str]) -> Run {
-    let dir = dir.to_str().expect("utf-8");
-    let mut args = vec!["--path", dir, "--app", app, "-o", "json"];
-    args.extend_from_slice(extra);
-    tether(sandbox, command, &args).await
-}
-
 /// Syncs and requires exit 0.
 async fn sync_ok(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Value {
     let out = run(sandbox, "sync", dir, app, extra).await;
@@ -53,28 +35,14 @@ async fn sync_ok(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -
     serde_json::from_str(&out.stdout).expect("JSON")
 }
 
-/// The report's entry for `Kind/name`.
-fn entry<'r>(report: &'r Value, object: &str) -> &'r Value {
-    report["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| {
-            format!(
-                "{}/{}",
-                r["kind"].as_str().unwrap_or(""),
-                r["name"].as_str().unwrap_or("")
-            ) == object
-        })
-        .unwrap_or_else(|| panic!("{object} not in the report: {report}"))
-}
-
 fn action<'r>(report: &'r Value, object: &str) -> &'r str {
-    entry(report, object)["action"].as_str().unwrap_or_default()
+    resource(report, object)["action"]
+        .as_str()
+        .unwrap_or_default()
 }
 
 fn message<'r>(report: &'r Value, object: &str) -> &'r str {
-    entry(report, object)["message"]
+    resource(report, object)["message"]
         .as_str()
         .unwrap_or_default()
 }

@@ -6,7 +6,6 @@
 //! serving is still pruned.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,7 +15,7 @@ use tether::sync::desired::label_for_app;
 use tether::sync::inventory::{Entry, Inventory};
 use tether::sync::{Action, SyncOptions, sync};
 
-use crate::support::{Run, TestSandbox, eventually, tether};
+use crate::support::{TestSandbox, action_of, app_dir, eventually, json, sync_app, tether};
 
 fn configmap(namespace: &str, name: &str, value: &str) -> String {
     format!(
@@ -26,40 +25,6 @@ fn configmap(namespace: &str, name: &str, value: &str) -> String {
 
 fn namespace(name: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
-}
-
-/// A fresh directory `name` holding `files`.
-fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(String, String)]) -> PathBuf {
-    let dir = sandbox.dir.path().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for (file, content) in files {
-        std::fs::write(dir.join(file), content).expect("write a manifest");
-    }
-    dir
-}
-
-async fn sync_app(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
-    let dir = dir.to_str().expect("utf-8");
-    let mut args = vec!["--path", dir, "--app", app, "-o", "json"];
-    args.extend_from_slice(extra);
-    tether(sandbox, "sync", &args).await
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr: {}", run.stdout, run.stderr))
-}
-
-fn action_of(report: &Value, kind_name: &str) -> String {
-    let (kind, name) = kind_name.split_once('/').expect("Kind/name");
-    report["resources"]
-        .as_array()
-        .expect("objects")
-        .iter()
-        .find(|o| o["kind"] == kind && o["name"] == name)
-        .map(|o| o["action"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_else(|| panic!("{kind_name} not in the report: {report}"))
 }
 
 /// `namespace/name` of every ConfigMap labelled for `app`, in every namespace.
@@ -235,11 +200,8 @@ async fn two_apps_claiming_one_object_conflict_until_one_lets_go() {
         &sandbox,
         "first",
         &[
-            (
-                "shared.yaml".into(),
-                configmap("default", "shared", "first"),
-            ),
-            ("own.yaml".into(), configmap("default", "first-own", "1")),
+            ("shared.yaml", configmap("default", "shared", "first")),
+            ("own.yaml", configmap("default", "first-own", "1")),
         ],
     );
     let run = sync_app(&sandbox, &first, "first", &[]).await;
@@ -249,11 +211,8 @@ async fn two_apps_claiming_one_object_conflict_until_one_lets_go() {
         &sandbox,
         "second",
         &[
-            (
-                "shared.yaml".into(),
-                configmap("default", "shared", "second"),
-            ),
-            ("own.yaml".into(), configmap("default", "second-own", "1")),
+            ("shared.yaml", configmap("default", "shared", "second")),
+            ("own.yaml", configmap("default", "second-own", "1")),
         ],
     );
     let run = sync_app(&sandbox, &second, "second", &[]).await;
@@ -294,7 +253,7 @@ async fn two_apps_claiming_one_object_conflict_until_one_lets_go() {
     let first = app_dir(
         &sandbox,
         "first",
-        &[("own.yaml".into(), configmap("default", "first-own", "1"))],
+        &[("own.yaml", configmap("default", "first-own", "1"))],
     );
     let run = sync_app(&sandbox, &first, "first", &["--prune"]).await;
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
@@ -319,11 +278,11 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
         &sandbox,
         "infra",
         &[
-            ("ns.yaml".into(), namespace("team")),
-            ("cm.yaml".into(), configmap("team", "infra-settings", "1")),
-            ("keep-1.yaml".into(), configmap("default", "infra-1", "1")),
-            ("keep-2.yaml".into(), configmap("default", "infra-2", "1")),
-            ("keep-3.yaml".into(), configmap("default", "infra-3", "1")),
+            ("ns.yaml", namespace("team")),
+            ("cm.yaml", configmap("team", "infra-settings", "1")),
+            ("keep-1.yaml", configmap("default", "infra-1", "1")),
+            ("keep-2.yaml", configmap("default", "infra-2", "1")),
+            ("keep-3.yaml", configmap("default", "infra-3", "1")),
         ],
     );
     let run = sync_app(&sandbox, &infra, "infra", &[]).await;
@@ -331,7 +290,7 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
     let web = app_dir(
         &sandbox,
         "web",
-        &[("cm.yaml".into(), configmap("team", "web-settings", "1"))],
+        &[("cm.yaml", configmap("team", "web-settings", "1"))],
     );
     let run = sync_app(&sandbox, &web, "web", &[]).await;
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
@@ -341,9 +300,9 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
         &sandbox,
         "infra",
         &[
-            ("keep-1.yaml".into(), configmap("default", "infra-1", "1")),
-            ("keep-2.yaml".into(), configmap("default", "infra-2", "1")),
-            ("keep-3.yaml".into(), configmap("default", "infra-3", "1")),
+            ("keep-1.yaml", configmap("default", "infra-1", "1")),
+            ("keep-2.yaml", configmap("default", "infra-2", "1")),
+            ("keep-3.yaml", configmap("default", "infra-3", "1")),
         ],
     );
     let run = sync_app(&sandbox, &infra, "infra", &["--prune"]).await;
@@ -374,7 +333,7 @@ async fn a_namespace_another_app_still_uses_is_not_pruned() {
     );
 
     // Once web is gone, infra's next prune takes the namespace.
-    let empty_web = app_dir(&sandbox, "web", &[]);
+    let empty_web = app_dir(&sandbox, "web", &[] as &[(&str, &str)]);
     let run = sync_app(
         &sandbox,
         &empty_web,
@@ -470,8 +429,8 @@ async fn a_diff_right_after_a_sync_sees_no_drift_while_controllers_write() {
             &sandbox,
             "race",
             &[
-                ("web.yaml".into(), deployment("web", &image)),
-                ("api.yaml".into(), deployment("api", &image)),
+                ("web.yaml", deployment("web", &image)),
+                ("api.yaml", deployment("api", &image)),
             ],
         );
         let mut desired = read_dir(&dir, &ParseOptions::default()).expect("manifests");
@@ -538,11 +497,11 @@ async fn an_object_recorded_under_a_version_no_longer_served_is_still_pruned() {
         &sandbox,
         "gadgets",
         &[
-            ("crd.yaml".into(), gadget_crd(&[("v1alpha1", true, true)])),
-            ("old.yaml".into(), gadget("v1alpha1", "old")),
-            ("kept.yaml".into(), gadget("v1alpha1", "kept")),
-            ("a.yaml".into(), configmap("default", "gadget-a", "1")),
-            ("b.yaml".into(), configmap("default", "gadget-b", "1")),
+            ("crd.yaml", gadget_crd(&[("v1alpha1", true, true)])),
+            ("old.yaml", gadget("v1alpha1", "old")),
+            ("kept.yaml", gadget("v1alpha1", "kept")),
+            ("a.yaml", configmap("default", "gadget-a", "1")),
+            ("b.yaml", configmap("default", "gadget-b", "1")),
         ],
     );
     let run = sync_app(&sandbox, &dir, "gadgets", &[]).await;
@@ -554,12 +513,12 @@ async fn an_object_recorded_under_a_version_no_longer_served_is_still_pruned() {
         "gadgets",
         &[
             (
-                "crd.yaml".into(),
+                "crd.yaml",
                 gadget_crd(&[("v1alpha1", false, false), ("v1", true, true)]),
             ),
-            ("kept.yaml".into(), gadget("v1", "kept")),
-            ("a.yaml".into(), configmap("default", "gadget-a", "1")),
-            ("b.yaml".into(), configmap("default", "gadget-b", "1")),
+            ("kept.yaml", gadget("v1", "kept")),
+            ("a.yaml", configmap("default", "gadget-a", "1")),
+            ("b.yaml", configmap("default", "gadget-b", "1")),
         ],
     );
     let run = sync_app(&sandbox, &dir, "gadgets", &["--prune"]).await;

@@ -4,13 +4,13 @@
 //! app's objects, delete policies, a failed PreSync hook applying nothing, SyncFail,
 //! `generateName` for hooks only, and hooks kept out of the inventory and the diff.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 use tether::sandbox::SandboxOptions;
 
-use crate::support::{Run, TestSandbox, tether};
+use crate::support::{Run, TestSandbox, app_dir, json, tether};
 
 async fn sandbox() -> TestSandbox {
     TestSandbox::start_with(SandboxOptions {
@@ -18,16 +18,6 @@ async fn sandbox() -> TestSandbox {
         ..SandboxOptions::default()
     })
     .await
-}
-
-fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(&str, String)]) -> PathBuf {
-    let dir = sandbox.dir.path().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for (file, content) in files {
-        std::fs::write(dir.join(file), content).expect("write a manifest");
-    }
-    dir
 }
 
 /// A Job in `default`: `name` is `name: x` or `generateName: x-`; `annotations` as
@@ -61,11 +51,6 @@ async fn run(sandbox: &TestSandbox, command: &str, dir: &Path, app: &str) -> Run
         &["--path", dir, "--app", app, "-o", "json"],
     )
     .await
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr))
 }
 
 /// The report's hooks as `(phase, name, action, deleted)`, in the order they ran.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{GitDaemon, GitRepo, Run, TestSandbox, tether};
+use crate::support::{GitDaemon, GitRepo, TestSandbox, json, tether};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/apps/kustomize");
 
@@ -31,10 +31,6 @@ fn example_repo(sandbox: &TestSandbox, extra: &[(&str, &str)]) -> (GitRepo, GitD
     let daemon = GitDaemon::start(&root);
     let url = daemon.url("shop.git");
     (repo, daemon, url)
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
 }
 
 #[tokio::test]

@@ -390,6 +390,79 @@ pub async fn tether(sandbox: &TestSandbox, command: &str, args: &[&str]) -> Run 
 }
 
 // ---------------------------------------------------------------------------------
+// Apps as a user writes them: a directory of manifests and `tether <command> --app`
+
+/// A fresh directory `name` under the sandbox's temporary directory, holding `files`
+/// (relative path, content).
+pub fn app_dir<F: AsRef<str>, C: AsRef<str>>(
+    sandbox: &TestSandbox,
+    name: &str,
+    files: &[(F, C)],
+) -> PathBuf {
+    let dir = sandbox.dir.path().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (file, content) in files {
+        let path = dir.join(file.as_ref());
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, content.as_ref()).expect("write a manifest");
+    }
+    dir
+}
+
+/// `tether <command> --path DIR --app APP -o json [extra]` against the sandbox.
+pub async fn tether_app(
+    sandbox: &TestSandbox,
+    command: &str,
+    dir: &Path,
+    app: &str,
+    extra: &[&str],
+) -> Run {
+    let dir = dir.to_str().expect("utf-8");
+    let mut args = vec!["--path", dir, "--app", app, "-o", "json"];
+    args.extend_from_slice(extra);
+    tether(sandbox, command, &args).await
+}
+
+/// `tether sync --path DIR --app APP -o json [extra]`.
+pub async fn sync_app(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
+    tether_app(sandbox, "sync", dir, app, extra).await
+}
+
+/// What a run printed on stdout, as JSON; a test fails showing both streams when it
+/// is not.
+pub fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr: {}", run.stdout, run.stderr))
+}
+
+/// A JSON report's entry (`resources`) for `Kind/name`.
+pub fn resource<'r>(report: &'r Value, object: &str) -> &'r Value {
+    report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| {
+            format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default()
+            ) == object
+        })
+        .unwrap_or_else(|| panic!("{object} not in the report: {report}"))
+}
+
+/// The action `tether sync -o json` reports for `Kind/name`.
+pub fn action_of(report: &Value, object: &str) -> String {
+    resource(report, object)["action"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------
 // Real git servers
 
 fn git_daemon_binary() -> PathBuf {

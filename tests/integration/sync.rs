@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tether::sandbox::SandboxOptions;
 
-use crate::support::{KubectlOutput, Run, TestSandbox, tether};
+use crate::support::{
+    KubectlOutput, TestSandbox, action_of, app_dir, json as report, sync_app as sync, tether,
+};
 
 /// Every recorded manifest but the bare Pod (pods are a controller's business, not
 /// an app's) and the Lease (renewed by its holder).
@@ -45,17 +47,6 @@ fn recorded_dir(into: &Path) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("mkdir");
     for name in RECORDED {
         std::fs::copy(from.join(name), dir.join(name)).expect("copy a manifest");
-    }
-    dir
-}
-
-/// Writes `files` into a fresh directory `name` under the sandbox's temp dir.
-fn app_dir(sandbox: &TestSandbox, name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = sandbox.dir.path().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for (file, content) in files {
-        std::fs::write(dir.join(file), content).expect("write a manifest");
     }
     dir
 }
@@ -105,18 +96,6 @@ async fn inventory_names(sandbox: &TestSandbox, app: &str) -> Vec<String> {
     names
 }
 
-async fn sync(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
-    let dir = dir.to_str().expect("utf-8");
-    let mut args = vec!["--path", dir, "--app", app, "-o", "json"];
-    args.extend_from_slice(extra);
-    tether(sandbox, "sync", &args).await
-}
-
-fn report(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr: {}", run.stdout, run.stderr))
-}
-
 /// `kind/name` → action, from a JSON report.
 fn actions(report: &Value) -> Vec<(String, String)> {
     let mut actions: Vec<(String, String)> = report["resources"]
@@ -136,14 +115,6 @@ fn actions(report: &Value) -> Vec<(String, String)> {
         .collect();
     actions.sort();
     actions
-}
-
-fn action_of(report: &Value, object: &str) -> String {
-    actions(report)
-        .into_iter()
-        .find(|(o, _)| o == object)
-        .map(|(_, a)| a)
-        .unwrap_or_else(|| panic!("{object} not in the report: {report}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,9 +195,9 @@ async fn a_revision_with_one_invalid_object_applies_nothing() {
         &sandbox,
         "invalid",
         &[
-            ("a.yaml", &configmap("first", "", "a")),
+            ("a.yaml", configmap("first", "", "a").as_str()),
             ("b.yaml", invalid),
-            ("c.yaml", &configmap("last", "", "c")),
+            ("c.yaml", configmap("last", "", "c").as_str()),
             (
                 "d.yaml",
                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lost, namespace: nowhere}\n",
@@ -404,7 +375,7 @@ async fn prune_deletes_only_what_the_app_owns_within_its_guards() {
     assert_not_found(sandbox.kubectl(&["get", "cm", "c"]).await, "c");
 
     // An empty desired state never prunes, unless told to.
-    let empty = app_dir(&sandbox, "prune", &[]);
+    let empty = app_dir(&sandbox, "prune", &[] as &[(&str, &str)]);
     let refused = sync(&sandbox, &empty, "pruner", &["--prune"]).await;
     assert_eq!(
         refused.code,
