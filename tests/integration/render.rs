@@ -10,27 +10,43 @@ use crate::support::{GitDaemon, GitRepo, TestSandbox, json, tether};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/apps/kustomize");
 
-/// A repository holding the Kustomize example (base + overlays/production), served by
+/// A repository `name` holding `files` (and `extra`), committed and served by
 /// `git daemon`; returns the repository, the daemon and its URL.
-fn example_repo(sandbox: &TestSandbox, extra: &[(&str, &str)]) -> (GitRepo, GitDaemon, String) {
+fn served_repo(
+    sandbox: &TestSandbox,
+    name: &str,
+    files: &[(&str, String)],
+    extra: &[(&str, &str)],
+) -> (GitRepo, GitDaemon, String) {
     let root = sandbox.dir.path().join("srv");
-    let repo = GitRepo::init(root.join("shop.git"));
-    for rel in [
-        "base/kustomization.yaml",
-        "base/deployment.yaml",
-        "base/service.yaml",
-        "overlays/production/kustomization.yaml",
-    ] {
-        let text = std::fs::read_to_string(Path::new(EXAMPLE).join(rel)).expect("example file");
-        repo.write(rel, &text);
+    let repo = GitRepo::init(root.join(name));
+    for (rel, text) in files {
+        repo.write(rel, text);
     }
     for (rel, text) in extra {
         repo.write(rel, text);
     }
-    repo.commit("shop");
+    repo.commit(name);
     let daemon = GitDaemon::start(&root);
-    let url = daemon.url("shop.git");
+    let url = daemon.url(name);
     (repo, daemon, url)
+}
+
+/// The Kustomize example (base + overlays/production), served.
+fn example_repo(sandbox: &TestSandbox, extra: &[(&str, &str)]) -> (GitRepo, GitDaemon, String) {
+    let files: Vec<(&str, String)> = [
+        "base/kustomization.yaml",
+        "base/deployment.yaml",
+        "base/service.yaml",
+        "overlays/production/kustomization.yaml",
+    ]
+    .into_iter()
+    .map(|rel| {
+        let text = std::fs::read_to_string(Path::new(EXAMPLE).join(rel)).expect("example file");
+        (rel, text)
+    })
+    .collect();
+    served_repo(sandbox, "shop.git", &files, extra)
 }
 
 #[tokio::test]
@@ -175,20 +191,15 @@ const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
 const CHART_VALUES: &str = "color: blue\nsize: small\nreplicas: 1\n";
 const CHART_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\ndata:\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n  replicas: {{ .Values.replicas | quote }}\n";
 
+/// A chart `charts/web` (and a values file beside it), served.
 fn chart_repo(sandbox: &TestSandbox, extra: &[(&str, &str)]) -> (GitRepo, GitDaemon, String) {
-    let root = sandbox.dir.path().join("srv");
-    let repo = GitRepo::init(root.join("charts.git"));
-    repo.write("charts/web/Chart.yaml", CHART);
-    repo.write("charts/web/values.yaml", CHART_VALUES);
-    repo.write("charts/web/templates/cm.yaml", CHART_CM);
-    repo.write("charts/web/prod.yaml", "color: green\n");
-    for (rel, text) in extra {
-        repo.write(rel, text);
-    }
-    repo.commit("chart");
-    let daemon = GitDaemon::start(&root);
-    let url = daemon.url("charts.git");
-    (repo, daemon, url)
+    let files = [
+        ("charts/web/Chart.yaml", CHART.to_string()),
+        ("charts/web/values.yaml", CHART_VALUES.to_string()),
+        ("charts/web/templates/cm.yaml", CHART_CM.to_string()),
+        ("charts/web/prod.yaml", "color: green\n".to_string()),
+    ];
+    served_repo(sandbox, "charts.git", &files, extra)
 }
 
 #[tokio::test]
