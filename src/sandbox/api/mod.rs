@@ -257,6 +257,20 @@ impl State {
         }
     }
 
+    /// Whether a path names a built-in resource, whose objects travel in protobuf too
+    /// (custom resources have no protobuf form).
+    pub fn serves_protobuf(&self, path: &str) -> bool {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let target = match segments.as_slice() {
+            ["api", version, rest @ ..] if !rest.is_empty() => self.target("", version, rest),
+            ["apis", group, version, rest @ ..] if !rest.is_empty() => {
+                self.target(group, version, rest)
+            }
+            _ => return false,
+        };
+        target.is_ok_and(|t| !t.resource.custom)
+    }
+
     fn resource_list(&self, group: &str, version: &str) -> Result<Reply, ApiError> {
         self.registry()
             .resource_list(group, version)
