@@ -364,6 +364,18 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
             code,
             Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
         ),
+        Ok(Reply::Raw(code, bytes, "application/json")) if format == protobuf::Format::Protobuf => {
+            // Gets and lists are written as JSON bytes straight from the store.
+            let encoded = serde_json::from_slice(&bytes)
+                .ok()
+                .and_then(|value| protobuf::encode_object(&value).ok());
+            match encoded {
+                Some(encoded) => {
+                    response(code, protobuf::MEDIA_TYPE, api::full_body(encoded.into()))
+                }
+                None => json_response(code, bytes),
+            }
+        }
         Ok(Reply::Raw(code, bytes, content_type)) => {
             response(code, content_type, api::full_body(bytes))
         }

@@ -17,6 +17,7 @@ mod layers;
 mod leader;
 mod manifest;
 mod notify;
+mod protobuf;
 mod quickstart;
 mod render;
 mod sandbox_client;
