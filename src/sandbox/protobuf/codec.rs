@@ -29,29 +29,47 @@ pub fn encode(
     let object = value
         .as_object()
         .ok_or_else(|| type_error(message, "", "an object"))?;
-    if let Some(unknown) = object
-        .keys()
-        .find(|k| !message.knows(k) && !TYPE_META.contains(&k.as_str()))
-    {
-        return Err(ProtobufError::UnknownField {
-            message: message.name.clone(),
-            field: unknown.clone(),
-        });
+    // Walk the object's keys rather than the message's fields: most fields of a large
+    // message (PodSpec, Container) are unset. Go writes fields in number order.
+    let mut present: Vec<(&Field, Option<&Value>)> = Vec::with_capacity(object.len() + 1);
+    for (key, value) in object {
+        match message.field_by_json(key) {
+            Some(field) if field.label != Label::Inline => {
+                if !value.is_null() {
+                    present.push((field, Some(value)));
+                }
+            }
+            _ if message.knows(key) || TYPE_META.contains(&key.as_str()) => {}
+            _ => {
+                return Err(ProtobufError::UnknownField {
+                    message: message.name.clone(),
+                    field: key.clone(),
+                });
+            }
+        }
     }
-    for field in &message.fields {
-        if let (Label::Inline, Type::Message(inner)) = (field.label, field.ty) {
+    present.extend(
+        message
+            .fields
+            .iter()
+            .filter(|f| f.label == Label::Inline)
+            .map(|f| (f, None)),
+    );
+    present.sort_by_key(|(field, _)| field.tag);
+    for (field, value) in present {
+        let Some(value) = value else {
+            let Type::Message(inner) = field.ty else {
+                continue;
+            };
             // Go writes an embedded struct even when it is empty.
-            let keys = &schema.messages[inner].fields;
-            let part: Map<String, Value> = keys
+            let part: Map<String, Value> = schema.messages[inner]
+                .fields
                 .iter()
                 .filter_map(|f| object.get(&f.json).map(|v| (f.json.clone(), v.clone())))
                 .collect();
             let mut bytes = Vec::new();
             encode(schema, inner, &Value::Object(part), &mut bytes)?;
             wire::put_bytes(out, field.tag, &bytes);
-            continue;
-        }
-        let Some(value) = object.get(&field.json).filter(|v| !v.is_null()) else {
             continue;
         };
         match field.label {
