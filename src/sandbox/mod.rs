@@ -311,10 +311,14 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
         }
     };
     let mut headers = parts.headers;
-    let serves_protobuf = !sandbox_endpoint && state.serves_protobuf(&path);
-    let format = protobuf::Accept::from_headers(&headers).choose(serves_protobuf);
+    let accept = protobuf::Accept::from_headers(&headers);
+    let protobuf_body = protobuf::negotiate::is_protobuf_body(&headers);
+    let serves_protobuf = (accept.mentions_protobuf() || protobuf_body)
+        && !sandbox_endpoint
+        && state.serves_protobuf(&path);
+    let format = accept.choose(serves_protobuf);
     // A protobuf body for a custom resource reaches the handlers as is: they answer 415.
-    let body = if serves_protobuf && protobuf::negotiate::is_protobuf_body(&headers) {
+    let body = if serves_protobuf && protobuf_body {
         match protobuf::negotiate::json_body(&body) {
             Ok(json) => {
                 headers.insert(

@@ -63,6 +63,12 @@ impl Accept {
         Accept { ranges }
     }
 
+    /// Whether protobuf is among the media types at all: only then is it worth asking
+    /// whether the resource has a protobuf form.
+    pub fn mentions_protobuf(&self) -> bool {
+        self.ranges.iter().any(|r| r.media_type == MEDIA_TYPE)
+    }
+
     /// The format to answer in, for a resource that has a protobuf form or not. No
     /// `Accept`, or none the sandbox can produce, answers JSON as before.
     pub fn choose(&self, protobuf_available: bool) -> Format {

@@ -468,4 +468,6 @@ fn protobuf_first_accept_answers_protobuf_only_for_built_in_kinds() {
         accept("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json");
     assert_eq!(table.choose(true), Format::Json);
     assert_eq!(Accept::default().choose(true), Format::Json);
+    assert!(both.mentions_protobuf());
+    assert!(!accept("application/json").mentions_protobuf());
 }
