@@ -88,6 +88,32 @@ async fn kubectl_create_deployment_stores_what_kube_apiserver_stores() {
     assert_eq!(deployment["metadata"]["labels"], json!({"app": "web"}));
 }
 
+/// `replicas` is a Go pointer: a protobuf 0 is zero replicas, not "unset, default 1".
+#[tokio::test]
+async fn kubectl_create_deployment_with_zero_replicas_keeps_zero() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("pb-zero").await;
+    sandbox
+        .kubectl(&[
+            "create",
+            "deployment",
+            "idle",
+            "--image=nginx",
+            "--replicas=0",
+            "-n",
+            "pb-zero",
+        ])
+        .await
+        .ok();
+    let deployment = stored(
+        &sandbox,
+        "/apis/apps/v1/namespaces/pb-zero/deployments/idle",
+    )
+    .await;
+    assert_eq!(deployment["spec"]["replicas"], 0);
+    assert!(deployment["spec"].get("paused").is_none(), "{deployment}");
+}
+
 #[tokio::test]
 async fn kubectl_create_configmap_and_secret() {
     let sandbox = TestSandbox::start().await;

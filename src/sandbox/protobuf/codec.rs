@@ -97,7 +97,7 @@ pub fn encode(
                         json: field.json.clone(),
                         ty: field.ty,
                         label: Label::Optional,
-                        required: true,
+                        keep_zero: true,
                     };
                     encode_field(schema, message, &value_field, &entries[key], &mut entry)?;
                     wire::put_bytes(out, field.tag, &entry);
@@ -362,7 +362,7 @@ fn decode_entry(
         json: field.json.clone(),
         ty: field.ty,
         label: Label::Optional,
-        required: true,
+        keep_zero: true,
     };
     let mut reader = Reader::new(bytes);
     while let Some((tag, raw)) = reader.next_field()? {
@@ -400,7 +400,7 @@ fn decode_field(
     field: &Field,
     raw: wire::Field<'_>,
 ) -> Result<Option<Value>, ProtobufError> {
-    let keep = field.required || field.label != Label::Optional;
+    let keep = field.keep_zero || field.label != Label::Optional;
     let value = match (field.ty, raw) {
         (Type::String, raw) => {
             let s = string(message, field, raw)?;

@@ -61,9 +61,10 @@ pub struct Field {
     pub json: String,
     pub ty: Type,
     pub label: Label,
-    /// Listed as required by the OpenAPI schema: Go marshals it even when zero, so a
-    /// decoded zero is kept rather than read as "unset".
-    pub required: bool,
+    /// A decoded zero is a value, not "unset": the field is required (no `omitempty`)
+    /// or a Go pointer ([`POINTERS`]). Go writes every other field even when zero, and
+    /// its JSON leaves those zeros out.
+    pub keep_zero: bool,
 }
 
 #[derive(Debug)]
@@ -157,12 +158,13 @@ impl Schema {
                     "inline" => Label::Inline,
                     _ => Label::Optional,
                 };
+                let pointer = POINTERS.contains(&(name.as_str(), json.as_str()));
                 fields.push(Field {
                     tag: *tag,
                     json: json.clone(),
                     ty,
                     label,
-                    required: *required,
+                    keep_zero: *required || pointer,
                 });
             }
             fields.sort_by_key(|f| f.tag);
@@ -220,6 +222,62 @@ impl Schema {
         self.kinds.iter().map(|(k, &i)| (k.as_str(), i))
     }
 }
+
+/// Scalar fields that are Go pointers, whose zero means something (`replicas: 0`,
+/// `automountServiceAccountToken: false`): protobuf cannot tell them from the fields Go
+/// writes even when zero, so they are named here, from the Go types of the kinds
+/// `kubectl create` sends. `ScaleSpec.replicas` is not a pointer, but a Scale of 0 is
+/// the whole point of the request.
+pub(super) const POINTERS: &[(&str, &str)] = &[
+    ("api.apps.v1.DaemonSetSpec", "revisionHistoryLimit"),
+    ("api.apps.v1.DeploymentSpec", "replicas"),
+    ("api.apps.v1.DeploymentSpec", "revisionHistoryLimit"),
+    ("api.apps.v1.DeploymentSpec", "progressDeadlineSeconds"),
+    ("api.apps.v1.ReplicaSetSpec", "replicas"),
+    ("api.apps.v1.StatefulSetSpec", "replicas"),
+    ("api.apps.v1.StatefulSetSpec", "revisionHistoryLimit"),
+    ("api.autoscaling.v1.ScaleSpec", "replicas"),
+    (
+        "api.autoscaling.v2.HorizontalPodAutoscalerSpec",
+        "minReplicas",
+    ),
+    ("api.batch.v1.CronJobSpec", "startingDeadlineSeconds"),
+    ("api.batch.v1.CronJobSpec", "suspend"),
+    ("api.batch.v1.CronJobSpec", "successfulJobsHistoryLimit"),
+    ("api.batch.v1.CronJobSpec", "failedJobsHistoryLimit"),
+    ("api.batch.v1.JobSpec", "parallelism"),
+    ("api.batch.v1.JobSpec", "completions"),
+    ("api.batch.v1.JobSpec", "activeDeadlineSeconds"),
+    ("api.batch.v1.JobSpec", "backoffLimit"),
+    ("api.batch.v1.JobSpec", "ttlSecondsAfterFinished"),
+    ("api.batch.v1.JobSpec", "suspend"),
+    ("api.core.v1.ConfigMap", "immutable"),
+    ("api.core.v1.Secret", "immutable"),
+    ("api.core.v1.ConfigMapVolumeSource", "defaultMode"),
+    ("api.core.v1.DownwardAPIVolumeSource", "defaultMode"),
+    ("api.core.v1.ProjectedVolumeSource", "defaultMode"),
+    ("api.core.v1.SecretVolumeSource", "defaultMode"),
+    ("api.core.v1.PodSecurityContext", "runAsUser"),
+    ("api.core.v1.PodSecurityContext", "runAsNonRoot"),
+    ("api.core.v1.PodSecurityContext", "fsGroup"),
+    ("api.core.v1.PodSecurityContext", "runAsGroup"),
+    ("api.core.v1.PodSpec", "terminationGracePeriodSeconds"),
+    ("api.core.v1.PodSpec", "activeDeadlineSeconds"),
+    ("api.core.v1.PodSpec", "automountServiceAccountToken"),
+    ("api.core.v1.PodSpec", "shareProcessNamespace"),
+    ("api.core.v1.PodSpec", "enableServiceLinks"),
+    ("api.core.v1.PodSpec", "setHostnameAsFQDN"),
+    ("api.core.v1.PodSpec", "hostUsers"),
+    ("api.core.v1.Probe", "terminationGracePeriodSeconds"),
+    ("api.core.v1.ReplicationControllerSpec", "replicas"),
+    ("api.core.v1.SecurityContext", "privileged"),
+    ("api.core.v1.SecurityContext", "runAsUser"),
+    ("api.core.v1.SecurityContext", "runAsNonRoot"),
+    ("api.core.v1.SecurityContext", "readOnlyRootFilesystem"),
+    ("api.core.v1.SecurityContext", "allowPrivilegeEscalation"),
+    ("api.core.v1.SecurityContext", "runAsGroup"),
+    ("api.core.v1.ServiceAccount", "automountServiceAccountToken"),
+];
 
 fn special(name: &str) -> Option<Special> {
     let special = match name {

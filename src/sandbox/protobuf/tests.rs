@@ -383,6 +383,32 @@ fn go_zero_values_read_as_unset() {
 }
 
 #[test]
+fn pointer_zeros_are_values() {
+    // kubectl create deployment --replicas=0: replicas is a Go pointer, minReadySeconds
+    // and paused are not (Go writes them as 0 and false, and reads them as unset).
+    let mut spec = Vec::new();
+    for (tag, value) in [(1, 0), (5, 0), (7, 0)] {
+        wire::put_key(&mut spec, tag, wire::VARINT);
+        wire::put_varint(&mut spec, value);
+    }
+    let mut deployment = Vec::new();
+    wire::put_bytes(&mut deployment, 2, &spec);
+    let bytes = super::envelope("apps/v1", "Deployment", &deployment);
+    assert_eq!(
+        decode_object(&bytes).expect("decodes"),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 0}})
+    );
+    let schema = Schema::get().expect("schema table");
+    for (message, field) in super::schema::POINTERS {
+        let index = schema.message(message).expect("a listed message exists");
+        assert!(
+            schema.messages[index].field_by_json(field).is_some(),
+            "{message}.{field} is not a field"
+        );
+    }
+}
+
+#[test]
 fn inline_structs_spread_into_their_parent() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "nginx",
