@@ -223,12 +223,27 @@ impl Schema {
     }
 }
 
-/// Scalar fields that are Go pointers, whose zero means something (`replicas: 0`,
-/// `automountServiceAccountToken: false`): protobuf cannot tell them from the fields Go
-/// writes even when zero, so they are named here, from the Go types of the kinds
-/// `kubectl create` sends. `ScaleSpec.replicas` is not a pointer, but a Scale of 0 is
-/// the whole point of the request.
+/// Scalar fields whose zero is written in JSON: Go pointers (`replicas: 0`,
+/// `automountServiceAccountToken: false`), and fields without `omitempty` that the
+/// OpenAPI schema does not mark required (`disruptionsAllowed: 0`). Protobuf cannot tell
+/// them from the fields Go writes even when zero, so they are named here, from the Go
+/// types of the kinds `kubectl create` sends and of the recorded answers.
+/// `ScaleSpec.replicas` is neither, but a Scale of 0 is the whole point of the request.
 pub(super) const POINTERS: &[(&str, &str)] = &[
+    (
+        "apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "deletionGracePeriodSeconds",
+    ),
+    ("api.apps.v1.RollingUpdateStatefulSetStrategy", "partition"),
+    ("api.apps.v1.StatefulSetStatus", "availableReplicas"),
+    ("api.batch.v1.JobSpec", "manualSelector"),
+    (
+        "api.policy.v1.PodDisruptionBudgetStatus",
+        "disruptionsAllowed",
+    ),
+    ("api.policy.v1.PodDisruptionBudgetStatus", "currentHealthy"),
+    ("api.policy.v1.PodDisruptionBudgetStatus", "desiredHealthy"),
+    ("api.policy.v1.PodDisruptionBudgetStatus", "expectedPods"),
     ("api.apps.v1.DaemonSetSpec", "revisionHistoryLimit"),
     ("api.apps.v1.DeploymentSpec", "replicas"),
     ("api.apps.v1.DeploymentSpec", "revisionHistoryLimit"),
