@@ -119,10 +119,19 @@ for key, message in messages.items():
             for f in inner:
                 f[1] = by_norm_prop[norm(f[1])]
 
+# Kinds kubectl sends in protobuf from groups whose OpenAPI documents the sandbox does
+# not serve (yet): their JSON names are the proto names, lowerCamel (checked by hand).
+EXTRA_KINDS = {
+    "scheduling.k8s.io/v1/PriorityClass": "api.scheduling.v1.PriorityClass",
+    "scheduling.k8s.io/v1/PriorityClassList": "api.scheduling.v1.PriorityClassList",
+    "authorization.k8s.io/v1/SelfSubjectAccessReview": "api.authorization.v1.SelfSubjectAccessReview",
+    "authorization.k8s.io/v1/SelfSubjectRulesReview": "api.authorization.v1.SelfSubjectRulesReview",
+}
+
 # Keep what the served kinds reach, and the envelope and meta types.
 roots = [k for k, m in messages.items() if m["openapi"] in schemas]
 roots += ["apimachinery.pkg.runtime.Unknown", "apimachinery.pkg.runtime.RawExtension",
-          "apimachinery.pkg.apis.meta.v1.Duration"]
+          "apimachinery.pkg.apis.meta.v1.Duration"] + list(EXTRA_KINDS.values())
 keep, todo = set(), list(roots)
 while todo:
     key = todo.pop()
@@ -140,6 +149,11 @@ for key in sorted(keep):
         api_version = gvk["version"] if not gvk["group"] else gvk["group"] + "/" + gvk["version"]
         kinds[api_version + "/" + gvk["kind"]] = key
 
+kinds.update(EXTRA_KINDS)
+# lowerCamel of prost's snake_case loses acronyms; the few in EXTRA_KINDS' messages:
+for field in messages["api.authorization.v1.NonResourceRule"]["fields"]:
+    if field[1] == "nonResourceUrLs":
+        field[1] = "nonResourceURLs"
 out = {
     "source": "k8s-pb 0.9.0",
     "kinds": kinds,

@@ -619,3 +619,42 @@ fn collect_objects(value: &Value, file: &str, out: &mut Vec<(String, Value)>) {
         _ => {}
     }
 }
+
+/// Kinds kubectl sends in protobuf from groups whose documents the sandbox does not
+/// serve: `kubectl auth can-i` and `kubectl create priorityclass`.
+#[test]
+fn extra_kinds_round_trip_and_match_k8s_pb() {
+    let schema = Schema::get().expect("schema table");
+    let objects = [
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": "2026-11-24T01:02:03Z"},
+            "spec": {"resourceAttributes": {"namespace": "demo", "verb": "create",
+                "group": "apps", "resource": "deployments"}},
+            "status": {"allowed": true, "reason": "sandbox"}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+            "metadata": {}, "spec": {"namespace": "demo"},
+            "status": {"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+                "incomplete": true}}),
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "high"}, "value": 1000, "globalDefault": true,
+            "description": "d", "preemptionPolicy": "Never"}),
+    ];
+    for object in objects {
+        let bytes = encode_object(&object).expect("encodes");
+        assert_eq!(decode_object(&bytes).expect("decodes"), object);
+        let index = schema
+            .kind(
+                object["apiVersion"].as_str().unwrap_or_default(),
+                object["kind"].as_str().unwrap_or_default(),
+            )
+            .expect("a message");
+        let mut raw = Vec::new();
+        codec::encode(schema, index, &object, &mut raw).expect("encodes");
+        let name = &schema.messages[index].name;
+        let again = prost_reencode(name, &raw)
+            .expect("listed")
+            .expect("k8s-pb decodes");
+        assert_eq!(again, raw, "{name}");
+    }
+}
