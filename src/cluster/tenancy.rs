@@ -26,6 +26,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::{Cluster, ClusterError, Resolved, build_client};
+use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// The key of a kubeconfig Secret when none is named: Flux's `value`, then its
 /// `value.yaml`.
@@ -155,6 +156,26 @@ impl Cluster {
             }
             _ => &self.client,
         }
+    }
+
+    /// Creates the namespace `name` unless it exists. A tenant's inventory lives in
+    /// tether's namespace, which its ServiceAccount may not create: tether makes sure
+    /// of it before the tenant's first pass.
+    pub async fn ensure_namespace(&self, name: &str) -> Result<(), ClusterError> {
+        let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
+        let kind = self
+            .resolve(&gvk)
+            .await?
+            .ok_or_else(|| ClusterError::Config("the cluster serves no Namespaces".into()))?;
+        if self.get(&kind, None, name).await?.is_some() {
+            return Ok(());
+        }
+        let namespace = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+        });
+        self.apply(&kind, &namespace, true).await.map(|_| ())
     }
 
     /// Connects to the cluster of the kubeconfig in `secret`, read with this
