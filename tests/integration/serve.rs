@@ -141,7 +141,7 @@ impl Serve {
             .status()
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &pid])

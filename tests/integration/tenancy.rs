@@ -160,14 +160,44 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
         })
         .await;
     assert_eq!(status["sync"], "Synced", "{status}");
-    sandbox
-        .kubectl(&["get", "deployment", "web", "-n", "t1"])
+    let deployment = sandbox
+        .kubectl(&[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "t1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
         .await
         .ok();
+    let deployment: Value = serde_json::from_str(&deployment.stdout).expect("JSON");
+    assert_eq!(
+        deployment["metadata"]["managedFields"][0]["manager"], "tether",
+        "{deployment}"
+    );
     sandbox
         .kubectl(&["get", "cm", "tether-inventory-web", "-n", "tether-system"])
         .await
         .ok();
+
+    // In sync, a pass reads as the tenant and writes nothing: the list across
+    // namespaces is refused (the Role is t1's), so the object is read by name.
+    let finished = status["lastPass"]["finishedAt"].clone();
+    sandbox.sandbox.reset_requests();
+    manual_sync(&serve, "web").await;
+    let status = serve
+        .wait_status("web", "another pass", |s| {
+            s["lastPass"]["finishedAt"] != finished
+        })
+        .await;
+    assert_eq!(status["sync"], "Synced", "{status}");
+    let counts = sandbox.sandbox.requests();
+    assert!(counts.get("list", "apps/deployments") >= 1, "{counts:?}");
+    assert!(counts.get("get", "apps/deployments") >= 1, "{counts:?}");
+    assert_eq!(writes(&counts), 0, "{counts:?}");
     assert_eq!(serve.stop().await, Some(0));
 }
 
@@ -364,6 +394,21 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
         !log.contains(remote.sandbox.token()),
         "the kubeconfig never reaches the log"
     );
+
+    // Without the apps that use it, the connection closes (on reload).
+    std::fs::write(
+        home.dir.path().join("remote.yaml"),
+        format!("{server}apps: []\n"),
+    )
+    .expect("rewrite the configuration");
+    serve.signal("HUP");
+    eventually("the second cluster is let go", || async {
+        serve
+            .log()
+            .contains("no app uses the cluster any more")
+            .then_some(())
+    })
+    .await;
     assert_eq!(serve.stop().await, Some(0));
 }
 
