@@ -437,3 +437,57 @@ async fn an_app_whose_kubeconfig_secret_is_missing_is_stalled_and_the_others_run
     assert!(message.contains("nowhere"), "{status}");
     assert_eq!(serve.stop().await, Some(0));
 }
+
+/// kubectl, a client no one here wrote, impersonating through the sandbox: its
+/// requests meet RBAC, and it prints the refusal as it prints a real server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_as_a_service_account_meets_rbac() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("t1").await;
+    let as_deployer = "--as=system:serviceaccount:t1:deployer";
+    let refused = sandbox
+        .kubectl(&["get", "deployments", "-n", "t1", as_deployer])
+        .await;
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains(
+            "Error from server (Forbidden): deployments.apps is forbidden: User \
+             \"system:serviceaccount:t1:deployer\" cannot list resource \"deployments\" in API \
+             group \"apps\" in the namespace \"t1\""
+        ),
+        "{}",
+        refused.stderr
+    );
+    apply(&sandbox, &deployer_role("get, list, watch, patch")).await;
+    sandbox
+        .kubectl(&["get", "deployments", "-n", "t1", as_deployer])
+        .await
+        .ok();
+    // The Role is t1's: other namespaces and the cluster scope stay refused.
+    let elsewhere = sandbox
+        .kubectl(&["get", "deployments", "-n", "default", as_deployer])
+        .await;
+    assert!(
+        elsewhere
+            .stderr
+            .contains("cannot list resource \"deployments\" in API group \"apps\" in the namespace \"default\""),
+        "{}",
+        elsewhere.stderr
+    );
+    let cluster = sandbox.kubectl(&["get", "namespaces", as_deployer]).await;
+    assert!(
+        cluster
+            .stderr
+            .contains("cannot list resource \"namespaces\" in API group \"\" at the cluster scope"),
+        "{}",
+        cluster.stderr
+    );
+    // Server-side apply of a Deployment needs only patch, as on a real server.
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "--server-side", "-f", "-", as_deployer],
+            Some(&deployment("web", "t1")),
+        )
+        .await
+        .ok();
+}
