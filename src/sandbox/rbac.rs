@@ -8,7 +8,8 @@
 //! impersonated identity meets RBAC. Non-resource paths (discovery, `/version`,
 //! OpenAPI) are open to every authenticated user, as the default `system:discovery`
 //! binding makes them. Aggregated ClusterRoles are not evaluated (their rules are
-//! whatever was stored).
+//! whatever was stored), and `Impersonate-Uid` and `Impersonate-Extra-*` are accepted
+//! without a check of their own.
 //!
 //! [`authorize`] stands alone, for any handler that must ask the same question
 //! (`SelfSubjectAccessReview`).
