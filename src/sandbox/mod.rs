@@ -14,6 +14,7 @@ pub mod faults;
 pub mod fields;
 pub mod openapi;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod status;
@@ -273,8 +274,8 @@ async fn serve(
     connections.shutdown().await;
 }
 
-/// Serves one request: counters, injected faults and latency, authentication, then the
-/// API proper.
+/// Serves one request: counters, injected faults and latency, authentication,
+/// impersonation and authorization, then the API proper.
 async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
@@ -294,9 +295,20 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
     if !authorized(&state, &parts.headers) {
         return error_response(&ApiError::Unauthorized);
     }
+    let accept = protobuf::Accept::from_headers(&parts.headers);
+    let protobuf_body = protobuf::negotiate::is_protobuf_body(&parts.headers);
+    let serves_protobuf = (accept.mentions_protobuf() || protobuf_body)
+        && !sandbox_endpoint
+        && state.serves_protobuf(&path);
+    let format = accept.choose(serves_protobuf);
     if !sandbox_endpoint {
         if let Some(fault) = state.faults.draw() {
-            return error_response(&fault);
+            return answer_error(format, &fault);
+        }
+        if let Err(refused) =
+            rbac::check(&state.store, &parts.method, &path, &query, &parts.headers)
+        {
+            return answer_error(format, &refused);
         }
     }
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)
@@ -311,12 +323,6 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
         }
     };
     let mut headers = parts.headers;
-    let accept = protobuf::Accept::from_headers(&headers);
-    let protobuf_body = protobuf::negotiate::is_protobuf_body(&headers);
-    let serves_protobuf = (accept.mentions_protobuf() || protobuf_body)
-        && !sandbox_endpoint
-        && state.serves_protobuf(&path);
-    let format = accept.choose(serves_protobuf);
     // A protobuf body for a custom resource reaches the handlers as is: they answer 415.
     let body = if serves_protobuf && protobuf_body {
         match protobuf::negotiate::json_body(&body) {
@@ -400,11 +406,21 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
 fn answer_error(format: protobuf::Format, err: &ApiError) -> Response<Body> {
     if format == protobuf::Format::Protobuf && !matches!(err, ApiError::PageNotFound) {
         if let Ok(bytes) = protobuf::encode_object(&err.status()) {
-            return response(
+            let mut answer = response(
                 err.code(),
                 protobuf::MEDIA_TYPE,
                 api::full_body(bytes.into()),
             );
+            if matches!(
+                err,
+                ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_)
+            ) {
+                answer.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_static("1"),
+                );
+            }
+            return answer;
         }
     }
     error_response(err)
