@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 pub mod deployment;
+pub mod events;
 
 use super::api::State;
 use super::store::{EventType, ObjectKey, ResourceKey};

@@ -29,9 +29,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::{MANAGER, has_broken_image};
+use super::{MANAGER, events, has_broken_image};
 use crate::sandbox::api::State;
 use crate::sandbox::registry::ResourceType;
+use crate::sandbox::selector::LabelSelector;
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::{Event, EventType, ObjectKey, Stored};
 
@@ -161,6 +162,7 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         return Ok(());
     };
     let namespace = &key.0;
+    adopt_orphans(state, &replica_sets, &deployment, namespace, &stored.uid)?;
     let owned = owned_replica_sets(state, &replica_sets, namespace, &stored.uid);
     let hash = pod_template_hash(template, deployment.pointer("/status/collisionCount"));
     let new_name = format!("{}-{hash}", key.1);
@@ -176,10 +178,12 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
     let new_key = (namespace.clone(), new_name);
     let existing = owned.iter().find(|(k, _)| *k == new_key).map(|(_, s)| s);
     let desired = new_replica_set(&deployment, &stored.uid, &hash, revision);
+    let before = existing.map(|e| replicas_of(&e.value()));
     let wanted = match existing {
         Some(existing) => updated_replica_set(&existing.value(), &desired),
         None => desired,
     };
+    let after = replicas_of(&wanted);
     state.write_as_controller(
         &replica_sets,
         &new_key,
@@ -188,11 +192,23 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         MANAGER,
         None,
     )?;
+    match before {
+        None if after > 0 => scaling_event(
+            state,
+            &deployment,
+            format!("Scaled up replica set {} to {after}", new_key.1),
+        ),
+        Some(before) if before != after => {
+            scaled_event(state, &deployment, &new_key.1, before, after)
+        }
+        _ => {}
+    }
 
     // 2. Older ReplicaSets scaled to 0.
     for (old_key, old) in owned.iter().filter(|(k, _)| *k != new_key) {
         let mut value = old.value();
-        if value.pointer("/spec/replicas").and_then(Value::as_i64) != Some(0) {
+        let before = replicas_of(&value);
+        if before != 0 {
             value["spec"]["replicas"] = json!(0);
             state.write_as_controller(
                 &replica_sets,
@@ -202,6 +218,7 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
                 MANAGER,
                 None,
             )?;
+            scaled_event(state, &deployment, &old_key.1, before, 0);
         }
     }
 
@@ -237,6 +254,80 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
             .find(|rs| rs.pointer("/metadata/name").and_then(Value::as_str) == Some(&new_key.1));
         Some(deployment_status(deployment, new_rs, &all, &now))
     })
+}
+
+/// The component name the Deployment controller records Events as.
+const COMPONENT: &str = "deployment-controller";
+
+/// `ScalingReplicaSet`, as `scaleReplicaSet` reports a change of a ReplicaSet's size.
+fn scaled_event(state: &State, deployment: &Value, rs_name: &str, from: i64, to: i64) {
+    let direction = if to > from { "up" } else { "down" };
+    scaling_event(
+        state,
+        deployment,
+        format!("Scaled {direction} replica set {rs_name} to {to} from {from}"),
+    );
+}
+
+fn scaling_event(state: &State, deployment: &Value, message: String) {
+    events::record(
+        state,
+        events::Record {
+            object: deployment,
+            event_type: events::EventType::Normal,
+            reason: "ScalingReplicaSet",
+            message,
+            component: COMPONENT,
+            manager: MANAGER,
+        },
+    );
+}
+
+/// What `ClaimReplicaSets` does: a ReplicaSet without a controller whose labels the
+/// Deployment's selector matches (one orphaned by `kubectl delete --cascade=orphan`)
+/// becomes the Deployment's.
+fn adopt_orphans(
+    state: &State,
+    replica_sets: &Arc<ResourceType>,
+    deployment: &Value,
+    namespace: &str,
+    uid: &str,
+) -> Result<(), ApiError> {
+    let selector = deployment
+        .pointer("/spec/selector")
+        .and_then(LabelSelector::from_object)
+        .filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        return Ok(());
+    };
+    let (_, items) = state.store.list(&replica_sets.key(), Some(namespace));
+    for (rs_key, rs) in items {
+        if !selector.matches(&rs.labels) {
+            continue;
+        }
+        let mut value = rs.value();
+        let has_controller = value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| r["controller"] == true));
+        if has_controller || value.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let reference = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": deployment["metadata"]["name"],
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        });
+        match value["metadata"]["ownerReferences"].as_array_mut() {
+            Some(refs) => refs.push(reference),
+            None => value["metadata"]["ownerReferences"] = json!([reference]),
+        }
+        state.write_as_controller(replica_sets, &rs_key, Some(rs), value, MANAGER, None)?;
+    }
+    Ok(())
 }
 
 /// The ReplicaSets in `namespace` whose controller is the object with `uid`.
