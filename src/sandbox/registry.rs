@@ -52,6 +52,19 @@ const BUILTIN: &[(&str, &str, &str)] = &[
         "v1",
         include_str!("../../assets/discovery/apis_apiextensions.k8s.io_v1.json"),
     ),
+    // Not recorded as resource lists: written from the recorded aggregated discovery
+    // (`aggregated-apis.json`), which lists the same resources. Reviews are answered,
+    // never stored (see `api::access_review`).
+    (
+        "authorization.k8s.io",
+        "v1",
+        include_str!("../../assets/discovery/apis_authorization.k8s.io_v1.json"),
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        include_str!("../../assets/discovery/apis_authentication.k8s.io_v1.json"),
+    ),
 ];
 
 const GROUP_LIST: &str = include_str!("../../assets/discovery/apis.json");

@@ -21,6 +21,7 @@ use super::status::ApiError;
 use super::store::{ObjectKey, Store, Stored};
 use commit::Write;
 
+mod access_review;
 mod commit;
 mod lifecycle;
 mod read;
@@ -373,6 +374,9 @@ impl State {
         target: Target,
         request: Request,
     ) -> Result<Reply, ApiError> {
+        if access_review::is_review(&target.resource) {
+            return self.review(&target, &request);
+        }
         let named = target.name.is_some();
         match (&request.method, named) {
             (&Method::GET, true) => self.get(&target),
