@@ -102,7 +102,10 @@ fn watch_tables(body: Body, printer: Printer, include: Include) -> Body {
             let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
                 return line;
             };
-            if !matches!(event["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) {
+            if !matches!(
+                event["type"].as_str(),
+                Some("ADDED" | "MODIFIED" | "DELETED")
+            ) {
                 return line;
             }
             let object = event["object"].take();
@@ -246,7 +249,8 @@ impl Printer {
                 metadata.insert(field.into(), v.clone());
             }
         }
-        let mut table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata});
+        let mut table =
+            json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata});
         table["columnDefinitions"] = if with_definitions {
             Value::Array(self.definitions())
         } else {
@@ -396,7 +400,13 @@ fn columns_of(group: &str, kind: &str) -> Option<&'static [Column]> {
 fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let int = |path: &str| o.pointer(path).and_then(Value::as_i64).unwrap_or(0);
     let text = |path: &str| o.pointer(path).and_then(Value::as_str).unwrap_or_default();
-    let or_none = |s: String| if s.is_empty() { "<none>".to_string() } else { s };
+    let or_none = |s: String| {
+        if s.is_empty() {
+            "<none>".to_string()
+        } else {
+            s
+        }
+    };
     let age = age_since(
         o.pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str),
@@ -456,7 +466,7 @@ fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<
             let node_selector = o
                 .pointer("/spec/template/spec/nodeSelector")
                 .and_then(Value::as_object)
-                .map(|m| labels_text(m))
+                .map(labels_text)
                 .unwrap_or_default();
             vec![
                 int("/status/desiredNumberScheduled").into(),
@@ -556,10 +566,13 @@ fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<
             vec![
                 text("/spec/schedule").into(),
                 or_none(text("/spec/timeZone").to_string()).into(),
-                o.pointer("/spec/suspend")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-                    .into(),
+                // `printBoolPtr`: a word, not a JSON boolean.
+                match o.pointer("/spec/suspend").and_then(Value::as_bool) {
+                    Some(true) => "True",
+                    Some(false) => "False",
+                    None => "<unset>",
+                }
+                .into(),
                 o.pointer("/status/active")
                     .and_then(Value::as_array)
                     .map_or(0, Vec::len)
@@ -833,8 +846,7 @@ fn service_external_ip(o: &Value) -> String {
             .unwrap_or_default()
             .to_string(),
         Some("LoadBalancer") => {
-            let mut addresses =
-                load_balancer_addresses(o.pointer("/status/loadBalancer/ingress"));
+            let mut addresses = load_balancer_addresses(o.pointer("/status/loadBalancer/ingress"));
             if !external.is_empty() {
                 if !addresses.is_empty() {
                     addresses.push(',');
@@ -1053,17 +1065,17 @@ mod tests {
             requested(&headers, &query).unwrap().include,
             Include::Metadata
         );
-        headers.insert(
-            http::header::ACCEPT,
-            "application/json".parse().unwrap(),
-        );
+        headers.insert(http::header::ACCEPT, "application/json".parse().unwrap());
         assert!(requested(&headers, &query).is_none());
     }
 
     #[test]
     fn selectors_and_ports_print_as_kubectl_shows_them() {
         let selector = json!({"matchLabels": {"tier": "web", "app": "x"}, "matchExpressions": [{"key": "env", "operator": "In", "values": ["a", "b"]}]});
-        assert_eq!(selector_text(Some(&selector)), "app=x,tier=web,env in (a,b)");
+        assert_eq!(
+            selector_text(Some(&selector)),
+            "app=x,tier=web,env in (a,b)"
+        );
         let service = json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}});
         assert_eq!(service_ports(&service), "80:30080/TCP,53/UDP");
         assert_eq!(service_external_ip(&service), "<none>");
