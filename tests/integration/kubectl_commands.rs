@@ -500,15 +500,36 @@ async fn rollout_status_history_restart_and_undo() {
         stored["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
         "4"
     );
-    let history = sandbox
-        .kubectl(&["rollout", "history", "deployment/web", "-n", "kc-rollout"])
+    // Why a revision was made, as the ReplicaSet copies it from the Deployment.
+    sandbox
+        .kubectl(&[
+            "annotate",
+            "deployment/web",
+            "-n",
+            "kc-rollout",
+            "kubernetes.io/change-cause=rolled back to 1",
+        ])
         .await
         .ok();
-    let revisions: Vec<String> = rows(&history.stdout)[2..]
-        .iter()
-        .map(|r| r[0].clone())
-        .collect();
-    assert_eq!(revisions, ["2", "3", "4"]);
+    let history = eventually("the change cause in the history", || async {
+        let out = sandbox
+            .kubectl(&["rollout", "history", "deployment/web", "-n", "kc-rollout"])
+            .await
+            .ok();
+        out.stdout
+            .contains("rolled back to 1")
+            .then_some(out.stdout)
+    })
+    .await;
+    let revisions: Vec<Vec<String>> = rows(&history)[2..].to_vec();
+    assert_eq!(
+        revisions,
+        [
+            vec!["2".to_string(), "<none>".into()],
+            vec!["3".into(), "<none>".into()],
+            vec!["4".into(), "rolled back to 1".into()],
+        ]
+    );
     let current = replica_sets(&sandbox, "kc-rollout")
         .await
         .into_iter()
@@ -517,6 +538,10 @@ async fn rollout_status_history_restart_and_undo() {
     assert_eq!(
         current["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
         "4"
+    );
+    assert_eq!(
+        current["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"],
+        "1"
     );
     assert_eq!(
         current["spec"]["template"]["spec"]["containers"][0]["image"],

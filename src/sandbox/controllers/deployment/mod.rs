@@ -41,6 +41,7 @@ pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// The label that ties a ReplicaSet and its pods to one pod template.
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
+const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
 const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Passes waiting for their delay, by Deployment; one pass runs at a time.
@@ -184,6 +185,8 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         None => desired,
     };
     let after = replicas_of(&wanted);
+    // The Deployment takes the revision its ReplicaSet has (`SetDeploymentRevision`).
+    let revision = revision_of(&wanted).unwrap_or(revision);
     state.write_as_controller(
         &replica_sets,
         &new_key,
@@ -383,6 +386,16 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
     {
         rs_spec["minReadySeconds"] = min_ready.clone();
     }
+    let mut annotations = copied_annotations(deployment);
+    annotations.insert(
+        DESIRED_REPLICAS_ANNOTATION.into(),
+        replicas.to_string().into(),
+    );
+    annotations.insert(
+        MAX_REPLICAS_ANNOTATION.into(),
+        (replicas + max_surge(deployment)).to_string().into(),
+    );
+    annotations.insert(REVISION_ANNOTATION.into(), revision.to_string().into());
     json!({
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -390,11 +403,7 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
             "name": format!("{name}-{hash}"),
             "namespace": deployment["metadata"]["namespace"],
             "labels": template["metadata"]["labels"],
-            "annotations": {
-                DESIRED_REPLICAS_ANNOTATION: replicas.to_string(),
-                MAX_REPLICAS_ANNOTATION: (replicas + max_surge(deployment)).to_string(),
-                REVISION_ANNOTATION: revision.to_string(),
-            },
+            "annotations": annotations,
             "ownerReferences": [{
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
@@ -408,18 +417,67 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
     })
 }
 
+/// The Deployment's annotations a ReplicaSet of it carries
+/// (`copyDeploymentAnnotationsToReplicaSet`): all but the controller's own and
+/// kubectl's last-applied configuration. `kubernetes.io/change-cause` is how `kubectl
+/// rollout history` learns why a revision was made.
+fn copied_annotations(deployment: &Value) -> Map<String, Value> {
+    const SKIPPED: &[&str] = &[
+        "kubectl.kubernetes.io/last-applied-configuration",
+        REVISION_ANNOTATION,
+        REVISION_HISTORY_ANNOTATION,
+        DESIRED_REPLICAS_ANNOTATION,
+        MAX_REPLICAS_ANNOTATION,
+        "deprecated.deployment.rollback.to",
+    ];
+    deployment
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|annotations| {
+            annotations
+                .iter()
+                .filter(|(key, _)| !SKIPPED.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// An existing ReplicaSet of the current template, given the replica count and the
-/// annotations of `desired`; the rest (its status, others' fields) stays.
+/// annotations of `desired` (`SetNewReplicaSetAnnotations`): its revision only ever
+/// grows, and a ReplicaSet that becomes current again (a rollback) keeps the revisions
+/// it had in `deployment.kubernetes.io/revision-history`. The rest (its status, others'
+/// fields) stays.
 fn updated_replica_set(existing: &Value, desired: &Value) -> Value {
     let mut updated = existing.clone();
     updated["spec"]["replicas"] = desired["spec"]["replicas"].clone();
-    if let Some(annotations) = desired
+    let old_revision = revision_of(existing);
+    let Some(annotations) = desired
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
-    {
-        for (key, value) in annotations {
+    else {
+        return updated;
+    };
+    for (key, value) in annotations {
+        if key != REVISION_ANNOTATION {
             updated["metadata"]["annotations"][key] = value.clone();
         }
+    }
+    let new_revision = revision_of(desired).unwrap_or(0);
+    if old_revision.is_none_or(|old| old < new_revision) {
+        updated["metadata"]["annotations"][REVISION_ANNOTATION] = new_revision.to_string().into();
+    }
+    if let Some(old) = old_revision.filter(|old| *old < new_revision) {
+        let history = existing
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
+            .and_then(Value::as_str)
+            .filter(|h| !h.is_empty());
+        let history = match history {
+            Some(history) => format!("{history},{old}"),
+            None => old.to_string(),
+        };
+        updated["metadata"]["annotations"][REVISION_HISTORY_ANNOTATION] = history.into();
     }
     updated
 }
