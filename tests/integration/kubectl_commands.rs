@@ -738,6 +738,31 @@ async fn get_prints_the_columns_of_kube_apiservers_printers() {
         .await
         .ok();
     assert_eq!(rows(&namespaces.stdout)[1][..2], ["kc-table", "Active"]);
+    // --sort-by asks for each row's whole object and sorts by a field of it (lists
+    // come in name order, so the sort is by data).
+    for (name, rank) in [("a", "3"), ("b", "1"), ("c", "2")] {
+        let file = sandbox.write_file(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: kc-table}}\ndata: {{rank: \"{rank}\"}}\n"),
+        );
+        sandbox.kubectl(&["apply", "-f", &file]).await.ok();
+    }
+    let sorted = sandbox
+        .kubectl(&[
+            "get",
+            "configmaps",
+            "-n",
+            "kc-table",
+            "--sort-by=.data.rank",
+        ])
+        .await
+        .ok();
+    let names: Vec<String> = rows(&sorted.stdout)[1..]
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(names, ["b", "c", "a"]);
+    assert_eq!(rows(&sorted.stdout)[0], ["NAME", "DATA", "AGE"]);
 }
 
 #[tokio::test]

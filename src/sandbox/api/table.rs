@@ -215,6 +215,24 @@ impl Printer {
         cells
     }
 
+    /// An object as a row carries it whole (`includeObject=Object`): with its kind and
+    /// apiVersion, which items of a built-in list leave out, so that the client can
+    /// decode it (kubectl's `--sort-by` reads it).
+    fn whole(&self, object: &Value) -> Value {
+        let Printer::Builtin(resource, _) = self else {
+            return object.clone();
+        };
+        let mut whole = Map::new();
+        whole.insert("kind".into(), resource.kind.clone().into());
+        whole.insert("apiVersion".into(), resource.api_version().into());
+        if let Some(fields) = object.as_object() {
+            for (key, value) in fields {
+                whole.insert(key.clone(), value.clone());
+            }
+        }
+        Value::Object(whole)
+    }
+
     /// The Table of a list (`items`) or of one object.
     fn table(&self, value: &Value, include: Include, with_definitions: bool) -> Value {
         let now = Utc::now();
@@ -237,7 +255,7 @@ impl Printer {
                             "metadata": object.get("metadata").cloned().unwrap_or(json!({})),
                         });
                     }
-                    Include::Object => row["object"] = object.clone(),
+                    Include::Object => row["object"] = self.whole(object),
                 }
                 row
             })
