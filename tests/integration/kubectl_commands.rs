@@ -1120,3 +1120,61 @@ data: {a: b}
     assert_eq!(get.code, 1, "{get:?}");
     assert!(get.stderr.contains("configmaps \"dry\" not found"));
 }
+
+#[tokio::test]
+async fn a_job_completes_and_says_so_in_get_describe_and_events() {
+    let sandbox = TestSandbox::start_with(tether::sandbox::SandboxOptions {
+        simulate_controllers: Some(Duration::from_millis(50)),
+        ..Default::default()
+    })
+    .await;
+    sandbox.namespace("kc-job").await;
+    let file = sandbox.write_file(
+        "job.yaml",
+        "apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: kc-job}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: migrate, image: busybox}
+",
+    );
+    sandbox.kubectl(&["apply", "-f", &file]).await.ok();
+    let out = sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Complete",
+            "job/migrate",
+            "-n",
+            "kc-job",
+            "--timeout=20s",
+        ])
+        .await
+        .ok();
+    assert_eq!(out.stdout.trim(), "job.batch/migrate condition met");
+    let out = sandbox.kubectl(&["get", "jobs", "-n", "kc-job"]).await.ok();
+    let table = rows(&out.stdout);
+    assert_eq!(
+        table[0],
+        ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    );
+    assert_eq!(table[1][..3], ["migrate", "Complete", "1/1"]);
+    let out = sandbox
+        .kubectl(&["describe", "job", "migrate", "-n", "kc-job"])
+        .await
+        .ok();
+    let completed = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .filter(|l| l.contains("Completed") && l.contains("job-controller"))
+        .count();
+    assert_eq!(completed, 1, "one Completed event: {}", out.stdout);
+    let events = get_json(&sandbox, &["events", "-n", "kc-job"]).await;
+    assert_eq!(events["items"][0]["reason"], "Completed");
+    assert_eq!(events["items"][0]["involvedObject"]["kind"], "Job");
+    assert_eq!(events["items"][0]["count"], 1);
+}
