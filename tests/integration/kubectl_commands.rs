@@ -1178,3 +1178,65 @@ spec:
     assert_eq!(events["items"][0]["involvedObject"]["kind"], "Job");
     assert_eq!(events["items"][0]["count"], 1);
 }
+
+#[tokio::test]
+async fn rollout_pause_holds_a_template_change_until_resume() {
+    let (sandbox, _) = deployed("kc-pause").await;
+    let pause = sandbox
+        .kubectl(&["rollout", "pause", "deployment/web", "-n", "kc-pause"])
+        .await
+        .ok();
+    assert_eq!(pause.stdout.trim(), "deployment.apps/web paused");
+    sandbox
+        .kubectl(&[
+            "set",
+            "image",
+            "deployment/web",
+            "-n",
+            "kc-pause",
+            "web=nginx:1.26",
+        ])
+        .await
+        .ok();
+    sandbox
+        .kubectl(&["scale", "deployment/web", "-n", "kc-pause", "--replicas=3"])
+        .await
+        .ok();
+    // Paused: the one ReplicaSet is scaled, none is made for the new template.
+    let paused = eventually("the paused condition and the scaled ReplicaSet", || async {
+        let stored = deployment(&sandbox, "kc-pause").await;
+        let progressing = stored["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Progressing")?
+            .clone();
+        (progressing["reason"] == "DeploymentPaused" && stored["status"]["readyReplicas"] == 3)
+            .then_some(progressing)
+    })
+    .await;
+    assert_eq!(paused["status"], "Unknown");
+    assert_eq!(paused["message"], "Deployment is paused");
+    let held = replica_sets(&sandbox, "kc-pause").await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(
+        held[0]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.25"
+    );
+
+    let resume = sandbox
+        .kubectl(&["rollout", "resume", "deployment/web", "-n", "kc-pause"])
+        .await
+        .ok();
+    assert_eq!(resume.stdout.trim(), "deployment.apps/web resumed");
+    rolled_out(&sandbox, "kc-pause").await;
+    let sets = replica_sets(&sandbox, "kc-pause").await;
+    let current = sets
+        .iter()
+        .find(|rs| rs["spec"]["replicas"] == 3)
+        .expect("the new ReplicaSet has the replicas");
+    assert_eq!(
+        current["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.26"
+    );
+    assert_eq!(sets.len(), 2);
+}

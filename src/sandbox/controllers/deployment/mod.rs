@@ -178,6 +178,12 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
     // 1. The ReplicaSet of the current template.
     let new_key = (namespace.clone(), new_name);
     let existing = owned.iter().find(|(k, _)| *k == new_key).map(|(_, s)| s);
+    if existing.is_none() && is_paused(&deployment) {
+        // A paused Deployment rolls nothing out: its template waits for a resume, and
+        // only the replica count is kept (`sync` rather than `rolloutRolling`).
+        scale_active(state, &replica_sets, &deployment, &owned)?;
+        return finish(state, &deployments, &replica_sets, key, &stored.uid, None);
+    }
     let desired = new_replica_set(&deployment, &stored.uid, &hash, revision);
     let before = existing.map(|e| replicas_of(&e.value()));
     let wanted = match existing {
@@ -238,25 +244,86 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         }
     };
 
+    finish(
+        state,
+        &deployments,
+        &replica_sets,
+        key,
+        &stored.uid,
+        Some(&new_key.1),
+    )
+}
+
+/// Steps 4 and 5: the ReplicaSets' status, then the Deployment's from theirs.
+/// `new_rs` names the ReplicaSet of the current template, None while a paused
+/// Deployment has none.
+fn finish(
+    state: &State,
+    deployments: &Arc<ResourceType>,
+    replica_sets: &Arc<ResourceType>,
+    key: &ObjectKey,
+    uid: &str,
+    new_rs: Option<&str>,
+) -> Result<(), ApiError> {
+    let namespace = &key.0;
     // 4. What the ReplicaSet controller reports of their pods.
-    for (rs_key, _) in owned_replica_sets(state, &replica_sets, namespace, &stored.uid) {
-        state.update_status(&replica_sets, &rs_key, MANAGER, |rs| {
+    for (rs_key, _) in owned_replica_sets(state, replica_sets, namespace, uid) {
+        state.update_status(replica_sets, &rs_key, MANAGER, |rs| {
             Some(replica_set_status(rs, has_broken_image(rs)))
         })?;
     }
 
     // 5. The Deployment's status, from its ReplicaSets'.
-    let all: Vec<Value> = owned_replica_sets(state, &replica_sets, namespace, &stored.uid)
+    let all: Vec<Value> = owned_replica_sets(state, replica_sets, namespace, uid)
         .into_iter()
         .map(|(_, rs)| rs.value())
         .collect();
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    state.update_status(&deployments, key, MANAGER, |deployment| {
-        let new_rs = all
-            .iter()
-            .find(|rs| rs.pointer("/metadata/name").and_then(Value::as_str) == Some(&new_key.1));
+    state.update_status(deployments, key, MANAGER, |deployment| {
+        let new_rs = all.iter().find(|rs| {
+            new_rs.is_some() && rs.pointer("/metadata/name").and_then(Value::as_str) == new_rs
+        });
         Some(deployment_status(deployment, new_rs, &all, &now))
     })
+}
+
+fn is_paused(deployment: &Value) -> bool {
+    deployment.pointer("/spec/paused").and_then(Value::as_bool) == Some(true)
+}
+
+/// A paused Deployment's scaling (`FindActiveOrLatest`, then `scaleReplicaSet`): the
+/// one ReplicaSet with replicas (or the newest) takes the Deployment's replica count.
+fn scale_active(
+    state: &State,
+    replica_sets: &Arc<ResourceType>,
+    deployment: &Value,
+    owned: &[(ObjectKey, Arc<Stored>)],
+) -> Result<(), ApiError> {
+    let active: Vec<&(ObjectKey, Arc<Stored>)> = owned
+        .iter()
+        .filter(|(_, rs)| replicas_of(&rs.value()) > 0)
+        .collect();
+    let target = match active.as_slice() {
+        [one] => Some(*one),
+        [] => owned
+            .iter()
+            .max_by_key(|(_, rs)| revision_of(&rs.value()).unwrap_or(0)),
+        // Proportional scaling of several active ReplicaSets is not simulated: the
+        // sandbox never leaves more than one active.
+        _ => None,
+    };
+    let Some((rs_key, rs)) = target else {
+        return Ok(());
+    };
+    let mut value = rs.value();
+    let (from, to) = (replicas_of(&value), replicas_of(deployment));
+    if from == to {
+        return Ok(());
+    }
+    value["spec"]["replicas"] = json!(to);
+    state.write_as_controller(replica_sets, rs_key, Some(rs.clone()), value, MANAGER, None)?;
+    scaled_event(state, deployment, &rs_key.1, from, to);
+    Ok(())
 }
 
 /// The component name the Deployment controller records Events as.
@@ -677,7 +744,14 @@ fn deployment_status(
         )
     };
     let complete = updated == replicas && actual == replicas && available == replicas;
-    let progressing_condition = if complete {
+    let progressing_condition = if is_paused(deployment) {
+        // `checkPausedConditions`.
+        (
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused".to_string(),
+        )
+    } else if complete {
         (
             "True",
             "NewReplicaSetAvailable",

@@ -240,3 +240,20 @@ fn a_replica_set_current_again_keeps_its_old_revisions() {
     let lower = updated_replica_set(&again, &new_replica_set(&d, "uid-1", "abc", 2));
     assert_eq!(lower["metadata"]["annotations"][REVISION_ANNOTATION], "5");
 }
+
+#[test]
+fn a_paused_deployment_reports_it_in_progressing() {
+    let mut d = deployment("nginx:1.25", 2);
+    d["spec"]["paused"] = json!(true);
+    let rs = replica_set_after(&d, 2);
+    let status = deployment_status(&d, None, &[rs], NOW);
+    let progressing = &status["conditions"][1];
+    assert_eq!(progressing["type"], "Progressing");
+    assert_eq!(progressing["status"], "Unknown");
+    assert_eq!(progressing["reason"], "DeploymentPaused");
+    assert!(
+        status.get("updatedReplicas").is_none(),
+        "no ReplicaSet of the new template"
+    );
+    assert_eq!(status["conditions"][0]["status"], "True", "still available");
+}
