@@ -335,6 +335,11 @@ async fn patch_json_merge_and_strategic_each_change_the_stored_object() {
     )
     .await;
     assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        missing.stderr.starts_with("The request is invalid: "),
+        "{}",
+        missing.stderr
+    );
 }
 
 #[tokio::test]
