@@ -1068,6 +1068,63 @@ spec:
         .ok();
     assert_eq!(out.stdout, "true");
 
+    // A ServiceAccount (kubectl --as) is allowed what its RBAC bindings allow.
+    let as_app = "--as=system:serviceaccount:default:app";
+    let ask = || async {
+        sandbox
+            .kubectl(&[
+                "create",
+                "--validate=false",
+                "-f",
+                &review,
+                as_app,
+                "-o",
+                "jsonpath={.status.allowed}",
+            ])
+            .await
+            .ok()
+            .stdout
+    };
+    assert_eq!(ask().await, "false");
+    let role = sandbox.write_file(
+        "role.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: deployer, namespace: default}
+rules:
+- {apiGroups: [apps], resources: [deployments], verbs: [get, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: deployer, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployer}
+subjects:
+- {kind: ServiceAccount, name: app, namespace: default}
+",
+    );
+    sandbox.kubectl(&["apply", "-f", &role]).await.ok();
+    assert_eq!(ask().await, "true");
+    // Its rules: those of its binding, and asking about itself, as system:basic-user.
+    let rules = crate::support::read(
+        sandbox
+            .request(
+                reqwest::Method::POST,
+                "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            )
+            .header("Impersonate-User", "system:serviceaccount:default:app")
+            .json(&json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}})),
+    )
+    .await;
+    assert_eq!(rules.status, 201, "{}", rules.text());
+    let held = rules.json()["status"]["resourceRules"].clone();
+    assert!(
+        held.as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r["resources"] == json!(["deployments"])
+                && r["verbs"] == json!(["get", "delete"]))),
+        "{held}"
+    );
+
     let rules = sandbox
         .post(
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",

@@ -4,21 +4,18 @@
 //! SelfSubjectAccessReview, `auth can-i --list` with a SelfSubjectRulesReview and
 //! `auth whoami` with a SelfSubjectReview.
 //!
-//! The sandbox authorizes every request of its one user (kube-apiserver's
-//! `AlwaysAllow` mode: allowed, with no reason, and every rule in a rules review) and
-//! authenticates it as an administrator, as a kubeadm cluster's admin kubeconfig is.
+//! The answers come from the sandbox's own authorizer ([`rbac`]): its token's user is in
+//! `system:masters` and allowed everything; an impersonated identity (`kubectl --as`)
+//! or the subject of a SubjectAccessReview is allowed what its RBAC bindings allow.
 
 use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::write::{check_type, decode_body};
 use super::{Reply, Request, State, Target};
+use crate::sandbox::rbac::{self, Attributes, UserInfo};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::ApiError;
-
-/// The user the sandbox's token authenticates, as a SelfSubjectReview reports it.
-const USERNAME: &str = "kubernetes-admin";
-const GROUPS: &[&str] = &["kubeadm:cluster-admins", "system:authenticated"];
 
 /// Whether the resource is a review: created to be answered, never stored.
 pub(super) fn is_review(resource: &ResourceType) -> bool {
@@ -56,28 +53,61 @@ impl State {
             }
             attributes["namespace"] = namespace.into();
         }
+        // The identity the request runs as (the filter in front already allowed the
+        // impersonation, so this cannot be refused now).
+        let requester = rbac::impersonate(&self.store, UserInfo::admin(), &request.headers)?;
         review["status"] = match resource.kind.as_str() {
-            "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
-                access_review_status(&review)?
+            "SelfSubjectAccessReview" => self.access_review_status(&review, &requester)?,
+            "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+                let subject = UserInfo {
+                    name: review
+                        .pointer("/spec/user")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    groups: strings(review.pointer("/spec/groups")),
+                };
+                self.access_review_status(&review, &subject)?
             }
-            "SelfSubjectRulesReview" => json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            }),
-            "SelfSubjectReview" => json!({
-                "userInfo": {"username": USERNAME, "groups": GROUPS},
-            }),
+            "SelfSubjectRulesReview" => {
+                let namespace = review
+                    .pointer("/spec/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let (rules, incomplete) = rbac::rules_for(&self.store, &requester, namespace);
+                let non_resource = json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
+                json!({
+                    "resourceRules": rules,
+                    "nonResourceRules": non_resource,
+                    "incomplete": incomplete,
+                })
+            }
+            "SelfSubjectReview" => json!({"userInfo": user_json(&requester)}),
             "TokenReview" => token_review_status(self, &review),
             _ => return Err(ApiError::MethodNotAllowed),
         };
         Ok(Reply::Json(StatusCode::CREATED, review))
     }
+
+    /// An access review's answer: whether `user` may do what the spec asks, once the
+    /// spec names it (kube-apiserver validates exactly one of the two attributes).
+    /// Non-resource paths are open to every authenticated user, as the sandbox's
+    /// filter opens them.
+    fn access_review_status(&self, review: &Value, user: &UserInfo) -> Result<Value, ApiError> {
+        let attributes = requested_attributes(review)?;
+        let Some(attributes) = attributes else {
+            return Ok(json!({"allowed": true}));
+        };
+        Ok(match rbac::authorize(&self.store, user, &attributes) {
+            Ok(()) => json!({"allowed": true}),
+            Err(_) => json!({"allowed": false}),
+        })
+    }
 }
 
-/// An access review's answer: allowed, as `AlwaysAllow` answers, once the spec names
-/// what it asks about (kube-apiserver validates exactly one of the two attributes).
-fn access_review_status(review: &Value) -> Result<Value, ApiError> {
+/// The resource attributes a review asks about, None for a non-resource question; an
+/// error unless exactly one of the two is given.
+fn requested_attributes(review: &Value) -> Result<Option<Attributes>, ApiError> {
     let spec = review.get("spec");
     let resource = spec.and_then(|s| s.get("resourceAttributes"));
     let non_resource = spec.and_then(|s| s.get("nonResourceAttributes"));
@@ -92,7 +122,39 @@ fn access_review_status(review: &Value) -> Result<Value, ApiError> {
             causes: vec![],
         });
     }
-    Ok(json!({"allowed": true}))
+    Ok(resource.map(|attributes| {
+        let field = |key: &str| {
+            attributes
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Attributes {
+            verb: field("verb"),
+            group: field("group"),
+            resource: field("resource"),
+            subresource: field("subresource"),
+            namespace: field("namespace"),
+            name: field("name"),
+        }
+    }))
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn user_json(user: &UserInfo) -> Value {
+    json!({"username": user.name, "groups": user.groups})
 }
 
 /// A TokenReview: the sandbox's own token authenticates as its user; any other does not.
@@ -104,10 +166,7 @@ fn token_review_status(state: &State, review: &Value) -> Value {
     use subtle::ConstantTimeEq as _;
     let known: bool = token.as_bytes().ct_eq(state.token.as_bytes()).into();
     if known {
-        json!({
-            "authenticated": true,
-            "user": {"username": USERNAME, "groups": GROUPS},
-        })
+        json!({"authenticated": true, "user": user_json(&UserInfo::admin())})
     } else {
         json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"})
     }
@@ -119,14 +178,24 @@ mod tests {
 
     #[test]
     fn an_access_review_must_name_what_it_asks_about() {
-        let ok = json!({"kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}});
-        assert_eq!(access_review_status(&ok).unwrap(), json!({"allowed": true}));
+        let resource = json!({"kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "t1"}}});
+        let attributes = requested_attributes(&resource).unwrap().unwrap();
+        assert_eq!(
+            (
+                attributes.verb.as_str(),
+                attributes.resource.as_str(),
+                attributes.namespace.as_str()
+            ),
+            ("get", "pods", "t1")
+        );
+        let path = json!({"kind": "SelfSubjectAccessReview", "spec": {"nonResourceAttributes": {"verb": "get", "path": "/version"}}});
+        assert!(requested_attributes(&path).unwrap().is_none());
         let empty = json!({"kind": "SelfSubjectAccessReview", "spec": {}});
         assert!(matches!(
-            access_review_status(&empty),
+            requested_attributes(&empty),
             Err(ApiError::Invalid { .. })
         ));
         let both = json!({"kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {}, "nonResourceAttributes": {}}});
-        assert!(access_review_status(&both).is_err());
+        assert!(requested_attributes(&both).is_err());
     }
 }
