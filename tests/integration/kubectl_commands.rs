@@ -899,6 +899,27 @@ async fn describe_shows_each_kind_and_its_events() {
             out.stdout
         );
     }
+    let hpa = sandbox
+        .kubectl(&["get", "hpa", "web", "-n", "fixtures"])
+        .await
+        .ok();
+    let table = rows(&hpa.stdout);
+    assert_eq!(
+        table[0],
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        table[1][..5],
+        ["web", "Deployment/web", "cpu: <unknown>/80%", "2", "10"]
+    );
     let out = sandbox
         .kubectl(&["describe", "deployment", "web", "-n", "fixtures"])
         .await

@@ -410,6 +410,14 @@ fn columns_of(group: &str, kind: &str) -> Option<&'static [Column]> {
             ("VolumeMode", "string", "", 1),
         ],
         ("coordination.k8s.io", "Lease") => &[("Holder", "string", "", 0), AGE],
+        ("autoscaling", "HorizontalPodAutoscaler") => &[
+            ("Reference", "string", "", 0),
+            ("Targets", "string", "", 0),
+            ("MinPods", "string", "", 0),
+            ("MaxPods", "string", "", 0),
+            ("Replicas", "string", "", 0),
+            AGE,
+        ],
         _ => return None,
     })
 }
@@ -684,7 +692,112 @@ fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<
             or_none(text("/spec/holderIdentity").to_string()).into(),
             age.into(),
         ],
+        ("autoscaling", "HorizontalPodAutoscaler") => vec![
+            format!(
+                "{}/{}",
+                text("/spec/scaleTargetRef/kind"),
+                text("/spec/scaleTargetRef/name")
+            )
+            .into(),
+            hpa_targets(o).into(),
+            o.pointer("/spec/minReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .into(),
+            int("/spec/maxReplicas").into(),
+            int("/status/currentReplicas").into(),
+            age.into(),
+        ],
         _ => vec![age.into()],
+    }
+}
+
+/// `formatHPAMetrics`: each metric's current value (`<unknown>` until measured) over
+/// its target, two at most.
+fn hpa_targets(o: &Value) -> String {
+    let specs = o
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = o
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let quantity = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let kind = spec["type"].as_str().unwrap_or_default();
+            // The spec's and the status's field for the metric's source.
+            let key = match kind {
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                "Pods" => "pods",
+                "Object" => "object",
+                "External" => "external",
+                _ => return "<unknown type>".to_string(),
+            };
+            let source = &spec[key];
+            let target = &source["target"];
+            let status = statuses.get(i).map(|s| s[key]["current"].clone());
+            let current = |field: &str| {
+                quantity(status.as_ref().and_then(|s| s.get(field)))
+                    .unwrap_or_else(|| "<unknown>".into())
+            };
+            match kind {
+                "Resource" | "ContainerResource" => {
+                    let name = source["name"].as_str().unwrap_or_default();
+                    match quantity(target.get("averageValue")) {
+                        Some(average) => format!("{name}: {}/{average}", current("averageValue")),
+                        None => {
+                            let now = status
+                                .as_ref()
+                                .and_then(|s| s["averageUtilization"].as_i64())
+                                .map(|u| format!("{u}%"))
+                                .unwrap_or_else(|| "<unknown>".into());
+                            let wanted = target["averageUtilization"]
+                                .as_i64()
+                                .map(|u| format!("{u}%"))
+                                .unwrap_or_else(|| "<auto>".into());
+                            format!("{name}: {now}/{wanted}")
+                        }
+                    }
+                }
+                "Pods" => format!(
+                    "{}/{}",
+                    current("averageValue"),
+                    quantity(target.get("averageValue")).unwrap_or_default()
+                ),
+                _ => match quantity(target.get("value")) {
+                    Some(value) => format!("{}/{value}", current("value")),
+                    None => format!(
+                        "{}/{} (avg)",
+                        current("averageValue"),
+                        quantity(target.get("averageValue")).unwrap_or_default()
+                    ),
+                },
+            }
+        })
+        .collect();
+    const SHOWN: usize = 2;
+    if list.len() > SHOWN {
+        format!(
+            "{} + {} more...",
+            list[..SHOWN].join(", "),
+            list.len() - SHOWN
+        )
+    } else {
+        list.join(", ")
     }
 }
 
@@ -1099,6 +1212,20 @@ mod tests {
         assert_eq!(service_external_ip(&service), "<none>");
         let pending = json!({"spec": {"type": "LoadBalancer"}});
         assert_eq!(service_external_ip(&pending), "<pending>");
+    }
+
+    #[test]
+    fn autoscalers_show_each_metric_over_its_target() {
+        let hpa = json!({"spec": {"metrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+            {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}},
+        ]}, "status": {"currentMetrics": [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 12}}}]}});
+        assert_eq!(
+            hpa_targets(&hpa),
+            "cpu: 12%/80%, memory: <unknown>/500Mi + 1 more..."
+        );
+        assert_eq!(hpa_targets(&json!({"spec": {}})), "<none>");
     }
 
     #[test]
