@@ -13,6 +13,7 @@ mod examples;
 mod fidelity;
 mod field;
 mod hooks;
+mod kubectl_commands;
 mod layers;
 mod leader;
 mod manifest;

@@ -21,10 +21,12 @@ use super::status::ApiError;
 use super::store::{ObjectKey, Store, Stored};
 use commit::Write;
 
+mod access_review;
 mod commit;
 mod lifecycle;
 mod read;
 mod scale;
+mod table;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -387,7 +389,22 @@ impl State {
         target: Target,
         request: Request,
     ) -> Result<Reply, ApiError> {
+        if access_review::is_review(&target.resource) {
+            return self.review(&target, &request);
+        }
         let named = target.name.is_some();
+        let table = (request.method == Method::GET && target.subresource.is_none())
+            .then(|| table::requested(&request.headers, &request.query))
+            .flatten();
+        if let Some(table) = table {
+            let reply = match named {
+                true => self.get(&target),
+                false if is_watch(&request.query) => self.watch(&target, &request.query),
+                false => self.list(&target, &request.query),
+            }?;
+            let columns = self.registry().printer_columns(&target.resource);
+            return table::convert(&target.resource, columns, &table, reply);
+        }
         match (&request.method, named) {
             (&Method::GET, true) => self.get(&target),
             (&Method::GET, false) if is_watch(&request.query) => {

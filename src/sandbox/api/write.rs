@@ -77,7 +77,6 @@ impl State {
             .unwrap_or_default()
             .trim()
             .to_string();
-        let name = target.name.clone().unwrap_or_default();
         if content_type == "application/apply-patch+yaml" {
             return self.apply(target, request);
         }
@@ -97,13 +96,19 @@ impl State {
                         ))
                     })?;
                 let mut doc = patched_source;
+                // kube-apiserver answers a patch that does not apply with a generic 422
+                // (`NewGenericServerResponse`): no kind or name, the patch library's
+                // error as the one cause.
                 json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::Invalid {
-                    kind: resource.kind.clone(),
-                    name: name.clone(),
-                    message: format!(
-                        "the server rejected our request due to an error in our request: {e}"
-                    ),
-                    causes: vec![],
+                    kind: String::new(),
+                    name: String::new(),
+                    message: "the server rejected our request due to an error in our request"
+                        .into(),
+                    causes: vec![Cause {
+                        reason: "UnexpectedServerResponse".into(),
+                        message: e.to_string(),
+                        field: String::new(),
+                    }],
                 })?;
                 doc
             }
