@@ -1067,46 +1067,37 @@ async fn api_resources_and_explain_read_discovery_and_openapi() {
 #[tokio::test]
 async fn access_reviews_allow_the_sandbox_user() {
     let sandbox = TestSandbox::start().await;
-    let review = sandbox.write_file(
-        "review.yaml",
-        "apiVersion: authorization.k8s.io/v1
-kind: SelfSubjectAccessReview
-spec:
-  resourceAttributes: {verb: delete, group: apps, resource: deployments, namespace: default}
-",
-    );
-    // No OpenAPI document is served for the review group, so no client-side validation.
-    let out = sandbox
+    // kubectl sends its SelfSubjectAccessReview as protobuf; "yes" exits 0, "no" exits 1.
+    let can_i = sandbox
         .kubectl(&[
-            "create",
-            "--validate=false",
-            "-f",
-            &review,
-            "-o",
-            "jsonpath={.status.allowed}",
+            "auth",
+            "can-i",
+            "delete",
+            "deployments.apps",
+            "-n",
+            "default",
         ])
         .await
         .ok();
-    assert_eq!(out.stdout, "true");
+    assert_eq!(can_i.stdout.trim(), "yes");
 
     // A ServiceAccount (kubectl --as) is allowed what its RBAC bindings allow.
     let as_app = "--as=system:serviceaccount:default:app";
     let ask = || async {
-        sandbox
+        let out = sandbox
             .kubectl(&[
-                "create",
-                "--validate=false",
-                "-f",
-                &review,
+                "auth",
+                "can-i",
+                "delete",
+                "deployments.apps",
+                "-n",
+                "default",
                 as_app,
-                "-o",
-                "jsonpath={.status.allowed}",
             ])
-            .await
-            .ok()
-            .stdout
+            .await;
+        (out.code, out.stdout.trim().to_string())
     };
-    assert_eq!(ask().await, "false");
+    assert_eq!(ask().await, (1, "no".to_string()));
     let role = sandbox.write_file(
         "role.yaml",
         "apiVersion: rbac.authorization.k8s.io/v1
@@ -1124,7 +1115,13 @@ subjects:
 ",
     );
     sandbox.kubectl(&["apply", "-f", &role]).await.ok();
-    assert_eq!(ask().await, "true");
+    assert_eq!(ask().await, (0, "yes".to_string()));
+    let whoami = sandbox.kubectl(&["auth", "whoami"]).await.ok();
+    assert!(
+        whoami.stdout.contains("kubernetes-admin"),
+        "{}",
+        whoami.stdout
+    );
     // Its rules: those of its binding, and asking about itself, as system:basic-user.
     let rules = crate::support::read(
         sandbox

@@ -126,6 +126,7 @@ EXTRA_KINDS = {
     "scheduling.k8s.io/v1/PriorityClassList": "api.scheduling.v1.PriorityClassList",
     "authorization.k8s.io/v1/SelfSubjectAccessReview": "api.authorization.v1.SelfSubjectAccessReview",
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "api.authorization.v1.SelfSubjectRulesReview",
+    "authentication.k8s.io/v1/SelfSubjectReview": "api.authentication.v1.SelfSubjectReview",
 }
 
 # Keep what the served kinds reach, and the envelope and meta types.

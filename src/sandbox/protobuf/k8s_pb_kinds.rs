@@ -10,6 +10,7 @@ k8s_pb_kinds! {
     "api.apps.v1.ReplicaSetList" => k8s_pb::api::apps::v1::ReplicaSetList,
     "api.apps.v1.StatefulSet" => k8s_pb::api::apps::v1::StatefulSet,
     "api.apps.v1.StatefulSetList" => k8s_pb::api::apps::v1::StatefulSetList,
+    "api.authentication.v1.SelfSubjectReview" => k8s_pb::api::authentication::v1::SelfSubjectReview,
     "api.authentication.v1.TokenRequest" => k8s_pb::api::authentication::v1::TokenRequest,
     "api.authorization.v1.SelfSubjectAccessReview" => k8s_pb::api::authorization::v1::SelfSubjectAccessReview,
     "api.authorization.v1.SelfSubjectRulesReview" => k8s_pb::api::authorization::v1::SelfSubjectRulesReview,
