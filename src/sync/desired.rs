@@ -151,7 +151,7 @@ pub async fn read_revision(
                 .read_files(&source, &at)
                 .map_err(DesiredError::Source)?,
         );
-        if needs_repository(&files, &source.path) {
+        if needs_repository(&files, &source.path, &renderers) {
             files = pairs(
                 cache
                     .read_path(&source, &at, "")
