@@ -130,11 +130,12 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
         let result = async {
             let cluster = args.request.connect(&args.cluster, context).await?;
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
+            let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
-                renderers: &app.renderers(),
+                renderers: &app.renderers().for_cluster(version, apis),
             };
             let source = app.source();
             let desired = read_desired(
@@ -261,8 +262,11 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
+            let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
+            let renderers = read.renderers.clone().for_cluster(version, apis);
             let read = ReadOptions {
                 scopes: Some(&scopes),
+                renderers: &renderers,
                 ..read
             };
             let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;

@@ -575,13 +575,19 @@ impl Worker {
             .scopes()
             .await
             .map_err(PassError::Cluster)?;
+        let (version, apis) = self
+            .shared
+            .cluster
+            .capabilities()
+            .await
+            .map_err(PassError::Cluster)?;
         let mut set = read_revision(
             &self.shared.sources,
             &source,
             &revision,
             &self.config.destination.namespace,
             Some(&scopes),
-            &self.config.renderers(),
+            &self.config.renderers().for_cluster(version, apis),
         )
         .await
         .map_err(PassError::Manifest)?;

@@ -37,6 +37,16 @@ pub struct Renderers {
     pub release: String,
 }
 
+impl Renderers {
+    /// The same renderers for a known destination cluster: charts see its version
+    /// and API versions as `.Capabilities`, as Argo CD passes them to `helm template`.
+    pub fn for_cluster(mut self, kube_version: String, api_versions: Vec<String>) -> Renderers {
+        self.helm.kube_version = Some(kube_version);
+        self.helm.api_versions = api_versions;
+        self
+    }
+}
+
 /// A Git tree (or any in-memory file set) as kustomize's reference walk sees it.
 struct MemTree<'a>(&'a BTreeMap<String, &'a [u8]>);
 
