@@ -133,6 +133,15 @@ def render(chart: str, name: str, namespace: str, values: dict[str, Any], cluste
     if cluster.get("api_versions"):
         options["api_versions"] = cluster["api_versions"].split(",")
     loaded = helm.Chart.load(chart)
+    if loaded.schema is not None:
+        # helm checks the coalesced values against values.schema.json before rendering.
+        try:
+            loaded.validate_schema(loaded.merge_values(values))
+        except helm.HelmError as error:
+            raise SystemExit(
+                "Error: values don't meet the specifications of the schema(s) in the "
+                f"following chart(s):\n{error}"
+            ) from None
     rendered = json.loads(
         _native.call_string("helm_render", loaded._raw(), json.dumps(values), json.dumps(options))
     )
