@@ -351,3 +351,47 @@ async fn a_chart_sees_the_destination_clusters_version_and_api_versions() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_values_file_elsewhere_in_the_repository_is_used_and_one_outside_it_refused() {
+    let sandbox = TestSandbox::start().await;
+    let (_repo, _daemon, url) = chart_repo(&sandbox, &[("values/web.yaml", "color: purple\n")]);
+    let helm = crate::chart::helm();
+    let sync = |values: &'static str| {
+        let (sandbox, url, helm) = (&sandbox, url.clone(), helm.clone());
+        async move {
+            let args = [
+                "--repo",
+                &url,
+                "--ref",
+                "main",
+                "--path",
+                "charts/web",
+                "--app",
+                "web",
+                "--helm",
+                helm.to_str().expect("utf-8"),
+                "--values",
+                values,
+            ];
+            tether(sandbox, "sync", &args).await
+        }
+    };
+    let escaping = sync("../../../web.yaml").await;
+    assert_eq!(escaping.code, Some(2), "{escaping:?}");
+    assert!(
+        escaping
+            .stderr
+            .contains("valueFiles names \"../../../web.yaml\", which is outside the repository"),
+        "{escaping:?}"
+    );
+    let synced = sync("../../values/web.yaml").await;
+    assert_eq!(synced.code, Some(0), "{synced:?}");
+    let cm = sandbox
+        .kubectl(&["get", "configmap", "web-cfg", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let cm: Value = serde_json::from_str(&cm).expect("JSON");
+    assert_eq!(cm["data"]["color"], "purple");
+}
