@@ -101,7 +101,7 @@ impl Serve {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn status(&self, app: &str) -> Value {
+    pub(crate) async fn status(&self, app: &str) -> Value {
         reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
             .await
             .expect("status answers")
@@ -141,7 +141,7 @@ impl Serve {
             .status()
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &pid])
