@@ -4,32 +4,33 @@ Only what the chart tests need, with helm's flags and output:
 
     helm version
     helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]... [--include-crds]
-                  [--dry-run=server --kubeconfig FILE]
+                  [--kube-version V] [--api-versions GV]... [--dry-run=server --kubeconfig FILE]
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
 
-`template` is what `helm template` is: an install with a client-side dry run (no
-cluster is contacted, default capabilities), printing the release manifest in Helm's
-install order. With `--dry-run=server --kubeconfig FILE` it is a server-side dry run
-against that cluster, as `helm template --dry-run=server` is: templates' `lookup`
-calls read the cluster (what a `helm upgrade` sees), and nothing is written.
+`template` is what `helm template` is: the chart rendered by Helm's engine as a
+first install, no cluster contacted, printing the manifests in Helm's install order
+and then the hooks, each under its `# Source:` line. `--kube-version` and
+`--api-versions` (repeated or comma-separated) set `.Capabilities.KubeVersion` and
+add to `.Capabilities.APIVersions`, as helm's flags do: the SDK's render call takes
+both and hands them to Helm's own engine (its install call takes neither).
+With `--dry-run=server --kubeconfig FILE` it is a server-side dry run against that
+cluster, as `helm template --dry-run=server` is: templates' `lookup` calls read the
+cluster (what a `helm upgrade` sees), and nothing is written; the SDK's install
+returns no hooks, so none are printed then.
 `--include-crds` puts the chart's `crds/` files first, as helm does (tether passes it).
-`--kube-version` and `--api-versions` are not accepted: the SDK's install takes no
-capabilities, so a chart here sees Helm's defaults.
 Errors go to stderr as `Error: ...` with exit code 1, as helm does.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import re
 import sys
 from typing import Any
 
 import helm_python as helm
-
-# No cluster is ever contacted by a client-side dry run; should that change, the
-# request goes to a closed loopback port and fails at once instead of leaving the host.
-UNREACHABLE_API_SERVER = "https://127.0.0.1:1"
-
+from helm_python import _native
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """Deep merge as helm merges -f files and --set: maps merge, anything else replaces
@@ -55,7 +56,17 @@ def parse(
     while i < len(args):
         arg = args[i]
         name, eq, inline = arg.partition("=")
-        needs_value = name in ("-n", "--namespace", "-f", "--values", "--set", "--kubeconfig")
+        needs_value = name in (
+            "-n",
+            "--namespace",
+            "-f",
+            "--values",
+            "--set",
+            "--kubeconfig",
+            "--kube-version",
+            "--api-versions",
+            "-a",
+        )
         if needs_value:
             if eq:
                 value = inline
@@ -68,6 +79,13 @@ def parse(
                 namespace = value
             elif name == "--kubeconfig":
                 cluster["kubeconfig"] = value
+            elif name == "--kube-version":
+                cluster["kube_version"] = value
+            elif name in ("--api-versions", "-a"):
+                # A string slice flag: repeated, or comma-separated, or both.
+                apis = [v for v in cluster.get("api_versions", "").split(",") if v]
+                apis += [v.strip() for v in value.split(",") if v.strip()]
+                cluster["api_versions"] = ",".join(apis)
             elif name in ("-f", "--values"):
                 with open(value, encoding="utf-8") as f:
                     values = merge(values, helm.values_from_yaml(f.read()) or {})
@@ -89,6 +107,66 @@ def parse(
     return positional, namespace, values, strict, cluster
 
 
+# Helm's install order (pkg/release/util/kind_sorter.go): kinds not listed go last,
+# in name order, as there.
+INSTALL_ORDER = [
+    "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange",
+    "PodSecurityPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList",
+    "ConfigMap", "StorageClass", "PersistentVolume", "PersistentVolumeClaim",
+    "CustomResourceDefinition", "ClusterRole", "ClusterRoleList", "ClusterRoleBinding",
+    "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding", "RoleBindingList",
+    "Service", "DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
+    "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress",
+    "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+]
+
+# How helm splits a rendered template into documents (releaseutil.SplitManifests).
+SEPARATOR = re.compile(r"(?:^|\s*\n)---\s*")
+
+
+def render(chart: str, name: str, namespace: str, values: dict[str, Any], cluster: dict[str, str]) -> str:
+    """The chart rendered by Helm's engine as `helm template` renders it, with the
+    capabilities given; manifests in install order, then hooks, as helm prints them."""
+    options: dict[str, Any] = {"name": name, "namespace": namespace, "revision": 1, "is_install": True}
+    if "kube_version" in cluster:
+        options["kube_version"] = cluster["kube_version"]
+    if cluster.get("api_versions"):
+        options["api_versions"] = cluster["api_versions"].split(",")
+    loaded = helm.Chart.load(chart)
+    if loaded.schema is not None:
+        # helm checks the coalesced values against values.schema.json before rendering.
+        try:
+            loaded.validate_schema(loaded.merge_values(values))
+        except helm.HelmError as error:
+            raise SystemExit(
+                "Error: values don't meet the specifications of the schema(s) in the "
+                f"following chart(s):\n{error}"
+            ) from None
+    rendered = json.loads(
+        _native.call_string("helm_render", loaded._raw(), json.dumps(values), json.dumps(options))
+    )
+    manifests: list[tuple[int, str, str, str]] = []
+    hooks: list[tuple[str, str]] = []
+    for path in sorted(rendered):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in SEPARATOR.split(rendered[path]):
+            if not doc.strip():
+                continue
+            parsed = helm.values_from_yaml(doc) or {}
+            annotations = (parsed.get("metadata") or {}).get("annotations") or {}
+            if "helm.sh/hook" in annotations:
+                hooks.append((path, doc.strip("\n")))
+                continue
+            kind = parsed.get("kind") or ""
+            rank = INSTALL_ORDER.index(kind) if kind in INSTALL_ORDER else len(INSTALL_ORDER)
+            manifests.append((rank, kind if rank == len(INSTALL_ORDER) else "", path, doc.strip("\n")))
+    manifests.sort(key=lambda m: (m[0], m[1]))
+    out = "".join(f"---\n# Source: {path}\n{doc}\n" for _, _, path, doc in manifests)
+    out += "".join(f"---\n# Source: {path}\n{doc}\n" for path, doc in hooks)
+    return out
+
+
 def template(args: list[str]) -> None:
     positional, namespace, values, _, cluster = parse(args)
     if len(positional) == 1:
@@ -98,19 +176,18 @@ def template(args: list[str]) -> None:
     else:
         raise SystemExit("Error: usage: helm template [NAME] CHART [flags]")
     namespace = namespace or "default"
-    if cluster.get("dry_run") == "server":
-        if "kubeconfig" not in cluster:
-            raise SystemExit("Error: --dry-run=server needs --kubeconfig FILE")
-        access = {"kubeconfig_path": cluster["kubeconfig"]}
-    else:
-        access = {"kube_apiserver": UNREACHABLE_API_SERVER}
-    dry_run = cluster.get("dry_run", "client")
     crds = ""
     if cluster.get("include_crds"):
         for crd in helm.Chart.load(chart).crds:
             crds += f"---\n# Source: {crd['filename']}\n{crd['data'].rstrip()}\n"
+    if cluster.get("dry_run") != "server":
+        sys.stdout.write(crds + render(chart, name, namespace, values, cluster))
+        return
+    if "kubeconfig" not in cluster:
+        raise SystemExit("Error: --dry-run=server needs --kubeconfig FILE")
+    access = {"kubeconfig_path": cluster["kubeconfig"]}
     with helm.Config(storage_driver="memory", namespace=namespace, **access) as config:
-        release = config.install(chart, name, values, namespace=namespace, dry_run=dry_run)
+        release = config.install(chart, name, values, namespace=namespace, dry_run="server")
     sys.stdout.write(crds + release["manifest"])
 
 

@@ -49,6 +49,16 @@ pub const ARGOCD_HOOK_ANNOTATION: &str = "argocd.argoproj.io/hook";
 pub const HOOK_DELETE_POLICY_ANNOTATION: &str = "tether.dev/hook-delete-policy";
 /// Argo CD's delete policy annotation, read when tether's is absent.
 pub const ARGOCD_HOOK_DELETE_POLICY_ANNOTATION: &str = "argocd.argoproj.io/hook-delete-policy";
+/// Helm's hook annotation, read when neither tether's nor Argo CD's is set, mapped to
+/// phases as Argo CD maps it (`pre-install` → `PreSync`, …).
+pub const HELM_HOOK_ANNOTATION: &str = "helm.sh/hook";
+/// Helm's delete policy (`before-hook-creation`, `hook-succeeded`, `hook-failed`).
+pub const HELM_HOOK_DELETE_POLICY_ANNOTATION: &str = "helm.sh/hook-delete-policy";
+/// Helm's hook order, read as the wave when no wave annotation is set (as Argo CD does).
+pub const HELM_HOOK_WEIGHT_ANNOTATION: &str = "helm.sh/hook-weight";
+/// The one `helm.sh/hook` value that does not make a hook: Helm 2 marked CRDs with it,
+/// and Argo CD applies them as ordinary objects.
+const HELM_CRD_INSTALL: &str = "crd-install";
 
 /// Where inventories live unless configuration says otherwise.
 pub const DEFAULT_INVENTORY_NAMESPACE: &str = "tether-system";
@@ -82,13 +92,18 @@ pub fn owned_by(object: &Value, app: &str) -> bool {
 }
 
 /// Whether an object is annotated as a hook (tether's or Argo CD's annotation, any
-/// value): hooks are not app objects, and only they may name themselves by
-/// `metadata.generateName`.
+/// value, or Helm's but `crd-install`, as Argo CD decides): hooks are not app
+/// objects, and only they may name themselves by `metadata.generateName`.
 pub fn is_hook(object: &Value) -> bool {
     object
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
-        .is_some_and(|a| a.contains_key(HOOK_ANNOTATION) || a.contains_key(ARGOCD_HOOK_ANNOTATION))
+        .is_some_and(|a| {
+            a.contains_key(HOOK_ANNOTATION)
+                || a.contains_key(ARGOCD_HOOK_ANNOTATION)
+                || a.get(HELM_HOOK_ANNOTATION)
+                    .is_some_and(|v| v.as_str() != Some(HELM_CRD_INSTALL))
+        })
 }
 
 #[cfg(test)]

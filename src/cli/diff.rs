@@ -130,11 +130,12 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
         let result = async {
             let cluster = args.request.connect(&args.cluster, context).await?;
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
+            let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
-                renderers: &app.renderers(),
+                renderers: &app.renderers().for_cluster(version, apis),
             };
             let source = app.source();
             let desired = read_desired(
@@ -261,8 +262,11 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
+            let renderers =
+                for_cluster(&cluster, read.renderers.clone(), path, args.repo.as_deref()).await?;
             let read = ReadOptions {
                 scopes: Some(&scopes),
+                renderers: &renderers,
                 ..read
             };
             let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
@@ -273,6 +277,22 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             observe_online(&cluster, &desired, &options).await
         }
     }
+}
+
+/// The renderers for a known cluster: a chart sees its version and API versions.
+/// A directory on disk that is no chart renders none, so its sync or diff makes no
+/// `/version` request; a Git path's content is not known yet, so it is always asked.
+pub(super) async fn for_cluster(
+    cluster: &Cluster,
+    renderers: tether::manifest::Renderers,
+    path: &str,
+    repo: Option<&str>,
+) -> Result<tether::manifest::Renderers, Error> {
+    if repo.is_none() && !Path::new(path).join(tether::manifest::CHART_FILE).is_file() {
+        return Ok(renderers);
+    }
+    let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
+    Ok(renderers.for_cluster(version, apis))
 }
 
 /// The desired state at `path`, on disk or (with `repo`) in Git. `tether sync` reads

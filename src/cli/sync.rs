@@ -88,13 +88,19 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         .connect(&args.cluster, args.cluster.context.as_deref())
         .await?;
     let scopes = cluster.scopes().await.map_err(Error::Connect)?;
+    let renderers = super::diff::for_cluster(
+        &cluster,
+        args.render
+            .renderers(Some(&args.app), &args.path, &args.namespace),
+        &args.path,
+        args.repo.as_deref(),
+    )
+    .await?;
     let read = ReadOptions {
         app: Some(&args.app),
         default_namespace: &args.namespace,
         scopes: Some(&scopes),
-        renderers: &args
-            .render
-            .renderers(Some(&args.app), &args.path, &args.namespace),
+        renderers: &renderers,
     };
     let desired = super::diff::desired(&args.path, args.repo.as_deref(), &args.git, &read).await?;
     let options = SyncOptions {

@@ -353,6 +353,31 @@ impl Cluster {
             .collect())
     }
 
+    /// What a Helm chart may ask of the cluster (`.Capabilities`): the server's
+    /// version as `/version` reports it, and every served `group/version` and
+    /// `group/version/Kind` from discovery, sorted (Argo CD passes both forms).
+    pub async fn capabilities(&self) -> Result<(String, Vec<String>), ClusterError> {
+        let version = self
+            .bounded(Retry::WhenBusy, || self.client.apiserver_version())
+            .await?
+            .git_version;
+        self.discover().await?;
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut apis = std::collections::BTreeSet::new();
+        for (gvk, resolved) in kinds.iter() {
+            if resolved.is_some() {
+                let gv = if gvk.group.is_empty() {
+                    gvk.version.clone()
+                } else {
+                    format!("{}/{}", gvk.group, gvk.version)
+                };
+                apis.insert(format!("{gv}/{}", gvk.kind));
+                apis.insert(gv);
+            }
+        }
+        Ok((version, apis.into_iter().collect()))
+    }
+
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {
         self.kinds
             .lock()

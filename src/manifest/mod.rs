@@ -19,7 +19,9 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use error::{Location, ManifestError, ManifestErrors};
-pub use render::{HelmInputs, KustomizeCommand, Renderers, needs_repository, render_tree};
+pub use render::{
+    CHART_FILE, HelmInputs, KustomizeCommand, Renderers, needs_repository, render_tree,
+};
 pub use scope::{Scope, builtin_scope, crd_scope};
 pub use walk::{read_dir, render_dir};
 

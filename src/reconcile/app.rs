@@ -22,7 +22,7 @@ use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
 use crate::diff::IgnoreRule;
-use crate::manifest::{Manifest, ManifestSet, ObjectId, Origin};
+use crate::manifest::ManifestSet;
 use crate::metrics::METRICS;
 use crate::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
@@ -33,7 +33,7 @@ use crate::report::status::{
     Automation, PassInfo, PassResult, RevisionInfo, SourceInfo, Statuses, SyncStatus,
 };
 use crate::source::{Revision, SourceCache, SourceState, SourceStatus};
-use crate::sync::desired::{label_for_app, read_revision};
+use crate::sync::desired::{RenderCache, label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
 use crate::sync::{HookRuns, SyncOptions, SyncReport, sync};
@@ -112,7 +112,7 @@ pub fn spawn(
         source,
         wake: wake.clone(),
         sync_requested: sync_requested.clone(),
-        parsed: None,
+        rendered: RenderCache::default(),
         inventory: None,
         synced_revision: None,
         stalled_on: None,
@@ -146,7 +146,7 @@ struct Worker {
     wake: Arc<Notify>,
     sync_requested: Arc<AtomicBool>,
     /// The manifests of the last revision read, by commit.
-    parsed: Option<Parsed>,
+    rendered: RenderCache,
     /// The inventory as last written (or read) by this worker.
     inventory: Option<Inventory>,
     /// The revision last applied in full.
@@ -157,47 +157,6 @@ struct Worker {
     backoff: Backoff,
     retry_at: Option<Instant>,
     watched: HashSet<GroupVersionKind>,
-}
-
-/// A revision's manifests between passes, as compact JSON: a parsed object costs
-/// about twice its text in small allocations, and parsing JSON back takes
-/// microseconds per object (YAML, with validation, takes a thousand times longer).
-struct Parsed {
-    sha: String,
-    manifests: Vec<(ObjectId, Origin, Box<[u8]>)>,
-}
-
-impl Parsed {
-    fn keep(sha: &str, set: &ManifestSet) -> Parsed {
-        let manifests = set
-            .objects
-            .iter()
-            .filter_map(|m| {
-                let json = serde_json::to_vec(&m.object).ok()?.into_boxed_slice();
-                Some((m.id.clone(), m.origin.clone(), json))
-            })
-            .collect();
-        Parsed {
-            sha: sha.to_string(),
-            manifests,
-        }
-    }
-
-    fn load(&self) -> ManifestSet {
-        ManifestSet {
-            objects: self
-                .manifests
-                .iter()
-                .filter_map(|(id, origin, json)| {
-                    Some(Manifest {
-                        id: id.clone(),
-                        object: serde_json::from_slice(json).ok()?,
-                        origin: origin.clone(),
-                    })
-                })
-                .collect(),
-        }
-    }
 }
 
 impl Worker {
@@ -241,7 +200,7 @@ impl Worker {
             };
             if self.retry_at.is_some_and(|at| at > Instant::now())
                 && self.source.borrow().revision.as_ref().map(|r| &r.sha)
-                    == self.parsed.as_ref().map(|p| &p.sha)
+                    == self.rendered.revision()
                 && !self.sync_requested.load(Ordering::SeqCst)
             {
                 // Backing off: live changes and resyncs wait for the retry; the
@@ -559,40 +518,38 @@ impl Worker {
         }
     }
 
-    /// The manifests at `sha`, read and validated once per revision.
+    /// The manifests at `sha`, read, rendered and validated once per revision.
     async fn desired(&mut self, sha: &str) -> Result<ManifestSet, PassError> {
-        if let Some(parsed) = &self.parsed
-            && parsed.sha == sha
-        {
-            return Ok(parsed.load());
-        }
-        let source = self.config.source();
-        let revision = self
-            .source
-            .borrow()
-            .revision
-            .clone()
-            .filter(|r| r.sha == sha)
-            .ok_or(PassError::RevisionMoved)?;
-        let scopes = self
-            .shared
-            .cluster
-            .scopes()
-            .await
-            .map_err(PassError::Cluster)?;
-        let mut set = read_revision(
-            &self.shared.sources,
-            &source,
-            &revision,
-            &self.config.destination.namespace,
-            Some(&scopes),
-            &self.config.renderers(),
-        )
-        .await
-        .map_err(PassError::Manifest)?;
-        label_for_app(&mut set, &self.config.name);
-        self.parsed = Some(Parsed::keep(sha, &set));
-        Ok(set)
+        let mut rendered = std::mem::take(&mut self.rendered);
+        let set = rendered
+            .manifests(sha, || async {
+                let source = self.config.source();
+                let revision = self
+                    .source
+                    .borrow()
+                    .revision
+                    .clone()
+                    .filter(|r| r.sha == sha)
+                    .ok_or(PassError::RevisionMoved)?;
+                let cluster = &self.shared.cluster;
+                let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
+                let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;
+                let mut set = read_revision(
+                    &self.shared.sources,
+                    &source,
+                    &revision,
+                    &self.config.destination.namespace,
+                    Some(&scopes),
+                    &self.config.renderers().for_cluster(version, apis),
+                )
+                .await
+                .map_err(PassError::Manifest)?;
+                label_for_app(&mut set, &self.config.name);
+                Ok(set)
+            })
+            .await;
+        self.rendered = rendered;
+        set
     }
 
     /// Starts watches for the kinds the app uses (and Namespaces), once each.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ownership::{
     ARGOCD_COMPARE_OPTIONS_ANNOTATION, ARGOCD_SYNC_OPTIONS_ANNOTATION, ARGOCD_SYNC_WAVE_ANNOTATION,
     FLUX_FORCE_ANNOTATION, FLUX_PRUNE_ANNOTATION, FLUX_RECONCILE_ANNOTATION, FLUX_SSA_ANNOTATION,
-    PRUNE_ANNOTATION, PRUNE_DISABLED, SYNC_WAVE_ANNOTATION,
+    HELM_HOOK_WEIGHT_ANNOTATION, PRUNE_ANNOTATION, PRUNE_DISABLED, SYNC_WAVE_ANNOTATION,
 };
 
 /// How a desired object is written.
@@ -127,11 +127,15 @@ pub fn ignores_extraneous(live: &Value) -> bool {
 }
 
 /// The annotation that sets an object's wave and its raw value: tether's own when
-/// present, else Argo CD's.
+/// present, else Argo CD's, else Helm's hook weight (Argo CD's own fallback).
 pub fn sync_wave(object: &Value) -> Option<(&'static str, &Value)> {
-    [SYNC_WAVE_ANNOTATION, ARGOCD_SYNC_WAVE_ANNOTATION]
-        .into_iter()
-        .find_map(|name| annotation(object, name).map(|value| (name, value)))
+    [
+        SYNC_WAVE_ANNOTATION,
+        ARGOCD_SYNC_WAVE_ANNOTATION,
+        HELM_HOOK_WEIGHT_ANNOTATION,
+    ]
+    .into_iter()
+    .find_map(|name| annotation(object, name).map(|value| (name, value)))
 }
 
 fn annotation<'v>(object: &'v Value, name: &str) -> Option<&'v Value> {
@@ -259,5 +263,16 @@ mod tests {
             Some((ARGOCD_SYNC_WAVE_ANNOTATION, &json!("-5")))
         );
         assert_eq!(sync_wave(&annotated(json!({}))), None);
+        let helm =
+            annotated(json!({HELM_HOOK_WEIGHT_ANNOTATION: "3", ARGOCD_SYNC_WAVE_ANNOTATION: "1"}));
+        assert_eq!(
+            sync_wave(&helm),
+            Some((ARGOCD_SYNC_WAVE_ANNOTATION, &json!("1")))
+        );
+        let weight = annotated(json!({HELM_HOOK_WEIGHT_ANNOTATION: "-2"}));
+        assert_eq!(
+            sync_wave(&weight),
+            Some((HELM_HOOK_WEIGHT_ANNOTATION, &json!("-2")))
+        );
     }
 }

@@ -11,8 +11,8 @@ use crate::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
 };
 use crate::manifest::{
-    GroupKind, ManifestErrors, ManifestSet, ObjectId, ParseOptions, Renderers, Scope,
-    needs_repository, read_dir, render_dir, render_tree,
+    GroupKind, Manifest, ManifestErrors, ManifestSet, ObjectId, Origin, ParseOptions, Renderers,
+    Scope, needs_repository, read_dir, render_dir, render_tree,
 };
 use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::source::{Revision, Source, SourceCache, SourceError};
@@ -151,7 +151,7 @@ pub async fn read_revision(
                 .read_files(&source, &at)
                 .map_err(DesiredError::Source)?,
         );
-        if needs_repository(&files, &source.path) {
+        if needs_repository(&files, &source.path, &renderers) {
             files = pairs(
                 cache
                     .read_path(&source, &at, "")
@@ -168,6 +168,63 @@ pub async fn read_revision(
     })
     .await
     .map_err(|e| DesiredError::Internal(e.to_string()))?
+}
+
+/// The render stage between passes: the manifests of the last revision rendered,
+/// kept as compact JSON (a parsed object costs about twice its text in small
+/// allocations, and parsing JSON back takes microseconds per object; YAML, with
+/// validation, takes a thousand times longer). A pass with no new commit reads no Git
+/// and runs no renderer. An app's path and renderers are fixed for its worker, so the
+/// commit alone keys it.
+#[derive(Debug, Default)]
+pub struct RenderCache {
+    kept: Option<(String, Vec<Kept>)>,
+}
+
+/// One kept object: its identity, where it came from, and its JSON.
+type Kept = (ObjectId, Origin, Box<[u8]>);
+
+impl RenderCache {
+    /// The commit whose manifests are kept.
+    pub fn revision(&self) -> Option<&String> {
+        self.kept.as_ref().map(|(sha, _)| sha)
+    }
+
+    /// The manifests at commit `sha`: the kept ones when it is the last rendered,
+    /// else what `render` reads (then kept; an error keeps nothing new).
+    pub async fn manifests<F, Fut, E>(&mut self, sha: &str, render: F) -> Result<ManifestSet, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<ManifestSet, E>>,
+    {
+        if let Some((kept, manifests)) = &self.kept
+            && kept == sha
+        {
+            return Ok(ManifestSet {
+                objects: manifests
+                    .iter()
+                    .filter_map(|(id, origin, json)| {
+                        Some(Manifest {
+                            id: id.clone(),
+                            object: serde_json::from_slice(json).ok()?,
+                            origin: origin.clone(),
+                        })
+                    })
+                    .collect(),
+            });
+        }
+        let set = render().await?;
+        let manifests = set
+            .objects
+            .iter()
+            .filter_map(|m| {
+                let json = serde_json::to_vec(&m.object).ok()?.into_boxed_slice();
+                Some((m.id.clone(), m.origin.clone(), json))
+            })
+            .collect();
+        self.kept = Some((sha.to_string(), manifests));
+        Ok(set)
+    }
 }
 
 /// Adds the ownership labels an applied object carries, so they are part of what is

@@ -20,8 +20,8 @@ use serde_json::Value;
 use crate::cluster::{Cluster, Resolved};
 use crate::manifest::{Manifest, ManifestSet, ObjectId};
 use crate::ownership::{
-    APP_LABEL, ARGOCD_HOOK_ANNOTATION, ARGOCD_HOOK_DELETE_POLICY_ANNOTATION, HOOK_ANNOTATION,
-    HOOK_DELETE_POLICY_ANNOTATION, is_hook,
+    APP_LABEL, ARGOCD_HOOK_ANNOTATION, ARGOCD_HOOK_DELETE_POLICY_ANNOTATION, HELM_HOOK_ANNOTATION,
+    HELM_HOOK_DELETE_POLICY_ANNOTATION, HOOK_ANNOTATION, HOOK_DELETE_POLICY_ANNOTATION, is_hook,
 };
 
 use super::apply::wait_gone;
@@ -103,7 +103,8 @@ pub fn split(
     }
 }
 
-/// A hook's phases and delete policies from its annotations, tether's winning.
+/// A hook's phases and delete policies from its annotations, tether's winning, then
+/// Argo CD's, then Helm's (mapped as Argo CD maps them).
 fn parse(manifest: &Manifest) -> Result<Hook<'_>, Vec<HookError>> {
     let mut errors = Vec::new();
     let mut phases = Vec::new();
@@ -133,6 +134,12 @@ fn parse(manifest: &Manifest) -> Result<Hook<'_>, Vec<HookError>> {
                 phases.push(phase);
             }
         }
+    } else if let Some(list) = text(&manifest.object, HELM_HOOK_ANNOTATION) {
+        for phase in list.split(',').filter_map(|t| helm_phase(t.trim())) {
+            if !phases.contains(&phase) {
+                phases.push(phase);
+            }
+        }
     }
     if let Some((annotation, list)) = annotation(
         &manifest.object,
@@ -158,6 +165,8 @@ fn parse(manifest: &Manifest) -> Result<Hook<'_>, Vec<HookError>> {
             };
             delete.push(policy);
         }
+    } else if let Some(list) = text(&manifest.object, HELM_HOOK_DELETE_POLICY_ANNOTATION) {
+        delete.extend(list.split(',').filter_map(|p| helm_delete_policy(p.trim())));
     }
     if let Err(err) = wave_of(&manifest.id, &manifest.object) {
         errors.push(HookError {
@@ -179,6 +188,31 @@ fn parse(manifest: &Manifest) -> Result<Hook<'_>, Vec<HookError>> {
     } else {
         Err(errors)
     }
+}
+
+/// The phase a Helm hook type runs in, as Argo CD maps it: installs and upgrades are
+/// both a sync. Helm's other types (`pre-delete`, `test`, `pre-rollback`, …) have no
+/// phase: Argo CD never runs them, and neither does tether (the object is skipped).
+fn helm_phase(helm_type: &str) -> Option<Phase> {
+    match helm_type {
+        "pre-install" | "pre-upgrade" => Some(Phase::PreSync),
+        "post-install" | "post-upgrade" => Some(Phase::PostSync),
+        _ => None,
+    }
+}
+
+/// A Helm delete policy as Argo CD maps it; an unknown one is ignored, as there.
+fn helm_delete_policy(policy: &str) -> Option<DeletePolicy> {
+    match policy {
+        "before-hook-creation" => Some(DeletePolicy::BeforeHookCreation),
+        "hook-succeeded" => Some(DeletePolicy::HookSucceeded),
+        "hook-failed" => Some(DeletePolicy::HookFailed),
+        _ => None,
+    }
+}
+
+fn text<'v>(object: &'v Value, name: &str) -> Option<&'v str> {
+    object.pointer("/metadata/annotations")?.get(name)?.as_str()
 }
 
 /// The first of `names` the object is annotated with, and its text.

@@ -384,3 +384,172 @@ async fn generate_name_is_accepted_only_for_hooks() {
     }
     assert!(jobs(&sandbox).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charts_helm_hooks_run_as_argo_cd_maps_them() {
+    let sandbox = sandbox().await;
+    let helm_job = |name: &str, hook: &str, policy: Option<&str>| {
+        let mut annotations = vec![("helm.sh/hook", hook)];
+        if let Some(policy) = policy {
+            annotations.push(("helm.sh/hook-delete-policy", policy));
+        }
+        job(&format!("name: {name}"), &annotations, "busybox:1.36")
+    };
+    let files = [
+        (
+            "Chart.yaml",
+            "apiVersion: v2\nname: hooked\nversion: 0.1.0\n".to_string(),
+        ),
+        ("templates/settings.yaml", configmap("settings", "1")),
+        (
+            "templates/migrate.yaml",
+            helm_job("migrate", "pre-install,pre-upgrade", Some("hook-succeeded")),
+        ),
+        (
+            "templates/notify.yaml",
+            helm_job("notify", "post-install", None),
+        ),
+        // Argo CD runs no Helm test hook, and neither does tether.
+        ("templates/test.yaml", helm_job("chart-test", "test", None)),
+    ];
+    let dir = app_dir(&sandbox, "chart", &files);
+    let helm = crate::chart::helm();
+    let out = tether(
+        &sandbox,
+        "sync",
+        &[
+            "--path",
+            dir.to_str().expect("utf-8"),
+            "--app",
+            "hooked",
+            "--helm",
+            helm.to_str().expect("utf-8"),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    let ran: Vec<(String, String, String, bool)> = hooks(&report)
+        .into_iter()
+        .filter(|h| h.2 != "skipped")
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("PreSync".into(), "migrate".into(), "succeeded".into(), true),
+            (
+                "PostSync".into(),
+                "notify".into(),
+                "succeeded".into(),
+                false
+            ),
+        ],
+        "{report}"
+    );
+    // hook-succeeded deleted migrate; the test hook was never created.
+    let names: Vec<String> = jobs(&sandbox).await.into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["notify"]);
+    let resources: Vec<&str> = report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(resources, ["settings"], "{report}");
+}
+
+/// The uid of the Job `name` in `default`, if it exists.
+async fn job_uid(sandbox: &TestSandbox, name: &str) -> Option<String> {
+    jobs(sandbox)
+        .await
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, uid)| uid)
+}
+
+/// The count of the app's succeeded passes, from `tether serve`'s metrics.
+async fn passes(serve: &crate::serve::Serve, app: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", serve.url))
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    let series = format!("tether_reconcile_passes_total{{app=\"{app}\",result=\"Succeeded\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_hooks_only_on_a_pass_that_writes() {
+    let sandbox = sandbox().await;
+    let origin = crate::serve::origin(
+        &sandbox,
+        &[
+            ("apps/hooked/settings.yaml", &configmap("settings", "1")),
+            (
+                "apps/hooked/migrate.yaml",
+                &job(
+                    "name: migrate",
+                    &[("argocd.argoproj.io/hook", "PreSync")],
+                    "busybox:1.36",
+                ),
+            ),
+        ],
+    );
+    let server = crate::serve::server_section(sandbox.dir.path());
+    // A resync every second, so passes with nothing to do follow one another.
+    let config = format!(
+        "{server}resyncInterval: 1s\napps:\n- name: hooked\n  source: {{repo: \"{}\", ref: main, path: apps/hooked, interval: 1h}}\n  destination: {{namespace: default}}\n  sync: {{automated: true, selfHeal: true}}\n",
+        origin.url
+    );
+    let serve = crate::serve::Serve::start(&sandbox, "hooked", &config, &[]).await;
+    serve
+        .wait_status("hooked", "hooked is Synced", |s| s["sync"] == "Synced")
+        .await;
+    let first = crate::support::eventually("the PreSync Job ran", || async {
+        job_uid(&sandbox, "migrate").await
+    })
+    .await;
+
+    // Passes with no drift write nothing, so they run no hook.
+    let before = passes(&serve, "hooked").await;
+    crate::support::eventually("two more passes", || async {
+        (passes(&serve, "hooked").await >= before + 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        job_uid(&sandbox, "migrate").await.as_deref(),
+        Some(first.as_str()),
+        "a pass without drift ran the hook again:\n{}",
+        serve.log()
+    );
+
+    // A pass that writes (healing an edit) runs it again: a new instance.
+    sandbox
+        .kubectl(&[
+            "patch",
+            "cm",
+            "settings",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"key":"tampered"}}"#,
+        ])
+        .await
+        .ok();
+    crate::support::eventually("the healing pass ran the hook again", || async {
+        job_uid(&sandbox, "migrate")
+            .await
+            .filter(|uid| *uid != first)
+    })
+    .await;
+    let log = serve.log();
+    assert_eq!(serve.stop().await, Some(0), "{log}");
+}

@@ -297,3 +297,101 @@ async fn a_chart_with_a_template_error_exits_2_naming_it_and_applies_nothing() {
     let missing = sandbox.kubectl(&["get", "configmap", "web-cfg"]).await;
     assert_ne!(missing.code, 0, "applied from a chart that does not render");
 }
+
+/// A template that branches on what the destination cluster serves, as charts do to
+/// pick an API version.
+const CAPS_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n  {{- if .Capabilities.APIVersions.Has \"apps/v1/Deployment\" }}\n  workload: deployment\n  {{- else }}\n  workload: none\n  {{- end }}\n  {{- if .Capabilities.APIVersions.Has \"widgets.example.com/v1\" }}\n  widgets: served\n  {{- end }}\n";
+
+#[tokio::test]
+async fn a_chart_sees_the_destination_clusters_version_and_api_versions() {
+    let sandbox = TestSandbox::start().await;
+    let files = [
+        (
+            "caps/Chart.yaml",
+            "apiVersion: v2\nname: caps\nversion: 0.1.0\n".to_string(),
+        ),
+        ("caps/templates/cm.yaml", CAPS_CM.to_string()),
+    ];
+    let (_repo, _daemon, url) = served_repo(&sandbox, "caps.git", &files, &[]);
+    let helm = crate::chart::helm();
+    let args = [
+        "--repo",
+        &url,
+        "--ref",
+        "main",
+        "--path",
+        "caps",
+        "--app",
+        "caps",
+        "--helm",
+        helm.to_str().expect("utf-8"),
+    ];
+    let synced = tether(&sandbox, "sync", &args).await;
+    assert_eq!(synced.code, Some(0), "{synced:?}");
+    let cm = sandbox
+        .kubectl(&["get", "configmap", "caps", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let cm: Value = serde_json::from_str(&cm).expect("JSON");
+    let served = sandbox
+        .kubectl(&["version", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let served: Value = serde_json::from_str(&served).expect("JSON");
+    // The sandbox's own version (Helm's default is another), and a kind it serves
+    // (Helm's default set names group versions only, never kinds); no CRD serves
+    // widgets, so that branch stays out.
+    assert_eq!(
+        cm["data"],
+        serde_json::json!({
+            "kube": served["serverVersion"]["gitVersion"],
+            "workload": "deployment",
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_values_file_elsewhere_in_the_repository_is_used_and_one_outside_it_refused() {
+    let sandbox = TestSandbox::start().await;
+    let (_repo, _daemon, url) = chart_repo(&sandbox, &[("values/web.yaml", "color: purple\n")]);
+    let helm = crate::chart::helm();
+    let sync = |values: &'static str| {
+        let (sandbox, url, helm) = (&sandbox, url.clone(), helm.clone());
+        async move {
+            let args = [
+                "--repo",
+                &url,
+                "--ref",
+                "main",
+                "--path",
+                "charts/web",
+                "--app",
+                "web",
+                "--helm",
+                helm.to_str().expect("utf-8"),
+                "--values",
+                values,
+            ];
+            tether(sandbox, "sync", &args).await
+        }
+    };
+    let escaping = sync("../../../web.yaml").await;
+    assert_eq!(escaping.code, Some(2), "{escaping:?}");
+    assert!(
+        escaping
+            .stderr
+            .contains("valueFiles names \"../../../web.yaml\", which is outside the repository"),
+        "{escaping:?}"
+    );
+    let synced = sync("../../values/web.yaml").await;
+    assert_eq!(synced.code, Some(0), "{synced:?}");
+    let cm = sandbox
+        .kubectl(&["get", "configmap", "web-cfg", "-o", "json"])
+        .await
+        .ok()
+        .stdout;
+    let cm: Value = serde_json::from_str(&cm).expect("JSON");
+    assert_eq!(cm["data"]["color"], "purple");
+}

@@ -19,16 +19,20 @@ pub struct HelmInputs {
     pub release_name: Option<String>,
     /// The release namespace (`.Release.Namespace`), the app's destination namespace.
     pub namespace: String,
-    /// Values files, relative to the chart's directory (in the same revision, or on
-    /// disk for a local chart). Later files win, as with `helm -f`.
+    /// Values files, relative to the chart's directory: any file of the same revision
+    /// (`../values/prod.yaml` too, as Argo CD allows), never one outside the
+    /// repository. Later files win, as with `helm -f`.
     pub value_files: Vec<String>,
     /// Inline values (YAML), applied after the files.
     pub values: Option<String>,
     /// `--set` overrides, applied last.
     pub set: Vec<String>,
-    /// The destination cluster's version (`.Capabilities.KubeVersion`), from discovery.
+    /// The destination cluster's version (`.Capabilities.KubeVersion`), from its
+    /// `/version`; unset offline, where Helm's default stands.
     pub kube_version: Option<String>,
-    /// The destination cluster's API versions (`.Capabilities.APIVersions`).
+    /// The destination cluster's API versions (`.Capabilities.APIVersions`) from
+    /// discovery, `group/version` and `group/version/Kind` as Argo CD passes them;
+    /// empty offline.
     pub api_versions: Vec<String>,
 }
 
@@ -37,12 +41,12 @@ impl HelmInputs {
         self.program.as_deref().unwrap_or("helm")
     }
 
-    /// Runs `helm template` on the chart at `chart`, reading value files under
-    /// `files_root` (the chart's directory as materialized); `at` names the chart.
+    /// Runs `helm template` on the chart at `chart` with `value_files` (already
+    /// resolved and checked to lie inside the revision); `at` names the chart.
     pub(super) fn template(
         &self,
         chart: &Path,
-        files_root: &Path,
+        value_files: &[PathBuf],
         release: &str,
         at: &Location,
     ) -> Result<Vec<u8>, ManifestError> {
@@ -61,20 +65,7 @@ impl HelmInputs {
             self.namespace.as_str().into(),
             "--include-crds".into(),
         ];
-        for file in &self.value_files {
-            let path = super::kustomize::resolve("", file)
-                .map(|rel| files_root.join(rel))
-                .ok_or_else(|| ManifestError::OutsideRepository {
-                    at: at.clone(),
-                    field: "valueFiles",
-                    reference: file.clone(),
-                })?;
-            if !path.is_file() {
-                return Err(ManifestError::MissingValuesFile {
-                    at: at.clone(),
-                    file: file.clone(),
-                });
-            }
+        for path in value_files {
             args.push("--values".into());
             args.push(path.into());
         }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub use helm::{CHART_FILE, HelmInputs};
 pub use kustomize::KustomizeCommand;
-use kustomize::{TreeView, closure, join, kustomization_file};
+use kustomize::{TreeView, closure, join, kustomization_file, resolve};
 
 use super::error::{Location, ManifestError, ManifestErrors};
 use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
@@ -35,6 +35,16 @@ pub struct Renderers {
     pub helm: HelmInputs,
     /// The release name when the app's configuration names none: the app's name.
     pub release: String,
+}
+
+impl Renderers {
+    /// The same renderers for a known destination cluster: charts see its version
+    /// and API versions as `.Capabilities`, as Argo CD passes them to `helm template`.
+    pub fn for_cluster(mut self, kube_version: String, api_versions: Vec<String>) -> Renderers {
+        self.helm.kube_version = Some(kube_version);
+        self.helm.api_versions = api_versions;
+        self
+    }
 }
 
 /// A Git tree (or any in-memory file set) as kustomize's reference walk sees it.
@@ -132,9 +142,23 @@ fn norm(path: &str) -> String {
 }
 
 /// Whether rendering `path` needs files outside it: a kustomization at or under the
-/// path may reference any directory of the repository (`../../base`).
-pub fn needs_repository<P: AsRef<str>>(files_at_path: &[(P, Vec<u8>)], path: &str) -> bool {
+/// path may reference any directory of the repository (`../../base`), and a chart's
+/// values files may lie anywhere in it (`../../values/prod.yaml`).
+pub fn needs_repository<P: AsRef<str>>(
+    files_at_path: &[(P, Vec<u8>)],
+    path: &str,
+    renderers: &Renderers,
+) -> bool {
     let path = norm(path);
+    let chart = join(&path, CHART_FILE);
+    if files_at_path.iter().any(|(p, _)| norm(p.as_ref()) == chart)
+        && renderers.helm.value_files.iter().any(|f| {
+            resolve(&path, f)
+                .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
+        })
+    {
+        return true;
+    }
     files_at_path.iter().any(|(p, _)| {
         let p = p.as_ref();
         let name = p.rsplit('/').next().unwrap_or(p);
@@ -232,7 +256,8 @@ pub fn render_tree<P: AsRef<str>>(
 }
 
 /// Materializes the chart at `dir` (its whole directory: templates, subcharts under
-/// `charts/`, values files) and renders it there.
+/// `charts/`, values files) and the values files it is given from elsewhere in the
+/// revision, at their places in the repository, and renders it there.
 fn template_in_copy(
     map: &BTreeMap<String, &[u8]>,
     dir: &str,
@@ -247,36 +272,94 @@ fn template_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
+    let write = |key: &str, bytes: &[u8]| -> Result<PathBuf, ManifestError> {
+        let target = tmp.path().join(key);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io)?;
+        }
+        fs::write(&target, bytes).map_err(io)?;
+        Ok(target)
+    };
     let prefix = if dir.is_empty() {
         String::new()
     } else {
         format!("{dir}/")
     };
-    let chart = tmp.path().join("chart");
     for (key, bytes) in map.range(prefix.clone()..) {
-        let Some(rel) = key.strip_prefix(&prefix) else {
+        if !key.starts_with(&prefix) {
             break;
-        };
-        let target = chart.join(rel);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(io)?;
         }
-        fs::write(&target, bytes).map_err(io)?;
+        write(key, bytes)?;
     }
+    let mut value_files = Vec::new();
+    for file in &renderers.helm.value_files {
+        let key = resolve(dir, file).ok_or_else(|| ManifestError::OutsideRepository {
+            at: at.clone(),
+            field: "valueFiles",
+            reference: file.clone(),
+        })?;
+        // Not in the tree: missing, or a symlink the source refused to follow.
+        let bytes = map
+            .get(&key)
+            .ok_or_else(|| ManifestError::MissingValuesFile {
+                at: at.clone(),
+                file: file.clone(),
+            })?;
+        value_files.push(write(&key, bytes)?);
+    }
+    let chart = tmp.path().join(dir);
     let out = renderers
         .helm
-        .template(&chart, &chart, &renderers.release, &at);
+        .template(&chart, &value_files, &renderers.release, &at);
     drop(tmp);
     out
 }
 
-/// Renders a chart on disk in place.
+/// Renders a chart on disk in place. Its values files may lie anywhere in the Git
+/// work tree holding the chart (the chart's own directory when it is in none), and
+/// are refused when they, or a symlink on the way, lead out of it.
 pub(super) fn template_on_disk(
     dir: &Path,
     at: &Location,
     renderers: &Renderers,
 ) -> Result<Vec<u8>, ManifestError> {
-    renderers.helm.template(dir, dir, &renderers.release, at)
+    let io = |source| ManifestError::Io {
+        at: at.clone(),
+        source,
+    };
+    let chart = fs::canonicalize(dir).map_err(io)?;
+    let root = chart
+        .ancestors()
+        .find(|a| a.join(".git").exists())
+        .unwrap_or(&chart)
+        .to_path_buf();
+    let mut value_files = Vec::new();
+    for file in &renderers.helm.value_files {
+        let outside = || ManifestError::OutsideRepository {
+            at: at.clone(),
+            field: "valueFiles",
+            reference: file.clone(),
+        };
+        if Path::new(file).is_absolute() {
+            return Err(outside());
+        }
+        let path = match fs::canonicalize(chart.join(file)) {
+            Ok(path) if path.is_file() => path,
+            _ => {
+                return Err(ManifestError::MissingValuesFile {
+                    at: at.clone(),
+                    file: file.clone(),
+                });
+            }
+        };
+        if !path.starts_with(&root) {
+            return Err(outside());
+        }
+        value_files.push(path);
+    }
+    renderers
+        .helm
+        .template(dir, &value_files, &renderers.release, at)
 }
 
 fn rendered(dir: &str, bytes: Vec<u8>) -> Input {

@@ -55,7 +55,11 @@ fn a_kustomization_at_the_root_is_built_alone_with_files_from_elsewhere_in_the_t
         // Not referenced: a plain read would pick it up, the build must not.
         ("overlays/prod/stray.yaml", CM_B),
     ]);
-    assert!(needs_repository(&repo, "overlays/prod"));
+    assert!(needs_repository(
+        &repo,
+        "overlays/prod",
+        &Renderers::default()
+    ));
     let set = render_tree(
         &repo,
         "overlays/prod",
@@ -274,4 +278,97 @@ fn a_chart_takes_values_files_then_inline_values_then_set() {
         errs,
         ["web: the values file \"nope.yaml\" is not in the chart's revision"]
     );
+}
+
+/// A chart under `charts/web` of a repository whose values live in `values/`.
+const VALUES_REPO: &[(&str, &str)] = &[
+    (
+        "charts/web/Chart.yaml",
+        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    ),
+    ("charts/web/values.yaml", "color: chart\n"),
+    (
+        "charts/web/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  color: {{ .Values.color }}\n",
+    ),
+    ("values/prod.yaml", "color: prod\n"),
+];
+
+fn helm_with(value_files: &[&str]) -> Renderers {
+    Renderers {
+        helm: HelmInputs {
+            program: Some(installed_helm()),
+            namespace: "shop".into(),
+            value_files: value_files.iter().map(|f| f.to_string()).collect(),
+            ..HelmInputs::default()
+        },
+        release: "web".into(),
+        ..Renderers::default()
+    }
+}
+
+#[test]
+fn a_values_file_anywhere_in_the_revision_is_read_and_one_outside_it_refused() {
+    let repo = files(VALUES_REPO);
+    let chart_only: Vec<(String, Vec<u8>)> = repo
+        .iter()
+        .filter(|(p, _)| p.starts_with("charts/web/"))
+        .cloned()
+        .collect();
+    let prod = helm_with(&["../../values/prod.yaml"]);
+    // The source reads the whole repository only when a values file lies outside.
+    assert!(needs_repository(&chart_only, "charts/web", &prod));
+    assert!(!needs_repository(
+        &chart_only,
+        "charts/web",
+        &helm_with(&["values.yaml"])
+    ));
+    let set = render_tree(&repo, "charts/web", &prod, &ParseOptions::default()).expect("renders");
+    assert_eq!(set.objects[0].object["data"]["color"], "prod");
+
+    let escaping = helm_with(&["../../../etc/passwd"]);
+    assert_eq!(
+        errors(render_tree(
+            &repo,
+            "charts/web",
+            &escaping,
+            &ParseOptions::default()
+        )),
+        ["charts/web: valueFiles names \"../../../etc/passwd\", which is outside the repository"]
+    );
+}
+
+#[test]
+fn on_disk_a_values_file_in_the_work_tree_is_read_and_a_symlink_out_of_it_refused() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret.yaml"), "color: stolen\n").expect("write");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("repo");
+    for (rel, text) in VALUES_REPO {
+        let path = repo.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    std::fs::create_dir(repo.join(".git")).expect("a work tree");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.yaml"),
+        repo.join("values/linked.yaml"),
+    )
+    .expect("symlink");
+    let chart = repo.join("charts/web");
+
+    let render = |file: &str| {
+        super::super::render_dir(&chart, &helm_with(&[file]), &ParseOptions::default())
+    };
+    let set = render("../../values/prod.yaml").expect("renders");
+    assert_eq!(set.objects[0].object["data"]["color"], "prod");
+    std::fs::write(tmp.path().join("beside.yaml"), "color: beside\n").expect("write");
+    for file in ["../../values/linked.yaml", "../../../beside.yaml"] {
+        assert_eq!(
+            errors(render(file)),
+            [format!(
+                ".: valueFiles names {file:?}, which is outside the repository"
+            )]
+        );
+    }
 }

@@ -146,3 +146,91 @@ fn a_job_is_done_when_complete_or_failed_and_a_pod_by_its_phase() {
         Some(Err("exit 1".into()))
     );
 }
+
+#[test]
+fn helm_hooks_are_mapped_as_argo_cd_maps_them_and_argo_cds_annotation_wins() {
+    let set = read(
+        "\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-delete-policy: hook-succeeded,before-hook-creation
+    helm.sh/hook-weight: \"-1\"
+spec: {}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: notify
+  annotations:
+    helm.sh/hook: post-install
+spec: {}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: chart-test
+  annotations:
+    helm.sh/hook: test
+    helm.sh/hook-delete-policy: hook-failed
+spec: {}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: both
+  annotations:
+    helm.sh/hook: pre-install
+    helm.sh/hook-delete-policy: hook-failed
+    argocd.argoproj.io/hook: PostSync
+spec: {}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+  annotations:
+    helm.sh/hook: crd-install
+spec: {}
+",
+    )
+    .expect("reads");
+    let (app, hooks) = split(&set).expect("valid hooks");
+    // Helm 2's crd-install marks an ordinary object, as Argo CD reads it.
+    let names: Vec<&str> = app.objects.iter().map(|m| m.id.name.as_str()).collect();
+    assert_eq!(names, ["widgets.example.com"]);
+    let by_name = |name: &str| {
+        hooks
+            .iter()
+            .find(|h| h.manifest.id.name == name)
+            .unwrap_or_else(|| panic!("hook {name}"))
+    };
+    let migrate = by_name("migrate");
+    assert_eq!(migrate.phases, [Phase::PreSync]);
+    assert_eq!(
+        migrate.delete,
+        [
+            DeletePolicy::HookSucceeded,
+            DeletePolicy::BeforeHookCreation
+        ]
+    );
+    assert_eq!(
+        wave_of(&migrate.manifest.id, &migrate.manifest.object),
+        Ok(-1)
+    );
+    let notify = by_name("notify");
+    assert_eq!(notify.phases, [Phase::PostSync]);
+    assert_eq!(notify.delete, [DeletePolicy::BeforeHookCreation]);
+    // A Helm type Argo CD has no phase for is a hook that never runs.
+    let test = by_name("chart-test");
+    assert!(test.phases.is_empty());
+    assert_eq!(test.delete, [DeletePolicy::HookFailed]);
+    // Argo CD's phase wins over Helm's; Helm's delete policy still applies when Argo
+    // CD's is not set.
+    let both = by_name("both");
+    assert_eq!(both.phases, [Phase::PostSync]);
+    assert_eq!(both.delete, [DeletePolicy::HookFailed]);
+}
