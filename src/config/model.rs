@@ -89,6 +89,26 @@ pub struct ServerConfig {
     /// The whole stop after SIGTERM: passes in flight, then notifications, then the
     /// Lease.
     pub shutdown_timeout: Duration,
+    /// App objects: `server.apps`.
+    pub apps: AppsWatchConfig,
+}
+
+/// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppsWatchConfig {
+    /// Watch Apps whenever the cluster serves the CRD (the default).
+    pub enabled: bool,
+    /// Only these namespaces; every namespace when empty.
+    pub namespaces: Vec<String>,
+}
+
+impl Default for AppsWatchConfig {
+    fn default() -> Self {
+        AppsWatchConfig {
+            enabled: true,
+            namespaces: Vec::new(),
+        }
+    }
 }
 
 /// Webhook secrets per provider (none configured: that provider's deliveries are
@@ -241,6 +261,7 @@ impl Default for ServerConfig {
             api_token: None,
             insecure_open_api: false,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            apps: AppsWatchConfig::default(),
         }
     }
 }
