@@ -5,6 +5,7 @@
 //! compares values, not Rust types.
 
 pub mod cache;
+pub mod objects;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -167,6 +167,8 @@ pub struct CustomResource {
     pub types: Vec<Arc<ResourceType>>,
     /// The storage-independent schemas, by version, for OpenAPI documents and apply.
     pub schemas: BTreeMap<String, Value>,
+    /// `additionalPrinterColumns`, by version, for Table answers.
+    pub columns: BTreeMap<String, Vec<Value>>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +231,16 @@ impl Registry {
             .find(|c| c.types.iter().any(|t| t.group == group && t.kind == kind))?
             .schemas
             .get(version)
+    }
+
+    /// A custom resource's `additionalPrinterColumns` (empty: none declared).
+    pub fn custom_columns(&self, group: &str, version: &str, kind: &str) -> Vec<Value> {
+        self.custom
+            .values()
+            .find(|c| c.types.iter().any(|t| t.group == group && t.kind == kind))
+            .and_then(|c| c.columns.get(version))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Serves a CRD's resources (replacing what an earlier version of it served).
@@ -506,6 +518,7 @@ pub fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
     };
     let mut types = Vec::new();
     let mut schemas = BTreeMap::new();
+    let mut columns = BTreeMap::new();
     for version in spec["versions"].as_array()? {
         if version["served"].as_bool() != Some(true) {
             continue;
@@ -540,8 +553,15 @@ pub fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
         if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
             schemas.insert(name.to_string(), schema.clone());
         }
+        if let Some(declared) = version["additionalPrinterColumns"].as_array() {
+            columns.insert(name.to_string(), declared.clone());
+        }
     }
-    Some(CustomResource { types, schemas })
+    Some(CustomResource {
+        types,
+        schemas,
+        columns,
+    })
 }
 
 #[cfg(test)]

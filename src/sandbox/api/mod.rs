@@ -25,6 +25,7 @@ mod commit;
 mod lifecycle;
 mod read;
 mod scale;
+mod table;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -375,6 +376,14 @@ impl State {
     ) -> Result<Reply, ApiError> {
         let named = target.name.is_some();
         match (&request.method, named) {
+            (&Method::GET, _)
+                if target.resource.custom
+                    && target.subresource.is_none()
+                    && !is_watch(&request.query)
+                    && table::wants_table(&request.headers) =>
+            {
+                self.table(&target, &request.query)
+            }
             (&Method::GET, true) => self.get(&target),
             (&Method::GET, false) if is_watch(&request.query) => {
                 self.watch(&target, &request.query)
