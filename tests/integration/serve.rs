@@ -20,16 +20,16 @@ use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 const POLL: &str = "1h";
 const WEBHOOK_SECRET: &str = "test-webhook-secret";
 
-fn configmap(name: &str, namespace: &str, value: &str) -> String {
+pub(crate) fn configmap(name: &str, namespace: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: \"{value}\"\n"
     )
 }
 
 /// A `tether serve` process, killed on drop if a test fails before stopping it.
-struct Serve {
+pub(crate) struct Serve {
     child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
     config: PathBuf,
     log: PathBuf,
 }
@@ -41,7 +41,12 @@ impl Drop for Serve {
 }
 
 impl Serve {
-    async fn start(sandbox: &TestSandbox, name: &str, config: &str, extra: &[&str]) -> Serve {
+    pub(crate) async fn start(
+        sandbox: &TestSandbox,
+        name: &str,
+        config: &str,
+        extra: &[&str],
+    ) -> Serve {
         let dir = sandbox.dir.path();
         let path = dir.join(format!("{name}.yaml"));
         std::fs::write(&path, config).expect("write config");
@@ -92,11 +97,11 @@ impl Serve {
         serve
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn status(&self, app: &str) -> Value {
+    pub(crate) async fn status(&self, app: &str) -> Value {
         reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
             .await
             .expect("status answers")
@@ -115,7 +120,7 @@ impl Serve {
     }
 
     /// A signed push notification for `repo`'s main branch.
-    async fn push(&self, repo: &str) -> reqwest::StatusCode {
+    pub(crate) async fn push(&self, repo: &str) -> reqwest::StatusCode {
         let body = json!({"repository": repo, "ref": "refs/heads/main"}).to_string();
         let mut mac = Hmac::<Sha256>::new_from_slice(WEBHOOK_SECRET.as_bytes()).expect("key");
         mac.update(body.as_bytes());
@@ -161,13 +166,13 @@ fn bound_address(log: &str) -> Option<String> {
 }
 
 /// The origin repository served by a git daemon, and its URL.
-struct Origin {
-    repo: GitRepo,
+pub(crate) struct Origin {
+    pub(crate) repo: GitRepo,
     _daemon: GitDaemon,
-    url: String,
+    pub(crate) url: String,
 }
 
-fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
+pub(crate) fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
     let root = sandbox.dir.path().join("srv");
     let repo = GitRepo::init(root.join("apps.git"));
     for (path, content) in files {
@@ -191,7 +196,7 @@ fn secret_file(dir: &Path) -> String {
 
 /// The server section: port 0, so the service takes a port no one else holds (and
 /// logs it, for [`Serve::start`]).
-fn server_section(dir: &Path) -> String {
+pub(crate) fn server_section(dir: &Path) -> String {
     format!(
         "server:\n  listen: 127.0.0.1:0\n  webhooks:\n    generic: {{secretFile: {}}}\n",
         secret_file(dir)
