@@ -160,3 +160,20 @@ values.yaml, `config`). */}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/*
+What `tether serve` needs for App objects (apps.tether.dev, the chart's crds/), unless
+config.server.apps.enabled is false: read and watch them, hold them with its finalizer,
+write their status. With rbac.scope namespaced, set config.server.apps.namespaces to
+rbac.namespaces so the watch asks only where it may.
+*/}}
+{{- define "tether.appObjectRules" -}}
+{{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
+  - apiGroups: [tether.dev]
+    resources: [apps]
+    verbs: [get, list, watch, patch, update]
+  - apiGroups: [tether.dev]
+    resources: [apps/status]
+    verbs: [get, patch, update]
+{{- end }}
+{{- end }}
