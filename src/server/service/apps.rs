@@ -28,7 +28,7 @@ use crate::ownership::inventory_name;
 use crate::reconcile::leader::Leadership;
 use crate::report::status::{AppStatus, PassResult, Statuses};
 use crate::source::Triggers;
-use crate::sync::{HookRuns, SyncOptions, sync};
+use crate::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
 
 /// How often discovery is asked again while the cluster does not serve the CRD (one
 /// request each time): a CRD installed after tether starts is picked up this late.
@@ -161,33 +161,39 @@ pub(super) fn spawn_status_writer(
                     })
                     .collect()
             };
-            for (id, status) in due {
-                let body = {
-                    let entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
-                    let Some(entry) = entries.get(&id) else {
-                        continue;
-                    };
-                    json!({
-                        "apiVersion": format!("{APP_GROUP}/{APP_VERSION}"),
-                        "kind": APP_KIND,
-                        "metadata": {"namespace": entry.namespace, "name": entry.name},
-                        "status": status,
-                    })
-                };
-                match cluster.apply_status(&kind, &body, APP_STATUS_MANAGER).await {
-                    Ok(_) => {
-                        let mut entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
-                        if let Some(entry) = entries.get_mut(&id) {
-                            entry.written = Some(status);
+            let writes = due.into_iter().filter_map(|(id, status)| {
+                let entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = entries.get(&id)?;
+                let body = json!({
+                    "apiVersion": format!("{APP_GROUP}/{APP_VERSION}"),
+                    "kind": APP_KIND,
+                    "metadata": {"namespace": entry.namespace, "name": entry.name},
+                    "status": status,
+                });
+                let (cluster, kind, objects) = (cluster.clone(), kind.clone(), objects.clone());
+                Some(async move {
+                    match cluster.apply_status(&kind, &body, APP_STATUS_MANAGER).await {
+                        Ok(_) => {
+                            let mut entries =
+                                objects.entries.lock().unwrap_or_else(|p| p.into_inner());
+                            if let Some(entry) = entries.get_mut(&id) {
+                                entry.written = Some(status);
+                            }
+                        }
+                        // Gone meanwhile: its deletion is on its way through the watch.
+                        Err(err) if err.is_not_found() => {}
+                        Err(err) => {
+                            tracing::warn!(app = %id, error = %err, "cannot write the App's status")
                         }
                     }
-                    // Gone meanwhile: its deletion is on its way through the watch.
-                    Err(err) if err.is_not_found() => {}
-                    Err(err) => {
-                        tracing::warn!(app = %id, error = %err, "cannot write the App's status")
-                    }
-                }
-            }
+                })
+            });
+            // Many at once after a start or a fleet-wide change, as many as a pass's
+            // requests (the sync stage's bound).
+            futures::stream::iter(writes.collect::<Vec<_>>())
+                .buffer_unordered(DEFAULT_REQUEST_CONCURRENCY)
+                .collect::<Vec<()>>()
+                .await;
         }
     });
 }
@@ -388,14 +394,18 @@ impl Contexts {
                 "finalizers": finalizers,
                 "resourceVersion": object.pointer("/metadata/resourceVersion"),
             }});
-            // A conflict means a newer version is on its way through the watch.
-            if let Err(err) = self
-                .default
-                .merge_patch(&kind, Some(&app.namespace), &app.name, &patch)
-                .await
-            {
-                tracing::debug!(app = %id, error = %err, "finalizer not added yet");
-            }
+            // In the background: the loop goes on starting workers. A conflict means a
+            // newer version is on its way through the watch, which tries again.
+            let (cluster, id) = (self.default.clone(), id.clone());
+            let (namespace, name) = (app.namespace.clone(), app.name.clone());
+            tokio::spawn(async move {
+                if let Err(err) = cluster
+                    .merge_patch(&kind, Some(&namespace), &name, &patch)
+                    .await
+                {
+                    tracing::debug!(app = %id, error = %err, "finalizer not added yet");
+                }
+            });
         }
         let running = self
             .apps
