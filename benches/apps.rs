@@ -219,7 +219,8 @@ async fn main() {
             let log = std::fs::read_to_string(dir.path().join("crd.log")).unwrap_or_default();
             panic!("only {count} of {APPS} Apps Ready:\n{log}");
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Listing 1,000 Apps costs the in-process sandbox (this process) too.
+        tokio::time::sleep(Duration::from_secs(1)).await;
     };
     eprintln!(
         "all {APPS} Apps Ready after {:.1}s",
@@ -275,7 +276,7 @@ async fn main() {
             file_started.elapsed() < READY_TIMEOUT,
             "only {synced} file apps synced"
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     };
     tokio::time::sleep(WARM_UP).await;
     let file_rss = rss_mib(file_pid);

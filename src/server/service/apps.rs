@@ -358,6 +358,9 @@ impl Contexts {
     }
 
     async fn app_applied(&mut self, object: &Value, config: &Config, triggers: &Triggers) {
+        if self.unchanged_app_object(object) {
+            return;
+        }
         let app = match AppObject::from_object(object) {
             Ok(app) => app,
             Err(err) => {
@@ -447,6 +450,31 @@ impl Contexts {
         });
         entry.generation = app.generation;
         entry.invalid = invalid;
+    }
+
+    /// Whether `object` says nothing new to this loop: a status write (ours, mostly)
+    /// with the same spec generation, finalizer held, not being deleted. Most events
+    /// are those; they skip parsing the spec again.
+    fn unchanged_app_object(&self, object: &Value) -> bool {
+        let meta = &object["metadata"];
+        let (Some(namespace), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str())
+        else {
+            return false;
+        };
+        let finalized = meta["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == APP_FINALIZER));
+        if !finalized || meta.get("deletionTimestamp").is_some() {
+            return false;
+        }
+        let entries = self
+            .app_objects
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(&crate::config::app_identity(namespace, name))
+            .is_some_and(|e| Some(e.generation) == meta["generation"].as_i64())
     }
 
     /// Stops an App's worker, if it runs.
