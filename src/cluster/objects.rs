@@ -21,22 +21,25 @@ pub enum Watched {
 }
 
 impl Cluster {
-    /// Follows every object of a kind (in one namespace, or all), listing again after
+    /// Follows every object of a kind (in one namespace, or all; those a field selector
+    /// such as `metadata.name=x` picks, when given), listing again after
     /// a broken watch; errors are retried by the watcher with its own backoff and
     /// logged here, so the stream ends only when it is dropped.
     pub fn watch_objects(
         &self,
         kind: &Resolved,
         namespace: Option<&str>,
+        field_selector: Option<&str>,
     ) -> impl Stream<Item = Watched> + Send + 'static {
         let api = self.api(kind, namespace);
+        let mut config = watcher::Config::default();
+        if let Some(fields) = field_selector {
+            config = config.fields(fields);
+        }
         let mut listing: Vec<Value> = Vec::new();
         let kind_name = kind.resource.kind.clone();
         // kube-rs's default backoff (800 ms to 30 s) between failed watch attempts.
-        let stream = kube::runtime::WatchStreamExt::default_backoff(watcher::watcher(
-            api,
-            watcher::Config::default(),
-        ));
+        let stream = kube::runtime::WatchStreamExt::default_backoff(watcher::watcher(api, config));
         stream.filter_map(move |event| {
             let out = match event {
                 Ok(Event::Init) => {

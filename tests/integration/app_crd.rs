@@ -387,3 +387,70 @@ async fn a_bad_app_is_refused_by_the_crd_schema_and_by_its_cel_rules() {
     let object = app(&sandbox, "bad", "team-c").await;
     assert_eq!(object["spec"]["deletionPolicy"], "Orphan", "defaulted");
 }
+
+/// Without the CRD, a service watches that one CRD instead of polling discovery: its
+/// steady state stays silent, and an App applied once the CRD exists runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["live", "team-d"] {
+        sandbox.namespace(ns).await;
+    }
+    let origin = origin(
+        &sandbox,
+        &[("apps/late/config.yaml", &configmap("late", "live", "l"))],
+    );
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "late", &format!("{server}apps: []\n"), &[]).await;
+    eventually("the CRD watch is open", || async {
+        let counts = sandbox.get("/sandbox/requests").await.json();
+        let watches = counts["requests"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter(|c| {
+                        c["verb"] == "watch"
+                            && c["resource"]
+                                .as_str()
+                                .is_some_and(|r| r.ends_with("customresourcedefinitions"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        (watches > 0).then_some(())
+    })
+    .await;
+    sandbox.delete("/sandbox/requests").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        writes_and_requests(&sandbox).await,
+        (0, 0),
+        "{}",
+        serve.log()
+    );
+
+    install_crd(&sandbox).await;
+    let spec = format!(
+        "  source: {{repo: \"{}\", ref: main, path: apps/late, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("late", "team-d", &spec)),
+        )
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "tapp/late",
+            "-n",
+            "team-d",
+            "--timeout=8s",
+        ])
+        .await
+        .ok();
+    assert!(exists(&sandbox, "cm", "late", "live").await);
+}

@@ -1038,6 +1038,14 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
     assert_eq!(rules[0].2, ["get", "list", "watch", "patch", "update"]);
     assert_eq!(rules[1].1, ["apps/status"]);
     assert_eq!(rules[1].2, ["get", "patch", "update"]);
+    let crd_rule = &rendered.one("ClusterRole")["rules"]
+        .as_array()
+        .and_then(|r| r.last())
+        .cloned()
+        .expect("rules");
+    assert_eq!(crd_rule["resources"][0], "customresourcedefinitions");
+    assert_eq!(crd_rule["resourceNames"][0], "apps.tether.dev");
+    assert_eq!(strings(&crd_rule["verbs"]), ["get", "list", "watch"]);
 
     let namespaced = render(
         "tether-system",

@@ -177,3 +177,17 @@ rbac.namespaces so the watch asks only where it may.
     verbs: [get, patch, update]
 {{- end }}
 {{- end }}
+
+{{/*
+Until the App CRD is served, `tether serve` watches that one CRD (no polling). A
+cluster-scoped right, so only the ClusterRole grants it; with rbac.scope namespaced,
+tether asks discovery every 15 s instead (or set config.server.apps.enabled: false).
+*/}}
+{{- define "tether.appCrdRule" -}}
+{{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
+  - apiGroups: [apiextensions.k8s.io]
+    resources: [customresourcedefinitions]
+    resourceNames: [apps.tether.dev]
+    verbs: [get, list, watch]
+{{- end }}
+{{- end }}

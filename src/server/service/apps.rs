@@ -19,7 +19,7 @@ use super::{Contexts, STOP_GRACE, ServeError, stop_app};
 use crate::cluster::objects::Watched;
 use crate::cluster::{Cluster, Resolved};
 use crate::config::{
-    APP_FINALIZER, APP_GROUP, APP_KIND, APP_STATUS_MANAGER, APP_VERSION, AppObject,
+    APP_FINALIZER, APP_GROUP, APP_KIND, APP_PLURAL, APP_STATUS_MANAGER, APP_VERSION, AppObject,
     AppsWatchConfig, Config, DeletionPolicy,
 };
 use crate::manifest::ManifestSet;
@@ -30,8 +30,8 @@ use crate::report::status::{AppStatus, PassResult, Statuses};
 use crate::source::Triggers;
 use crate::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
 
-/// How often discovery is asked again while the cluster does not serve the CRD (one
-/// request each time): a CRD installed after tether starts is picked up this late.
+/// How often discovery is asked again while the cluster does not serve the CRD and
+/// tether may not watch CRDs (one request each time).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(15);
 
 /// How often App statuses are compared with what was last written: a change shows
@@ -76,19 +76,8 @@ pub(super) fn spawn_watch(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, APP_KIND);
-        let kind = loop {
-            match cluster.resolve(&gvk).await {
-                Ok(Some(kind)) => break kind,
-                Ok(None) => tracing::debug!("apps.tether.dev is not served; asking again later"),
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot ask whether apps.tether.dev is served")
-                }
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(DISCOVERY_RETRY) => {}
-            }
+        let Some(kind) = served(&cluster, &cancel).await else {
+            return;
         };
         tracing::info!(namespaces = ?watch.namespaces, "watching App objects (apps.tether.dev)");
         if events.send(AppEvent::Served(kind.clone())).await.is_err() {
@@ -100,7 +89,7 @@ pub(super) fn spawn_watch(
             watch.namespaces.iter().cloned().map(Some).collect()
         };
         for scope in scopes {
-            let stream = cluster.watch_objects(&kind, scope.as_deref());
+            let stream = cluster.watch_objects(&kind, scope.as_deref(), None);
             let (events, cancel) = (events.clone(), cancel.clone());
             tokio::spawn(async move {
                 futures::pin_mut!(stream);
@@ -121,6 +110,57 @@ pub(super) fn spawn_watch(
             });
         }
     });
+}
+
+/// The App kind, once the cluster serves it. Until then the one CRD is watched (a
+/// single long-lived request: a service without Apps stays silent in a steady state)
+/// and discovery is asked again at each change of it; without the right to watch
+/// CRDs, discovery is asked every [`DISCOVERY_RETRY`] instead.
+async fn served(cluster: &Cluster, cancel: &CancellationToken) -> Option<Resolved> {
+    let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, APP_KIND);
+    let crds = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    let mut changes = match cluster.resolve(&crds).await {
+        Ok(Some(crds)) => Some(Box::pin(cluster.watch_objects(
+            &crds,
+            None,
+            Some(&format!("metadata.name={APP_PLURAL}.{APP_GROUP}")),
+        ))),
+        _ => None,
+    };
+    loop {
+        match cluster.resolve(&gvk).await {
+            Ok(Some(kind)) => return Some(kind),
+            Ok(None) => tracing::debug!("apps.tether.dev is not served yet"),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot ask whether apps.tether.dev is served")
+            }
+        }
+        let ended = match changes.as_mut() {
+            Some(stream) => loop {
+                let seen = tokio::select! {
+                    _ = cancel.cancelled() => return None,
+                    seen = stream.next() => seen,
+                };
+                match seen {
+                    // The initial list while there is no CRD, or the CRD going away.
+                    Some(Watched::Listed(l)) if l.is_empty() => continue,
+                    Some(Watched::Deleted(_)) => continue,
+                    Some(_) => break false,
+                    None => break true,
+                }
+            },
+            None => {
+                tokio::select! {
+                    _ = cancel.cancelled() => return None,
+                    _ = tokio::time::sleep(DISCOVERY_RETRY) => {}
+                }
+                false
+            }
+        };
+        if ended {
+            changes = None;
+        }
+    }
 }
 
 /// Writes each App's status when it differs from what was last written.
