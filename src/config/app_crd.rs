@@ -132,6 +132,11 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
         Ok(mut config) => {
             let mut app = config.apps.remove(0);
             app.name = identity.to_string();
+            // Its ServiceAccount and kubeconfig Secret are its namespace's, never another's.
+            app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
+            if let Some(secret) = app.destination.kube_config.as_mut() {
+                secret.namespace = None;
+            }
             Ok(app)
         }
         // Lines and columns are of the JSON text made here, not of anything the user
@@ -249,6 +254,10 @@ mod tests {
         ("spec.notifications[].urlFile", "tether's files"),
         ("spec.notifications[].secretEnv", "tether's environment"),
         ("spec.notifications[].secretFile", "tether's files"),
+        (
+            "spec.destination.kubeConfig.secretRef.namespace",
+            "an App's Secret is in its own namespace",
+        ),
     ];
 
     /// Keys an App has and a configuration entry has not.
@@ -319,9 +328,11 @@ apps:
         });
         let from_app = app_from_spec("team-a.web", &spec).expect("valid");
         assert_eq!(from_app.name, "team-a.web");
+        assert_eq!(from_app.tenant_namespace.as_deref(), Some("team-a"));
         assert_eq!(
             AppConfig {
                 name: "web".into(),
+                tenant_namespace: None,
                 ..from_app
             },
             from_file

@@ -27,4 +27,5 @@ mod serve;
 mod source;
 mod support;
 mod sync;
+mod tenancy;
 mod webhooks;

@@ -111,7 +111,12 @@ impl Serve {
     }
 
     /// Waits until `check` holds for the app's status.
-    async fn wait_status(&self, app: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_status(
+        &self,
+        app: &str,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
         eventually(what, || async {
             let status = self.status(app).await;
             check(&status).then_some(status)
@@ -136,7 +141,7 @@ impl Serve {
             .status()
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &pid])
@@ -146,7 +151,7 @@ impl Serve {
     }
 
     /// SIGTERM, then the exit code (bounded wait).
-    async fn stop(mut self) -> Option<i32> {
+    pub(crate) async fn stop(mut self) -> Option<i32> {
         self.signal("TERM");
         let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await

@@ -273,7 +273,13 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
             "health": "Unknown",
         });
     }
-    let Some(status) = status.filter(|s| s.last_pass.is_some()) else {
+    // A pass ended, or the worker could not start (its cluster: Stalled, said why).
+    let stalled = |s: &AppStatus| {
+        s.conditions
+            .iter()
+            .any(|c| c.kind == "Stalled" && c.status == "True")
+    };
+    let Some(status) = status.filter(|s| s.last_pass.is_some() || stalled(s)) else {
         let previous = entry.written.clone().unwrap_or_else(|| json!({}));
         condition(
             "Ready",
@@ -527,7 +533,9 @@ impl Contexts {
             .remove(id);
         if let Some(running) = running {
             triggers.unregister(&running.handle.config.source());
+            let target = running.target.clone();
             stop_app(running, Instant::now() + STOP_GRACE).await;
+            self.release(&target, id);
         }
     }
 
@@ -580,14 +588,18 @@ impl Contexts {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+        // The App's own cluster and identity: its objects are pruned as it applied them.
         let target = match &app.config {
-            Ok(c) => self
-                .shared(c.destination.context.as_ref(), config)
-                .await
-                .ok(),
-            Err(_) => None,
-        }
-        .map_or_else(|| self.default.clone(), |s| s.cluster.clone());
+            Ok(c) => match self.for_app(c, config).await {
+                Ok((target, shared)) => {
+                    let cluster = shared.cluster.clone();
+                    self.release(&target, &id);
+                    cluster
+                }
+                Err(_) => self.default.clone(),
+            },
+            Err(_) => self.default.clone(),
+        };
         let apps_cluster = self.default.clone();
         let inventory_namespace = config.inventory_namespace.clone();
         let finalizing = self.app_objects.finalizing.clone();
