@@ -454,3 +454,57 @@ async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
         .ok();
     assert!(exists(&sandbox, "cm", "late", "live").await);
 }
+
+/// An App acts as the ServiceAccount it names, of its own namespace: without RBAC for
+/// its Deployment it stalls with the server's Forbidden message, shown on the App.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("t1").await;
+    install_crd(&sandbox).await;
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n"),
+        )
+        .await
+        .ok();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
+    let origin = origin(&sandbox, &[("web/web.yaml", deployment)]);
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "tenant-app", &format!("{server}apps: []\n"), &[]).await;
+    let spec = format!(
+        "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: web, interval: {POLL}}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app_yaml("web", "t1", &spec)))
+        .await
+        .ok();
+    let out = sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Stalled",
+            "tapp/web",
+            "-n",
+            "t1",
+            "--timeout=20s",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stderr, serve.log());
+    let object = app(&sandbox, "web", "t1").await;
+    let ready = object["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .expect("a Ready condition");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "Forbidden", "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap_or_default().contains(
+            "User \"system:serviceaccount:t1:deployer\" cannot get resource \"deployments\""
+        ),
+        "{ready}"
+    );
+    assert!(!exists(&sandbox, "deploy", "web", "t1").await);
+}
