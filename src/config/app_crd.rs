@@ -118,6 +118,23 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             });
         }
     };
+    // The CRD's schema prunes it; should an older schema let it through, a tenant
+    // still may not pick a cluster from tether's own kubeconfig.
+    if entry
+        .get("destination")
+        .is_some_and(|d| d.get("context").is_some())
+    {
+        return Err(ConfigError::Invalid {
+            origin,
+            problems: vec![super::Problem {
+                path: "spec.destination.context".into(),
+                line: None,
+                message: "an App cannot use a context of tether's kubeconfig: use \
+                          destination.kubeConfig.secretRef"
+                    .into(),
+            }],
+        });
+    }
     // The App's own key; every other key is an entry's.
     entry.remove("deletionPolicy");
     // The name is metadata's (and not a DNS label: it holds a dot); a stand-in passes
@@ -255,6 +272,10 @@ mod tests {
         ("spec.notifications[].secretEnv", "tether's environment"),
         ("spec.notifications[].secretFile", "tether's files"),
         (
+            "spec.destination.context",
+            "a context of tether's own kubeconfig",
+        ),
+        (
             "spec.destination.kubeConfig.secretRef.namespace",
             "an App's Secret is in its own namespace",
         ),
@@ -356,6 +377,13 @@ apps:
             .to_string();
         assert!(
             err.contains("spec.sync") && err.contains("automatic"),
+            "{err}"
+        );
+        let spec = json!({"source": {"repo": "r"}, "destination": {"context": "prod"}});
+        let err = app_from_spec("t1.web", &spec).expect_err("tether's context");
+        assert!(
+            err.to_string()
+                .starts_with("App t1/web: spec.destination.context: "),
             "{err}"
         );
         let err = app_from_spec("t1.web", &json!("text")).expect_err("not a mapping");
