@@ -87,6 +87,10 @@ pub enum Command {
     /// Exits 0 when every app is Synced and Healthy, 1 otherwise, 2 when the server
     /// cannot be reached or has no such app.
     Status(status::StatusArgs),
+
+    /// Print the App custom resource definition (`apps.tether.dev`), for installs
+    /// without Helm: `tether crd | kubectl apply -f -`.
+    Crd,
 }
 
 /// Which cluster to talk to; without either, the default kubeconfig (KUBECONFIG,
@@ -303,6 +307,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Sync(args) => sync::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::Crd => write_stdout(tether::config::APP_CRD_YAML).map(|()| Outcome::Success),
     }
 }
 

@@ -18,6 +18,7 @@
 //! Adding a section (e.g. `notifications`) means a field in the `raw` struct, a field in
 //! the typed one (`model`), and its checks in the matching `resolve_*` function.
 
+mod app_crd;
 mod check;
 mod model;
 mod raw;
@@ -28,6 +29,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use app_crd::*;
 pub use model::*;
 pub use secrets::ApiToken;
 

@@ -93,6 +93,26 @@ pub struct ServerConfig {
     /// The ServiceAccount an app that names none acts as (`--default-service-account`
     /// overrides it): with it, every app is impersonated, as Flux's option makes it.
     pub default_service_account: Option<String>,
+    /// App objects: `server.apps`.
+    pub apps: AppsWatchConfig,
+}
+
+/// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppsWatchConfig {
+    /// Watch Apps whenever the cluster serves the CRD (the default).
+    pub enabled: bool,
+    /// Only these namespaces; every namespace when empty.
+    pub namespaces: Vec<String>,
+}
+
+impl Default for AppsWatchConfig {
+    fn default() -> Self {
+        AppsWatchConfig {
+            enabled: true,
+            namespaces: Vec::new(),
+        }
+    }
 }
 
 /// Webhook secrets per provider (none configured: that provider's deliveries are
@@ -267,6 +287,7 @@ impl Default for ServerConfig {
             insecure_open_api: false,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             default_service_account: None,
+            apps: AppsWatchConfig::default(),
         }
     }
 }

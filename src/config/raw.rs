@@ -57,6 +57,17 @@ pub struct Server {
     pub insecure_open_api: bool,
     pub shutdown_timeout: Option<S<String>>,
     pub default_service_account: Option<S<String>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub apps: AppsWatch,
+}
+
+/// `server.apps`: which App objects (`apps.tether.dev`) the service runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AppsWatch {
+    pub enabled: Option<bool>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub namespaces: Vec<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -145,6 +145,18 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         }
         name.value.clone()
     });
+    for (i, ns) in raw.apps.namespaces.iter().enumerate() {
+        check.label(&format!("server.apps.namespaces[{i}]"), ns, 63, "");
+    }
+    let apps = AppsWatchConfig {
+        enabled: raw.apps.enabled.unwrap_or(true),
+        namespaces: raw
+            .apps
+            .namespaces
+            .iter()
+            .map(|n| n.value.clone())
+            .collect(),
+    };
     ServerConfig {
         listen,
         webhooks,
@@ -152,6 +164,7 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         insecure_open_api: raw.insecure_open_api,
         shutdown_timeout,
         default_service_account,
+        apps,
     }
 }
 

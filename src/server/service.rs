@@ -2,6 +2,8 @@
 //! server, leadership, configuration reloads on SIGHUP, and a graceful stop that fits
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
+mod apps;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -177,6 +179,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         notifier: Notifier::start(DeliveryOptions::default()).map_err(ServeError::Delivery)?,
         commit_statuses: CommitStatusReporter::start(DeliveryOptions::default())
             .map_err(ServeError::Delivery)?,
+        app_objects: apps::AppObjects::default(),
     };
 
     let webhooks = webhook_router(WebhookState::new(
@@ -215,10 +218,33 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let mut current = config;
     contexts.start_all(&current, &triggers).await?;
 
+    // App objects, next to the file's apps (issue #16).
+    let (app_events_tx, mut app_events) = tokio::sync::mpsc::channel(1024);
+    if current.server.apps.enabled {
+        apps::spawn_watch(
+            contexts.default.clone(),
+            current.server.apps.clone(),
+            app_events_tx,
+            workers.child_token(),
+        );
+        apps::spawn_status_writer(
+            contexts.app_objects.clone(),
+            contexts.default.clone(),
+            statuses.clone(),
+            contexts.leadership.clone(),
+            workers.child_token(),
+        );
+    } else {
+        drop(app_events_tx);
+    }
+
     let mut hangups = hangup_signals();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            Some(event) = app_events.recv() => {
+                contexts.app_event(event, &current, &triggers).await?;
+            }
             _ = hangups.recv() => {
                 match Config::load(&options.config) {
                     Ok(next) => {
@@ -312,6 +338,7 @@ struct Contexts {
     apps: Arc<Apps>,
     notifier: Notifier,
     commit_statuses: CommitStatusReporter,
+    app_objects: apps::AppObjects,
 }
 
 impl Contexts {

@@ -373,9 +373,10 @@ async fn default_values_render_a_hardened_leader_elected_deployment_that_applies
     // Broad rights cluster-wide (tether applies whatever its apps hold), bound to the
     // ServiceAccount; the Lease and the inventory in the release namespace.
     let cluster_role = rendered.one("ClusterRole");
+    // (then the App object rules: see the_chart_ships_the_app_crd_…)
     assert_eq!(
-        rules_of(cluster_role),
-        [(vec!["*".into()], vec!["*".into()], vec!["*".into()])]
+        rules_of(cluster_role)[0],
+        (vec!["*".into()], vec!["*".into()], vec!["*".into()])
     );
     let binding = rendered.one("ClusterRoleBinding");
     assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
@@ -1004,4 +1005,81 @@ fn the_shutdown_budget_follows_the_grace_period() {
         60
     );
     assert_eq!(rendered.config()["server"]["shutdownTimeout"], "55s");
+}
+
+/// Issue #16: Helm installs the App CRD from the chart's `crds/` (the same text `tether
+/// crd` prints), and the roles grant what `tether serve` needs for App objects unless
+/// `config.server.apps.enabled` is false.
+#[tokio::test]
+async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
+    let run = run_helm(
+        &["template", RELEASE, "-n", "tether-system", "--include-crds"],
+        "",
+    );
+    assert!(run.success, "helm template failed: {}", run.stderr);
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&run.stdout).expect("YAML");
+    let crd = objects
+        .iter()
+        .find(|o| o["kind"] == "CustomResourceDefinition")
+        .expect("the App CRD is rendered");
+    let shipped: Value = serde_saphyr::from_str(tether::config::APP_CRD_YAML).expect("YAML");
+    assert_eq!(crd, &shipped);
+
+    let app_rules = |role: &Value| -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {
+        rules_of(role)
+            .into_iter()
+            .filter(|(groups, _, _)| groups.iter().any(|g| g == "tether.dev"))
+            .collect()
+    };
+    let rendered = render("tether-system", "");
+    let rules = app_rules(rendered.one("ClusterRole"));
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules[0].1, ["apps"]);
+    assert_eq!(rules[0].2, ["get", "list", "watch", "patch", "update"]);
+    assert_eq!(rules[1].1, ["apps/status"]);
+    assert_eq!(rules[1].2, ["get", "patch", "update"]);
+    let crd_rule = &rendered.one("ClusterRole")["rules"]
+        .as_array()
+        .and_then(|r| r.last())
+        .cloned()
+        .expect("rules");
+    assert_eq!(crd_rule["resources"][0], "customresourcedefinitions");
+    assert_eq!(crd_rule["resourceNames"][0], "apps.tether.dev");
+    assert_eq!(strings(&crd_rule["verbs"]), ["get", "list", "watch"]);
+
+    let namespaced = render(
+        "tether-system",
+        "rbac:\n  scope: namespaced\n  namespaces: [team-a]\nconfig:\n  server:\n    apps:\n      namespaces: [team-a]\n",
+    );
+    let role = namespaced
+        .all("Role")
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == "team-a")
+        .expect("the team-a Role");
+    assert_eq!(app_rules(role).len(), 2);
+    assert_eq!(
+        namespaced.config()["server"]["apps"]["namespaces"][0],
+        "team-a"
+    );
+
+    let off = render(
+        "tether-system",
+        "config:\n  server:\n    apps:\n      enabled: false\n",
+    );
+    assert!(app_rules(off.one("ClusterRole")).is_empty());
+
+    // Applied as Helm would (CRDs first), the CRD serves `kubectl get tapp`.
+    let sandbox = TestSandbox::start().await;
+    let dir = sandbox.dir.path().join("crds");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("app.yaml"),
+        serde_json::to_string(crd).expect("JSON"),
+    )
+    .expect("write");
+    apply_rendered(&sandbox, &dir).await;
+    crate::support::eventually("the App kind is served", || async {
+        (sandbox.kubectl(&["get", "tapp", "-A"]).await.code == 0).then_some(())
+    })
+    .await;
 }

@@ -3,6 +3,7 @@
 //! sandbox with the real `kubectl`.
 
 mod annotations;
+mod app_crd;
 mod chart;
 mod cli;
 mod config;

@@ -20,7 +20,7 @@ use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 const POLL: &str = "1h";
 const WEBHOOK_SECRET: &str = "test-webhook-secret";
 
-fn configmap(name: &str, namespace: &str, value: &str) -> String {
+pub(crate) fn configmap(name: &str, namespace: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: \"{value}\"\n"
     )
@@ -125,7 +125,7 @@ impl Serve {
     }
 
     /// A signed push notification for `repo`'s main branch.
-    async fn push(&self, repo: &str) -> reqwest::StatusCode {
+    pub(crate) async fn push(&self, repo: &str) -> reqwest::StatusCode {
         let body = json!({"repository": repo, "ref": "refs/heads/main"}).to_string();
         let mut mac = Hmac::<Sha256>::new_from_slice(WEBHOOK_SECRET.as_bytes()).expect("key");
         mac.update(body.as_bytes());

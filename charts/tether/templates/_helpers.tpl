@@ -160,3 +160,34 @@ values.yaml, `config`). */}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/*
+What `tether serve` needs for App objects (apps.tether.dev, the chart's crds/), unless
+config.server.apps.enabled is false: read and watch them, hold them with its finalizer,
+write their status. With rbac.scope namespaced, set config.server.apps.namespaces to
+rbac.namespaces so the watch asks only where it may.
+*/}}
+{{- define "tether.appObjectRules" -}}
+{{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
+  - apiGroups: [tether.dev]
+    resources: [apps]
+    verbs: [get, list, watch, patch, update]
+  - apiGroups: [tether.dev]
+    resources: [apps/status]
+    verbs: [get, patch, update]
+{{- end }}
+{{- end }}
+
+{{/*
+Until the App CRD is served, `tether serve` watches that one CRD (no polling). A
+cluster-scoped right, so only the ClusterRole grants it; with rbac.scope namespaced,
+tether asks discovery every 15 s instead (or set config.server.apps.enabled: false).
+*/}}
+{{- define "tether.appCrdRule" -}}
+{{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
+  - apiGroups: [apiextensions.k8s.io]
+    resources: [customresourcedefinitions]
+    resourceNames: [apps.tether.dev]
+    verbs: [get, list, watch]
+{{- end }}
+{{- end }}

@@ -184,6 +184,13 @@ impl State {
             reason: validate::FieldErrorReason::Invalid,
             message: e.message(),
         }));
+        if resource.custom
+            && let Some(custom) =
+                self.registry()
+                    .custom_schema(&resource.group, &resource.version, &resource.kind)
+        {
+            validate::cel::validate(custom, new, &mut errors);
+        }
         if !errors.is_empty() {
             self.defaulter.release(new, old);
             let kind = validate::qualified_kind(&resource.group, &resource.kind);

@@ -1067,20 +1067,38 @@ fn selector_text(selector: Option<&Value>) -> String {
     }
 }
 
-/// A simple JSONPath of a printer column (`.spec.size`, `.status.conditions[0].type`).
+/// A printer column's JSONPath, in the subset CRDs use: fields (`.spec.size`), indexes
+/// (`.status.conditions[0].type`) and equality filters
+/// (`.status.conditions[?(@.type=="Ready")].message`).
 fn json_path(object: &Value, path: &str) -> Option<Value> {
     let mut current = object;
-    for part in path.trim_start_matches('.').split('.') {
-        if part.is_empty() {
-            continue;
-        }
-        let (field, index) = match part.split_once('[') {
-            Some((field, rest)) => (field, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        current = current.get(field)?;
-        if let Some(index) = index {
-            current = current.get(index)?;
+    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            if end > 0 {
+                current = current.get(&after[..end])?;
+            }
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let inside = &after[..end];
+            rest = &after[end + 1..];
+            if let Some(filter) = inside
+                .strip_prefix("?(@.")
+                .and_then(|f| f.strip_suffix(')'))
+            {
+                let (key, want) = filter.split_once("==")?;
+                let want = want.trim().trim_matches(['"', '\'']);
+                current = current
+                    .as_array()?
+                    .iter()
+                    .find(|item| item.get(key.trim()).and_then(Value::as_str) == Some(want))?;
+            } else {
+                current = current.get(inside.parse::<usize>().ok()?)?;
+            }
+        } else {
+            return None;
         }
     }
     Some(current.clone())
@@ -1258,5 +1276,25 @@ mod tests {
         assert_eq!(table["rows"][0]["cells"], json!(["w1", 3, null]));
         assert_eq!(table["columnDefinitions"][1]["name"], "Size");
         assert!(table["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn json_paths_of_printer_columns_read_fields_indexes_and_filters() {
+        let object = json!({"status": {"sync": "Synced", "conditions": [
+            {"type": "Healthy", "message": "h"}, {"type": "Ready", "message": "all good"}]}});
+        assert_eq!(json_path(&object, ".status.sync"), Some(json!("Synced")));
+        assert_eq!(
+            json_path(&object, r#".status.conditions[?(@.type=="Ready")].message"#),
+            Some(json!("all good"))
+        );
+        assert_eq!(
+            json_path(&object, ".status.conditions[0].type"),
+            Some(json!("Healthy"))
+        );
+        assert_eq!(json_path(&object, ".status.health"), None);
+        assert_eq!(
+            json_path(&object, r#".status.conditions[?(@.type=="X")].message"#),
+            None
+        );
     }
 }

@@ -36,6 +36,7 @@ use rbac::{validate_binding, validate_rules};
 use selectors::immutable_selector;
 use workloads::{validate_cron_job, validate_hpa, validate_job_spec, validate_workload};
 
+pub(crate) mod cel;
 mod core;
 mod crd;
 mod go_format;

@@ -1,0 +1,356 @@
+//! App object figures (issue #16): 1,000 Apps of 10 ConfigMaps each (10,000 objects)
+//! applied to the in-process sandbox while `tether serve` runs with `apps: []`, then
+//!
+//! 1. the time from the first App created until every App's `Ready` condition is True;
+//! 2. a steady state of 10 s: the requests tether sends (none expected) and the status
+//!    writes (none expected);
+//! 3. the resident memory of `tether serve`, next to the same 1,000 apps read from a
+//!    configuration file instead (a fresh sandbox and process).
+//!
+//! `cargo bench --bench apps` prints a table and writes
+//! `target/bench-results/apps.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use tether::sandbox::{Sandbox, SandboxOptions};
+
+const APPS: usize = 1_000;
+const OBJECTS_PER_APP: usize = 10;
+/// Every App polls hourly: nothing moves it during the run.
+const POLL: &str = "1h";
+const READY_TARGET: Duration = Duration::from_secs(60);
+const READY_TIMEOUT: Duration = Duration::from_secs(900);
+const STEADY_WINDOW: Duration = Duration::from_secs(10);
+/// After the last App turns Ready: passes that earlier writes woke finish.
+const WARM_UP: Duration = Duration::from_secs(5);
+const APPS_NAMESPACE: &str = "fleet";
+const OBJECTS_NAMESPACE: &str = "fleet-objects";
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The repository: `apps/<i>/cm-<j>.yaml`, served from disk (`file://`).
+fn repository(dir: &Path) -> String {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    git(dir, &["init", "-q", "-b", "main"]);
+    for app in 0..APPS {
+        let path = dir.join(format!("apps/{app}"));
+        std::fs::create_dir_all(&path).expect("mkdir");
+        for j in 0..OBJECTS_PER_APP {
+            std::fs::write(
+                path.join(format!("cm-{j}.yaml")),
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a{app}-cm-{j}\n  namespace: {OBJECTS_NAMESPACE}\ndata:\n  key: v{j}\n"
+                ),
+            )
+            .expect("write manifest");
+        }
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "fleet"]);
+    format!("file://{}", dir.display())
+}
+
+fn spec(url: &str, app: usize) -> Value {
+    json!({
+        "source": {"repo": url, "ref": "main", "path": format!("apps/{app}"), "interval": POLL},
+        "destination": {"namespace": OBJECTS_NAMESPACE},
+        "sync": {"automated": true, "prune": true},
+    })
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    kib / 1024.0
+}
+
+async fn sandbox_with_namespaces(dir: &Path) -> (Sandbox, PathBuf, kube::Client) {
+    let sandbox = Sandbox::start(SandboxOptions::default())
+        .await
+        .expect("sandbox starts");
+    let kubeconfig = dir.join("kubeconfig");
+    sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let client = sandbox.client().await.expect("client");
+    let namespaces = dynamic(&client, "", "v1", "Namespace", "namespaces", None);
+    for name in [APPS_NAMESPACE, OBJECTS_NAMESPACE] {
+        let ns = serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+    }
+    (sandbox, kubeconfig, client)
+}
+
+fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+fn serve(dir: &Path, name: &str, kubeconfig: &Path, config: &str) -> tokio::process::Child {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, config).expect("write config");
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("TETHER_CACHE_DIR", dir.join(format!("{name}-cache")))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).expect("log"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("tether serve starts")
+}
+
+fn ready(app: &Value) -> bool {
+    app["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = repository(&dir.path().join("fleet.git"));
+
+    // 1. Apps.
+    let (sandbox, kubeconfig, client) = sandbox_with_namespaces(dir.path()).await;
+    let crd: Value = serde_saphyr::from_str(tether::config::APP_CRD_YAML).expect("CRD");
+    let crds = dynamic(
+        &client,
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        None,
+    );
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).expect("CRD"),
+    )
+    .await
+    .expect("create the CRD");
+    let mut crd_serve = serve(
+        dir.path(),
+        "crd",
+        &kubeconfig,
+        "server:\n  listen: 127.0.0.1:0\napps: []\n",
+    );
+    let crd_pid = crd_serve.id().expect("running");
+    let apps = dynamic(
+        &client,
+        "tether.dev",
+        "v1alpha1",
+        "App",
+        "apps",
+        Some(APPS_NAMESPACE),
+    );
+    let started = Instant::now();
+    for app in 0..APPS {
+        let object = json!({
+            "apiVersion": "tether.dev/v1alpha1", "kind": "App",
+            "metadata": {"name": format!("app-{app}"), "namespace": APPS_NAMESPACE},
+            "spec": spec(&url, app),
+        });
+        apps.create(
+            &PostParams::default(),
+            &serde_json::from_value(object).expect("App"),
+        )
+        .await
+        .expect("create App");
+    }
+    let created = started.elapsed();
+    let all_ready = loop {
+        let listed = apps.list(&Default::default()).await.expect("list Apps");
+        let count = listed
+            .items
+            .iter()
+            .filter(|a| ready(&serde_json::to_value(a).unwrap_or_default()))
+            .count();
+        if count == APPS {
+            break started.elapsed();
+        }
+        if started.elapsed() > READY_TIMEOUT || crd_serve.try_wait().ok().flatten().is_some() {
+            let log = std::fs::read_to_string(dir.path().join("crd.log")).unwrap_or_default();
+            panic!("only {count} of {APPS} Apps Ready:\n{log}");
+        }
+        // Listing 1,000 Apps costs the in-process sandbox (this process) too.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!(
+        "all {APPS} Apps Ready after {:.1}s",
+        all_ready.as_secs_f64()
+    );
+    tokio::time::sleep(WARM_UP).await;
+
+    // 2. Steady state.
+    sandbox.reset_requests();
+    tokio::time::sleep(STEADY_WINDOW).await;
+    let requests = sandbox.requests();
+    let steady_total = requests.total();
+    let steady_writes = requests.writes();
+    let crd_rss = rss_mib(crd_pid);
+    let _ = crd_serve.kill().await;
+    sandbox.stop().await;
+
+    // 3. The same load from a configuration file.
+    let file_dir = dir.path().join("file");
+    std::fs::create_dir_all(&file_dir).expect("mkdir");
+    let (file_sandbox, file_kubeconfig, _) = sandbox_with_namespaces(&file_dir).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port")
+        .port();
+    let mut config = format!("server:\n  listen: 127.0.0.1:{port}\napps:\n");
+    for app in 0..APPS {
+        config.push_str(&format!(
+            "- name: app-{app}\n  source: {{repo: \"{url}\", ref: main, path: apps/{app}, interval: {POLL}}}\n  destination: {{namespace: {OBJECTS_NAMESPACE}}}\n  sync: {{automated: true, prune: true}}\n"
+        ));
+    }
+    let mut file_serve = serve(&file_dir, "file", &file_kubeconfig, &config);
+    let file_pid = file_serve.id().expect("running");
+    let http = reqwest::Client::new();
+    let file_started = Instant::now();
+    let file_synced = loop {
+        let listed: Value = match http
+            .get(format!("http://127.0.0.1:{port}/api/v1/apps"))
+            .send()
+            .await
+        {
+            Ok(answer) => answer.json().await.unwrap_or_default(),
+            Err(_) => Value::Null,
+        };
+        let synced = listed["apps"]
+            .as_array()
+            .map(|a| a.iter().filter(|a| a["sync"] == "Synced").count())
+            .unwrap_or(0);
+        if synced == APPS {
+            break file_started.elapsed();
+        }
+        assert!(
+            file_started.elapsed() < READY_TIMEOUT,
+            "only {synced} file apps synced"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    tokio::time::sleep(WARM_UP).await;
+    let file_rss = rss_mib(file_pid);
+    let _ = file_serve.kill().await;
+    file_sandbox.stop().await;
+
+    let rows = [
+        (
+            "Apps created",
+            format!("{:.1} s", created.as_secs_f64()),
+            String::new(),
+        ),
+        (
+            "all Apps Ready (from the first created)",
+            format!("{:.1} s", all_ready.as_secs_f64()),
+            format!(
+                "< {} s: {}",
+                READY_TARGET.as_secs(),
+                if all_ready < READY_TARGET {
+                    "pass"
+                } else {
+                    "FAIL"
+                }
+            ),
+        ),
+        (
+            "steady state: requests in 10 s",
+            steady_total.to_string(),
+            format!("0: {}", if steady_total == 0 { "pass" } else { "FAIL" }),
+        ),
+        (
+            "steady state: writes in 10 s",
+            steady_writes.to_string(),
+            format!("0: {}", if steady_writes == 0 { "pass" } else { "FAIL" }),
+        ),
+        (
+            "RSS, 1,000 Apps",
+            format!("{crd_rss:.1} MiB"),
+            String::new(),
+        ),
+        (
+            "RSS, 1,000 file apps",
+            format!("{file_rss:.1} MiB"),
+            String::new(),
+        ),
+        (
+            "file apps all Synced",
+            format!("{:.1} s", file_synced.as_secs_f64()),
+            String::new(),
+        ),
+    ];
+    println!("\n{:<42} {:>12}  target", "figure", "value");
+    for (name, value, target) in &rows {
+        println!("{name:<42} {value:>12}  {target}");
+    }
+    let results = json!({
+        "apps": APPS,
+        "objectsPerApp": OBJECTS_PER_APP,
+        "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+        "createdSeconds": created.as_secs_f64(),
+        "allReadySeconds": all_ready.as_secs_f64(),
+        "steadyRequests": steady_total,
+        "steadyWrites": steady_writes,
+        "rssAppsMiB": crd_rss,
+        "rssFileMiB": file_rss,
+        "fileSyncedSeconds": file_synced.as_secs_f64(),
+    });
+    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
+        .iter()
+        .collect();
+    std::fs::create_dir_all(&out).expect("mkdir bench-results");
+    std::fs::write(
+        out.join("apps.json"),
+        serde_json::to_string_pretty(&results).expect("JSON"),
+    )
+    .expect("write results");
+}

@@ -1,0 +1,510 @@
+//! App objects (`apps.tether.dev`, issue #16) with the real `kubectl` against the
+//! sandbox and a real `git daemon`: the CRD installs from `tether crd`, an applied App
+//! syncs and turns Ready, `kubectl get tapp` shows its columns, spec and Git changes
+//! move observedGeneration and lastAppliedRevision, a steady state sends nothing, a bad
+//! App is refused by the schema and by CEL (or stalls on the checks the parser makes),
+//! and deleting an App with `deletionPolicy: Prune` removes its objects first.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::serve::{Serve, configmap, origin, server_section};
+use crate::support::{TestSandbox, eventually};
+
+/// Long enough that only webhooks and spec changes move an app during a test.
+const POLL: &str = "1h";
+
+async fn install_crd(sandbox: &TestSandbox) {
+    // `tether crd | kubectl apply -f -`, as the README says for installs without Helm.
+    let crd = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .arg("crd")
+        .output()
+        .expect("tether crd runs");
+    assert!(crd.status.success());
+    let text = String::from_utf8(crd.stdout).expect("UTF-8");
+    assert_eq!(text, tether::config::APP_CRD_YAML);
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&text))
+        .await
+        .ok();
+}
+
+fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n{spec}"
+    )
+}
+
+async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
+    let out = sandbox
+        .kubectl(&["get", "tapp", name, "-n", namespace, "-o", "json"])
+        .await
+        .ok();
+    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
+}
+
+async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> bool {
+    sandbox
+        .kubectl(&["get", kind, name, "-n", namespace])
+        .await
+        .code
+        == 0
+}
+
+async fn writes_and_requests(sandbox: &TestSandbox) -> (u64, u64) {
+    let counts = sandbox.get("/sandbox/requests").await.json();
+    (
+        counts["writes"].as_u64().unwrap_or(u64::MAX),
+        counts["total"].as_u64().unwrap_or(u64::MAX),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_on_delete() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["live", "team-a", "plain"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    let origin = origin(
+        &sandbox,
+        &[
+            ("apps/web/config.yaml", &configmap("web", "live", "v1")),
+            ("apps/web2/config.yaml", &configmap("web2", "live", "v1")),
+            ("apps/plain/config.yaml", &configmap("plain", "plain", "p")),
+        ],
+    );
+    // A configuration-file app runs next to the Apps.
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: plain\n  source: {{repo: \"{}\", ref: main, path: apps/plain, interval: {POLL}}}\n  destination: {{namespace: plain}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "apps", &config, &[]).await;
+
+    let spec = |path: &str| {
+        format!(
+            "  source: {{repo: \"{}\", ref: main, path: {path}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, allowMassPrune: true}}\n  deletionPolicy: Prune\n",
+            origin.url
+        )
+    };
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("web", "team-a", &spec("apps/web"))),
+        )
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "tapp/web",
+            "-n",
+            "team-a",
+            "--timeout=20s",
+        ])
+        .await
+        .ok();
+    assert!(exists(&sandbox, "cm", "web", "live").await);
+    let head = crate::support::git(&origin.repo.dir, &["rev-parse", "HEAD"]);
+    let object = app(&sandbox, "web", "team-a").await;
+    let status = &object["status"];
+    assert_eq!(status["observedGeneration"], 1, "{status}");
+    assert_eq!(object["metadata"]["generation"], 1);
+    assert_eq!(status["sync"], "Synced", "{status}");
+    assert_eq!(status["health"], "Healthy", "{status}");
+    assert_eq!(status["lastAppliedRevision"], head.as_str());
+    assert_eq!(status["lastAttemptedRevision"], head.as_str());
+    assert_eq!(status["objects"], 1);
+    assert_eq!(status["drifted"], 0);
+    assert_eq!(
+        object["metadata"]["finalizers"],
+        serde_json::json!(["tether.dev/finalizer"])
+    );
+    for kind in ["Ready", "SourceReady", "Synced", "Healthy"] {
+        let condition = status["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+            .unwrap_or_else(|| panic!("no {kind} condition: {status}"));
+        assert_eq!(condition["status"], "True", "{condition}");
+    }
+    // The status was written by its own field manager.
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "tapp",
+            "web",
+            "-n",
+            "team-a",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await
+        .ok();
+    let object: Value = serde_json::from_str(&out.stdout).expect("kubectl prints JSON");
+    let managers: Vec<&str> = object["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(managers.contains(&"tether-status"), "{managers:?}");
+
+    // Side by side: the file's app and the App, each under its own identity.
+    eventually("the file's app synced", || async {
+        exists(&sandbox, "cm", "plain", "plain").await.then_some(())
+    })
+    .await;
+    assert_eq!(serve.status("plain").await["sync"], "Synced");
+    assert_eq!(serve.status("team-a.web").await["sync"], "Synced");
+
+    // kubectl get asks for a Table: the CRD's columns.
+    let table = sandbox.kubectl(&["get", "tapp", "-n", "team-a"]).await.ok();
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "SYNC", "HEALTH", "REVISION", "AGE", "MESSAGE"],
+        "{}",
+        table.stdout
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        row[..4],
+        ["web", "Synced", "Healthy", head.as_str()],
+        "{}",
+        table.stdout
+    );
+    assert!(row[4].ends_with('s'), "an age: {}", table.stdout);
+
+    // A steady state writes no status and sends no request at all.
+    sandbox.delete("/sandbox/requests").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        writes_and_requests(&sandbox).await,
+        (0, 0),
+        "{}",
+        serve.log()
+    );
+
+    // A changed spec bumps the generation; the status follows it.
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("web", "team-a", &spec("apps/web2"))),
+        )
+        .await
+        .ok();
+    let object = eventually("observedGeneration follows the spec", || async {
+        let object = app(&sandbox, "web", "team-a").await;
+        (object["status"]["observedGeneration"] == 2 && object["status"]["sync"] == "Synced")
+            .then_some(object)
+    })
+    .await;
+    assert_eq!(object["metadata"]["generation"], 2);
+    assert!(exists(&sandbox, "cm", "web2", "live").await);
+    assert!(!exists(&sandbox, "cm", "web", "live").await, "pruned");
+
+    // A Git change (announced by webhook) moves lastAppliedRevision.
+    origin
+        .repo
+        .write("apps/web2/config.yaml", &configmap("web2", "live", "v2"));
+    let next = origin.repo.commit("v2");
+    assert!(serve.push(&origin.url).await.is_success());
+    eventually("lastAppliedRevision moves to the new commit", || async {
+        let object = app(&sandbox, "web", "team-a").await;
+        (object["status"]["lastAppliedRevision"] == next.as_str()).then_some(())
+    })
+    .await;
+
+    // Deleting it with deletionPolicy Prune removes its objects, then the App.
+    sandbox
+        .kubectl(&["delete", "tapp", "web", "-n", "team-a", "--timeout=20s"])
+        .await
+        .ok();
+    assert!(!exists(&sandbox, "cm", "web2", "live").await, "pruned");
+    assert!(!exists(&sandbox, "tapp", "web", "team-a").await);
+    assert!(
+        !exists(
+            &sandbox,
+            "cm",
+            "tether-inventory-team-a.web",
+            "tether-system"
+        )
+        .await,
+        "its inventory goes too"
+    );
+    // The file's app is untouched.
+    assert!(exists(&sandbox, "cm", "plain", "plain").await);
+    eventually("the App leaves the status API", || async {
+        let answer = reqwest::get(format!("{}/api/v1/apps/team-a.web", serve.url))
+            .await
+            .ok()?;
+        (answer.status() == reqwest::StatusCode::NOT_FOUND).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["live", "team-b"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    let origin = origin(
+        &sandbox,
+        &[("apps/kept/config.yaml", &configmap("kept", "live", "k"))],
+    );
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "orphan", &format!("{server}apps: []\n"), &[]).await;
+    let kept = format!(
+        "  source: {{repo: \"{}\", ref: main, path: apps/kept, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    // Schema and CEL let it through; the configuration's own check does not.
+    let broken = format!("  source: {{repo: \"{}\", interval: soon}}\n", origin.url);
+    let both = format!(
+        "{}---\n{}",
+        app_yaml("kept", "team-b", &kept),
+        app_yaml("broken", "team-b", &broken)
+    );
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&both))
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "tapp/kept",
+            "-n",
+            "team-b",
+            "--timeout=20s",
+        ])
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Stalled",
+            "tapp/broken",
+            "-n",
+            "team-b",
+            "--timeout=20s",
+        ])
+        .await
+        .ok();
+    let broken = app(&sandbox, "broken", "team-b").await;
+    let ready = broken["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .expect("a Ready condition");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "SpecInvalid");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("App team-b/broken: spec.source.interval: "),
+        "{message}"
+    );
+    assert_eq!(broken["status"]["observedGeneration"], 1);
+    // The MESSAGE column shows why.
+    let table = sandbox
+        .kubectl(&["get", "tapp", "broken", "-n", "team-b"])
+        .await
+        .ok();
+    assert!(
+        table.stdout.contains("spec.source.interval"),
+        "{}",
+        table.stdout
+    );
+
+    // Orphan (the default): the objects stay.
+    sandbox
+        .kubectl(&["delete", "tapp", "kept", "-n", "team-b", "--timeout=20s"])
+        .await
+        .ok();
+    assert!(!exists(&sandbox, "tapp", "kept", "team-b").await);
+    assert!(
+        exists(&sandbox, "cm", "kept", "live").await,
+        "{}",
+        serve.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_app_is_refused_by_the_crd_schema_and_by_its_cel_rules() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("team-c").await;
+    install_crd(&sandbox).await;
+    let refused = |spec: &str| {
+        let yaml = app_yaml("bad", "team-c", spec);
+        let sandbox = &sandbox;
+        async move {
+            let out = sandbox
+                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
+                .await;
+            assert_ne!(out.code, 0, "accepted: {yaml}");
+            out.stderr
+        }
+    };
+    let wrong_type = refused("  source: {repo: r}\n  suspend: \"yes\"\n").await;
+    assert!(
+        wrong_type.contains("The App \"bad\" is invalid")
+            && wrong_type.contains("spec.suspend")
+            && wrong_type.contains("must be of type boolean"),
+        "{wrong_type}"
+    );
+    let not_in_enum = refused("  source: {repo: r}\n  deletionPolicy: Delete\n").await;
+    assert!(
+        not_in_enum.contains(
+            "spec.deletionPolicy: Unsupported value: \"Delete\": supported values: \"Prune\", \"Orphan\""
+        ),
+        "{not_in_enum}"
+    );
+    let cel = refused("  source: {repo: r}\n  ignoreDifferences:\n  - kind: Deployment\n").await;
+    assert!(
+        cel.contains(
+            "The App \"bad\" is invalid: spec.ignoreDifferences[0]: Invalid value: \"object\": ignores nothing: set jsonPointers or managedFieldsManagers"
+        ),
+        "{cel}"
+    );
+    assert!(!exists(&sandbox, "tapp", "bad", "team-c").await);
+    // The same entry with what it lacked is taken.
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml(
+                "bad",
+                "team-c",
+                "  source: {repo: r}\n  ignoreDifferences:\n  - kind: Deployment\n    jsonPointers: [/spec/replicas]\n",
+            )),
+        )
+        .await
+        .ok();
+    let object = app(&sandbox, "bad", "team-c").await;
+    assert_eq!(object["spec"]["deletionPolicy"], "Orphan", "defaulted");
+}
+
+/// Without the CRD, a service watches that one CRD instead of polling discovery: its
+/// steady state stays silent, and an App applied once the CRD exists runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["live", "team-d"] {
+        sandbox.namespace(ns).await;
+    }
+    let origin = origin(
+        &sandbox,
+        &[("apps/late/config.yaml", &configmap("late", "live", "l"))],
+    );
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "late", &format!("{server}apps: []\n"), &[]).await;
+    eventually("the CRD watch is open", || async {
+        let counts = sandbox.get("/sandbox/requests").await.json();
+        let watches = counts["requests"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter(|c| {
+                        c["verb"] == "watch"
+                            && c["resource"]
+                                .as_str()
+                                .is_some_and(|r| r.ends_with("customresourcedefinitions"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        (watches > 0).then_some(())
+    })
+    .await;
+    sandbox.delete("/sandbox/requests").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        writes_and_requests(&sandbox).await,
+        (0, 0),
+        "{}",
+        serve.log()
+    );
+
+    install_crd(&sandbox).await;
+    let spec = format!(
+        "  source: {{repo: \"{}\", ref: main, path: apps/late, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("late", "team-d", &spec)),
+        )
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "tapp/late",
+            "-n",
+            "team-d",
+            "--timeout=8s",
+        ])
+        .await
+        .ok();
+    assert!(exists(&sandbox, "cm", "late", "live").await);
+}
+
+/// An App acts as the ServiceAccount it names, of its own namespace: without RBAC for
+/// its Deployment it stalls with the server's Forbidden message, shown on the App.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("t1").await;
+    install_crd(&sandbox).await;
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n"),
+        )
+        .await
+        .ok();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
+    let origin = origin(&sandbox, &[("web/web.yaml", deployment)]);
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "tenant-app", &format!("{server}apps: []\n"), &[]).await;
+    let spec = format!(
+        "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: web, interval: {POLL}}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app_yaml("web", "t1", &spec)))
+        .await
+        .ok();
+    let out = sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Stalled",
+            "tapp/web",
+            "-n",
+            "t1",
+            "--timeout=20s",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stderr, serve.log());
+    let object = app(&sandbox, "web", "t1").await;
+    let ready = object["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .expect("a Ready condition");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "Forbidden", "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap_or_default().contains(
+            "User \"system:serviceaccount:t1:deployer\" cannot get resource \"deployments\""
+        ),
+        "{ready}"
+    );
+    assert!(!exists(&sandbox, "deploy", "web", "t1").await);
+}
