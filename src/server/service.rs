@@ -91,6 +91,14 @@ impl Control for Apps {
         }
     }
 
+    fn set_suspended(&self, app: &str, suspended: bool) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .get(app)
+            .map(|r| r.handle.set_suspended(suspended))
+            .is_some()
+    }
+
     fn readiness(&self) -> Vec<(&'static str, bool)> {
         let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
         vec![
@@ -347,7 +355,9 @@ impl Contexts {
             source_cancel.clone(),
         );
         let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
-        self.statuses.update(&app.name, |_| {});
+        let commit_page = server::dashboard::commit_url_prefix(&app.source.repo);
+        self.statuses
+            .update(&app.name, |s| s.commit_url_prefix = commit_page);
         self.apps
             .running
             .lock()
