@@ -27,9 +27,9 @@ fn configmap(name: &str, namespace: &str, value: &str) -> String {
 }
 
 /// A `tether serve` process, killed on drop if a test fails before stopping it.
-struct Serve {
+pub(crate) struct Serve {
     child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
     config: PathBuf,
     log: PathBuf,
 }
@@ -41,7 +41,12 @@ impl Drop for Serve {
 }
 
 impl Serve {
-    async fn start(sandbox: &TestSandbox, name: &str, config: &str, extra: &[&str]) -> Serve {
+    pub(crate) async fn start(
+        sandbox: &TestSandbox,
+        name: &str,
+        config: &str,
+        extra: &[&str],
+    ) -> Serve {
         let dir = sandbox.dir.path();
         let path = dir.join(format!("{name}.yaml"));
         std::fs::write(&path, config).expect("write config");
@@ -92,7 +97,7 @@ impl Serve {
         serve
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -141,7 +146,7 @@ impl Serve {
     }
 
     /// SIGTERM, then the exit code (bounded wait).
-    async fn stop(mut self) -> Option<i32> {
+    pub(crate) async fn stop(mut self) -> Option<i32> {
         self.signal("TERM");
         let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
@@ -161,13 +166,13 @@ fn bound_address(log: &str) -> Option<String> {
 }
 
 /// The origin repository served by a git daemon, and its URL.
-struct Origin {
-    repo: GitRepo,
+pub(crate) struct Origin {
+    pub(crate) repo: GitRepo,
     _daemon: GitDaemon,
-    url: String,
+    pub(crate) url: String,
 }
 
-fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
+pub(crate) fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
     let root = sandbox.dir.path().join("srv");
     let repo = GitRepo::init(root.join("apps.git"));
     for (path, content) in files {

@@ -227,7 +227,8 @@ function renderRows() {
   body.innerHTML = shown.map(appRow).join("") ||
     `<tr><td colspan="7" class="muted">No app matches.</td></tr>`;
   const total = state.apps.size;
-  $("count").textContent = shown.length === total ? `${total} apps` : `${shown.length} of ${total} apps`;
+  const apps = (n) => `${n} app${n === 1 ? "" : "s"}`;
+  $("count").textContent = shown.length === total ? apps(total) : `${shown.length} of ${apps(total)}`;
   if (focused) body.querySelector(`tr[data-app="${CSS.escape(focused)}"] a`)?.focus();
 }
 
@@ -306,7 +307,7 @@ ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
 <div class="grid"><section><h2>Objects</h2>${resourceTree(a.resources || [])}</section>
 <section><h2>Conditions</h2><table><thead><tr><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Reason</th>
 <th scope="col">Message</th><th scope="col">Since</th></tr></thead><tbody>${conditions}</tbody></table>
-<h2>Last passes</h2><table><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
+<h2>Last passes</h2><table id="history"><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
 <th scope="col" class="num">Took</th><th scope="col" class="num">Changed</th><th scope="col">Error</th></tr></thead>
 <tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table></section></div>`;
   $("sync").addEventListener("click", () => act(a.name, "sync", "Sync requested"));
@@ -453,7 +454,9 @@ async function route() {
 
 window.addEventListener("hashchange", async () => {
   await route();
-  $("main").focus();
+  // A new view starts at its top, with the focus where a screen reader reads on.
+  window.scrollTo(0, 0);
+  $("main").focus({ preventScroll: true });
 });
 
 // Minutes-ago labels age without any event.
