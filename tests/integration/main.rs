@@ -7,6 +7,7 @@ mod chart;
 mod cli;
 mod config;
 mod dashboard;
+mod dashboard_load;
 mod diff_corpus;
 mod diff_online;
 mod docs;

@@ -232,6 +232,23 @@ function renderRows() {
   if (focused) body.querySelector(`tr[data-app="${CSS.escape(focused)}"] a`)?.focus();
 }
 
+// One app changed: its row alone is replaced when it stays in view, so an event
+// costs the same with ten apps or ten thousand.
+function updateRow(app) {
+  const body = $("app-rows");
+  if (!body || rowsPending) return scheduleRows();
+  const row = body.querySelector(`tr[data-app="${CSS.escape(app.name)}"]`);
+  const show = matches(app);
+  if (!row && !show) return;
+  if (!row || !show) return scheduleRows();
+  const focused = row.contains(document.activeElement);
+  const t = document.createElement("template");
+  t.innerHTML = appRow(app);
+  const fresh = t.content.firstElementChild;
+  row.replaceWith(fresh);
+  if (focused) fresh.querySelector("a")?.focus();
+}
+
 let rowsPending = false;
 function scheduleRows() {
   if (rowsPending) return;
@@ -356,9 +373,10 @@ function setLive(on, text) {
 function onEvent(type, data) {
   if (type === "app") {
     const app = JSON.parse(data);
-    if (!state.apps.has(app.name)) state.order = [...state.order, app.name].sort();
+    const known = state.apps.has(app.name);
+    if (!known) state.order = [...state.order, app.name].sort();
     state.apps.set(app.name, app);
-    if (state.route.view === "apps") scheduleRows();
+    if (state.route.view === "apps") known ? updateRow(app) : scheduleRows();
     if (state.route.view === "app" && state.route.name === app.name) scheduleApp(app.name);
   } else if (type === "removed") {
     const name = JSON.parse(data);
