@@ -362,3 +362,67 @@ async fn a_thousand_apps_fit_the_page_budget() {
     drop(browser);
     server.abort();
 }
+
+/// "Who changed it" outside the dashboard too: `tether diff` in every format names the
+/// field manager of a field edited behind Git's back (`kubectl patch` writes as
+/// `kubectl-patch`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tether_diff_names_the_manager_that_changed_each_field() {
+    use crate::support::{app_dir, json as run_json, sync_app, tether_app};
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("who").await;
+    let dir = app_dir(
+        &sandbox,
+        "who",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: who\ndata:\n  level: info\n",
+        )],
+    );
+    let synced = sync_app(&sandbox, &dir, "who", &[]).await;
+    assert_eq!(synced.code, Some(0), "{synced:?}");
+    let in_sync = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
+    assert_eq!(in_sync.code, Some(0), "{in_sync:?}");
+    sandbox
+        .kubectl(&[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "who",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"level":"debug"}}"#,
+        ])
+        .await
+        .ok();
+
+    let drift = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
+    assert_eq!(drift.code, Some(1), "{drift:?}");
+    let report = run_json(&drift);
+    let change = &report["resources"][0]["changes"][0];
+    assert_eq!(change["path"], "data.level", "{report}");
+    assert_eq!(change["live"], "debug");
+    assert_eq!(change["changedBy"]["manager"], "kubectl-patch", "{report}");
+    assert_eq!(change["changedBy"]["operation"], "Update");
+    let time = change["changedBy"]["time"].as_str().expect("a time");
+    assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok(), "{time}");
+
+    let dir_arg = dir.to_str().expect("utf-8");
+    for format in ["text", "markdown"] {
+        let run = crate::support::tether(
+            &sandbox,
+            "diff",
+            &["--path", dir_arg, "--app", "who", "-o", format],
+        )
+        .await;
+        assert_eq!(run.code, Some(1), "{run:?}");
+        assert!(
+            run.stdout
+                .contains(&format!("changed by kubectl-patch (Update) at {time}")),
+            "-o {format}:\n{}",
+            run.stdout
+        );
+    }
+}
