@@ -242,6 +242,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         // released in time, the lease expires on its own.
         within(deadline, "releasing the lease", elector.release()).await;
     }
+    // Event streams (the dashboard's) end, or the server would wait them out.
+    statuses.close_feed();
     server_stop.cancel();
     if within(deadline, "closing HTTP connections", &mut server)
         .await

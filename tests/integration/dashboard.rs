@@ -24,7 +24,7 @@ const NAMESPACE: &str = "hello";
 const BYTES_BUDGET: f64 = 200.0 * 1024.0;
 /// First paint must be under 300 ms; the test allows more so a loaded machine does
 /// not fail it, and prints the figure (`benches/dashboard.rs` reports it properly).
-const PAINT_ALLOWANCE_MS: f64 = 1500.0;
+const PAINT_ALLOWANCE_MS: f64 = 2500.0;
 /// An event reaches the page within a second of the status changing; allowed more
 /// here for the same reason.
 const LIVE_ALLOWANCE: Duration = Duration::from_secs(3);
@@ -284,8 +284,15 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
         !serve.log().contains(TOKEN),
         "the token appears in no log line"
     );
-    drop(browser);
+    // The page's event stream is still open: a stop does not wait it out.
+    let stopping = Instant::now();
     assert_eq!(serve.stop().await, Some(0));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "stopping took {:?} with the dashboard open",
+        stopping.elapsed()
+    );
+    drop(browser);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,6 +356,21 @@ async fn a_thousand_apps_fit_the_page_budget() {
         )
         .await;
     assert_eq!(shown, 100);
+    let client = reqwest::Client::new();
+    let bogus = client
+        .get(format!("http://{address}/api/v1/apps?view=bogus"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(bogus.status(), reqwest::StatusCode::BAD_REQUEST);
+    for action in ["sync", "suspend", "resume"] {
+        let unknown = client
+            .post(format!("http://{address}/api/v1/apps/nope/{action}"))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND, "{action}");
+    }
     // Every control has a label a screen reader can name.
     let unlabelled = browser
         .eval(

@@ -337,7 +337,8 @@ impl AppStatus {
 #[derive(Debug, Clone)]
 pub struct Statuses {
     inner: Arc<RwLock<BTreeMap<String, AppStatus>>>,
-    changes: broadcast::Sender<String>,
+    /// App names; `None` says the service is stopping and readers should end.
+    changes: broadcast::Sender<Option<String>>,
 }
 
 impl Default for Statuses {
@@ -367,7 +368,7 @@ impl Statuses {
             }
         }
         // Nobody listening is fine: the feed is for whoever connects.
-        let _ = self.changes.send(name.to_string());
+        let _ = self.changes.send(Some(name.to_string()));
     }
 
     pub fn remove(&self, name: &str) {
@@ -375,12 +376,19 @@ impl Statuses {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
-        let _ = self.changes.send(name.to_string());
+        let _ = self.changes.send(Some(name.to_string()));
     }
 
-    /// The names of apps whose status changes from now on (a removed app too).
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    /// The names of apps whose status changes from now on (a removed app too), then
+    /// `None` once [`Statuses::close_feed`] is called.
+    pub fn subscribe(&self) -> broadcast::Receiver<Option<String>> {
         self.changes.subscribe()
+    }
+
+    /// Tells every reader of the feed that the service is stopping, so long-lived
+    /// streams end and the HTTP server's graceful stop need not wait them out.
+    pub fn close_feed(&self) {
+        let _ = self.changes.send(None);
     }
 
     /// Reads the app's status in place, without copying it.
@@ -476,14 +484,17 @@ mod tests {
             history[0].finished_at,
             DateTime::from_timestamp(1_000 + PASS_HISTORY as i64 + 4, 0).unwrap()
         );
-        assert_eq!(feed.try_recv().unwrap(), "web");
+        assert_eq!(feed.try_recv().unwrap().as_deref(), Some("web"));
         statuses.remove("web");
         let mut names = Vec::new();
         while let Ok(name) = feed.try_recv() {
             names.push(name);
         }
         assert_eq!(names.len(), PASS_HISTORY + 5 + 1);
+        assert!(names.iter().all(|n| n.as_deref() == Some("web")));
         assert!(statuses.with("web", |_| ()).is_none());
+        statuses.close_feed();
+        assert_eq!(feed.try_recv().unwrap(), None);
     }
 
     #[test]

@@ -201,7 +201,8 @@ fn event(name: &str, data: &Value) -> Bytes {
 
 /// `GET /api/v1/events`: a `text/event-stream` of `app` events (an app's summary,
 /// sent when its status changes), `removed` (an app's name) and `reset` (the stream
-/// fell behind: reload every app).
+/// fell behind: reload every app). It ends when the service stops
+/// ([`Statuses::close_feed`]).
 pub(super) fn events(statuses: Statuses) -> Response {
     let feed = statuses.subscribe();
     let hello = Bytes::from(format!(
@@ -215,12 +216,13 @@ pub(super) fn events(statuses: Statuses) -> Response {
             }
             let chunk = match tokio::time::timeout(KEEPALIVE, feed.recv()).await {
                 Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                Ok(Ok(name)) => match statuses.with(&name, summary_object) {
+                Ok(Ok(Some(name))) => match statuses.with(&name, summary_object) {
                     Some(app) => event("app", &app),
                     None => event("removed", &json!(name)),
                 },
                 Ok(Err(RecvError::Lagged(_))) => event("reset", &json!({})),
-                Ok(Err(RecvError::Closed)) => return None,
+                // The service is stopping: the browser reconnects to whoever serves next.
+                Ok(Ok(None)) | Ok(Err(RecvError::Closed)) => return None,
             };
             Some((Ok(chunk), (None, feed, statuses)))
         },

@@ -188,4 +188,11 @@ async fn the_event_stream_sends_each_change_and_each_removal() {
         next_event(&mut stream).await,
         "event: removed\ndata: \"web\"\n\n"
     );
+
+    // A stopping service ends the stream, so a graceful stop does not wait on it.
+    statuses.close_feed();
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("the stream ends in time");
+    assert!(end.is_none(), "{end:?}");
 }
