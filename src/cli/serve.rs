@@ -19,6 +19,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub leader_elect: bool,
 
+    /// The ServiceAccount (in each app's namespace) that apps naming none act as:
+    /// every app's reads and writes are then impersonated (overrides
+    /// `server.defaultServiceAccount`).
+    #[arg(long, value_name = "NAME")]
+    pub default_service_account: Option<String>,
+
     /// Where Git clones are kept.
     #[arg(long, env = "TETHER_CACHE_DIR", hide_env_values = true)]
     pub cache_dir: Option<PathBuf>,
@@ -31,6 +37,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<Outcome, Error> {
         context: args.cluster.context,
         cache_dir: args.cache_dir,
         leader_elect: args.leader_elect,
+        default_service_account: args.default_service_account,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();

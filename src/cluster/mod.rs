@@ -5,10 +5,13 @@
 //! compares values, not Rust types.
 
 pub mod cache;
+pub mod tenancy;
+
+pub use tenancy::{Bookkeeping, ClusterKey, KubeConfigSecret, ServiceAccount};
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::api::{
@@ -121,12 +124,19 @@ enum Retry {
 /// A connection to one cluster, with the kinds it serves resolved once and cached.
 pub struct Cluster {
     client: Client,
+    /// What `client` was built from: the base of the same cluster's impersonating
+    /// connections (None for a client built elsewhere).
+    config: Option<Config>,
     /// Bounds every request-response exchange (see [`DEFAULT_REQUEST_TIMEOUT`]).
     timeout: Duration,
-    kinds: Mutex<HashMap<GroupVersionKind, Option<Resolved>>>,
+    /// Shared with the same cluster's impersonating connections: what a server
+    /// serves is the same for every identity.
+    kinds: Arc<Mutex<HashMap<GroupVersionKind, Option<Resolved>>>>,
     /// Whether aggregated discovery has filled `kinds` (two requests for every kind
     /// the server serves, instead of one per group version).
-    discovered: tokio::sync::OnceCell<()>,
+    discovered: Arc<tokio::sync::OnceCell<()>>,
+    /// Set on a connection that acts as a ServiceAccount (see [`Cluster::impersonating`]).
+    tenant: Option<tenancy::Tenant>,
 }
 
 impl Cluster {
@@ -155,24 +165,29 @@ impl Cluster {
                 .await
                 .map_err(|e| ClusterError::Config(e.to_string()))?,
         };
-        let mut config = config;
+        Cluster::from_config(config)
+    }
+
+    /// Connects with a configuration already read (a kubeconfig from a Secret).
+    pub fn from_config(mut config: Config) -> Result<Cluster, ClusterError> {
         config.connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
         // Retries are tether's (see `Cluster::bounded`): kube-rs's own layer would
         // retry 429/503 up to 15 times inside each of them, past any pass's patience.
         config.default_retry = false;
-        let client = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ClusterError::Config(e.to_string()))?
-            .with_layer(&tower::layer::layer_fn(CountRequests))
-            .build();
-        Ok(Cluster::from_client(client))
+        let client = build_client(config.clone())?;
+        let mut cluster = Cluster::from_client(client);
+        cluster.config = Some(config);
+        Ok(cluster)
     }
 
     pub fn from_client(client: Client) -> Cluster {
         Cluster {
             client,
+            config: None,
             timeout: DEFAULT_REQUEST_TIMEOUT,
-            kinds: Mutex::new(HashMap::new()),
-            discovered: tokio::sync::OnceCell::new(),
+            kinds: Arc::new(Mutex::new(HashMap::new())),
+            discovered: Arc::new(tokio::sync::OnceCell::new()),
+            tenant: None,
         }
     }
 
@@ -396,10 +411,13 @@ impl Cluster {
         self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    fn api(&self, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+    /// The API of a kind, through the client that may touch the named object (a
+    /// tenant's own inventory goes through tether's: see [`Cluster::impersonating`]).
+    fn api(&self, kind: &Resolved, namespace: Option<&str>, name: &str) -> Api<DynamicObject> {
+        let client = self.client_for(kind, namespace, name).clone();
         match (kind.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
-            _ => Api::all_with(self.client.clone(), &kind.resource),
+            (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource),
+            _ => Api::all_with(client, &kind.resource),
         }
     }
 
@@ -411,7 +429,7 @@ impl Cluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, ClusterError> {
-        let api = self.api(kind, namespace);
+        let api = self.api(kind, namespace, "");
         let mut params = kube::api::ListParams::default();
         if !label_selector.is_empty() {
             params = params.labels(label_selector);
@@ -444,7 +462,7 @@ impl Cluster {
     ) -> Result<Option<Value>, ClusterError> {
         match self
             .bounded(Retry::WhenBusy, || async {
-                self.api(kind, namespace).get_opt(name).await
+                self.api(kind, namespace, name).get_opt(name).await
             })
             .await?
         {
@@ -498,7 +516,7 @@ impl Cluster {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
-        let api = self.api(kind, namespace);
+        let api = self.api(kind, namespace, name);
         let applied = self
             .bounded(Retry::WhenBusy, || async {
                 api.patch(name, params, &Patch::Apply(object)).await
@@ -516,7 +534,11 @@ impl Cluster {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
         let typed = to_dynamic(object)?;
-        let api = self.api(kind, namespace);
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let api = self.api(kind, namespace, name);
         let created = self
             .bounded(Retry::Never, || async {
                 api.create(&write_params(), &typed).await
@@ -532,7 +554,7 @@ impl Cluster {
     pub async fn replace(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
         let (namespace, name) = identity(object, "replaced")?;
         let typed = to_dynamic(object)?;
-        let api = self.api(kind, namespace);
+        let api = self.api(kind, namespace, name);
         let replaced = self
             .bounded(Retry::WhenBusy, || async {
                 api.replace(name, &write_params(), &typed).await
@@ -561,7 +583,7 @@ impl Cluster {
             }),
             ..Default::default()
         };
-        let api = self.api(kind, namespace);
+        let api = self.api(kind, namespace, name);
         self.bounded(Retry::WhenBusy, || async {
             match api.delete(name, &params).await {
                 Ok(_) => Ok(()),
@@ -624,6 +646,14 @@ where
             answer
         })
     }
+}
+
+/// A client for `config`, its requests counted for `/metrics`.
+fn build_client(config: Config) -> Result<Client, ClusterError> {
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| ClusterError::Config(e.to_string()))?
+        .with_layer(&tower::layer::layer_fn(CountRequests))
+        .build())
 }
 
 fn to_value(object: DynamicObject) -> Result<Value, ClusterError> {

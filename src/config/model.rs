@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::{KubeConfigSecret, ServiceAccount};
 use crate::diff::IgnoreRule;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 use crate::report::commit_status::CommitStatusTarget;
@@ -89,6 +90,9 @@ pub struct ServerConfig {
     /// The whole stop after SIGTERM: passes in flight, then notifications, then the
     /// Lease.
     pub shutdown_timeout: Duration,
+    /// The ServiceAccount an app that names none acts as (`--default-service-account`
+    /// overrides it): with it, every app is impersonated, as Flux's option makes it.
+    pub default_service_account: Option<String>,
 }
 
 /// Webhook secrets per provider (none configured: that provider's deliveries are
@@ -141,6 +145,15 @@ pub struct AppConfig {
     /// Post each pass's result to the Git provider as a commit status: the
     /// `commitStatus:` block, resolved when the configuration loaded.
     pub commit_status: Option<Arc<CommitStatusTarget>>,
+    /// The ServiceAccount every read and write of a pass acts as (impersonated), in
+    /// [`AppConfig::tenant_namespace`]; None: tether's own identity, unless the server
+    /// has a default.
+    pub service_account_name: Option<String>,
+    /// The namespace an app belongs to: an App's own, whose ServiceAccounts and
+    /// Secrets it may use. None for an entry of the configuration file: its
+    /// ServiceAccount is then in the destination namespace, and its kubeconfig Secret
+    /// where `secretRef.namespace` says (by default the inventory namespace, tether's own).
+    pub tenant_namespace: Option<String>,
 }
 
 /// Where an app's desired state lives.
@@ -192,6 +205,18 @@ pub struct DestinationConfig {
     pub namespace: String,
     /// Kubeconfig context; `None` for the current one (or in-cluster).
     pub context: Option<String>,
+    /// Another cluster, by a Secret holding its kubeconfig.
+    pub kube_config: Option<KubeConfigRef>,
+}
+
+/// `destination.kubeConfig.secretRef`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeConfigRef {
+    pub name: String,
+    /// None: `value`, then `value.yaml` (Flux's keys).
+    pub key: Option<String>,
+    /// Set only in the configuration file (see [`AppConfig::tenant_namespace`]).
+    pub namespace: Option<String>,
 }
 
 /// What automation may do for an app.
@@ -241,6 +266,7 @@ impl Default for ServerConfig {
             api_token: None,
             insecure_open_api: false,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            default_service_account: None,
         }
     }
 }
@@ -322,6 +348,35 @@ impl AppConfig {
     /// The name of the ConfigMap holding this app's inventory.
     pub fn inventory_name(&self) -> String {
         crate::ownership::inventory_name(&self.name)
+    }
+
+    /// The ServiceAccount the app's passes act as: its own, or `default` (the
+    /// server's); in its tenant namespace, or else its destination namespace.
+    pub fn service_account(&self, default: Option<&str>) -> Option<ServiceAccount> {
+        let name = self.service_account_name.as_deref().or(default)?;
+        Some(ServiceAccount {
+            namespace: self
+                .tenant_namespace
+                .clone()
+                .unwrap_or_else(|| self.destination.namespace.clone()),
+            name: name.to_string(),
+        })
+    }
+
+    /// The Secret holding the kubeconfig of the app's cluster, if not tether's own:
+    /// in the tenant namespace, or where the file says, or in `inventory_namespace`.
+    pub fn kube_config_secret(&self, inventory_namespace: &str) -> Option<KubeConfigSecret> {
+        let r = self.destination.kube_config.as_ref()?;
+        let namespace = match (&self.tenant_namespace, &r.namespace) {
+            (Some(tenant), _) => tenant.clone(),
+            (None, Some(ns)) => ns.clone(),
+            (None, None) => inventory_namespace.to_string(),
+        };
+        Some(KubeConfigSecret {
+            namespace,
+            name: r.name.clone(),
+            key: r.key.clone(),
+        })
     }
 }
 

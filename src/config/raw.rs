@@ -56,6 +56,7 @@ pub struct Server {
     )]
     pub insecure_open_api: bool,
     pub shutdown_timeout: Option<S<String>>,
+    pub default_service_account: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -108,6 +109,7 @@ pub struct App {
     pub notifications: Vec<crate::report::notify::NotificationConfig>,
     #[serde(default)]
     pub commit_status: Option<crate::report::commit_status::CommitStatusConfig>,
+    pub service_account_name: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +155,24 @@ pub struct Credentials {
 pub struct Destination {
     pub namespace: Option<S<String>>,
     pub context: Option<String>,
+    pub kube_config: Option<S<KubeConfig>>,
+}
+
+/// `destination.kubeConfig`: another cluster, by a Secret holding its kubeconfig
+/// (Flux's `spec.kubeConfig`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeConfig {
+    pub secret_ref: S<SecretKeyRef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    pub name: S<String>,
+    pub key: Option<S<String>>,
+    /// Only in the configuration file: an App's Secret is in the App's namespace.
+    pub namespace: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -139,12 +139,19 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             ),
         );
     }
+    let default_service_account = raw.default_service_account.as_ref().map(|name| {
+        if let Err(message) = dns1123_subdomain(&name.value) {
+            check.report("server.defaultServiceAccount", line_of(name), message);
+        }
+        name.value.clone()
+    });
     ServerConfig {
         listen,
         webhooks,
         api_token,
         insecure_open_api: raw.insecure_open_api,
         shutdown_timeout,
+        default_service_account,
     }
 }
 
@@ -278,7 +285,23 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             None => crate::manifest::DEFAULT_NAMESPACE.to_string(),
         },
         context: raw.destination.context.clone(),
+        kube_config: raw.destination.kube_config.as_ref().map(|k| {
+            resolve_kube_config(&k.value, &format!("{path}.destination.kubeConfig"), check)
+        }),
     };
+    if raw.destination.context.is_some() && raw.destination.kube_config.is_some() {
+        check.report(
+            format!("{path}.destination"),
+            raw.destination.kube_config.as_ref().and_then(line_of),
+            "set context or kubeConfig, not both",
+        );
+    }
+    let service_account_name = raw.service_account_name.as_ref().map(|name| {
+        if let Err(message) = dns1123_subdomain(&name.value) {
+            check.report(format!("{path}.serviceAccountName"), line_of(name), message);
+        }
+        name.value.clone()
+    });
     let s = &raw.sync;
     let sync = SyncPolicy {
         automated: s.automated,
@@ -326,6 +349,26 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         suspend: raw.suspend,
         notifications,
         commit_status,
+        service_account_name,
+        tenant_namespace: None,
+    }
+}
+
+fn resolve_kube_config(raw: &raw::KubeConfig, path: &str, check: &mut Checker) -> KubeConfigRef {
+    let r = &raw.secret_ref.value;
+    if let Err(message) = dns1123_subdomain(&r.name.value) {
+        check.report(format!("{path}.secretRef.name"), line_of(&r.name), message);
+    }
+    if let Some(key) = &r.key {
+        check.non_empty(&format!("{path}.secretRef.key"), key);
+    }
+    if let Some(ns) = &r.namespace {
+        check.label(&format!("{path}.secretRef.namespace"), ns, 63, "");
+    }
+    KubeConfigRef {
+        name: r.name.value.clone(),
+        key: r.key.as_ref().map(|k| k.value.clone()),
+        namespace: r.namespace.as_ref().map(|n| n.value.clone()),
     }
 }
 

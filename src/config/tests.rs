@@ -86,7 +86,8 @@ fn the_schema_example_loads_as_written() {
         web.destination,
         DestinationConfig {
             namespace: "live".into(),
-            context: Some("prod".into())
+            context: Some("prod".into()),
+            kube_config: None,
         }
     );
     assert_eq!(
@@ -548,7 +549,7 @@ fn unknown_keys_name_their_path_and_line() {
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout"
+        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount"
     );
 }
 
@@ -674,7 +675,7 @@ fn without_a_token_the_status_api_stays_on_loopback() {
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:8080\n  insecureOpenApi: true\n"),
         "tether.yaml:3: server.insecureOpenApi: unknown field `insecureOpenApi`, expected one of \
-         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout"
+         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount"
     );
     // A token block that is itself wrong is the one problem to fix.
     assert_eq!(
@@ -791,4 +792,78 @@ fn source_helm_problems_name_the_field_and_line() {
         syntax(&app("    helm:\n      valuesFile: x.yaml\n")).contains("unknown field"),
         "unknown keys are refused"
     );
+}
+
+#[test]
+fn an_app_names_its_service_account_and_another_clusters_kubeconfig() {
+    let c = parse(
+        "server:\n  defaultServiceAccount: tether-tenant\n\
+         apps:\n- name: web\n  serviceAccountName: deployer\n  source: {repo: git://h/r.git}\n\
+         \x20 destination:\n    namespace: t1\n    kubeConfig:\n      secretRef: {name: prod}\n\
+         - name: api\n  source: {repo: git://h/r.git}\n  destination:\n    namespace: t2\n\
+         \x20   kubeConfig:\n      secretRef: {name: prod, key: config, namespace: clusters}\n",
+    );
+    assert_eq!(
+        c.server.default_service_account.as_deref(),
+        Some("tether-tenant")
+    );
+    let web = c.app("web").expect("web");
+    let default = c.server.default_service_account.as_deref();
+    assert_eq!(
+        web.service_account(default)
+            .map(|a| a.username())
+            .as_deref(),
+        Some("system:serviceaccount:t1:deployer")
+    );
+    let secret = web.kube_config_secret("tether-system").expect("a Secret");
+    assert_eq!(
+        (secret.namespace.as_str(), secret.name.as_str(), secret.key),
+        ("tether-system", "prod", None)
+    );
+    let api = c.app("api").expect("api");
+    // No name of its own: the server's default, in its destination namespace.
+    assert_eq!(
+        api.service_account(default)
+            .map(|a| a.username())
+            .as_deref(),
+        Some("system:serviceaccount:t2:tether-tenant")
+    );
+    assert_eq!(api.service_account(None), None);
+    let secret = api.kube_config_secret("tether-system").expect("a Secret");
+    assert_eq!(
+        (secret.namespace.as_str(), secret.key.as_deref()),
+        ("clusters", Some("config"))
+    );
+    // An App's tenant namespace wins over both.
+    let mut app = api.clone();
+    app.tenant_namespace = Some("team-a".into());
+    assert_eq!(
+        app.service_account(default).map(|a| a.namespace).as_deref(),
+        Some("team-a")
+    );
+    assert_eq!(
+        app.kube_config_secret("tether-system")
+            .map(|s| s.namespace)
+            .as_deref(),
+        Some("team-a")
+    );
+}
+
+#[test]
+fn bad_service_accounts_and_kubeconfig_references_are_named() {
+    let found = problems(
+        "server:\n  defaultServiceAccount: Not_Valid\n\
+         apps:\n- name: web\n  serviceAccountName: \"\"\n  source: {repo: git://h/r.git}\n\
+         \x20 destination:\n    context: prod\n    kubeConfig:\n      secretRef: {name: prod, key: \"\"}\n",
+    );
+    let joined = found.join("\n");
+    for field in [
+        "server.defaultServiceAccount",
+        "apps[0].serviceAccountName",
+        "apps[0].destination.kubeConfig.secretRef.key: must not be empty",
+        "apps[0].destination: set context or kubeConfig, not both",
+    ] {
+        assert!(joined.contains(field), "{field} missing from:\n{joined}");
+    }
+    assert!(syntax("apps:\n- name: web\n  source: {repo: git://h/r.git}\n  destination:\n    kubeConfig: {secretRef: {nam: x}}\n").contains("unknown field"));
 }

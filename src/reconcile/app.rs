@@ -459,7 +459,12 @@ impl Worker {
             allow_mass_prune: self.config.sync.allow_mass_prune,
             dry_run: !acting,
             rules: &self.rules,
-            live: Some(&self.shared.cache),
+            // A tenant reads as itself: the cache, filled with tether's identity,
+            // only wakes its worker (Flux likewise reads uncached when impersonating).
+            live: match self.shared.cluster.service_account() {
+                Some(_) => None,
+                None => Some(&self.shared.cache),
+            },
             inventory: self.inventory.as_ref(),
             hooks: HookRuns::WhenWriting,
             ..SyncOptions::new(&self.config.name)

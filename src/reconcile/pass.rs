@@ -62,6 +62,8 @@ impl PassError {
             PassError::Hook(_) => "HookFailed",
             PassError::Inventory(_) => "InventoryFailed",
             PassError::Conflict(_) => "OwnershipConflict",
+            // Refused by RBAC (a tenant's ServiceAccount): a change of rights is needed.
+            PassError::Cluster(ClusterError::Api { code: 403, .. }) => "Forbidden",
             PassError::Cluster(_) => "ClusterFailed",
             PassError::LeadershipLost => "LeadershipLost",
             PassError::RevisionMoved => "RevisionMoved",
@@ -195,7 +197,7 @@ mod tests {
                     reason: "Forbidden".into(),
                     message: "no".into(),
                 }),
-                "ClusterFailed",
+                "Forbidden",
                 false,
             ),
             (PassError::LeadershipLost, "LeadershipLost", true),

@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod faults;
 pub mod fields;
 pub mod openapi;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod status;
@@ -272,8 +273,8 @@ async fn serve(
     connections.shutdown().await;
 }
 
-/// Serves one request: counters, injected faults and latency, authentication, then the
-/// API proper.
+/// Serves one request: counters, injected faults and latency, authentication,
+/// impersonation and authorization, then the API proper.
 async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
@@ -296,6 +297,11 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
     if !sandbox_endpoint {
         if let Some(fault) = state.faults.draw() {
             return error_response(&fault);
+        }
+        if let Err(refused) =
+            rbac::check(&state.store, &parts.method, &path, &query, &parts.headers)
+        {
+            return error_response(&refused);
         }
     }
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)

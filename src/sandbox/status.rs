@@ -44,6 +44,15 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The authorizer (or the impersonation filter) refused a request: kube-apiserver's
+    /// `NewForbidden`, whose details name the object and its group and resource.
+    #[error("{message}")]
+    Denied {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("Unauthorized")]
@@ -78,7 +87,7 @@ impl ApiError {
             | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::Denied { .. } => StatusCode::FORBIDDEN,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -96,7 +105,7 @@ impl ApiError {
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
-            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Forbidden(_) | ApiError::Denied { .. } => "Forbidden",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::UnsupportedMediaType => "UnsupportedMediaType",
@@ -132,6 +141,21 @@ impl ApiError {
                 }
                 details.insert("kind".into(), kind.clone().into());
                 details.insert("causes".into(), causes_json(causes));
+                Some(Value::Object(details))
+            }
+            ApiError::Denied {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                // `StatusDetails` leaves out what is empty (`omitempty`), in this order.
+                let mut details = serde_json::Map::new();
+                for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !value.is_empty() {
+                        details.insert(key.into(), value.clone().into());
+                    }
+                }
                 Some(Value::Object(details))
             }
             ApiError::MethodNotAllowed | ApiError::UnsupportedMediaType => Some(json!({})),

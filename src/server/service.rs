@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::cache::Cache;
-use crate::cluster::{Cluster, ClusterError};
+use crate::cluster::{Bookkeeping, Cluster, ClusterError, ClusterKey};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::reconcile::app::{self, AppHandle, Shared};
@@ -45,6 +45,8 @@ pub struct ServeOptions {
     pub cache_dir: Option<PathBuf>,
     /// Elect a leader with a Lease (also on when the config says so).
     pub leader_elect: bool,
+    /// `--default-service-account`: overrides `server.defaultServiceAccount`.
+    pub default_service_account: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,13 +71,33 @@ struct Running {
     handle: AppHandle,
     source_task: JoinHandle<()>,
     source_cancel: CancellationToken,
+    /// The connection it syncs through.
+    target: Target,
+}
+
+/// The cluster an app syncs to, as the service keys its connections and caches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Target {
+    /// A context of the kubeconfig tether runs with (None: its current one, or
+    /// in-cluster).
+    Context(Option<String>),
+    /// The cluster of a kubeconfig Secret: apps whose kubeconfigs are equal share it.
+    Remote(ClusterKey),
+}
+
+/// One cluster's connection and watch cache, and the apps using them: dropped with
+/// the last of its apps (the service's own cluster stays).
+struct Connection {
+    shared: Arc<Shared>,
+    apps: std::collections::HashSet<String>,
+    stop: CancellationToken,
 }
 
 /// The apps, shared by the reload logic and the HTTP server.
 struct Apps {
     running: Mutex<HashMap<String, Running>>,
     config_loaded: std::sync::atomic::AtomicBool,
-    caches: Mutex<Vec<Cache>>,
+    caches: Mutex<Vec<(Target, Cache)>>,
     leadership: Leadership,
 }
 
@@ -106,7 +128,10 @@ impl Control for Apps {
                 "config loaded",
                 self.config_loaded.load(std::sync::atomic::Ordering::SeqCst),
             ),
-            ("caches synced", caches.iter().all(Cache::synced)),
+            (
+                "caches synced",
+                caches.iter().all(|(_, cache)| cache.synced()),
+            ),
             ("leadership known", self.leadership.is_known()),
         ]
     }
@@ -147,6 +172,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         options: options.clone(),
         default: cluster,
         shared: HashMap::new(),
+        default_service_account: options
+            .default_service_account
+            .clone()
+            .or_else(|| config.server.default_service_account.clone()),
         sources,
         statuses: statuses.clone(),
         leadership,
@@ -276,11 +305,15 @@ async fn stop_app(running: Running, until: Instant) {
     running.source_task.abort();
 }
 
-/// The clusters apps sync to, one per kubeconfig context, each with its watch cache.
+/// The clusters apps sync to, one per kubeconfig context or kubeconfig Secret, each
+/// with its watch cache, and the identity each app acts as.
 struct Contexts {
     options: ServeOptions,
     default: Arc<Cluster>,
-    shared: HashMap<Option<String>, Arc<Shared>>,
+    shared: HashMap<Target, Connection>,
+    /// The ServiceAccount apps naming none act as (the option, else the file's; a
+    /// server setting, read once).
+    default_service_account: Option<String>,
     sources: SourceCache,
     statuses: Statuses,
     leadership: Leadership,
@@ -292,28 +325,43 @@ struct Contexts {
 }
 
 impl Contexts {
+    /// The connection and cache of the cluster `app` syncs to, made on first use. A
+    /// kubeconfig Secret is read (as tether) at every start: its key says whether an
+    /// existing connection serves it.
     async fn shared(
         &mut self,
-        context: Option<&String>,
+        app: &AppConfig,
         config: &Config,
-    ) -> Result<Arc<Shared>, ServeError> {
-        let key = context.cloned();
-        if let Some(shared) = self.shared.get(&key) {
-            return Ok(shared.clone());
+    ) -> Result<(Target, Arc<Shared>), ClusterError> {
+        let (target, fresh) = match app.kube_config_secret(&config.inventory_namespace) {
+            Some(secret) => {
+                let (cluster, key) = self.default.connect_secret(&secret).await?;
+                (Target::Remote(key), Some(cluster))
+            }
+            None => (Target::Context(app.destination.context.clone()), None),
+        };
+        if let Some(connection) = self.shared.get_mut(&target) {
+            connection.apps.insert(app.name.clone());
+            return Ok((target, connection.shared.clone()));
         }
-        let cluster = match context {
-            None => self.default.clone(),
-            Some(context) => {
+        let cluster = match (fresh, &target) {
+            (Some(cluster), _) => Arc::new(cluster),
+            (None, Target::Context(Some(context))) => {
                 Arc::new(Cluster::connect(self.options.kubeconfig.as_deref(), Some(context)).await?)
             }
+            (None, _) => self.default.clone(),
         };
-        let cache = Cache::new(cluster.clone(), self.workers.child_token());
+        if let Target::Remote(key) = &target {
+            tracing::info!(cluster = %key, app = %app.name, "connected to another cluster");
+        }
+        let stop = self.workers.child_token();
+        let cache = Cache::new(cluster.clone(), stop.child_token());
         self.apps
             .caches
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(cache.clone());
-        spawn_dispatcher(cache.clone(), self.apps.clone(), self.workers.child_token());
+            .push((target.clone(), cache.clone()));
+        spawn_dispatcher(cache.clone(), self.apps.clone(), stop.child_token());
         let shared = Arc::new(Shared {
             cluster,
             cache,
@@ -326,8 +374,83 @@ impl Contexts {
             notifier: self.notifier.clone(),
             commit_statuses: self.commit_statuses.clone(),
         });
-        self.shared.insert(key, shared.clone());
-        Ok(shared)
+        let connection = Connection {
+            shared: shared.clone(),
+            apps: [app.name.clone()].into(),
+            stop,
+        };
+        self.shared.insert(target.clone(), connection);
+        Ok((target, shared))
+    }
+
+    /// What `app`'s worker uses: its cluster's connection and cache, through a
+    /// connection that impersonates its ServiceAccount when it has one (or the
+    /// server has a default). Its inventory stays tether's (see `cluster::tenancy`).
+    async fn for_app(
+        &mut self,
+        app: &AppConfig,
+        config: &Config,
+    ) -> Result<(Target, Arc<Shared>), ClusterError> {
+        let (target, base) = self.shared(app, config).await?;
+        let Some(account) = app.service_account(self.default_service_account.as_deref()) else {
+            return Ok((target, base));
+        };
+        let bookkeeping = Bookkeeping {
+            namespace: config.inventory_namespace.clone(),
+            name: app.inventory_name(),
+        };
+        let impersonating = async {
+            base.cluster
+                .ensure_namespace(&config.inventory_namespace)
+                .await?;
+            base.cluster.impersonating(&account, Some(bookkeeping))
+        };
+        let cluster = match impersonating.await {
+            Ok(cluster) => cluster,
+            Err(err) => {
+                self.release(&target, &app.name);
+                return Err(err);
+            }
+        };
+        tracing::info!(app = %app.name, service_account = %account, "acting as a ServiceAccount");
+        Ok((
+            target,
+            Arc::new(Shared {
+                cluster: Arc::new(cluster),
+                cache: base.cache.clone(),
+                sources: base.sources.clone(),
+                statuses: base.statuses.clone(),
+                leadership: base.leadership.clone(),
+                inventory_namespace: base.inventory_namespace.clone(),
+                passes: base.passes.clone(),
+                resync_interval: base.resync_interval,
+                notifier: base.notifier.clone(),
+                commit_statuses: base.commit_statuses.clone(),
+            }),
+        ))
+    }
+
+    /// `app` no longer uses `target`: a connection no app uses is closed, its watches
+    /// stopped (the service's own cluster stays, for leadership and the next app).
+    fn release(&mut self, target: &Target, app: &str) {
+        let Some(connection) = self.shared.get_mut(target) else {
+            return;
+        };
+        connection.apps.remove(app);
+        if !connection.apps.is_empty() || *target == Target::Context(None) {
+            return;
+        }
+        if let Some(connection) = self.shared.remove(target) {
+            connection.stop.cancel();
+            self.apps
+                .caches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(t, _)| t != target);
+            if let Target::Remote(key) = target {
+                tracing::info!(cluster = %key, "no app uses the cluster any more: disconnected");
+            }
+        }
     }
 
     async fn start_all(&mut self, config: &Config, triggers: &Triggers) -> Result<(), ServeError> {
@@ -337,15 +460,28 @@ impl Contexts {
         Ok(())
     }
 
+    /// Starts an app's worker. An app whose cluster or identity cannot be set up
+    /// (a kubeconfig Secret missing or malformed) does not start: its status says
+    /// why, and the next reload tries again; the other apps run on.
     async fn start(
         &mut self,
         app: &AppConfig,
         config: &Config,
         triggers: &Triggers,
     ) -> Result<(), ServeError> {
-        let shared = self
-            .shared(app.destination.context.as_ref(), config)
-            .await?;
+        let (target, shared) = match self.for_app(app, config).await {
+            Ok(found) => found,
+            Err(err) => {
+                tracing::error!(app = %app.name, error = %err, "cannot reach the app's cluster; not started");
+                let message = err.to_string();
+                self.statuses.update(&app.name, |s| {
+                    let now = chrono::Utc::now();
+                    s.set_condition("Ready", "False", "ClusterFailed", &message, now);
+                    s.set_condition("Stalled", "True", "ClusterFailed", &message, now);
+                });
+                return Ok(());
+            }
+        };
         let source = app.source();
         let trigger = triggers.register(&source);
         let source_cancel = self.workers.child_token();
@@ -370,6 +506,7 @@ impl Contexts {
                     handle,
                     source_task,
                     source_cancel,
+                    target,
                 },
             );
         Ok(())
@@ -400,7 +537,9 @@ impl Contexts {
                 .remove(&app.name);
             if let Some(running) = running {
                 triggers.unregister(&app.source());
+                let target = running.target.clone();
                 stop_app(running, Instant::now() + STOP_GRACE).await;
+                self.release(&target, &app.name);
             }
             if new.app(&app.name).is_none() {
                 self.statuses.remove(&app.name);
@@ -408,7 +547,14 @@ impl Contexts {
             }
         }
         for app in &new.apps {
-            if old.app(&app.name) != Some(app) {
+            let running = self
+                .apps
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&app.name);
+            // An app that could not start last time tries again.
+            if old.app(&app.name) != Some(app) || !running {
                 self.start(app, new, triggers).await?;
             }
         }

@@ -28,5 +28,6 @@ mod serve;
 mod source;
 mod support;
 mod sync;
+mod tenancy;
 mod webdriver;
 mod webhooks;

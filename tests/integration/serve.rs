@@ -101,7 +101,7 @@ impl Serve {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn status(&self, app: &str) -> Value {
+    pub(crate) async fn status(&self, app: &str) -> Value {
         reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
             .await
             .expect("status answers")
@@ -111,7 +111,12 @@ impl Serve {
     }
 
     /// Waits until `check` holds for the app's status.
-    async fn wait_status(&self, app: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_status(
+        &self,
+        app: &str,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
         eventually(what, || async {
             let status = self.status(app).await;
             check(&status).then_some(status)
@@ -136,7 +141,7 @@ impl Serve {
             .status()
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &pid])
@@ -196,7 +201,7 @@ fn secret_file(dir: &Path) -> String {
 
 /// The server section: port 0, so the service takes a port no one else holds (and
 /// logs it, for [`Serve::start`]).
-fn server_section(dir: &Path) -> String {
+pub(crate) fn server_section(dir: &Path) -> String {
     format!(
         "server:\n  listen: 127.0.0.1:0\n  webhooks:\n    generic: {{secretFile: {}}}\n",
         secret_file(dir)

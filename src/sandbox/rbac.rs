@@ -1,0 +1,702 @@
+//! Who is asking and whether they may, as kube-apiserver decides it before any handler
+//! runs: the impersonation filter (`Impersonate-User`, `Impersonate-Group`), then RBAC
+//! (Roles, ClusterRoles and their bindings, read from the store on every request, so a
+//! binding applied with `kubectl` counts at once), answering 403 with the real message.
+//!
+//! The sandbox's one bearer token is the cluster admin (`kubernetes-admin` in
+//! `system:masters`, as kubeadm names it), which RBAC never limits; only an
+//! impersonated identity meets RBAC. Non-resource paths (discovery, `/version`,
+//! OpenAPI) are open to every authenticated user, as the default `system:discovery`
+//! binding makes them. Aggregated ClusterRoles are not evaluated (their rules are
+//! whatever was stored), and `Impersonate-Uid` and `Impersonate-Extra-*` are accepted
+//! without a check of their own.
+//!
+//! [`authorize`] stands alone, for any handler that must ask the same question
+//! (`SelfSubjectAccessReview`).
+
+use std::collections::HashMap;
+
+use http::{HeaderMap, Method};
+use serde_json::Value;
+
+use super::status::ApiError;
+use super::store::{ResourceKey, Store};
+
+/// The sandbox's authenticated user: kubeadm's admin.
+pub const ADMIN_USER: &str = "kubernetes-admin";
+/// Members are allowed everything, without RBAC (kube-apiserver's superuser group).
+pub const MASTERS_GROUP: &str = "system:masters";
+/// Every authenticated (or impersonated, non-anonymous) user is in it.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
+const ANONYMOUS_USER: &str = "system:anonymous";
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+const SERVICE_ACCOUNTS_GROUP: &str = "system:serviceaccounts";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const IMPERSONATE_USER: &str = "impersonate-user";
+const IMPERSONATE_GROUP: &str = "impersonate-group";
+
+/// An authenticated identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// The holder of the sandbox's token.
+    pub fn admin() -> UserInfo {
+        UserInfo {
+            name: ADMIN_USER.to_string(),
+            groups: vec![MASTERS_GROUP.to_string(), AUTHENTICATED_GROUP.to_string()],
+        }
+    }
+
+    /// A ServiceAccount as kube-apiserver authenticates (or impersonates) it.
+    pub fn service_account(namespace: &str, name: &str) -> UserInfo {
+        UserInfo {
+            name: format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"),
+            groups: vec![
+                SERVICE_ACCOUNTS_GROUP.to_string(),
+                format!("{SERVICE_ACCOUNTS_GROUP}:{namespace}"),
+                AUTHENTICATED_GROUP.to_string(),
+            ],
+        }
+    }
+
+    fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == MASTERS_GROUP)
+    }
+}
+
+/// What a resource request asks to do, as kube-apiserver's `RequestInfo` reads it
+/// from the method and path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributes {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    /// Empty for a cluster-scoped request.
+    pub namespace: String,
+    /// Empty for a collection (list, create, deletecollection).
+    pub name: String,
+}
+
+impl Attributes {
+    /// The attributes of a request to `path`, or None for a non-resource path.
+    pub fn of_request(
+        method: &Method,
+        path: &str,
+        query: &HashMap<String, String>,
+    ) -> Option<Attributes> {
+        let segments: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let (group, mut parts) = match segments.as_slice() {
+            ["api", _, rest @ ..] => ("", rest),
+            ["apis", group, _, rest @ ..] => (*group, rest),
+            _ => return None,
+        };
+        if parts.is_empty() {
+            return None;
+        }
+        let mut namespace = "";
+        if parts[0] == "namespaces" && parts.len() > 1 {
+            namespace = parts[1];
+            // `namespaces/{name}/status` and `/finalize` are the namespace's own.
+            if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+                parts = &parts[2..];
+            }
+        }
+        let name = parts.get(1).copied().unwrap_or_default();
+        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = match *method {
+            Method::GET if watch => "watch",
+            Method::GET if name.is_empty() => "list",
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE if name.is_empty() => "deletecollection",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        Some(Attributes {
+            verb: verb.to_string(),
+            group: group.to_string(),
+            resource: parts[0].to_string(),
+            subresource: parts.get(2).copied().unwrap_or_default().to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Authenticates (the caller already checked the token), impersonates and authorizes
+/// one request: the identity it runs as, or kube-apiserver's refusal.
+pub fn check(
+    store: &Store,
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let user = impersonate(store, UserInfo::admin(), headers)?;
+    if let Some(attributes) = Attributes::of_request(method, path, query) {
+        authorize(store, &user, &attributes)?;
+    }
+    Ok(user)
+}
+
+/// The identity a request runs as: `requester`, or whom it impersonates once the
+/// requester may (kube-apiserver's `WithImpersonation` filter). A ServiceAccount's
+/// groups are its fixed ones unless groups are impersonated too; a non-anonymous
+/// identity is always in `system:authenticated`.
+pub fn impersonate(
+    store: &Store,
+    requester: UserInfo,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let user = headers
+        .get(IMPERSONATE_USER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty());
+    let groups: Vec<&str> = headers
+        .get_all(IMPERSONATE_GROUP)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let Some(user) = user else {
+        if groups.is_empty() {
+            return Ok(requester);
+        }
+        return Err(ApiError::BadRequest(format!(
+            "requested [{}] without impersonating a user",
+            groups
+                .iter()
+                .map(|g| format!("{{Group  {g}    }}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )));
+    };
+    let mut requests: Vec<(&str, String, String)> = Vec::new();
+    match user
+        .strip_prefix(SERVICE_ACCOUNT_PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+    {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+            requests.push(("serviceaccounts", namespace.to_string(), name.to_string()))
+        }
+        _ => requests.push(("users", String::new(), user.to_string())),
+    }
+    for group in &groups {
+        requests.push(("groups", String::new(), group.to_string()));
+    }
+    let mut impersonated = UserInfo {
+        name: String::new(),
+        groups: Vec::new(),
+    };
+    for (resource, namespace, name) in requests {
+        let acting_as = Attributes {
+            verb: "impersonate".to_string(),
+            group: String::new(),
+            resource: resource.to_string(),
+            subresource: String::new(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+        };
+        authorize(store, &requester, &acting_as)?;
+        match resource {
+            "serviceaccounts" => {
+                impersonated.name = format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}");
+                if groups.is_empty() {
+                    impersonated.groups = vec![
+                        SERVICE_ACCOUNTS_GROUP.to_string(),
+                        format!("{SERVICE_ACCOUNTS_GROUP}:{namespace}"),
+                    ];
+                }
+            }
+            "users" => impersonated.name = name,
+            _ => impersonated.groups.push(name),
+        }
+    }
+    let add_authenticated = impersonated.name != ANONYMOUS_USER
+        && !impersonated
+            .groups
+            .iter()
+            .any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP);
+    if add_authenticated {
+        impersonated.groups.push(AUTHENTICATED_GROUP.to_string());
+    }
+    Ok(impersonated)
+}
+
+/// Whether `user` may do what `attributes` say: `system:masters` always, anyone else
+/// when a rule of a role bound to them allows it. Refused: kube-apiserver's 403, with
+/// the RBAC authorizer's reason when a binding names a role that does not exist.
+pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
+    if user.is_master() {
+        return Ok(());
+    }
+    let mut errors: Vec<String> = Vec::new();
+    let bindings = |resource: &str, namespace: Option<&str>| {
+        store
+            .list(&rbac_key(resource), namespace)
+            .1
+            .into_iter()
+            .map(|(_, stored)| stored.value())
+    };
+    for binding in bindings("clusterrolebindings", None) {
+        if !applies(&binding, user, "") {
+            continue;
+        }
+        match role_rules(store, &binding, "") {
+            Ok(rules) if rules.iter().any(|r| allows(r, attributes)) => return Ok(()),
+            Ok(_) => {}
+            Err(err) => errors.push(err),
+        }
+    }
+    if !attributes.namespace.is_empty() {
+        let namespace = attributes.namespace.as_str();
+        for binding in bindings("rolebindings", Some(namespace)) {
+            if !applies(&binding, user, namespace) {
+                continue;
+            }
+            match role_rules(store, &binding, namespace) {
+                Ok(rules) if rules.iter().any(|r| allows(r, attributes)) => return Ok(()),
+                Ok(_) => {}
+                Err(err) => errors.push(err),
+            }
+        }
+    }
+    errors.dedup();
+    let reason = match errors.as_slice() {
+        [] => None,
+        [one] => Some(format!("RBAC: {one}")),
+        many => Some(format!("RBAC: [{}]", many.join(", "))),
+    };
+    Err(forbidden(user, attributes, reason.as_deref()))
+}
+
+/// kube-apiserver's refusal (`responsewriters.Forbidden`, then `NewForbidden`).
+pub fn forbidden(user: &UserInfo, attributes: &Attributes, reason: Option<&str>) -> ApiError {
+    let mut resource = attributes.resource.clone();
+    if !attributes.subresource.is_empty() {
+        resource = format!("{resource}/{}", attributes.subresource);
+    }
+    let scope = if attributes.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace {:?}", attributes.namespace)
+    };
+    let mut why = format!(
+        "User {:?} cannot {} resource {:?} in API group {:?} {scope}",
+        user.name, attributes.verb, resource, attributes.group
+    );
+    if let Some(reason) = reason {
+        why = format!("{why}: {reason}");
+    }
+    let qualified = if attributes.group.is_empty() {
+        attributes.resource.clone()
+    } else {
+        format!("{}.{}", attributes.resource, attributes.group)
+    };
+    let message = if attributes.name.is_empty() {
+        format!("{qualified} is forbidden: {why}")
+    } else {
+        format!("{qualified} {:?} is forbidden: {why}", attributes.name)
+    };
+    ApiError::Denied {
+        group: attributes.group.clone(),
+        resource: attributes.resource.clone(),
+        name: attributes.name.clone(),
+        message,
+    }
+}
+
+fn rbac_key(resource: &str) -> ResourceKey {
+    ResourceKey {
+        group: RBAC_GROUP.to_string(),
+        resource: resource.to_string(),
+    }
+}
+
+/// Whether one of a binding's subjects is `user`. A ServiceAccount subject without a
+/// namespace means the RoleBinding's own.
+fn applies(binding: &Value, user: &UserInfo, namespace: &str) -> bool {
+    let Some(subjects) = binding.get("subjects").and_then(Value::as_array) else {
+        return false;
+    };
+    subjects.iter().any(|subject| {
+        let field = |key: &str| subject.get(key).and_then(Value::as_str).unwrap_or_default();
+        match field("kind") {
+            "User" => field("name") == user.name,
+            "Group" => user.groups.iter().any(|g| g == field("name")),
+            "ServiceAccount" => {
+                let ns = match field("namespace") {
+                    "" => namespace,
+                    ns => ns,
+                };
+                !ns.is_empty()
+                    && user.name == format!("{SERVICE_ACCOUNT_PREFIX}{ns}:{}", field("name"))
+            }
+            _ => false,
+        }
+    })
+}
+
+/// The rules of the role a binding refers to; a role that does not exist is the
+/// lister's NotFound message (`role.rbac.authorization.k8s.io "x" not found`).
+fn role_rules(store: &Store, binding: &Value, namespace: &str) -> Result<Vec<Value>, String> {
+    let field = |key: &str| {
+        binding
+            .pointer(&format!("/roleRef/{key}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let name = field("name");
+    let (resource, singular, key) = match field("kind") {
+        "Role" if !namespace.is_empty() => ("roles", "role", (namespace.to_string(), name)),
+        "ClusterRole" => ("clusterroles", "clusterrole", (String::new(), name)),
+        other => return Err(format!("unsupported role reference kind: {other:?}")),
+    };
+    let stored = store
+        .get(&rbac_key(resource), &(key.0, key.1.to_string()))
+        .ok_or_else(|| format!("{singular}.{RBAC_GROUP} {name:?} not found"))?;
+    Ok(stored
+        .value()
+        .get("rules")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// RBAC's `RuleAllows`: verb, API group, resource (or `*/subresource`) and, when the
+/// rule names any, the object's name.
+fn allows(rule: &Value, attributes: &Attributes) -> bool {
+    let list = |key: &str| -> Vec<&str> {
+        rule.get(key)
+            .and_then(Value::as_array)
+            .map(|items| items.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let verbs = list("verbs");
+    let groups = list("apiGroups");
+    let resources = list("resources");
+    let names = list("resourceNames");
+    let verb_ok = verbs.iter().any(|v| *v == "*" || *v == attributes.verb);
+    let group_ok = groups.iter().any(|g| *g == "*" || *g == attributes.group);
+    let combined = if attributes.subresource.is_empty() {
+        attributes.resource.clone()
+    } else {
+        format!("{}/{}", attributes.resource, attributes.subresource)
+    };
+    let resource_ok = resources.iter().any(|r| {
+        *r == "*"
+            || *r == combined
+            || (!attributes.subresource.is_empty()
+                && r.strip_prefix("*/") == Some(attributes.subresource.as_str()))
+    });
+    let name_ok = names.is_empty() || names.contains(&attributes.name.as_str());
+    verb_ok && group_ok && resource_ok && name_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, resource: &str, namespace: &str, mut object: Value) {
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        store
+            .put(
+                &rbac_key(resource),
+                &(namespace.to_string(), name),
+                None,
+                &mut object,
+            )
+            .unwrap();
+    }
+
+    fn attributes(verb: &str, group: &str, resource: &str, ns: &str, name: &str) -> Attributes {
+        Attributes {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn message(err: ApiError) -> String {
+        err.to_string()
+    }
+
+    /// A Role allowing ConfigMaps (only `settings` for updates), bound to the
+    /// ServiceAccount `t1/deployer` without naming its namespace.
+    fn tenant_store() -> Store {
+        let store = Store::new();
+        put(
+            &store,
+            "roles",
+            "t1",
+            json!({"metadata": {"name": "config", "namespace": "t1"}, "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"], "resourceNames": ["settings"]},
+                {"apiGroups": ["apps"], "resources": ["*/scale"], "verbs": ["patch"]},
+            ]}),
+        );
+        put(
+            &store,
+            "rolebindings",
+            "t1",
+            json!({"metadata": {"name": "config", "namespace": "t1"},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "config"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer"}]}),
+        );
+        store
+    }
+
+    #[test]
+    fn a_role_binding_allows_its_rules_in_its_namespace_only() {
+        let store = tenant_store();
+        let sa = UserInfo::service_account("t1", "deployer");
+        let ok = |a: Attributes| authorize(&store, &sa, &a).is_ok();
+        assert!(ok(attributes("get", "", "configmaps", "t1", "a")));
+        assert!(ok(attributes("create", "", "configmaps", "t1", "")));
+        assert!(ok(attributes("update", "", "configmaps", "t1", "settings")));
+        assert!(!ok(attributes("update", "", "configmaps", "t1", "other")));
+        assert!(!ok(attributes("get", "", "configmaps", "t2", "a")));
+        assert!(!ok(attributes("list", "", "configmaps", "", "")));
+        let mut scale = attributes("patch", "apps", "deployments", "t1", "web");
+        scale.subresource = "scale".into();
+        assert!(ok(scale.clone()));
+        scale.subresource = String::new();
+        assert!(!ok(scale));
+        let other = UserInfo::service_account("t1", "someone");
+        assert!(
+            authorize(
+                &store,
+                &other,
+                &attributes("get", "", "configmaps", "t1", "a")
+            )
+            .is_err()
+        );
+        assert!(
+            authorize(
+                &store,
+                &UserInfo::admin(),
+                &attributes("delete", "", "nodes", "", "n")
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn refusals_read_as_kube_apiserver_writes_them() {
+        let store = tenant_store();
+        let sa = UserInfo::service_account("t1", "deployer");
+        let err = authorize(
+            &store,
+            &sa,
+            &attributes("patch", "apps", "deployments", "t1", "web"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.status(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:t1:deployer\" cannot patch resource \"deployments\" in API group \"apps\" in the namespace \"t1\"",
+                "reason": "Forbidden",
+                "details": {"name": "web", "group": "apps", "kind": "deployments"}, "code": 403})
+        );
+        let err =
+            authorize(&store, &sa, &attributes("list", "", "configmaps", "", "")).unwrap_err();
+        assert_eq!(
+            message(err.clone()),
+            "configmaps is forbidden: User \"system:serviceaccount:t1:deployer\" cannot list resource \"configmaps\" in API group \"\" at the cluster scope"
+        );
+        assert_eq!(err.status()["details"], json!({"kind": "configmaps"}));
+        let mut status = attributes("update", "apps", "deployments", "t1", "web");
+        status.subresource = "status".into();
+        assert_eq!(
+            message(authorize(&store, &sa, &status).unwrap_err()),
+            "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:t1:deployer\" cannot update resource \"deployments/status\" in API group \"apps\" in the namespace \"t1\""
+        );
+    }
+
+    #[test]
+    fn a_binding_to_a_missing_role_gives_the_rbac_reason() {
+        let store = Store::new();
+        put(
+            &store,
+            "clusterrolebindings",
+            "",
+            json!({"metadata": {"name": "b"},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "gone"},
+                "subjects": [{"kind": "Group", "name": "system:serviceaccounts:t1"}]}),
+        );
+        let sa = UserInfo::service_account("t1", "deployer");
+        assert_eq!(
+            message(authorize(&store, &sa, &attributes("get", "", "pods", "t1", "p")).unwrap_err()),
+            "pods \"p\" is forbidden: User \"system:serviceaccount:t1:deployer\" cannot get resource \"pods\" in API group \"\" in the namespace \"t1\": RBAC: clusterrole.rbac.authorization.k8s.io \"gone\" not found"
+        );
+        // A ClusterRole that exists, bound cluster-wide, allows in every namespace.
+        put(
+            &store,
+            "clusterroles",
+            "",
+            json!({"metadata": {"name": "gone"}, "rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]}),
+        );
+        assert!(authorize(&store, &sa, &attributes("get", "", "pods", "t9", "p")).is_ok());
+        assert!(
+            authorize(
+                &store,
+                &sa,
+                &attributes("get", "apps", "deployments", "", "")
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn requests_are_read_as_request_info_reads_them() {
+        let q = HashMap::new();
+        let watch: HashMap<String, String> = [("watch".to_string(), "true".to_string())].into();
+        let of = |m: &Method, p: &str, q: &HashMap<String, String>| {
+            Attributes::of_request(m, p, q).expect("a resource request")
+        };
+        assert_eq!(
+            of(
+                &Method::PATCH,
+                "/apis/apps/v1/namespaces/t1/deployments/web",
+                &q
+            ),
+            attributes("patch", "apps", "deployments", "t1", "web")
+        );
+        assert_eq!(
+            of(&Method::GET, "/api/v1/namespaces/t1", &q),
+            attributes("get", "", "namespaces", "t1", "t1")
+        );
+        assert_eq!(
+            of(&Method::POST, "/api/v1/namespaces", &q),
+            attributes("create", "", "namespaces", "", "")
+        );
+        assert_eq!(
+            of(&Method::GET, "/apis/apps/v1/deployments", &watch),
+            attributes("watch", "apps", "deployments", "", "")
+        );
+        assert_eq!(
+            of(&Method::DELETE, "/api/v1/namespaces/t1/configmaps", &q),
+            attributes("deletecollection", "", "configmaps", "t1", "")
+        );
+        let finalize = of(&Method::PUT, "/api/v1/namespaces/t1/finalize", &q);
+        assert_eq!(
+            (finalize.resource.as_str(), finalize.subresource.as_str()),
+            ("namespaces", "finalize")
+        );
+        assert_eq!(
+            Attributes::of_request(&Method::GET, "/apis/apps/v1", &q),
+            None
+        );
+        assert_eq!(Attributes::of_request(&Method::GET, "/version", &q), None);
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn the_admin_impersonates_a_service_account_with_its_groups() {
+        let store = Store::new();
+        let user = impersonate(
+            &store,
+            UserInfo::admin(),
+            &headers(&[("impersonate-user", "system:serviceaccount:t1:deployer")]),
+        )
+        .unwrap();
+        assert_eq!(user, UserInfo::service_account("t1", "deployer"));
+        let user = impersonate(
+            &store,
+            UserInfo::admin(),
+            &headers(&[("impersonate-user", "jane"), ("impersonate-group", "devs")]),
+        )
+        .unwrap();
+        assert_eq!(user.name, "jane");
+        assert_eq!(user.groups, ["devs", AUTHENTICATED_GROUP]);
+        assert_eq!(
+            impersonate(&store, UserInfo::admin(), &HeaderMap::new()).unwrap(),
+            UserInfo::admin()
+        );
+        assert!(matches!(
+            impersonate(
+                &store,
+                UserInfo::admin(),
+                &headers(&[("impersonate-group", "devs")])
+            ),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn impersonating_needs_the_impersonate_verb() {
+        let store = Store::new();
+        let jane = UserInfo {
+            name: "jane".into(),
+            groups: vec![AUTHENTICATED_GROUP.into()],
+        };
+        let err = impersonate(
+            &store,
+            jane.clone(),
+            &headers(&[("impersonate-user", "system:serviceaccount:t1:deployer")]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.status(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "serviceaccounts \"deployer\" is forbidden: User \"jane\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"t1\"",
+                "reason": "Forbidden",
+                "details": {"name": "deployer", "kind": "serviceaccounts"}, "code": 403})
+        );
+        let err = impersonate(
+            &store,
+            jane.clone(),
+            &headers(&[("impersonate-user", "bob")]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            message(err),
+            "users \"bob\" is forbidden: User \"jane\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        );
+        put(
+            &store,
+            "clusterroles",
+            "",
+            json!({"metadata": {"name": "impersonator"}, "rules": [
+                {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]}),
+        );
+        put(
+            &store,
+            "clusterrolebindings",
+            "",
+            json!({"metadata": {"name": "jane"},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "impersonator"},
+                "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": "jane"}]}),
+        );
+        let user = impersonate(
+            &store,
+            jane,
+            &headers(&[("impersonate-user", "system:serviceaccount:t1:deployer")]),
+        )
+        .unwrap();
+        assert_eq!(user, UserInfo::service_account("t1", "deployer"));
+    }
+}
