@@ -217,12 +217,21 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
             json!([]),
         )
         .await;
+    // The object's unified diff, live to desired, as `tether diff` prints it.
+    let diff = diff.as_str().unwrap();
+    assert!(diff.starts_with("--- live/Deployment"), "{diff}");
     assert!(
-        diff.as_str()
-            .unwrap()
-            .contains("- spec.replicas: 5\n+ spec.replicas: 2"),
+        diff.lines()
+            .any(|l| l.starts_with('-') && l.trim_start_matches('-').trim() == "replicas: 5")
+            && diff
+                .lines()
+                .any(|l| l.starts_with('+') && l.trim_start_matches('+').trim() == "replicas: 2"),
         "{diff}"
     );
+    let api_diff = api["drifted"][0]["diff"]
+        .as_str()
+        .expect("the status has the diff");
+    assert_eq!(api_diff.trim_end(), diff.trim_end());
     browser
         .screenshot(&screenshot_path("dashboard-app.png"))
         .await;

@@ -65,6 +65,7 @@ pub fn many_app_statuses(n: usize) -> Statuses {
                     status: "Modified",
                     message: String::new(),
                     changes: vec![json!({"path": "spec.replicas", "desired": 2, "live": 5})],
+                    diff: String::new(),
                 }];
             }
             s.last_pass = Some(PassInfo {

@@ -117,6 +117,9 @@ pub struct DriftedObject {
     pub message: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Value>,
+    /// The unified diff of the object, live to desired (as `tether diff` prints it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub diff: String,
 }
 
 impl DriftedObject {
@@ -145,6 +148,11 @@ impl DriftedObject {
                     change
                 })
                 .collect(),
+            diff: object
+                .views
+                .as_deref()
+                .map(|views| crate::report::drift::unified_diff(views, false))
+                .unwrap_or_default(),
         }
     }
 }

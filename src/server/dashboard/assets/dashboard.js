@@ -280,7 +280,15 @@ function resourceTree(resources) {
 ${r.healthMessage ? `<span class="muted small">${esc(r.healthMessage)}</span>` : ""}</li>`).join("")}</ul>`).join("");
 }
 
-function diffLines(changes) {
+// The object's unified diff when the status has it, else one hunk per field.
+function diffLines(changes, text) {
+  if (text) {
+    const kind = (l) => l.startsWith("@@") ? "hunk" : l.startsWith("+++") || l.startsWith("---") ? "hunk"
+      : l.startsWith("-") ? "del" : l.startsWith("+") ? "add" : "";
+    const body = text.replace(/\n$/, "").split("\n")
+      .map((l) => `<span class="${kind(l)}">${esc(l) || " "}</span>`).join("");
+    return `<pre class="diff" aria-label="Unified diff, live to desired">${body}</pre>`;
+  }
   const lines = [];
   for (const c of changes) {
     lines.push(`<span class="hunk">@@ ${esc(c.path)} @@</span>`);
@@ -296,7 +304,7 @@ function driftedObject(d) {
 <td>${value(c.live)}</td><td>${value(c.desired)}</td><td>${changedBy(c.changedBy)}</td></tr>`).join("");
   const table = rows ? `<table><thead><tr><th scope="col">Field</th><th scope="col">Live</th>
 <th scope="col">In Git</th><th scope="col">Changed by</th></tr></thead><tbody>${rows}</tbody></table>
-${diffLines(d.changes)}` : `<p class="small" style="padding:0 12px">${esc(d.message || "")}</p>`;
+${diffLines(d.changes, d.diff)}` : `<p class="small" style="padding:0 12px">${esc(d.message || "")}</p>`;
   return `<section class="object" aria-label="${esc(title)}"><h3>${standingBadge(d.status)} ${esc(title)}</h3>${table}</section>`;
 }
 
