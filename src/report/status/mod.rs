@@ -506,6 +506,57 @@ mod tests {
     }
 
     #[test]
+    fn a_drifted_secret_shows_its_diff_and_changes_without_its_values() {
+        use crate::diff::{DiffOptions, MaskKey, Mode, OpenApiSchemas, diff_object};
+        use crate::manifest::ObjectId;
+        use crate::sync::Action;
+        let id = ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some("shop".into()),
+            name: "db".into(),
+        };
+        let secret = |password: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "db", "namespace": "shop"},
+                "stringData": {"password": password}})
+        };
+        let mask = MaskKey::new([3; 32]);
+        let schemas = OpenApiSchemas::new([&id], []);
+        let options = DiffOptions {
+            mode: Mode::Offline,
+            rules: &[],
+            schema: &schemas,
+            mask: &mask,
+        };
+        let views = diff_object(
+            &id,
+            Some(&secret("in-git-s3cret")),
+            Some(&secret("live-s3cret")),
+            &options,
+        );
+        let object = ObjectResult {
+            id: id.clone(),
+            action: Action::Configured,
+            drift: Some(views.drift.status()),
+            health: None,
+            message: String::new(),
+            changes: views.drift.changes().to_vec(),
+            views: Some(Box::new(views)),
+        };
+        let drifted = DriftedObject::of(&object);
+        assert!(
+            drifted.diff.starts_with("--- live/Secret"),
+            "{}",
+            drifted.diff
+        );
+        assert!(drifted.diff.contains("<secret:"), "{}", drifted.diff);
+        let json = serde_json::to_string(&drifted).unwrap();
+        assert!(!json.contains("s3cret"), "{json}");
+    }
+
+    #[test]
     fn the_source_serializes_camel_case_and_leaves_out_what_is_unknown() {
         let mut status = AppStatus::new("web");
         assert!(
