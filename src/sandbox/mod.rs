@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod faults;
 pub mod fields;
 pub mod openapi;
+pub mod protobuf;
 pub mod rbac;
 pub mod registry;
 pub mod selector;
@@ -294,14 +295,20 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
     if !authorized(&state, &parts.headers) {
         return error_response(&ApiError::Unauthorized);
     }
+    let accept = protobuf::Accept::from_headers(&parts.headers);
+    let protobuf_body = protobuf::negotiate::is_protobuf_body(&parts.headers);
+    let serves_protobuf = (accept.mentions_protobuf() || protobuf_body)
+        && !sandbox_endpoint
+        && state.serves_protobuf(&path);
+    let format = accept.choose(serves_protobuf);
     if !sandbox_endpoint {
         if let Some(fault) = state.faults.draw() {
-            return error_response(&fault);
+            return answer_error(format, &fault);
         }
         if let Err(refused) =
             rbac::check(&state.store, &parts.method, &path, &query, &parts.headers)
         {
-            return error_response(&refused);
+            return answer_error(format, &refused);
         }
     }
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)
@@ -315,11 +322,32 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
             )));
         }
     };
+    let mut headers = parts.headers;
+    // A protobuf body for a custom resource reaches the handlers as is: they answer 415.
+    let body = if serves_protobuf && protobuf_body {
+        match protobuf::negotiate::json_body(&body) {
+            Ok(json) => {
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                json
+            }
+            Err(protobuf::ProtobufError::UnknownKind { .. }) => {
+                return answer_error(format, &ApiError::UnsupportedMediaType);
+            }
+            Err(err) => {
+                return answer_error(format, &ApiError::BadRequest(err.to_string()));
+            }
+        }
+    } else {
+        body
+    };
     let request = api::Request {
         method: parts.method,
         path,
         query,
-        headers: parts.headers,
+        headers,
         body,
     };
     let started = std::time::Instant::now();
@@ -328,16 +356,74 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
     let reply = state.serve(request).await;
     tracing::debug!(%method, %path, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "request");
     match reply {
+        Ok(Reply::Json(code, value)) if format == protobuf::Format::Protobuf => {
+            // A kind without a message (a Table) or a field newer than the messages
+            // answers JSON, which every client that asks for protobuf also accepts.
+            match protobuf::encode_object(&value) {
+                Ok(bytes) => response(code, protobuf::MEDIA_TYPE, api::full_body(bytes.into())),
+                Err(err) => {
+                    tracing::debug!(error = %err, "answering JSON instead of protobuf");
+                    json_response(
+                        code,
+                        Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+                    )
+                }
+            }
+        }
         Ok(Reply::Json(code, value)) => json_response(
             code,
             Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
         ),
+        Ok(Reply::Raw(code, bytes, "application/json")) if format == protobuf::Format::Protobuf => {
+            // Gets and lists are written as JSON bytes straight from the store.
+            let encoded = serde_json::from_slice(&bytes)
+                .ok()
+                .and_then(|value| protobuf::encode_object(&value).ok());
+            match encoded {
+                Some(encoded) => {
+                    response(code, protobuf::MEDIA_TYPE, api::full_body(encoded.into()))
+                }
+                None => json_response(code, bytes),
+            }
+        }
         Ok(Reply::Raw(code, bytes, content_type)) => {
             response(code, content_type, api::full_body(bytes))
         }
+        Ok(Reply::Stream(body)) if format == protobuf::Format::Protobuf => {
+            let frames = body
+                .map_frame(|frame| {
+                    frame.map_data(|line| protobuf::negotiate::watch_frame_of_line(&line))
+                })
+                .boxed();
+            response(StatusCode::OK, protobuf::WATCH_MEDIA_TYPE, frames)
+        }
         Ok(Reply::Stream(body)) => response(StatusCode::OK, "application/json", body),
-        Err(err) => error_response(&err),
+        Err(err) => answer_error(format, &err),
     }
+}
+
+/// An error as a `Status` in the negotiated format.
+fn answer_error(format: protobuf::Format, err: &ApiError) -> Response<Body> {
+    if format == protobuf::Format::Protobuf && !matches!(err, ApiError::PageNotFound) {
+        if let Ok(bytes) = protobuf::encode_object(&err.status()) {
+            let mut answer = response(
+                err.code(),
+                protobuf::MEDIA_TYPE,
+                api::full_body(bytes.into()),
+            );
+            if matches!(
+                err,
+                ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_)
+            ) {
+                answer.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_static("1"),
+                );
+            }
+            return answer;
+        }
+    }
+    error_response(err)
 }
 
 /// The largest request body read (kube-apiserver accepts 3 MiB objects; YAML and

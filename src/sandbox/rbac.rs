@@ -238,7 +238,7 @@ pub fn impersonate(
 /// when a rule of a role bound to them allows it. Refused: kube-apiserver's 403, with
 /// the RBAC authorizer's reason when a binding names a role that does not exist.
 pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
-    if user.is_master() {
+    if user.is_master() || basic_user_allows(user, attributes) {
         return Ok(());
     }
     let mut errors: Vec<String> = Vec::new();
@@ -279,6 +279,60 @@ pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Res
         many => Some(format!("RBAC: [{}]", many.join(", "))),
     };
     Err(forbidden(user, attributes, reason.as_deref()))
+}
+
+/// What the bootstrap `system:basic-user` ClusterRole, bound to every authenticated
+/// user, allows: asking about oneself (`kubectl auth can-i`, `auth whoami`).
+fn basic_user_allows(user: &UserInfo, attributes: &Attributes) -> bool {
+    let authenticated = user.groups.iter().any(|g| g == AUTHENTICATED_GROUP);
+    let own = matches!(
+        (attributes.group.as_str(), attributes.resource.as_str()),
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+        ) | ("authentication.k8s.io", "selfsubjectreviews")
+    );
+    authenticated && own && attributes.verb == "create"
+}
+
+/// The rules `user` holds in `namespace` (and cluster-wide), as the RBAC authorizer's
+/// `RulesFor` lists them for a SelfSubjectRulesReview: `system:masters` holds every
+/// rule; a binding whose role does not exist adds nothing and makes the answer
+/// incomplete.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, bool) {
+    if user.is_master() {
+        let all = serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]});
+        return (vec![all], false);
+    }
+    let mut rules = vec![
+        serde_json::json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+        serde_json::json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}),
+    ];
+    let mut incomplete = false;
+    let mut collect = |bindings: Vec<(
+        super::store::ObjectKey,
+        std::sync::Arc<super::store::Stored>,
+    )>,
+                       scope: &str| {
+        for (_, stored) in bindings {
+            let binding = stored.value();
+            if !applies(&binding, user, scope) {
+                continue;
+            }
+            match role_rules(store, &binding, scope) {
+                Ok(found) => rules.extend(found),
+                Err(_) => incomplete = true,
+            }
+        }
+    };
+    collect(store.list(&rbac_key("clusterrolebindings"), None).1, "");
+    if !namespace.is_empty() {
+        collect(
+            store.list(&rbac_key("rolebindings"), Some(namespace)).1,
+            namespace,
+        );
+    }
+    (rules, incomplete)
 }
 
 /// kube-apiserver's refusal (`responsewriters.Forbidden`, then `NewForbidden`).
@@ -698,5 +752,54 @@ mod tests {
         )
         .unwrap();
         assert_eq!(user, UserInfo::service_account("t1", "deployer"));
+    }
+
+    /// `kubectl auth can-i` and `auth whoami` as anyone: the bootstrap
+    /// `system:basic-user` binding lets every authenticated user ask about themselves.
+    #[test]
+    fn everyone_may_ask_about_themselves_and_list_their_rules() {
+        let store = tenant_store();
+        let stranger = UserInfo::service_account("t9", "nobody");
+        for (group, resource) in [
+            ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            ("authorization.k8s.io", "selfsubjectrulesreviews"),
+            ("authentication.k8s.io", "selfsubjectreviews"),
+        ] {
+            assert!(
+                authorize(
+                    &store,
+                    &stranger,
+                    &attributes("create", group, resource, "", "")
+                )
+                .is_ok()
+            );
+        }
+        assert!(
+            authorize(
+                &store,
+                &stranger,
+                &attributes(
+                    "create",
+                    "authorization.k8s.io",
+                    "subjectaccessreviews",
+                    "",
+                    ""
+                )
+            )
+            .is_err()
+        );
+        let (rules, incomplete) =
+            rules_for(&store, &UserInfo::service_account("t1", "deployer"), "t1");
+        assert!(!incomplete);
+        assert_eq!(
+            rules.len(),
+            5,
+            "two of basic-user, three of the Role: {rules:?}"
+        );
+        let (rules, _) = rules_for(&store, &UserInfo::admin(), "t1");
+        assert_eq!(
+            rules,
+            vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})]
+        );
     }
 }

@@ -52,6 +52,19 @@ const BUILTIN: &[(&str, &str, &str)] = &[
         "v1",
         include_str!("../../assets/discovery/apis_apiextensions.k8s.io_v1.json"),
     ),
+    // Not recorded as resource lists: written from the recorded aggregated discovery
+    // (`aggregated-apis.json`), which lists the same resources. Reviews are answered,
+    // never stored (see `api::access_review`).
+    (
+        "authorization.k8s.io",
+        "v1",
+        include_str!("../../assets/discovery/apis_authorization.k8s.io_v1.json"),
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        include_str!("../../assets/discovery/apis_authentication.k8s.io_v1.json"),
+    ),
 ];
 
 const GROUP_LIST: &str = include_str!("../../assets/discovery/apis.json");
@@ -167,6 +180,8 @@ pub struct CustomResource {
     pub types: Vec<Arc<ResourceType>>,
     /// The storage-independent schemas, by version, for OpenAPI documents and apply.
     pub schemas: BTreeMap<String, Value>,
+    /// The `additionalPrinterColumns` of each version that declares them, for Tables.
+    pub printer_columns: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +244,19 @@ impl Registry {
             .find(|c| c.types.iter().any(|t| t.group == group && t.kind == kind))?
             .schemas
             .get(version)
+    }
+
+    /// The printer columns a CRD declares for the version a resource is served in.
+    pub fn printer_columns(&self, resource: &ResourceType) -> Option<Value> {
+        if !resource.custom {
+            return None;
+        }
+        self.custom
+            .values()
+            .find(|c| c.types.iter().any(|t| **t == *resource))?
+            .printer_columns
+            .get(&resource.version)
+            .cloned()
     }
 
     /// Serves a CRD's resources (replacing what an earlier version of it served).
@@ -506,6 +534,7 @@ pub fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
     };
     let mut types = Vec::new();
     let mut schemas = BTreeMap::new();
+    let mut printer_columns = BTreeMap::new();
     for version in spec["versions"].as_array()? {
         if version["served"].as_bool() != Some(true) {
             continue;
@@ -540,8 +569,15 @@ pub fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
         if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
             schemas.insert(name.to_string(), schema.clone());
         }
+        if let Some(columns) = version.get("additionalPrinterColumns") {
+            printer_columns.insert(name.to_string(), columns.clone());
+        }
     }
-    Some(CustomResource { types, schemas })
+    Some(CustomResource {
+        types,
+        schemas,
+        printer_columns,
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Requirement {
@@ -47,6 +49,50 @@ impl LabelSelector {
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| r.matches(labels))
+    }
+
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
+    /// `metav1.LabelSelectorAsSelector` reads it; None when it cannot be read, which,
+    /// as there, selects nothing.
+    pub fn from_object(selector: &Value) -> Option<LabelSelector> {
+        let mut requirements = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+            for (key, value) in labels {
+                requirements.push(Requirement::Equals(
+                    key.clone(),
+                    value.as_str()?.to_string(),
+                ));
+            }
+        }
+        for expression in selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = expression["key"].as_str()?.to_string();
+            let values: Vec<String> = expression["values"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            requirements.push(match expression["operator"].as_str()? {
+                "In" => Requirement::In(key, values),
+                "NotIn" => Requirement::NotIn(key, values),
+                "Exists" => Requirement::Exists(key),
+                "DoesNotExist" => Requirement::DoesNotExist(key),
+                _ => return None,
+            });
+        }
+        Some(LabelSelector(requirements))
+    }
+
+    /// Whether the selector has no requirement (and so selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -133,13 +179,51 @@ fn valid_key(key: &str) -> Result<String, String> {
     }
 }
 
-/// A parsed `fieldSelector`: the sandbox supports what every resource supports,
-/// `metadata.name` and `metadata.namespace`, with `=`, `==` and `!=`.
+/// A parsed `fieldSelector`: every resource supports `metadata.name` and
+/// `metadata.namespace`; some register more (their `AddFieldLabelConversionFunc` in
+/// kube-apiserver), listed in [`extra_fields`]. Operators are `=`, `==` and `!=`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
+/// The field selectors a resource supports beyond `metadata.name` and
+/// `metadata.namespace`, as kube-apiserver registers them (`pkg/apis/*/v1/conversion.go`).
+pub fn extra_fields(group: &str, resource: &str) -> &'static [&'static str] {
+    match (group, resource) {
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "replicationcontrollers") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        _ => &[],
+    }
+}
+
 impl FieldSelector {
-    pub fn parse(input: &str) -> Result<FieldSelector, String> {
+    /// Parses a selector for a resource supporting `extra` fields besides the metadata.
+    pub fn parse(input: &str, extra: &[&str]) -> Result<FieldSelector, String> {
         let mut terms = Vec::new();
         for term in input.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
@@ -152,25 +236,57 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
-                return Err(format!(
-                    "\"{field}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-                ));
+            let known =
+                field == "metadata.name" || field == "metadata.namespace" || extra.contains(&field);
+            if !known {
+                // The message of `DefaultMetaV1FieldSelectorConversion`; resources with
+                // their own conversion say `field label not supported: …`.
+                return Err(if extra.is_empty() {
+                    format!(
+                        "\"{field}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                } else {
+                    format!("field label not supported: {field}")
+                });
             }
             terms.push((field.to_string(), equal, value.trim().to_string()));
         }
         Ok(FieldSelector(terms))
     }
 
-    pub fn matches(&self, namespace: &str, name: &str) -> bool {
+    /// Whether the selector reads more than the object's namespace and name.
+    pub fn needs_object(&self) -> bool {
+        self.0
+            .iter()
+            .any(|(field, _, _)| field != "metadata.name" && field != "metadata.namespace")
+    }
+
+    /// Whether the object at `namespace`/`name` matches; `object` is only read for
+    /// fields other than the metadata ones (see [`FieldSelector::needs_object`]).
+    pub fn matches(&self, namespace: &str, name: &str, object: Option<&Value>) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let actual = if field == "metadata.name" {
-                name
-            } else {
-                namespace
+            let actual = match field.as_str() {
+                "metadata.name" => name.to_string(),
+                "metadata.namespace" => namespace.to_string(),
+                other => object.map(|o| field_value(o, other)).unwrap_or_default(),
             };
-            (actual == value) == *equal
+            (actual == *value) == *equal
         })
+    }
+}
+
+/// A selectable field's value as kube-apiserver's field set writes it: a string, a
+/// boolean or number in decimal, "" when absent. An Event's `source` is its component.
+fn field_value(object: &Value, field: &str) -> String {
+    let pointer = match field {
+        "source" => "/source/component".to_string(),
+        other => format!("/{}", other.replace('.', "/")),
+    };
+    match object.pointer(&pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
     }
 }
 
@@ -217,10 +333,38 @@ mod tests {
     #[test]
     fn field_selector_supports_name_and_namespace_only() {
         let selector =
-            FieldSelector::parse("metadata.name=web,metadata.namespace!=kube-system").unwrap();
-        assert!(selector.matches("default", "web"));
-        assert!(!selector.matches("kube-system", "web"));
-        assert!(!selector.matches("default", "db"));
-        assert!(FieldSelector::parse("spec.nodeName=x").is_err());
+            FieldSelector::parse("metadata.name=web,metadata.namespace!=kube-system", &[]).unwrap();
+        assert!(!selector.needs_object());
+        assert!(selector.matches("default", "web", None));
+        assert!(!selector.matches("kube-system", "web", None));
+        assert!(!selector.matches("default", "db", None));
+        assert!(FieldSelector::parse("spec.nodeName=x", &[]).is_err());
+    }
+
+    /// `kubectl describe` reads an object's Events with these selectors.
+    #[test]
+    fn event_selectors_read_the_involved_object() {
+        let extra = extra_fields("", "events");
+        let selector = FieldSelector::parse(
+            "involvedObject.kind=Deployment,involvedObject.name=web,involvedObject.namespace=demo,source=deployment-controller",
+            extra,
+        )
+        .unwrap();
+        assert!(selector.needs_object());
+        let event = serde_json::json!({"involvedObject": {"kind": "Deployment", "name": "web", "namespace": "demo"}, "source": {"component": "deployment-controller"}});
+        assert!(selector.matches("demo", "web.1", Some(&event)));
+        let other = serde_json::json!({"involvedObject": {"kind": "ReplicaSet", "name": "web", "namespace": "demo"}});
+        assert!(!selector.matches("demo", "web.2", Some(&other)));
+        assert_eq!(
+            FieldSelector::parse("involvedObject.color=red", extra).unwrap_err(),
+            "field label not supported: involvedObject.color"
+        );
+        let hosts =
+            FieldSelector::parse("spec.hostNetwork=true", extra_fields("", "pods")).unwrap();
+        assert!(hosts.matches(
+            "",
+            "p",
+            Some(&serde_json::json!({"spec": {"hostNetwork": true}}))
+        ));
     }
 }

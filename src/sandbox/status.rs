@@ -139,7 +139,9 @@ impl ApiError {
                 if !name.is_empty() {
                     details.insert("name".into(), name.clone().into());
                 }
-                details.insert("kind".into(), kind.clone().into());
+                if !kind.is_empty() {
+                    details.insert("kind".into(), kind.clone().into());
+                }
                 details.insert("causes".into(), causes_json(causes));
                 Some(Value::Object(details))
             }
@@ -189,7 +191,14 @@ impl ApiError {
 fn causes_json(causes: &[Cause]) -> Value {
     causes
         .iter()
-        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+        .map(|c| {
+            // `field` is `omitempty` in `metav1.StatusCause`.
+            if c.field.is_empty() {
+                json!({"reason": c.reason, "message": c.message})
+            } else {
+                json!({"reason": c.reason, "message": c.message, "field": c.field})
+            }
+        })
         .collect()
 }
 

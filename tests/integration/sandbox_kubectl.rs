@@ -583,48 +583,6 @@ async fn patch_strategic_merges_containers_by_name() {
     assert_eq!(images, [("web", "nginx:1.25"), ("sidecar", "busybox:1.36")]);
 }
 
-/// A deliberate, documented difference: `kubectl create configmap` (a generator) sends
-/// its object as protobuf, and the sandbox speaks JSON and YAML only, so it answers
-/// 415 Unsupported Media Type where a real server creates the ConfigMap. Use
-/// `kubectl create -f` or `kubectl apply`, which send JSON.
-#[tokio::test]
-async fn generators_sending_protobuf_get_415() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("kx-proto").await;
-    let out = sandbox
-        .kubectl(&[
-            "create",
-            "configmap",
-            "x",
-            "-n",
-            "kx-proto",
-            "--from-literal=a=b",
-        ])
-        .await;
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("Unsupported Media Type") || out.stderr.contains("415"),
-        "{}",
-        out.stderr
-    );
-    let missing = sandbox
-        .get("/api/v1/namespaces/kx-proto/configmaps/x")
-        .await;
-    assert_eq!(missing.status, 404);
-
-    // The same object from a file goes as JSON and is created.
-    let file = sandbox.write_file(
-        "cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: kx-proto\ndata:\n  a: b\n",
-    );
-    sandbox.kubectl(&["create", "-f", &file]).await.ok();
-    let created = sandbox
-        .get("/api/v1/namespaces/kx-proto/configmaps/x")
-        .await
-        .json();
-    assert_eq!(created["data"]["a"], "b");
-}
-
 #[tokio::test]
 async fn rollout_status_and_history_follow_the_deployment_controller() {
     let (sandbox, _) = applied("kx-rollout").await;

@@ -117,7 +117,18 @@ impl TestSandbox {
     }
 
     pub async fn kubectl_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> KubectlOutput {
+        self.kubectl_with_env(args, stdin, &[]).await
+    }
+
+    /// Runs kubectl with extra environment variables (`KUBE_EDITOR` for `kubectl edit`).
+    pub async fn kubectl_with_env(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> KubectlOutput {
         let mut command = tokio::process::Command::new("kubectl");
+        command.envs(env.iter().copied());
         command
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)

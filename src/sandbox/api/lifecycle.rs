@@ -14,6 +14,9 @@ use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::{self, ApiError};
 use crate::sandbox::store::{ObjectKey, Stored};
 
+/// The field manager the garbage collector writes as (it runs in kube-controller-manager).
+const GARBAGE_COLLECTOR: &str = "kube-controller-manager";
+
 impl State {
     pub(super) fn delete(&self, target: &Target, request: &Request) -> Result<Reply, ApiError> {
         let stored = self.stored(target)?;
@@ -199,6 +202,9 @@ impl State {
         if finalizers.iter().any(|f| f == "foregroundDeletion") {
             self.after_delete(resource, object, true);
         }
+        if finalizers.iter().any(|f| f == "orphan") {
+            self.orphan_dependents(object);
+        }
         let remaining: Vec<&String> = finalizers
             .iter()
             .filter(|f| *f != "foregroundDeletion" && *f != "orphan")
@@ -223,6 +229,48 @@ impl State {
                 Some(stored.resource_version),
                 &mut object,
             );
+        }
+    }
+
+    /// What the garbage collector's `orphanDependents` does: removes the owner's
+    /// reference from each dependent (as kube-controller-manager), so they outlive it
+    /// and a new owner may adopt them.
+    fn orphan_dependents(&self, owner: &Value) {
+        let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else {
+            return;
+        };
+        let types = self.registry().all_types();
+        for (dep_resource, dep_key) in self.store.dependents(uid) {
+            let (Some(dep_type), Some(dep)) = (
+                types.iter().find(|t| t.key() == dep_resource),
+                self.store.get(&dep_resource, &dep_key),
+            ) else {
+                continue;
+            };
+            let mut value = dep.value();
+            let Some(metadata) = value["metadata"].as_object_mut() else {
+                continue;
+            };
+            let kept: Vec<Value> = metadata
+                .get("ownerReferences")
+                .and_then(Value::as_array)
+                .map(|refs| refs.iter().filter(|r| r["uid"] != uid).cloned().collect())
+                .unwrap_or_default();
+            if kept.is_empty() {
+                metadata.remove("ownerReferences");
+            } else {
+                metadata.insert("ownerReferences".into(), kept.into());
+            }
+            if let Err(err) = self.write_as_controller(
+                dep_type,
+                &dep_key,
+                Some(dep),
+                value,
+                GARBAGE_COLLECTOR,
+                None,
+            ) {
+                tracing::debug!(name = %dep_key.1, error = %err, "cannot orphan a dependent");
+            }
         }
     }
 
@@ -256,7 +304,7 @@ impl State {
         target: &Target,
         request: &Request,
     ) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(&request.query)?;
+        let filter = Filter::from_query(&target.resource, &request.query)?;
         let dry_run = is_dry_run(&request.query);
         let (rv, items) = self
             .store

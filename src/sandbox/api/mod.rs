@@ -21,10 +21,12 @@ use super::status::ApiError;
 use super::store::{ObjectKey, Store, Stored};
 use commit::Write;
 
+mod access_review;
 mod commit;
 mod lifecycle;
 mod read;
 mod scale;
+mod table;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -257,6 +259,20 @@ impl State {
         }
     }
 
+    /// Whether a path names a built-in resource, whose objects travel in protobuf too
+    /// (custom resources have no protobuf form).
+    pub fn serves_protobuf(&self, path: &str) -> bool {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let target = match segments.as_slice() {
+            ["api", version, rest @ ..] if !rest.is_empty() => self.target("", version, rest),
+            ["apis", group, version, rest @ ..] if !rest.is_empty() => {
+                self.target(group, version, rest)
+            }
+            _ => return false,
+        };
+        target.is_ok_and(|t| !t.resource.custom)
+    }
+
     fn resource_list(&self, group: &str, version: &str) -> Result<Reply, ApiError> {
         self.registry()
             .resource_list(group, version)
@@ -373,7 +389,22 @@ impl State {
         target: Target,
         request: Request,
     ) -> Result<Reply, ApiError> {
+        if access_review::is_review(&target.resource) {
+            return self.review(&target, &request);
+        }
         let named = target.name.is_some();
+        let table = (request.method == Method::GET && target.subresource.is_none())
+            .then(|| table::requested(&request.headers, &request.query))
+            .flatten();
+        if let Some(table) = table {
+            let reply = match named {
+                true => self.get(&target),
+                false if is_watch(&request.query) => self.watch(&target, &request.query),
+                false => self.list(&target, &request.query),
+            }?;
+            let columns = self.registry().printer_columns(&target.resource);
+            return table::convert(&target.resource, columns, &table, reply);
+        }
         match (&request.method, named) {
             (&Method::GET, true) => self.get(&target),
             (&Method::GET, false) if is_watch(&request.query) => {

@@ -19,7 +19,7 @@ use super::commit::order_object;
 use super::scale::scale_of;
 use super::{Body, Reply, State, Target};
 use crate::sandbox::registry::ResourceType;
-use crate::sandbox::selector::{FieldSelector, LabelSelector};
+use crate::sandbox::selector::{FieldSelector, LabelSelector, extra_fields};
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::{Event, ObjectKey, Stored, WatchStart};
 
@@ -52,7 +52,7 @@ impl State {
         target: &Target,
         query: &HashMap<String, String>,
     ) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query)?;
+        let filter = Filter::from_query(&target.resource, query)?;
         let (rv, items) = self
             .store
             .list(&target.resource.key(), target.namespace.as_deref());
@@ -116,7 +116,7 @@ impl State {
         target: &Target,
         query: &HashMap<String, String>,
     ) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query)?;
+        let filter = Filter::from_query(&target.resource, query)?;
         let bookmarks = query
             .get("allowWatchBookmarks")
             .is_some_and(|b| b == "true" || b == "1");
@@ -250,7 +250,10 @@ pub(super) struct Filter {
 }
 
 impl Filter {
-    pub(super) fn from_query(query: &HashMap<String, String>) -> Result<Filter, ApiError> {
+    pub(super) fn from_query(
+        resource: &ResourceType,
+        query: &HashMap<String, String>,
+    ) -> Result<Filter, ApiError> {
         let labels = LabelSelector::parse(
             query
                 .get("labelSelector")
@@ -263,13 +266,18 @@ impl Filter {
                 .get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
+            extra_fields(&resource.group, &resource.plural),
         )
         .map_err(ApiError::BadRequest)?;
         Ok(Filter { labels, fields })
     }
 
     pub(super) fn matches(&self, key: &ObjectKey, stored: &Stored) -> bool {
-        self.fields.matches(&key.0, &key.1) && self.labels.matches(&stored.labels)
+        if !self.labels.matches(&stored.labels) {
+            return false;
+        }
+        let object = self.fields.needs_object().then(|| stored.value());
+        self.fields.matches(&key.0, &key.1, object.as_ref())
     }
 }
 

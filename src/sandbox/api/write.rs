@@ -77,7 +77,6 @@ impl State {
             .unwrap_or_default()
             .trim()
             .to_string();
-        let name = target.name.clone().unwrap_or_default();
         if content_type == "application/apply-patch+yaml" {
             return self.apply(target, request);
         }
@@ -97,13 +96,19 @@ impl State {
                         ))
                     })?;
                 let mut doc = patched_source;
+                // kube-apiserver answers a patch that does not apply with a generic 422
+                // (`NewGenericServerResponse`): no kind or name, the patch library's
+                // error as the one cause.
                 json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::Invalid {
-                    kind: resource.kind.clone(),
-                    name: name.clone(),
-                    message: format!(
-                        "the server rejected our request due to an error in our request: {e}"
-                    ),
-                    causes: vec![],
+                    kind: String::new(),
+                    name: String::new(),
+                    message: "the server rejected our request due to an error in our request"
+                        .into(),
+                    causes: vec![Cause {
+                        reason: "UnexpectedServerResponse".into(),
+                        message: e.to_string(),
+                        field: String::new(),
+                    }],
                 })?;
                 doc
             }
@@ -258,7 +263,9 @@ pub(super) fn decode_body(request: &Request) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     if content_type.contains("protobuf") || content_type.contains("cbor") {
-        // The sandbox speaks JSON and YAML only; clients fall back to JSON on 415.
+        // Protobuf bodies of built-in kinds are decoded before the handlers (see
+        // `sandbox::protobuf`); one that gets here is for a custom resource, which has no
+        // protobuf form: 415, as kube-apiserver answers.
         return Err(ApiError::UnsupportedMediaType);
     }
     let value: Value = if content_type.contains("yaml") {

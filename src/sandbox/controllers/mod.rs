@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 pub mod deployment;
+pub mod events;
 
 use super::api::State;
 use super::store::{EventType, ObjectKey, ResourceKey};
@@ -90,13 +91,61 @@ fn schedule(state: Arc<State>, resource: ResourceKey, key: ObjectKey, delay: Dur
         let Some(resource_type) = types.iter().find(|t| t.key() == resource && !t.custom) else {
             return;
         };
+        // The object this pass computed from, when it changed its status: only the pass
+        // that writes an outcome records it.
+        let mut changed = None;
         let result = state.update_status(resource_type, &key, MANAGER, |object| {
-            desired_status(&resource, object)
+            let status = desired_status(&resource, object)?;
+            if object.get("status") != Some(&status) {
+                changed = Some(object.clone());
+            }
+            Some(status)
         });
         if let Err(err) = result {
             tracing::debug!(resource = %resource.resource, name = %key.1, error = %err, "simulated controller could not write status");
+            return;
+        }
+        if let (Some(before), Some(after)) = (changed, state.store.get(&resource, &key)) {
+            record_outcome(&state, &resource, &before, &after.value());
         }
     });
+}
+
+/// The Event a controller records when a workload reaches an end: the Job controller's
+/// `Completed` and `BackoffLimitExceeded` (`pkg/controller/job`), once, when the status
+/// first says so.
+fn record_outcome(state: &State, resource: &ResourceKey, before: &Value, after: &Value) {
+    if resource.group != "batch" || resource.resource != "jobs" {
+        return;
+    }
+    let finished = |job: &Value, kind: &str| {
+        job.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+    };
+    let (event_type, reason, message) =
+        if finished(after, "Complete") && !finished(before, "Complete") {
+            (events::EventType::Normal, "Completed", "Job completed")
+        } else if finished(after, "Failed") && !finished(before, "Failed") {
+            (
+                events::EventType::Warning,
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            )
+        } else {
+            return;
+        };
+    events::record(
+        state,
+        events::Record {
+            object: after,
+            event_type,
+            reason,
+            message: message.to_string(),
+            component: "job-controller",
+            manager: MANAGER,
+        },
+    );
 }
 
 /// The status a healthy (or, for broken images, failing) controller reports now.

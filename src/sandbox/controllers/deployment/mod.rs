@@ -29,9 +29,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::{MANAGER, has_broken_image};
+use super::{MANAGER, events, has_broken_image};
 use crate::sandbox::api::State;
 use crate::sandbox::registry::ResourceType;
+use crate::sandbox::selector::LabelSelector;
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::{Event, EventType, ObjectKey, Stored};
 
@@ -40,6 +41,7 @@ pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// The label that ties a ReplicaSet and its pods to one pod template.
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
+const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
 const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Passes waiting for their delay, by Deployment; one pass runs at a time.
@@ -161,6 +163,7 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         return Ok(());
     };
     let namespace = &key.0;
+    adopt_orphans(state, &replica_sets, &deployment, namespace, &stored.uid)?;
     let owned = owned_replica_sets(state, &replica_sets, namespace, &stored.uid);
     let hash = pod_template_hash(template, deployment.pointer("/status/collisionCount"));
     let new_name = format!("{}-{hash}", key.1);
@@ -175,11 +178,21 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
     // 1. The ReplicaSet of the current template.
     let new_key = (namespace.clone(), new_name);
     let existing = owned.iter().find(|(k, _)| *k == new_key).map(|(_, s)| s);
+    if existing.is_none() && is_paused(&deployment) {
+        // A paused Deployment rolls nothing out: its template waits for a resume, and
+        // only the replica count is kept (`sync` rather than `rolloutRolling`).
+        scale_active(state, &replica_sets, &deployment, &owned)?;
+        return finish(state, &deployments, &replica_sets, key, &stored.uid, None);
+    }
     let desired = new_replica_set(&deployment, &stored.uid, &hash, revision);
+    let before = existing.map(|e| replicas_of(&e.value()));
     let wanted = match existing {
         Some(existing) => updated_replica_set(&existing.value(), &desired),
         None => desired,
     };
+    let after = replicas_of(&wanted);
+    // The Deployment takes the revision its ReplicaSet has (`SetDeploymentRevision`).
+    let revision = revision_of(&wanted).unwrap_or(revision);
     state.write_as_controller(
         &replica_sets,
         &new_key,
@@ -188,11 +201,23 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         MANAGER,
         None,
     )?;
+    match before {
+        None if after > 0 => scaling_event(
+            state,
+            &deployment,
+            format!("Scaled up replica set {} to {after}", new_key.1),
+        ),
+        Some(before) if before != after => {
+            scaled_event(state, &deployment, &new_key.1, before, after)
+        }
+        _ => {}
+    }
 
     // 2. Older ReplicaSets scaled to 0.
     for (old_key, old) in owned.iter().filter(|(k, _)| *k != new_key) {
         let mut value = old.value();
-        if value.pointer("/spec/replicas").and_then(Value::as_i64) != Some(0) {
+        let before = replicas_of(&value);
+        if before != 0 {
             value["spec"]["replicas"] = json!(0);
             state.write_as_controller(
                 &replica_sets,
@@ -202,6 +227,7 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
                 MANAGER,
                 None,
             )?;
+            scaled_event(state, &deployment, &old_key.1, before, 0);
         }
     }
 
@@ -218,25 +244,160 @@ fn sync(state: &State, key: &ObjectKey) -> Result<(), ApiError> {
         }
     };
 
+    finish(
+        state,
+        &deployments,
+        &replica_sets,
+        key,
+        &stored.uid,
+        Some(&new_key.1),
+    )
+}
+
+/// Steps 4 and 5: the ReplicaSets' status, then the Deployment's from theirs.
+/// `new_rs` names the ReplicaSet of the current template, None while a paused
+/// Deployment has none.
+fn finish(
+    state: &State,
+    deployments: &Arc<ResourceType>,
+    replica_sets: &Arc<ResourceType>,
+    key: &ObjectKey,
+    uid: &str,
+    new_rs: Option<&str>,
+) -> Result<(), ApiError> {
+    let namespace = &key.0;
     // 4. What the ReplicaSet controller reports of their pods.
-    for (rs_key, _) in owned_replica_sets(state, &replica_sets, namespace, &stored.uid) {
-        state.update_status(&replica_sets, &rs_key, MANAGER, |rs| {
+    for (rs_key, _) in owned_replica_sets(state, replica_sets, namespace, uid) {
+        state.update_status(replica_sets, &rs_key, MANAGER, |rs| {
             Some(replica_set_status(rs, has_broken_image(rs)))
         })?;
     }
 
     // 5. The Deployment's status, from its ReplicaSets'.
-    let all: Vec<Value> = owned_replica_sets(state, &replica_sets, namespace, &stored.uid)
+    let all: Vec<Value> = owned_replica_sets(state, replica_sets, namespace, uid)
         .into_iter()
         .map(|(_, rs)| rs.value())
         .collect();
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    state.update_status(&deployments, key, MANAGER, |deployment| {
-        let new_rs = all
-            .iter()
-            .find(|rs| rs.pointer("/metadata/name").and_then(Value::as_str) == Some(&new_key.1));
+    state.update_status(deployments, key, MANAGER, |deployment| {
+        let new_rs = all.iter().find(|rs| {
+            new_rs.is_some() && rs.pointer("/metadata/name").and_then(Value::as_str) == new_rs
+        });
         Some(deployment_status(deployment, new_rs, &all, &now))
     })
+}
+
+fn is_paused(deployment: &Value) -> bool {
+    deployment.pointer("/spec/paused").and_then(Value::as_bool) == Some(true)
+}
+
+/// A paused Deployment's scaling (`FindActiveOrLatest`, then `scaleReplicaSet`): the
+/// one ReplicaSet with replicas (or the newest) takes the Deployment's replica count.
+fn scale_active(
+    state: &State,
+    replica_sets: &Arc<ResourceType>,
+    deployment: &Value,
+    owned: &[(ObjectKey, Arc<Stored>)],
+) -> Result<(), ApiError> {
+    let active: Vec<&(ObjectKey, Arc<Stored>)> = owned
+        .iter()
+        .filter(|(_, rs)| replicas_of(&rs.value()) > 0)
+        .collect();
+    let target = match active.as_slice() {
+        [one] => Some(*one),
+        [] => owned
+            .iter()
+            .max_by_key(|(_, rs)| revision_of(&rs.value()).unwrap_or(0)),
+        // Proportional scaling of several active ReplicaSets is not simulated: the
+        // sandbox never leaves more than one active.
+        _ => None,
+    };
+    let Some((rs_key, rs)) = target else {
+        return Ok(());
+    };
+    let mut value = rs.value();
+    let (from, to) = (replicas_of(&value), replicas_of(deployment));
+    if from == to {
+        return Ok(());
+    }
+    value["spec"]["replicas"] = json!(to);
+    state.write_as_controller(replica_sets, rs_key, Some(rs.clone()), value, MANAGER, None)?;
+    scaled_event(state, deployment, &rs_key.1, from, to);
+    Ok(())
+}
+
+/// The component name the Deployment controller records Events as.
+const COMPONENT: &str = "deployment-controller";
+
+/// `ScalingReplicaSet`, as `scaleReplicaSet` reports a change of a ReplicaSet's size.
+fn scaled_event(state: &State, deployment: &Value, rs_name: &str, from: i64, to: i64) {
+    let direction = if to > from { "up" } else { "down" };
+    scaling_event(
+        state,
+        deployment,
+        format!("Scaled {direction} replica set {rs_name} to {to} from {from}"),
+    );
+}
+
+fn scaling_event(state: &State, deployment: &Value, message: String) {
+    events::record(
+        state,
+        events::Record {
+            object: deployment,
+            event_type: events::EventType::Normal,
+            reason: "ScalingReplicaSet",
+            message,
+            component: COMPONENT,
+            manager: MANAGER,
+        },
+    );
+}
+
+/// What `ClaimReplicaSets` does: a ReplicaSet without a controller whose labels the
+/// Deployment's selector matches (one orphaned by `kubectl delete --cascade=orphan`)
+/// becomes the Deployment's.
+fn adopt_orphans(
+    state: &State,
+    replica_sets: &Arc<ResourceType>,
+    deployment: &Value,
+    namespace: &str,
+    uid: &str,
+) -> Result<(), ApiError> {
+    let selector = deployment
+        .pointer("/spec/selector")
+        .and_then(LabelSelector::from_object)
+        .filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        return Ok(());
+    };
+    let (_, items) = state.store.list(&replica_sets.key(), Some(namespace));
+    for (rs_key, rs) in items {
+        if !selector.matches(&rs.labels) {
+            continue;
+        }
+        let mut value = rs.value();
+        let has_controller = value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| r["controller"] == true));
+        if has_controller || value.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let reference = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": deployment["metadata"]["name"],
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        });
+        match value["metadata"]["ownerReferences"].as_array_mut() {
+            Some(refs) => refs.push(reference),
+            None => value["metadata"]["ownerReferences"] = json!([reference]),
+        }
+        state.write_as_controller(replica_sets, &rs_key, Some(rs), value, MANAGER, None)?;
+    }
+    Ok(())
 }
 
 /// The ReplicaSets in `namespace` whose controller is the object with `uid`.
@@ -292,6 +453,16 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
     {
         rs_spec["minReadySeconds"] = min_ready.clone();
     }
+    let mut annotations = copied_annotations(deployment);
+    annotations.insert(
+        DESIRED_REPLICAS_ANNOTATION.into(),
+        replicas.to_string().into(),
+    );
+    annotations.insert(
+        MAX_REPLICAS_ANNOTATION.into(),
+        (replicas + max_surge(deployment)).to_string().into(),
+    );
+    annotations.insert(REVISION_ANNOTATION.into(), revision.to_string().into());
     json!({
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -299,11 +470,7 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
             "name": format!("{name}-{hash}"),
             "namespace": deployment["metadata"]["namespace"],
             "labels": template["metadata"]["labels"],
-            "annotations": {
-                DESIRED_REPLICAS_ANNOTATION: replicas.to_string(),
-                MAX_REPLICAS_ANNOTATION: (replicas + max_surge(deployment)).to_string(),
-                REVISION_ANNOTATION: revision.to_string(),
-            },
+            "annotations": annotations,
             "ownerReferences": [{
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
@@ -317,18 +484,67 @@ fn new_replica_set(deployment: &Value, uid: &str, hash: &str, revision: u64) -> 
     })
 }
 
+/// The Deployment's annotations a ReplicaSet of it carries
+/// (`copyDeploymentAnnotationsToReplicaSet`): all but the controller's own and
+/// kubectl's last-applied configuration. `kubernetes.io/change-cause` is how `kubectl
+/// rollout history` learns why a revision was made.
+fn copied_annotations(deployment: &Value) -> Map<String, Value> {
+    const SKIPPED: &[&str] = &[
+        "kubectl.kubernetes.io/last-applied-configuration",
+        REVISION_ANNOTATION,
+        REVISION_HISTORY_ANNOTATION,
+        DESIRED_REPLICAS_ANNOTATION,
+        MAX_REPLICAS_ANNOTATION,
+        "deprecated.deployment.rollback.to",
+    ];
+    deployment
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|annotations| {
+            annotations
+                .iter()
+                .filter(|(key, _)| !SKIPPED.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// An existing ReplicaSet of the current template, given the replica count and the
-/// annotations of `desired`; the rest (its status, others' fields) stays.
+/// annotations of `desired` (`SetNewReplicaSetAnnotations`): its revision only ever
+/// grows, and a ReplicaSet that becomes current again (a rollback) keeps the revisions
+/// it had in `deployment.kubernetes.io/revision-history`. The rest (its status, others'
+/// fields) stays.
 fn updated_replica_set(existing: &Value, desired: &Value) -> Value {
     let mut updated = existing.clone();
     updated["spec"]["replicas"] = desired["spec"]["replicas"].clone();
-    if let Some(annotations) = desired
+    let old_revision = revision_of(existing);
+    let Some(annotations) = desired
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
-    {
-        for (key, value) in annotations {
+    else {
+        return updated;
+    };
+    for (key, value) in annotations {
+        if key != REVISION_ANNOTATION {
             updated["metadata"]["annotations"][key] = value.clone();
         }
+    }
+    let new_revision = revision_of(desired).unwrap_or(0);
+    if old_revision.is_none_or(|old| old < new_revision) {
+        updated["metadata"]["annotations"][REVISION_ANNOTATION] = new_revision.to_string().into();
+    }
+    if let Some(old) = old_revision.filter(|old| *old < new_revision) {
+        let history = existing
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
+            .and_then(Value::as_str)
+            .filter(|h| !h.is_empty());
+        let history = match history {
+            Some(history) => format!("{history},{old}"),
+            None => old.to_string(),
+        };
+        updated["metadata"]["annotations"][REVISION_HISTORY_ANNOTATION] = history.into();
     }
     updated
 }
@@ -528,7 +744,14 @@ fn deployment_status(
         )
     };
     let complete = updated == replicas && actual == replicas && available == replicas;
-    let progressing_condition = if complete {
+    let progressing_condition = if is_paused(deployment) {
+        // `checkPausedConditions`.
+        (
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused".to_string(),
+        )
+    } else if complete {
         (
             "True",
             "NewReplicaSetAvailable",

@@ -194,3 +194,66 @@ fn surge_rounds_up_and_unavailability_down() {
     assert_eq!(fenceposts(&d), (0, 0));
     assert_eq!(max_unavailable(&deployment("nginx", 0)), 0);
 }
+
+#[test]
+fn the_replica_set_carries_the_deployments_annotations_but_the_controllers_own() {
+    let mut d = deployment("nginx:1.25", 2);
+    d["metadata"]["annotations"] = json!({
+        "kubernetes.io/change-cause": "kubectl set image",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}",
+        REVISION_ANNOTATION: "7",
+    });
+    let rs = new_replica_set(&d, "uid-1", "abc", 8);
+    let annotations = &rs["metadata"]["annotations"];
+    assert_eq!(
+        annotations["kubernetes.io/change-cause"],
+        "kubectl set image"
+    );
+    assert!(
+        annotations
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none()
+    );
+    assert_eq!(annotations[REVISION_ANNOTATION], "8");
+}
+
+#[test]
+fn a_replica_set_current_again_keeps_its_old_revisions() {
+    let d = deployment("nginx:1.25", 2);
+    let old = new_replica_set(&d, "uid-1", "abc", 1);
+    // A rollback makes revision 1's ReplicaSet current as revision 3.
+    let rolled_back = updated_replica_set(&old, &new_replica_set(&d, "uid-1", "abc", 3));
+    assert_eq!(
+        rolled_back["metadata"]["annotations"][REVISION_ANNOTATION],
+        "3"
+    );
+    assert_eq!(
+        rolled_back["metadata"]["annotations"][REVISION_HISTORY_ANNOTATION],
+        "1"
+    );
+    let again = updated_replica_set(&rolled_back, &new_replica_set(&d, "uid-1", "abc", 5));
+    assert_eq!(
+        again["metadata"]["annotations"][REVISION_HISTORY_ANNOTATION],
+        "1,3"
+    );
+    // A revision never goes down.
+    let lower = updated_replica_set(&again, &new_replica_set(&d, "uid-1", "abc", 2));
+    assert_eq!(lower["metadata"]["annotations"][REVISION_ANNOTATION], "5");
+}
+
+#[test]
+fn a_paused_deployment_reports_it_in_progressing() {
+    let mut d = deployment("nginx:1.25", 2);
+    d["spec"]["paused"] = json!(true);
+    let rs = replica_set_after(&d, 2);
+    let status = deployment_status(&d, None, &[rs], NOW);
+    let progressing = &status["conditions"][1];
+    assert_eq!(progressing["type"], "Progressing");
+    assert_eq!(progressing["status"], "Unknown");
+    assert_eq!(progressing["reason"], "DeploymentPaused");
+    assert!(
+        status.get("updatedReplicas").is_none(),
+        "no ReplicaSet of the new template"
+    );
+    assert_eq!(status["conditions"][0]["status"], "True", "still available");
+}

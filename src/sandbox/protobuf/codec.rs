@@ -1,0 +1,657 @@
+//! JSON ↔ protobuf for one message, walking the schema table: the generic part, and
+//! the special types whose JSON form kube-apiserver marshals by hand (Quantity,
+//! IntOrString, Time, MicroTime, Duration, RawExtension, FieldsV1 and the CRD schema
+//! unions).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+use super::ProtobufError;
+use super::schema::{Field, Label, Message, Schema, Special, Type};
+use super::wire::{self, Reader};
+
+/// Keys every object carries in JSON that protobuf keeps in the envelope instead.
+const TYPE_META: [&str; 2] = ["apiVersion", "kind"];
+
+/// Encodes `value` as the body of message `index`.
+pub fn encode(
+    schema: &Schema,
+    index: usize,
+    value: &Value,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtobufError> {
+    let message = &schema.messages[index];
+    if let Some(special) = message.special {
+        return encode_special(schema, message, special, value, out);
+    }
+    let object = value
+        .as_object()
+        .ok_or_else(|| type_error(message, "", "an object"))?;
+    // Walk the object's keys rather than the message's fields: most fields of a large
+    // message (PodSpec, Container) are unset. Go writes fields in number order.
+    let mut present: Vec<(&Field, Option<&Value>)> = Vec::with_capacity(object.len() + 1);
+    for (key, value) in object {
+        match message.field_by_json(key) {
+            Some(field) if field.label != Label::Inline => {
+                if !value.is_null() {
+                    present.push((field, Some(value)));
+                }
+            }
+            _ if message.knows(key) || TYPE_META.contains(&key.as_str()) => {}
+            _ => {
+                return Err(ProtobufError::UnknownField {
+                    message: message.name.clone(),
+                    field: key.clone(),
+                });
+            }
+        }
+    }
+    present.extend(
+        message
+            .fields
+            .iter()
+            .filter(|f| f.label == Label::Inline)
+            .map(|f| (f, None)),
+    );
+    present.sort_by_key(|(field, _)| field.tag);
+    for (field, value) in present {
+        let Some(value) = value else {
+            let Type::Message(inner) = field.ty else {
+                continue;
+            };
+            // Go writes an embedded struct even when it is empty.
+            let part: Map<String, Value> = schema.messages[inner]
+                .fields
+                .iter()
+                .filter_map(|f| object.get(&f.json).map(|v| (f.json.clone(), v.clone())))
+                .collect();
+            let mut bytes = Vec::new();
+            encode(schema, inner, &Value::Object(part), &mut bytes)?;
+            wire::put_bytes(out, field.tag, &bytes);
+            continue;
+        };
+        match field.label {
+            Label::Optional | Label::Inline => encode_field(schema, message, field, value, out)?,
+            Label::Repeated => {
+                let items = value
+                    .as_array()
+                    .ok_or_else(|| type_error(message, &field.json, "an array"))?;
+                for item in items {
+                    encode_field(schema, message, field, item, out)?;
+                }
+            }
+            Label::Map => {
+                let entries = value
+                    .as_object()
+                    .ok_or_else(|| type_error(message, &field.json, "an object"))?;
+                // Go writes map entries sorted by key.
+                let mut keys: Vec<&String> = entries.keys().collect();
+                keys.sort();
+                for key in keys {
+                    let mut entry = Vec::new();
+                    wire::put_bytes(&mut entry, 1, key.as_bytes());
+                    let value_field = Field {
+                        tag: 2,
+                        json: field.json.clone(),
+                        ty: field.ty,
+                        label: Label::Optional,
+                        keep_zero: true,
+                    };
+                    encode_field(schema, message, &value_field, &entries[key], &mut entry)?;
+                    wire::put_bytes(out, field.tag, &entry);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn encode_field(
+    schema: &Schema,
+    message: &Message,
+    field: &Field,
+    value: &Value,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtobufError> {
+    match field.ty {
+        Type::String => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| type_error(message, &field.json, "a string"))?;
+            wire::put_bytes(out, field.tag, s.as_bytes());
+        }
+        Type::Int32 | Type::Int64 => {
+            let n = value
+                .as_i64()
+                .or_else(|| {
+                    value
+                        .as_f64()
+                        .filter(|f| f.fract() == 0.0)
+                        .map(|f| f as i64)
+                })
+                .ok_or_else(|| type_error(message, &field.json, "an integer"))?;
+            if field.ty == Type::Int32 && i32::try_from(n).is_err() {
+                return Err(type_error(message, &field.json, "a 32-bit integer"));
+            }
+            wire::put_key(out, field.tag, wire::VARINT);
+            wire::put_varint(out, n as u64);
+        }
+        Type::Bool => {
+            let b = value
+                .as_bool()
+                .ok_or_else(|| type_error(message, &field.json, "a boolean"))?;
+            wire::put_key(out, field.tag, wire::VARINT);
+            wire::put_varint(out, u64::from(b));
+        }
+        Type::Double => {
+            let f = value
+                .as_f64()
+                .ok_or_else(|| type_error(message, &field.json, "a number"))?;
+            wire::put_key(out, field.tag, wire::FIXED64);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Type::Bytes => {
+            let text = value
+                .as_str()
+                .ok_or_else(|| type_error(message, &field.json, "a base64 string"))?;
+            let bytes = BASE64
+                .decode(text)
+                .map_err(|_| type_error(message, &field.json, "a base64 string"))?;
+            wire::put_bytes(out, field.tag, &bytes);
+        }
+        Type::Message(index) => {
+            let mut inner = Vec::new();
+            encode(schema, index, value, &mut inner)?;
+            wire::put_bytes(out, field.tag, &inner);
+        }
+    }
+    Ok(())
+}
+
+fn encode_special(
+    schema: &Schema,
+    message: &Message,
+    special: Special,
+    value: &Value,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtobufError> {
+    let props = || {
+        schema
+            .message(PROPS)
+            .ok_or(ProtobufError::Schema(PROPS.into()))
+    };
+    match special {
+        Special::Quantity => {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(type_error(message, "", "a quantity string")),
+            };
+            wire::put_bytes(out, 1, text.as_bytes());
+        }
+        // Go writes all three fields: type, intVal, strVal.
+        Special::IntOrString => {
+            let (kind, int, text) = match value {
+                Value::Number(n) => {
+                    let n = n
+                        .as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(|| type_error(message, "", "a 32-bit integer"))?;
+                    (0u64, n, "")
+                }
+                Value::String(s) => (1, 0, s.as_str()),
+                _ => return Err(type_error(message, "", "an integer or a string")),
+            };
+            wire::put_key(out, 1, wire::VARINT);
+            wire::put_varint(out, kind);
+            wire::put_key(out, 2, wire::VARINT);
+            wire::put_varint(out, i64::from(int) as u64);
+            wire::put_bytes(out, 3, text.as_bytes());
+        }
+        Special::Time | Special::MicroTime => {
+            let text = value
+                .as_str()
+                .ok_or_else(|| type_error(message, "", "an RFC 3339 time"))?;
+            let time = DateTime::parse_from_rfc3339(text)
+                .map_err(|_| type_error(message, "", "an RFC 3339 time"))?;
+            // Time keeps seconds only, as its JSON does; MicroTime keeps microseconds.
+            let nanos = match special {
+                Special::Time => 0,
+                _ => time.timestamp_subsec_micros() * 1000,
+            };
+            wire::put_key(out, 1, wire::VARINT);
+            wire::put_varint(out, time.timestamp() as u64);
+            wire::put_key(out, 2, wire::VARINT);
+            wire::put_varint(out, u64::from(nanos));
+        }
+        Special::Duration => {
+            let text = value
+                .as_str()
+                .ok_or_else(|| type_error(message, "", "a duration"))?;
+            let nanos =
+                parse_duration(text).ok_or_else(|| type_error(message, "", "a Go duration"))?;
+            wire::put_key(out, 1, wire::VARINT);
+            wire::put_varint(out, nanos as u64);
+        }
+        Special::RawExtension | Special::FieldsV1 | Special::Json => {
+            let raw = serde_json::to_vec(value).map_err(ProtobufError::Json)?;
+            wire::put_bytes(out, 1, &raw);
+        }
+        Special::PropsOrArray => match value {
+            Value::Array(items) => {
+                for item in items {
+                    let mut inner = Vec::new();
+                    encode(schema, props()?, item, &mut inner)?;
+                    wire::put_bytes(out, 2, &inner);
+                }
+            }
+            _ => {
+                let mut inner = Vec::new();
+                encode(schema, props()?, value, &mut inner)?;
+                wire::put_bytes(out, 1, &inner);
+            }
+        },
+        Special::PropsOrBool => match value {
+            Value::Bool(allows) => {
+                wire::put_key(out, 1, wire::VARINT);
+                wire::put_varint(out, u64::from(*allows));
+            }
+            _ => {
+                wire::put_key(out, 1, wire::VARINT);
+                wire::put_varint(out, 1);
+                let mut inner = Vec::new();
+                encode(schema, props()?, value, &mut inner)?;
+                wire::put_bytes(out, 2, &inner);
+            }
+        },
+        Special::Items => {
+            let items = value
+                .as_array()
+                .ok_or_else(|| type_error(message, "", "an array of strings"))?;
+            for item in items {
+                let s = item
+                    .as_str()
+                    .ok_or_else(|| type_error(message, "items", "a string"))?;
+                wire::put_bytes(out, 1, s.as_bytes());
+            }
+        }
+        Special::PropsOrStringArray => match value {
+            Value::Array(items) => {
+                for item in items {
+                    let s = item
+                        .as_str()
+                        .ok_or_else(|| type_error(message, "property", "a string"))?;
+                    wire::put_bytes(out, 2, s.as_bytes());
+                }
+            }
+            _ => {
+                let mut inner = Vec::new();
+                encode(schema, props()?, value, &mut inner)?;
+                wire::put_bytes(out, 1, &inner);
+            }
+        },
+    }
+    Ok(())
+}
+
+const PROPS: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps";
+
+/// Decodes the body of message `index` to JSON; `None` when Go would read it as unset
+/// (a zero Time).
+pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Value>, ProtobufError> {
+    let message = &schema.messages[index];
+    if let Some(special) = message.special {
+        return decode_special(schema, message, special, bytes);
+    }
+    let mut object = Map::new();
+    let mut reader = Reader::new(bytes);
+    while let Some((tag, raw)) = reader.next_field()? {
+        // Fields this table does not know (newer than k8s-pb) are skipped, as Go skips them.
+        let Some(field) = message.field_by_tag(tag) else {
+            continue;
+        };
+        match field.label {
+            Label::Optional => {
+                if let Some(value) = decode_field(schema, message, field, raw)? {
+                    object.insert(field.json.clone(), value);
+                }
+            }
+            Label::Inline => {
+                if let Some(Value::Object(inner)) = decode_field(schema, message, field, raw)? {
+                    object.extend(inner);
+                }
+            }
+            Label::Repeated => {
+                let value = decode_field(schema, message, field, raw)?.unwrap_or(Value::Null);
+                let slot = object
+                    .entry(field.json.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(items) = slot {
+                    items.push(value);
+                }
+            }
+            Label::Map => {
+                let wire::Field::Bytes(entry) = raw else {
+                    return Err(type_error(message, &field.json, "a map entry"));
+                };
+                let (key, value) = decode_entry(schema, message, field, entry)?;
+                let slot = object
+                    .entry(field.json.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(map) = slot {
+                    map.insert(key, value);
+                }
+            }
+        }
+    }
+    Ok(Some(Value::Object(object)))
+}
+
+fn decode_entry(
+    schema: &Schema,
+    message: &Message,
+    field: &Field,
+    bytes: &[u8],
+) -> Result<(String, Value), ProtobufError> {
+    let mut key = String::new();
+    let mut value = None;
+    let value_field = Field {
+        tag: 2,
+        json: field.json.clone(),
+        ty: field.ty,
+        label: Label::Optional,
+        keep_zero: true,
+    };
+    let mut reader = Reader::new(bytes);
+    while let Some((tag, raw)) = reader.next_field()? {
+        match tag {
+            1 => key = string(message, field, raw)?,
+            2 => value = decode_field(schema, message, &value_field, raw)?,
+            _ => {}
+        }
+    }
+    // An entry without a value holds the value type's zero.
+    let value = match value {
+        Some(value) => value,
+        None => match field.ty {
+            Type::Message(index) => decode(schema, index, &[])?.unwrap_or(Value::Null),
+            Type::String | Type::Bytes => Value::String(String::new()),
+            Type::Bool => Value::Bool(false),
+            _ => Value::from(0),
+        },
+    };
+    Ok((key, value))
+}
+
+fn string(message: &Message, field: &Field, raw: wire::Field<'_>) -> Result<String, ProtobufError> {
+    match raw {
+        wire::Field::Bytes(bytes) => String::from_utf8(bytes.to_vec())
+            .map_err(|_| type_error(message, &field.json, "UTF-8 text")),
+        _ => Err(type_error(message, &field.json, "a string")),
+    }
+}
+
+/// One field's value; `None` for a zero that Go's `omitempty` would leave out.
+fn decode_field(
+    schema: &Schema,
+    message: &Message,
+    field: &Field,
+    raw: wire::Field<'_>,
+) -> Result<Option<Value>, ProtobufError> {
+    let keep = field.keep_zero || field.label != Label::Optional;
+    let value = match (field.ty, raw) {
+        (Type::String, raw) => {
+            let s = string(message, field, raw)?;
+            (keep || !s.is_empty()).then(|| Value::String(s))
+        }
+        (Type::Int32, wire::Field::Varint(n)) => {
+            let n = i64::from(n as i32);
+            (keep || n != 0).then(|| Value::from(n))
+        }
+        (Type::Int64, wire::Field::Varint(n)) => {
+            let n = n as i64;
+            (keep || n != 0).then(|| Value::from(n))
+        }
+        (Type::Bool, wire::Field::Varint(n)) => (keep || n != 0).then_some(Value::Bool(n != 0)),
+        (Type::Double, wire::Field::Fixed64(bits)) => {
+            let f = f64::from_bits(bits);
+            (keep || f != 0.0).then(|| number(f))
+        }
+        (Type::Bytes, wire::Field::Bytes(bytes)) => {
+            (keep || !bytes.is_empty()).then(|| Value::String(BASE64.encode(bytes)))
+        }
+        (Type::Message(index), wire::Field::Bytes(bytes)) => decode(schema, index, bytes)?,
+        _ => return Err(type_error(message, &field.json, "another wire type")),
+    };
+    Ok(value)
+}
+
+/// A double as Go's JSON writes it: whole numbers without a fraction.
+fn number(f: f64) -> Value {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Value::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// The length-delimited fields of a message, by number, in wire order.
+type Delimited = Vec<(u32, Vec<u8>)>;
+
+/// The fields of a small special message: varints 1 to 3 by number, and the rest.
+fn varints(bytes: &[u8]) -> Result<([u64; 3], Delimited), ProtobufError> {
+    let mut ints = [0u64; 3];
+    let mut delimited = Vec::new();
+    let mut reader = Reader::new(bytes);
+    while let Some((tag, raw)) = reader.next_field()? {
+        match raw {
+            wire::Field::Varint(n) if (1..=3).contains(&tag) => ints[tag as usize - 1] = n,
+            wire::Field::Bytes(b) => delimited.push((tag, b.to_vec())),
+            _ => {}
+        }
+    }
+    Ok((ints, delimited))
+}
+
+fn decode_special(
+    schema: &Schema,
+    message: &Message,
+    special: Special,
+    bytes: &[u8],
+) -> Result<Option<Value>, ProtobufError> {
+    let (ints, delimited) = varints(bytes)?;
+    let text = |tag: u32| -> Result<Option<String>, ProtobufError> {
+        delimited
+            .iter()
+            .rev()
+            .find(|(t, _)| *t == tag)
+            .map(|(_, b)| {
+                String::from_utf8(b.clone()).map_err(|_| type_error(message, "", "UTF-8 text"))
+            })
+            .transpose()
+    };
+    let raw_json = |tag: u32| -> Result<Option<Value>, ProtobufError> {
+        match delimited.iter().rev().find(|(t, _)| *t == tag) {
+            None => Ok(None),
+            Some((_, raw)) if raw.starts_with(super::MAGIC) => super::decode_object(raw).map(Some),
+            Some((_, raw)) => serde_json::from_slice(raw)
+                .map(Some)
+                .map_err(ProtobufError::Json),
+        }
+    };
+    let props = |raw: &[u8]| -> Result<Value, ProtobufError> {
+        let index = schema
+            .message(PROPS)
+            .ok_or(ProtobufError::Schema(PROPS.into()))?;
+        Ok(decode(schema, index, raw)?.unwrap_or(Value::Null))
+    };
+    let value = match special {
+        Special::Quantity => text(1)?.map(Value::String),
+        Special::IntOrString => Some(match ints[0] {
+            0 => Value::from(i64::from(ints[1] as i32)),
+            _ => Value::String(text(3)?.unwrap_or_default()),
+        }),
+        // Go reads an empty Time as the zero time, written as null and left out.
+        Special::Time if bytes.is_empty() => None,
+        Special::Time => {
+            let time = DateTime::<Utc>::from_timestamp(ints[0] as i64, 0)
+                .ok_or_else(|| type_error(message, "seconds", "a time"))?;
+            Some(Value::String(
+                time.to_rfc3339_opts(SecondsFormat::Secs, true),
+            ))
+        }
+        Special::MicroTime if bytes.is_empty() => None,
+        Special::MicroTime => {
+            let nanos = (ints[1] as u32) / 1000 * 1000;
+            let time = DateTime::<Utc>::from_timestamp(ints[0] as i64, nanos)
+                .ok_or_else(|| type_error(message, "seconds", "a time"))?;
+            Some(Value::String(
+                time.to_rfc3339_opts(SecondsFormat::Micros, true),
+            ))
+        }
+        Special::Duration => Some(Value::String(format_duration(ints[0] as i64))),
+        Special::RawExtension | Special::FieldsV1 | Special::Json => raw_json(1)?,
+        Special::PropsOrArray => {
+            let items: Vec<&Vec<u8>> = delimited
+                .iter()
+                .filter(|(t, _)| *t == 2)
+                .map(|(_, b)| b)
+                .collect();
+            if items.is_empty() {
+                match delimited.iter().rev().find(|(t, _)| *t == 1) {
+                    Some((_, raw)) => Some(props(raw)?),
+                    None => None,
+                }
+            } else {
+                Some(Value::Array(
+                    items
+                        .into_iter()
+                        .map(|b| props(b))
+                        .collect::<Result<_, _>>()?,
+                ))
+            }
+        }
+        Special::PropsOrBool => match delimited.iter().rev().find(|(t, _)| *t == 2) {
+            Some((_, raw)) => Some(props(raw)?),
+            None => Some(Value::Bool(ints[0] != 0)),
+        },
+        Special::Items => Some(Value::Array(
+            delimited
+                .iter()
+                .filter(|(t, _)| *t == 1)
+                .map(|(_, b)| {
+                    String::from_utf8(b.clone())
+                        .map(Value::String)
+                        .map_err(|_| type_error(message, "items", "UTF-8 text"))
+                })
+                .collect::<Result<_, _>>()?,
+        )),
+        Special::PropsOrStringArray => {
+            let items: Vec<Value> = delimited
+                .iter()
+                .filter(|(t, _)| *t == 2)
+                .map(|(_, b)| {
+                    String::from_utf8(b.clone())
+                        .map(Value::String)
+                        .map_err(|_| type_error(message, "property", "UTF-8 text"))
+                })
+                .collect::<Result<_, _>>()?;
+            match delimited.iter().rev().find(|(t, _)| *t == 1) {
+                Some((_, raw)) if items.is_empty() => Some(props(raw)?),
+                _ => Some(Value::Array(items)),
+            }
+        }
+    };
+    Ok(value)
+}
+
+fn type_error(message: &Message, field: &str, expected: &str) -> ProtobufError {
+    ProtobufError::Type {
+        message: message.name.clone(),
+        field: field.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+const UNITS: [(&str, f64); 7] = [
+    ("ns", 1.0),
+    ("us", 1e3),
+    ("µs", 1e3),
+    ("μs", 1e3),
+    ("ms", 1e6),
+    ("s", 1e9),
+    ("m", 60e9),
+];
+
+/// Go's `time.ParseDuration`: `1h30m`, `1.5s`, `-250ms`, `0`.
+pub fn parse_duration(text: &str) -> Option<i64> {
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let amount: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_end];
+        rest = &rest[unit_end..];
+        let scale = match unit {
+            "h" => 3600e9,
+            _ => UNITS.iter().find(|(u, _)| *u == unit)?.1,
+        };
+        total += amount * scale;
+    }
+    let nanos = total.round() as i64;
+    Some(if negative { -nanos } else { nanos })
+}
+
+/// Go's `time.Duration.String`: `1h0m0s`, `1m30s`, `1.5s`, `250ms`, `0s`.
+pub fn format_duration(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    if n == 0 {
+        return "0s".to_string();
+    }
+    if n < 1_000_000_000 {
+        let (unit, scale) = match n {
+            n if n < 1_000 => ("ns", 1),
+            n if n < 1_000_000 => ("µs", 1_000),
+            _ => ("ms", 1_000_000),
+        };
+        return format!("{sign}{}{unit}", fraction(n, scale));
+    }
+    let hours = n / 3_600_000_000_000;
+    let minutes = n / 60_000_000_000 % 60;
+    let seconds = fraction(n % 60_000_000_000, 1_000_000_000);
+    match (hours, minutes) {
+        (0, 0) => format!("{sign}{seconds}s"),
+        (0, m) => format!("{sign}{m}m{seconds}s"),
+        (h, m) => format!("{sign}{h}h{m}m{seconds}s"),
+    }
+}
+
+/// `n / scale` with its fraction's trailing zeros dropped, as Go prints it.
+fn fraction(n: u64, scale: u64) -> String {
+    let whole = n / scale;
+    let rest = n % scale;
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let width = scale.to_string().len() - 1;
+    let digits = format!("{rest:0width$}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}

@@ -1,0 +1,105 @@
+//! The protobuf wire format, the little of it Kubernetes messages use: varints,
+//! fixed 64-bit doubles and length-delimited fields (proto2, nothing packed).
+
+use super::ProtobufError;
+
+pub const VARINT: u8 = 0;
+pub const FIXED64: u8 = 1;
+pub const LENGTH_DELIMITED: u8 = 2;
+pub const FIXED32: u8 = 5;
+
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+pub fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
+    put_varint(out, (u64::from(tag) << 3) | u64::from(wire_type));
+}
+
+pub fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+    put_key(out, tag, LENGTH_DELIMITED);
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A field as read off the wire.
+pub enum Field<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    /// Kubernetes messages have none; read past, never used.
+    Fixed32,
+    Bytes(&'a [u8]),
+}
+
+/// Reads a message's fields in wire order.
+pub struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { rest: bytes }
+    }
+
+    fn varint(&mut self) -> Result<u64, ProtobufError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self.rest.split_first().ok_or(ProtobufError::Truncated)?;
+            self.rest = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(ProtobufError::Malformed(
+            "varint longer than 10 bytes".into(),
+        ))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtobufError> {
+        if self.rest.len() < n {
+            return Err(ProtobufError::Truncated);
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    /// The next field's number and value, or `None` at the end of the message.
+    pub fn next_field(&mut self) -> Result<Option<(u32, Field<'a>)>, ProtobufError> {
+        if self.rest.is_empty() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let tag = u32::try_from(key >> 3)
+            .map_err(|_| ProtobufError::Malformed("field number out of range".into()))?;
+        let field = match (key & 7) as u8 {
+            VARINT => Field::Varint(self.varint()?),
+            FIXED64 => {
+                let bytes = self.take(8)?;
+                let mut word = [0u8; 8];
+                word.copy_from_slice(bytes);
+                Field::Fixed64(u64::from_le_bytes(word))
+            }
+            FIXED32 => {
+                self.take(4)?;
+                Field::Fixed32
+            }
+            LENGTH_DELIMITED => {
+                let len = usize::try_from(self.varint()?)
+                    .map_err(|_| ProtobufError::Malformed("length out of range".into()))?;
+                Field::Bytes(self.take(len)?)
+            }
+            other => {
+                return Err(ProtobufError::Malformed(format!(
+                    "unsupported wire type {other} for field {tag}"
+                )));
+            }
+        };
+        Ok(Some((tag, field)))
+    }
+}
