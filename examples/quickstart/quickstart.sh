@@ -238,6 +238,7 @@ wait_synced
 # --- where to look ------------------------------------------------------------------
 say "Where to look"
 cat <<EOF
+Dashboard:   $server/  (open it in a browser: apps, drift and who changed it, live)
 Status API:  $server/api/v1/apps  (also /api/v1/apps/$app, /metrics, /healthz)
 Sandbox:     $sandbox_url
 kubectl:     export KUBECONFIG=$kubeconfig

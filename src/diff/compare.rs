@@ -388,6 +388,7 @@ impl<'a, 's> Comparer<'a, 's> {
             path,
             desired: desired.cloned(),
             live: live.cloned(),
+            changed_by: None,
         });
     }
 

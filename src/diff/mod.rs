@@ -7,6 +7,7 @@
 
 mod compare;
 mod fields;
+mod managers;
 mod mask;
 mod path;
 mod schema;
@@ -22,6 +23,7 @@ use crate::ownership::owned_by;
 pub use crate::schema::{Quantity, same_quantity};
 pub use compare::{LAST_APPLIED, SERVER_METADATA};
 pub use fields::owned_leaves;
+pub use managers::{ChangedBy, changed_by};
 pub use mask::{MaskKey, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
 pub use schema::{ListType, OpenApiSchemas, ScalarFormat, SchemaLookup};
@@ -47,6 +49,9 @@ pub struct Change {
     pub desired: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<Value>,
+    /// The field manager that last wrote the live field, when `managedFields` tell.
+    #[serde(rename = "changedBy", skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<ChangedBy>,
 }
 
 /// The verdict for one object.
@@ -240,6 +245,9 @@ pub fn diff(
     let mut changes = cmp.changes;
     if changes.is_empty() {
         return Drift::InSync;
+    }
+    for c in &mut changes {
+        c.changed_by = changed_by(live, &c.path);
     }
     if is_secret(id) {
         for c in &mut changes {

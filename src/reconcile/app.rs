@@ -64,6 +64,7 @@ pub struct AppHandle {
     pub config: AppConfig,
     wake: Arc<Notify>,
     sync_requested: Arc<AtomicBool>,
+    suspended: Arc<AtomicBool>,
     cancel: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -77,6 +78,14 @@ impl AppHandle {
     /// A manual sync: one pass that acts even when automated sync is off.
     pub fn request_sync(&self) {
         self.sync_requested.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// Suspends or resumes automation from the API (the dashboard's button), on top of
+    /// the configuration's `suspend`; takes a pass so the status shows it at once.
+    /// Lasts until the worker restarts (a reload that changes the app, a restart).
+    pub fn set_suspended(&self, suspended: bool) {
+        self.suspended.store(suspended, Ordering::SeqCst);
         self.wake.notify_one();
     }
 
@@ -100,6 +109,7 @@ pub fn spawn(
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
     let sync_requested = Arc::new(AtomicBool::new(false));
+    let suspended = Arc::new(AtomicBool::new(false));
     let worker = Worker {
         channels: config.notifications.clone(),
         status_target: config.commit_status.clone(),
@@ -113,6 +123,7 @@ pub fn spawn(
         wake: wake.clone(),
         sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
+        suspended: suspended.clone(),
         inventory: None,
         synced_revision: None,
         stalled_on: None,
@@ -125,6 +136,7 @@ pub fn spawn(
         config,
         wake,
         sync_requested,
+        suspended,
         cancel,
         task,
     }
@@ -145,6 +157,8 @@ struct Worker {
     source: watch::Receiver<SourceState>,
     wake: Arc<Notify>,
     sync_requested: Arc<AtomicBool>,
+    /// Suspended from the API (see [`AppHandle::set_suspended`]).
+    suspended: Arc<AtomicBool>,
     /// The manifests of the last revision read, by commit.
     rendered: RenderCache,
     /// The inventory as last written (or read) by this worker.
@@ -594,6 +608,9 @@ impl Worker {
         }
         if self.config.suspend {
             return blocked("suspended (suspend: true): drift is reported, not corrected".into());
+        }
+        if self.suspended.load(Ordering::SeqCst) {
+            return blocked("suspended from the API: drift is reported, not corrected".into());
         }
         if let Verdict::Closed { reason } = windows::verdict(&self.config.sync_windows, Utc::now())
         {

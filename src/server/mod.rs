@@ -1,17 +1,20 @@
 //! HTTP: the status API, `/healthz`, `/readyz`, `/metrics`, manual syncs, and the Git
 //! providers' webhooks (from the source stage). With a token configured, `/api/v1`
 //! (status and manual syncs) asks for it as a bearer token; probes and metrics stay
-//! open for kubelets and Prometheus, and webhooks carry their own signatures.
+//! open for kubelets and Prometheus, and webhooks carry their own signatures. The
+//! dashboard's page (`dashboard`) is open too: it holds no data, and asks for the
+//! token when the API does.
 //!
 //! The top floor of the library: `service` runs `tether serve`, the workers of the
 //! reconcile loop and this HTTP surface together under one shutdown signal.
 
+pub mod dashboard;
 pub mod service;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +28,8 @@ use crate::report::status::Statuses;
 pub trait Control: Send + Sync {
     /// Asks the app for a manual sync; false when there is no such app.
     fn request_sync(&self, app: &str) -> bool;
+    /// Suspends or resumes the app's automation; false when there is no such app.
+    fn set_suspended(&self, app: &str, suspended: bool) -> bool;
     /// Each readiness check by name, with whether it passes.
     fn readiness(&self) -> Vec<(&'static str, bool)>;
 }
@@ -56,7 +61,10 @@ pub fn router(
     let mut api = Router::new()
         .route("/api/v1/apps", get(list_apps))
         .route("/api/v1/apps/{name}", get(get_app))
-        .route("/api/v1/apps/{name}/sync", post(sync_app));
+        .route("/api/v1/apps/{name}/sync", post(sync_app))
+        .route("/api/v1/apps/{name}/suspend", post(suspend_app))
+        .route("/api/v1/apps/{name}/resume", post(resume_app))
+        .route("/api/v1/events", get(events));
     if let Some(token) = token {
         api = api.route_layer(middleware::from_fn_with_state(token, authorize));
     }
@@ -65,6 +73,7 @@ pub fn router(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(api)
+        .merge(dashboard::routes())
         .with_state(ServerState { statuses, control })
         .merge(webhooks)
 }
@@ -113,8 +122,45 @@ async fn metrics() -> Response {
         .into_response()
 }
 
-async fn list_apps(State(state): State<ServerState>) -> Response {
-    axum::Json(json!({ "apps": state.statuses.all() })).into_response()
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    /// `summary`: the compact list the dashboard reads (see [`dashboard::summary`]).
+    view: Option<String>,
+}
+
+async fn list_apps(State(state): State<ServerState>, Query(query): Query<ListQuery>) -> Response {
+    match query.view.as_deref() {
+        None | Some("full") => axum::Json(json!({ "apps": state.statuses.all() })).into_response(),
+        Some("summary") => axum::Json(dashboard::summary(&state.statuses)).into_response(),
+        Some(other) => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({
+                "error": format!("unknown view {other:?}: use \"full\" or \"summary\"")
+            })),
+        )
+            .into_response(),
+    }
+}
+
+async fn events(State(state): State<ServerState>) -> Response {
+    dashboard::events(state.statuses.clone())
+}
+
+async fn suspend_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+    set_suspended(&state, &name, true)
+}
+
+async fn resume_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+    set_suspended(&state, &name, false)
+}
+
+fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Response {
+    if state.control.set_suspended(name, suspended) {
+        let status = if suspended { "suspended" } else { "resumed" };
+        axum::Json(json!({ "status": status, "app": name })).into_response()
+    } else {
+        not_found(name)
+    }
 }
 
 async fn get_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

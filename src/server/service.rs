@@ -115,6 +115,14 @@ impl Control for Apps {
         }
     }
 
+    fn set_suspended(&self, app: &str, suspended: bool) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .get(app)
+            .map(|r| r.handle.set_suspended(suspended))
+            .is_some()
+    }
+
     fn readiness(&self) -> Vec<(&'static str, bool)> {
         let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
         vec![
@@ -289,6 +297,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         // released in time, the lease expires on its own.
         within(deadline, "releasing the lease", elector.release()).await;
     }
+    // Event streams (the dashboard's) end, or the server would wait them out.
+    statuses.close_feed();
     server_stop.cancel();
     if within(deadline, "closing HTTP connections", &mut server)
         .await
@@ -510,7 +520,9 @@ impl Contexts {
             source_cancel.clone(),
         );
         let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
-        self.statuses.update(&app.name, |_| {});
+        let commit_page = server::dashboard::commit_url_prefix(&app.source.repo);
+        self.statuses
+            .update(&app.name, |s| s.commit_url_prefix = commit_page);
         self.apps
             .running
             .lock()

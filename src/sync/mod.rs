@@ -405,9 +405,11 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 (None, Plan::Failed(_) | Plan::Unavailable(_)) => None,
                 (None, _) => Some(crate::diff::Status::InSync),
             };
-            let changes = match (&item.plan, &item.diff) {
-                (Plan::Configure(_), Some(diff)) => diff.drift.changes().to_vec(),
-                _ => Vec::new(),
+            let (changes, views) = match (&item.plan, &item.diff) {
+                (Plan::Configure(_), Some(diff)) => {
+                    (diff.drift.changes().to_vec(), Some(Box::new(diff.clone())))
+                }
+                _ => (Vec::new(), None),
             };
             let (action, message) = match (item.result, item.plan) {
                 (Some(result), _) => result,
@@ -446,6 +448,7 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 health,
                 message,
                 changes,
+                views,
             }
         })
         .collect()

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::diff::{Change, Status};
+use crate::diff::{Change, ObjectDiff, Status};
 use crate::manifest::ObjectId;
 
 use super::health::{Assessment, Health};
@@ -74,6 +74,8 @@ pub struct ObjectResult {
     pub message: String,
     /// For a configured object, what differed (Secret values masked).
     pub changes: Vec<Change>,
+    /// For a configured object, the masked views compared, for a unified diff.
+    pub views: Option<Box<ObjectDiff>>,
 }
 
 impl ObjectResult {

@@ -521,6 +521,7 @@ fn drift_with_secret() -> DriftReport {
             ]),
             desired: Some(json!(3)),
             live: Some(json!(5)),
+            changed_by: None,
         }]),
         desired: Some(json!({"spec": {"replicas": 3}})),
         live: Some(json!({"spec": {"replicas": 5}})),
@@ -541,6 +542,7 @@ fn drift_with_secret() -> DriftReport {
                 ]),
                 desired: Some(json!(SECRET_VALUE)),
                 live: Some(json!("old")),
+                changed_by: None,
             },
             Change {
                 path: FieldPath(vec![
@@ -549,6 +551,7 @@ fn drift_with_secret() -> DriftReport {
                 ]),
                 desired: Some(json!(SECRET_VALUE)),
                 live: None,
+                changed_by: None,
             },
         ]),
         desired: Some(json!({"stringData": {"password": SECRET_VALUE}})),

@@ -118,6 +118,13 @@ fn quickstart_syncs_heals_and_cleans_up_with_exit() {
             .any(|l| l.starts_with("kubectl:     export KUBECONFIG=")),
         "{stdout}"
     );
+    // Issue #17: the tour points at the dashboard.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("Dashboard:   http://127.0.0.1:") && l.contains("/  (open it")),
+        "{stdout}"
+    );
     assert_stopped(&stdout);
     assert_dir_removed(tmp.path());
 }

@@ -59,7 +59,12 @@ pub fn render_markdown(report: &DriftReport) -> String {
             html_escape(&title(o))
         );
         for c in o.drift.changes() {
-            let _ = writeln!(out, "- `{}`", c.path.to_string().replace('`', "'"));
+            let by = c
+                .changed_by
+                .as_ref()
+                .map(|by| format!(" {}", cell(&by.phrase()).replace('`', "'")))
+                .unwrap_or_default();
+            let _ = writeln!(out, "- `{}`{by}", c.path.to_string().replace('`', "'"));
         }
         // A tilde fence: YAML can hold backticks, hardly a line of three tildes.
         let _ = write!(

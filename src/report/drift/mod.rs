@@ -141,3 +141,80 @@ pub(crate) fn to_yaml(v: Option<&serde_json::Value>) -> String {
         None => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::diff::{Change, ChangedBy, Drift, FieldPath, Segment};
+    use crate::manifest::ObjectId;
+
+    fn scaled(changed_by: Option<ChangedBy>) -> DriftReport {
+        DriftReport {
+            revision: Some("abc123".into()),
+            objects: vec![ObjectDiff {
+                id: ObjectId {
+                    group: "apps".into(),
+                    version: "v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: Some("shop".into()),
+                    name: "web".into(),
+                },
+                drift: Drift::Modified(vec![Change {
+                    path: FieldPath(vec![
+                        Segment::Field("spec".into()),
+                        Segment::Field("replicas".into()),
+                    ]),
+                    desired: Some(json!(2)),
+                    live: Some(json!(5)),
+                    changed_by,
+                }]),
+                desired: Some(json!({"spec": {"replicas": 2}})),
+                live: Some(json!({"spec": {"replicas": 5}})),
+            }],
+        }
+    }
+
+    #[test]
+    fn every_format_says_who_changed_a_field_when_known() {
+        let by = ChangedBy {
+            manager: "kubectl".into(),
+            operation: "Update".into(),
+            time: Some("2026-11-24T12:04:00Z".into()),
+        };
+        let report = scaled(Some(by));
+        let json = render_json(&report);
+        assert_eq!(
+            json["resources"][0]["changes"][0]["changedBy"],
+            json!({"manager": "kubectl", "operation": "Update", "time": "2026-11-24T12:04:00Z"})
+        );
+        let text = render_text(&report, false);
+        assert!(
+            text.contains(
+                "  ~ spec.replicas (changed by kubectl (Update) at 2026-11-24T12:04:00Z)\n"
+            ),
+            "{text}"
+        );
+        let markdown = render_markdown(&report);
+        assert!(
+            markdown.contains(
+                "- `spec.replicas` changed by kubectl (Update) at 2026-11-24T12:04:00Z\n"
+            ),
+            "{markdown}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_writer_is_left_out_rather_than_guessed() {
+        let report = scaled(None);
+        let json = render_json(&report);
+        assert!(
+            json["resources"][0]["changes"][0]
+                .get("changedBy")
+                .is_none()
+        );
+        assert!(render_text(&report, false).contains("  ~ spec.replicas\n"));
+        assert!(render_markdown(&report).contains("- `spec.replicas`\n"));
+    }
+}

@@ -66,7 +66,14 @@ pub fn render_text(report: &DriftReport, color: bool) -> String {
         match &o.drift {
             Drift::Modified(changes) => {
                 for c in changes {
-                    let _ = writeln!(out, "  ~ {}", c.path);
+                    match &c.changed_by {
+                        Some(by) => {
+                            let _ = writeln!(out, "  ~ {} ({})", c.path, by.phrase());
+                        }
+                        None => {
+                            let _ = writeln!(out, "  ~ {}", c.path);
+                        }
+                    }
                 }
             }
             Drift::Conflict(owner) => {

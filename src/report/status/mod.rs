@@ -7,7 +7,7 @@ mod table;
 
 pub use table::render_table;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::sync::health::Health;
 use crate::sync::{ObjectResult, SyncReport};
+use tokio::sync::broadcast;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum SyncStatus {
@@ -116,6 +117,9 @@ pub struct DriftedObject {
     pub message: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Value>,
+    /// The unified diff of the object, live to desired (as `tether diff` prints it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub diff: String,
 }
 
 impl DriftedObject {
@@ -133,13 +137,22 @@ impl DriftedObject {
                 .changes
                 .iter()
                 .map(|c| {
-                    serde_json::json!({
+                    let mut change = serde_json::json!({
                         "path": c.path.to_string(),
                         "desired": c.desired,
                         "live": c.live,
-                    })
+                    });
+                    if let (Some(by), Some(map)) = (&c.changed_by, change.as_object_mut()) {
+                        map.insert("changedBy".into(), serde_json::json!(by));
+                    }
+                    change
                 })
                 .collect(),
+            diff: object
+                .views
+                .as_deref()
+                .map(|views| crate::report::drift::unified_diff(views, false))
+                .unwrap_or_default(),
         }
     }
 }
@@ -155,6 +168,32 @@ pub struct Condition {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
     pub last_transition_time: DateTime<Utc>,
+}
+
+/// How many passes an app's status keeps (`history`): the dashboard shows the last
+/// 50, enough to see a flapping app without growing with uptime.
+pub const PASS_HISTORY: usize = 50;
+
+/// How many status changes the change feed buffers for a slow reader before it
+/// tells the reader it lagged (a reader then reloads every app).
+const CHANGE_FEED: usize = 4096;
+
+/// One object of the app as the last pass saw it: its standing against Git and its
+/// health.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceState {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// InSync, Modified, Missing, Extra, Conflict or Failed.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<Health>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub health_message: String,
 }
 
 /// One app's status.
@@ -178,6 +217,14 @@ pub struct AppStatus {
     pub automation: Automation,
     pub drifted: Vec<DriftedObject>,
     pub conditions: Vec<Condition>,
+    /// Every object of the app, with its standing and health.
+    pub resources: Vec<ResourceState>,
+    /// The last [`PASS_HISTORY`] passes, newest first.
+    pub history: VecDeque<PassInfo>,
+    /// The provider's commit page without the SHA, when the repository URL names a
+    /// known web host (credentials never included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_url_prefix: Option<String>,
 }
 
 impl AppStatus {
@@ -197,6 +244,9 @@ impl AppStatus {
             },
             drifted: Vec::new(),
             conditions: Vec::new(),
+            resources: Vec::new(),
+            history: VecDeque::new(),
+            commit_url_prefix: None,
         }
     }
 
@@ -249,6 +299,23 @@ impl AppStatus {
         self.objects = report.objects.iter().filter(|o| o.health.is_some()).count();
         self.health = report.health;
         self.drifted = report.remaining_drift().map(DriftedObject::of).collect();
+        self.resources = report
+            .objects
+            .iter()
+            .map(|o| ResourceState {
+                api_version: o.id.api_version(),
+                kind: o.id.kind.clone(),
+                namespace: o.id.namespace.clone(),
+                name: o.id.name.clone(),
+                status: o.standing(),
+                health: o.health.as_ref().map(|h| h.health),
+                health_message: o
+                    .health
+                    .as_ref()
+                    .map(|h| h.message.clone())
+                    .unwrap_or_default(),
+            })
+            .collect();
         self.sync = if self.drifted.is_empty() && !report.failed() {
             SyncStatus::Synced
         } else {
@@ -273,18 +340,43 @@ impl AppStatus {
 }
 
 /// Every app's status, shared by the loop (which writes) and the server (which reads).
-#[derive(Debug, Clone, Default)]
+/// Each change is announced by app name on a feed ([`Statuses::subscribe`]) that the
+/// server's event stream follows.
+#[derive(Debug, Clone)]
 pub struct Statuses {
     inner: Arc<RwLock<BTreeMap<String, AppStatus>>>,
+    /// App names; `None` says the service is stopping and readers should end.
+    changes: broadcast::Sender<Option<String>>,
+}
+
+impl Default for Statuses {
+    fn default() -> Statuses {
+        Statuses {
+            inner: Arc::default(),
+            changes: broadcast::channel(CHANGE_FEED).0,
+        }
+    }
 }
 
 impl Statuses {
+    /// Changes the app's status; a new `last_pass` also enters its `history`.
     pub fn update(&self, name: &str, change: impl FnOnce(&mut AppStatus)) {
-        let mut all = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        let status = all
-            .entry(name.to_string())
-            .or_insert_with(|| AppStatus::new(name));
-        change(status);
+        {
+            let mut all = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            let status = all
+                .entry(name.to_string())
+                .or_insert_with(|| AppStatus::new(name));
+            let before = status.last_pass.clone();
+            change(status);
+            if let Some(pass) = &status.last_pass
+                && before.as_ref() != Some(pass)
+            {
+                status.history.push_front(pass.clone());
+                status.history.truncate(PASS_HISTORY);
+            }
+        }
+        // Nobody listening is fine: the feed is for whoever connects.
+        let _ = self.changes.send(Some(name.to_string()));
     }
 
     pub fn remove(&self, name: &str) {
@@ -292,6 +384,38 @@ impl Statuses {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
+        let _ = self.changes.send(Some(name.to_string()));
+    }
+
+    /// The names of apps whose status changes from now on (a removed app too), then
+    /// `None` once [`Statuses::close_feed`] is called.
+    pub fn subscribe(&self) -> broadcast::Receiver<Option<String>> {
+        self.changes.subscribe()
+    }
+
+    /// Tells every reader of the feed that the service is stopping, so long-lived
+    /// streams end and the HTTP server's graceful stop need not wait them out.
+    pub fn close_feed(&self) {
+        let _ = self.changes.send(None);
+    }
+
+    /// Reads the app's status in place, without copying it.
+    pub fn with<T>(&self, name: &str, read: impl FnOnce(&AppStatus) -> T) -> Option<T> {
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(read)
+    }
+
+    /// Maps every status in place, in name order.
+    pub fn map_all<T>(&self, read: impl FnMut(&AppStatus) -> T) -> Vec<T> {
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(read)
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<AppStatus> {
@@ -343,6 +467,93 @@ mod tests {
         status.set_condition_since("SourceReady", "False", "FetchFailed", "refused", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
         assert_eq!(status.conditions[0].status, "False");
+    }
+
+    #[test]
+    fn passes_enter_the_history_newest_first_and_it_keeps_the_last_fifty() {
+        let statuses = Statuses::default();
+        let mut feed = statuses.subscribe();
+        for n in 0..(PASS_HISTORY as i64 + 5) {
+            statuses.update("web", |s| {
+                s.last_pass = Some(PassInfo {
+                    finished_at: DateTime::from_timestamp(1_000 + n, 0).unwrap(),
+                    duration_ms: 10,
+                    result: PassResult::Succeeded,
+                    error: None,
+                    changed: 0,
+                })
+            });
+        }
+        // A change that is not a pass leaves the history alone.
+        statuses.update("web", |s| s.objects = 3);
+        let history = statuses.with("web", |s| s.history.clone()).unwrap();
+        assert_eq!(history.len(), PASS_HISTORY);
+        assert_eq!(
+            history[0].finished_at,
+            DateTime::from_timestamp(1_000 + PASS_HISTORY as i64 + 4, 0).unwrap()
+        );
+        assert_eq!(feed.try_recv().unwrap().as_deref(), Some("web"));
+        statuses.remove("web");
+        let mut names = Vec::new();
+        while let Ok(name) = feed.try_recv() {
+            names.push(name);
+        }
+        assert_eq!(names.len(), PASS_HISTORY + 5 + 1);
+        assert!(names.iter().all(|n| n.as_deref() == Some("web")));
+        assert!(statuses.with("web", |_| ()).is_none());
+        statuses.close_feed();
+        assert_eq!(feed.try_recv().unwrap(), None);
+    }
+
+    #[test]
+    fn a_drifted_secret_shows_its_diff_and_changes_without_its_values() {
+        use crate::diff::{DiffOptions, MaskKey, Mode, OpenApiSchemas, diff_object};
+        use crate::manifest::ObjectId;
+        use crate::sync::Action;
+        let id = ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some("shop".into()),
+            name: "db".into(),
+        };
+        let secret = |password: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "db", "namespace": "shop"},
+                "stringData": {"password": password}})
+        };
+        let mask = MaskKey::new([3; 32]);
+        let schemas = OpenApiSchemas::new([&id], []);
+        let options = DiffOptions {
+            mode: Mode::Offline,
+            rules: &[],
+            schema: &schemas,
+            mask: &mask,
+        };
+        let views = diff_object(
+            &id,
+            Some(&secret("in-git-s3cret")),
+            Some(&secret("live-s3cret")),
+            &options,
+        );
+        let object = ObjectResult {
+            id: id.clone(),
+            action: Action::Configured,
+            drift: Some(views.drift.status()),
+            health: None,
+            message: String::new(),
+            changes: views.drift.changes().to_vec(),
+            views: Some(Box::new(views)),
+        };
+        let drifted = DriftedObject::of(&object);
+        assert!(
+            drifted.diff.starts_with("--- live/Secret"),
+            "{}",
+            drifted.diff
+        );
+        assert!(drifted.diff.contains("<secret:"), "{}", drifted.diff);
+        let json = serde_json::to_string(&drifted).unwrap();
+        assert!(!json.contains("s3cret"), "{json}");
     }
 
     #[test]

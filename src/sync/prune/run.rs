@@ -202,6 +202,7 @@ fn result(id: &ObjectId, action: Action, drift: Option<Status>) -> ObjectResult 
         health: None,
         message: String::new(),
         changes: Vec::new(),
+        views: None,
     }
 }
 

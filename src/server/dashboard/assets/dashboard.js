@@ -1,0 +1,495 @@
+// tether dashboard: the apps list and one app's view, kept live by the server's
+// event stream. Plain JavaScript, no dependencies, no build step: this file is what
+// the browser runs. Every value from the API reaches the page through esc() or
+// textContent, never as markup.
+"use strict";
+
+const TOKEN_KEY = "tether.apiToken";
+const FILTERS = [
+  ["all", "All apps"],
+  ["OutOfSync", "Out of sync"],
+  ["Synced", "Synced"],
+  ["unhealthy", "Not healthy"],
+  ["failed", "Last pass failed"],
+  ["paused", "Automation not acting"],
+];
+
+const state = {
+  apps: new Map(), // name -> summary object
+  order: [], // names, sorted
+  filter: "all",
+  query: "",
+  app: null, // the full status of the app on screen
+  route: { view: "apps" },
+  waiters: [], // requests waiting for a token
+};
+
+const $ = (id) => document.getElementById(id);
+
+function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g, (c) => ({
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
+  })[c]);
+}
+
+// --- API -------------------------------------------------------------------------
+
+function headers() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: "Bearer " + token } : {};
+}
+
+class Unauthorized extends Error {}
+
+// A request; a 401 asks for the token and tries again once it is given.
+async function api(path, options = {}) {
+  for (;;) {
+    const res = await fetch(path, { ...options, headers: { ...headers(), ...(options.headers || {}) } });
+    if (res.status !== 401) return res;
+    const had = sessionStorage.getItem(TOKEN_KEY);
+    await askToken(had ? "The token was refused. Enter the token server.apiToken names." : null);
+  }
+}
+
+function askToken(message) {
+  const dialog = $("token-dialog");
+  const text = $("token-message");
+  if (message) {
+    text.textContent = message;
+    text.classList.add("error");
+  }
+  if (!dialog.open) {
+    $("token-input").value = "";
+    dialog.showModal();
+    $("token-input").focus();
+  }
+  return new Promise((resolve) => state.waiters.push(resolve));
+}
+
+function setupToken() {
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const token = $("token-input").value.trim();
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("token-dialog").close();
+    $("token-message").classList.remove("error");
+    const waiters = state.waiters.splice(0);
+    waiters.forEach((w) => w());
+    restartEvents();
+  });
+  $("token-cancel").addEventListener("click", () => $("token-dialog").close());
+  $("token-button").addEventListener("click", () => askToken(null));
+}
+
+function notify(message) {
+  const box = $("notice");
+  box.textContent = message;
+  clearTimeout(notify.timer);
+  notify.timer = setTimeout(() => { box.textContent = ""; }, 6000);
+}
+
+// --- Formatting ------------------------------------------------------------------
+
+function badge(text, kind) {
+  return `<span class="badge b-${kind}">${esc(text)}</span>`;
+}
+
+function syncBadge(s) {
+  return badge(s || "Unknown", s === "Synced" ? "ok" : s === "OutOfSync" ? "warn" : "none");
+}
+
+function healthBadge(h) {
+  const kind = { Healthy: "ok", Progressing: "info", Degraded: "bad", Missing: "warn" }[h] || "none";
+  return badge(h || "Unknown", kind);
+}
+
+function resultBadge(r) {
+  if (!r) return badge("no pass yet", "none");
+  return badge(r, r === "Succeeded" ? "ok" : "bad");
+}
+
+function standingBadge(s) {
+  const kind = { InSync: "ok", Modified: "warn", Missing: "warn", Extra: "info", Failed: "bad" }[s] || "none";
+  return badge(s, kind);
+}
+
+function ago(ms) {
+  if (ms == null) return "";
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+function when(ms) {
+  if (ms == null) return "";
+  const iso = new Date(ms).toISOString();
+  return `<time datetime="${iso}" title="${iso}">${esc(ago(ms))}</time>`;
+}
+
+function duration(ms) {
+  if (ms == null) return "";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function revision(sha, subject, prefix) {
+  if (!sha) return '<span class="muted">none yet</span>';
+  const short = esc(sha.slice(0, 7));
+  const code = prefix
+    ? `<a class="mono" href="${esc(prefix + sha)}" rel="noreferrer" title="Open the commit on its provider">${short}</a>`
+    : `<code>${short}</code>`;
+  return `${code} <span class="subject" title="${esc(subject)}">${esc(subject)}</span>`;
+}
+
+function automation(acting, reason) {
+  return acting ? badge("acting", "ok") : `${badge("not acting", "warn")} <span class="muted small">${esc(reason)}</span>`;
+}
+
+function value(v) {
+  if (v === undefined) return '<span class="muted">(absent)</span>';
+  return `<code>${esc(JSON.stringify(v))}</code>`;
+}
+
+function changedBy(by) {
+  if (!by) return '<span class="muted">unknown</span>';
+  const t = by.time ? ` <time datetime="${esc(by.time)}" title="${esc(by.time)}">at ${esc(by.time.replace("T", " ").replace("Z", " UTC"))}</time>` : "";
+  return `<code>${esc(by.manager)}</code> <span class="muted small">(${esc(by.operation)})</span>${t}`;
+}
+
+// --- Apps view -------------------------------------------------------------------
+
+function fromRow(columns, repos, row) {
+  const app = {};
+  columns.forEach((c, i) => { app[c] = row[i]; });
+  app.repo = app.repo >= 0 ? repos[app.repo] : null;
+  return app;
+}
+
+async function loadApps() {
+  const res = await api("/api/v1/apps?view=summary");
+  if (!res.ok) throw new Error(`the app list answered ${res.status}`);
+  const body = await res.json();
+  state.apps = new Map();
+  for (const row of body.apps) {
+    const app = fromRow(body.columns, body.repos, row);
+    state.apps.set(app.name, app);
+  }
+  state.order = [...state.apps.keys()].sort();
+}
+
+function matches(app) {
+  if (state.query && !app.name.toLowerCase().includes(state.query)) return false;
+  switch (state.filter) {
+    case "OutOfSync": return app.sync === "OutOfSync";
+    case "Synced": return app.sync === "Synced";
+    case "unhealthy": return app.health !== "Healthy";
+    case "failed": return app.result && app.result !== "Succeeded";
+    case "paused": return !app.acting;
+    default: return true;
+  }
+}
+
+function appRow(a) {
+  const name = esc(a.name);
+  return `<tr data-app="${name}">
+<th scope="row"><a href="#/apps/${encodeURIComponent(a.name)}">${name}</a></th>
+<td>${syncBadge(a.sync)}</td><td>${healthBadge(a.health)}</td>
+<td>${revision(a.sha, a.subject, a.repo)}</td>
+<td>${resultBadge(a.result)} <span class="small muted">${when(a.finishedAt)}${a.durationMs != null ? " · " + duration(a.durationMs) : ""}</span></td>
+<td class="num">${a.drifted}</td>
+<td class="hide-narrow">${automation(a.acting, a.reason)}</td></tr>`;
+}
+
+function renderAppsShell() {
+  const options = FILTERS.map(([v, l]) => `<option value="${v}"${v === state.filter ? " selected" : ""}>${l}</option>`).join("");
+  $("main").innerHTML = `<h1>Apps</h1>
+<div class="toolbar">
+  <label>Search by name<input type="search" id="search" value="${esc(state.query)}" placeholder="app name" autocomplete="off"></label>
+  <label>Show<select id="filter">${options}</select></label>
+  <span id="count" class="muted" role="status" aria-live="polite"></span>
+</div>
+<table id="apps"><caption>Every app tether serves, with where it stands against Git.</caption>
+<thead><tr><th scope="col">App</th><th scope="col">Sync</th><th scope="col">Health</th>
+<th scope="col">Revision</th><th scope="col">Last pass</th><th scope="col" class="num">Drifted</th>
+<th scope="col" class="hide-narrow">Automation</th></tr></thead><tbody id="app-rows"></tbody></table>`;
+  $("search").addEventListener("input", (e) => { state.query = e.target.value.trim().toLowerCase(); renderRows(); });
+  $("filter").addEventListener("change", (e) => { state.filter = e.target.value; renderRows(); });
+  renderRows();
+}
+
+function renderRows() {
+  const body = $("app-rows");
+  if (!body) return;
+  const focused = document.activeElement?.closest?.("tr[data-app]")?.dataset.app;
+  const shown = state.order.map((n) => state.apps.get(n)).filter(matches);
+  body.innerHTML = shown.map(appRow).join("") ||
+    `<tr><td colspan="7" class="muted">No app matches.</td></tr>`;
+  const total = state.apps.size;
+  const apps = (n) => `${n} app${n === 1 ? "" : "s"}`;
+  $("count").textContent = shown.length === total ? apps(total) : `${shown.length} of ${apps(total)}`;
+  if (focused) body.querySelector(`tr[data-app="${CSS.escape(focused)}"] a`)?.focus();
+}
+
+// One app changed: its row alone is replaced when it stays in view, so an event
+// costs the same with ten apps or ten thousand.
+function updateRow(app) {
+  const body = $("app-rows");
+  if (!body || rowsPending) return scheduleRows();
+  const row = body.querySelector(`tr[data-app="${CSS.escape(app.name)}"]`);
+  const show = matches(app);
+  if (!row && !show) return;
+  if (!row || !show) return scheduleRows();
+  const focused = row.contains(document.activeElement);
+  const t = document.createElement("template");
+  t.innerHTML = appRow(app);
+  const fresh = t.content.firstElementChild;
+  row.replaceWith(fresh);
+  if (focused) fresh.querySelector("a")?.focus();
+}
+
+let rowsPending = false;
+function scheduleRows() {
+  if (rowsPending) return;
+  rowsPending = true;
+  requestAnimationFrame(() => { rowsPending = false; renderRows(); });
+}
+
+// --- App view --------------------------------------------------------------------
+
+async function loadApp(name) {
+  const res = await api(`/api/v1/apps/${encodeURIComponent(name)}`);
+  if (res.status === 404) return null;
+  if (!res.ok) throw new Error(`the app answered ${res.status}`);
+  return res.json();
+}
+
+function resourceTree(resources) {
+  // Grouped by kind; children follow ownerReferences where the status knows them.
+  const byKind = new Map();
+  for (const r of resources) {
+    if (!byKind.has(r.kind)) byKind.set(r.kind, []);
+    byKind.get(r.kind).push(r);
+  }
+  const kinds = [...byKind.keys()].sort();
+  if (!kinds.length) return '<p class="muted">No objects yet.</p>';
+  return kinds.map((k) => `<h3>${esc(k)} <span class="muted small">(${byKind.get(k).length})</span></h3>
+<ul class="tree">${byKind.get(k).map((r) => `<li>${standingBadge(r.status)} ${healthBadge(r.health)}
+<span class="mono">${esc(r.namespace ? r.namespace + "/" : "")}${esc(r.name)}</span>
+${r.healthMessage ? `<span class="muted small">${esc(r.healthMessage)}</span>` : ""}</li>`).join("")}</ul>`).join("");
+}
+
+// The object's unified diff when the status has it, else one hunk per field.
+function diffLines(changes, text) {
+  if (text) {
+    const kind = (l) => l.startsWith("@@") ? "hunk" : l.startsWith("+++") || l.startsWith("---") ? "hunk"
+      : l.startsWith("-") ? "del" : l.startsWith("+") ? "add" : "";
+    const body = text.replace(/\n$/, "").split("\n")
+      .map((l) => `<span class="${kind(l)}">${esc(l) || " "}</span>`).join("");
+    return `<pre class="diff" aria-label="Unified diff, live to desired">${body}</pre>`;
+  }
+  const lines = [];
+  for (const c of changes) {
+    lines.push(`<span class="hunk">@@ ${esc(c.path)} @@</span>`);
+    if (c.live !== undefined) lines.push(`<span class="del">- ${esc(c.path)}: ${esc(JSON.stringify(c.live))}</span>`);
+    if (c.desired !== undefined) lines.push(`<span class="add">+ ${esc(c.path)}: ${esc(JSON.stringify(c.desired))}</span>`);
+  }
+  return `<pre class="diff" aria-label="Changes as a diff, live to desired">${lines.join("")}</pre>`;
+}
+
+function driftedObject(d) {
+  const title = `${d.kind} ${d.namespace ? d.namespace + "/" : ""}${d.name}`;
+  const rows = (d.changes || []).map((c) => `<tr><th scope="row"><code>${esc(c.path)}</code></th>
+<td>${value(c.live)}</td><td>${value(c.desired)}</td><td>${changedBy(c.changedBy)}</td></tr>`).join("");
+  const table = rows ? `<table><thead><tr><th scope="col">Field</th><th scope="col">Live</th>
+<th scope="col">In Git</th><th scope="col">Changed by</th></tr></thead><tbody>${rows}</tbody></table>
+${diffLines(d.changes, d.diff)}` : `<p class="small" style="padding:0 12px">${esc(d.message || "")}</p>`;
+  return `<section class="object" aria-label="${esc(title)}"><h3>${standingBadge(d.status)} ${esc(title)}</h3>${table}</section>`;
+}
+
+function renderApp(a) {
+  const suspended = !a.automation.acting && /^suspended from the API/.test(a.automation.reason || "");
+  const pass = a.lastPass;
+  const conditions = a.conditions.map((c) => `<tr><th scope="row">${esc(c.type)}</th><td>${esc(c.status)}</td>
+<td>${esc(c.reason)}</td><td>${esc(c.message)}</td><td>${when(Date.parse(c.lastTransitionTime))}</td></tr>`).join("");
+  const history = (a.history || []).map((p) => `<tr><td>${when(Date.parse(p.finishedAt))}</td><td>${resultBadge(p.result)}</td>
+<td class="num">${duration(p.durationMs)}</td><td class="num">${p.changed}</td><td class="small">${esc(p.error || "")}</td></tr>`).join("");
+  const rev = a.revision;
+  $("main").innerHTML = `<h1><span>${esc(a.name)}</span> ${syncBadge(a.sync)} ${healthBadge(a.health)}
+<span class="actions"><button type="button" id="sync" class="primary">Sync</button>
+<button type="button" id="suspend">${suspended ? "Resume" : "Suspend"}</button></span></h1>
+<dl class="summary">
+<div><dt>Revision</dt><dd>${rev ? revision(rev.sha, rev.subject, a.commitUrlPrefix) : revision(null)}</dd></div>
+<div><dt>Last pass</dt><dd>${pass ? `${resultBadge(pass.result)} ${when(Date.parse(pass.finishedAt))} · ${duration(pass.durationMs)}` : resultBadge(null)}</dd></div>
+<div><dt>Objects</dt><dd>${a.objects}</dd></div>
+<div><dt>Drifted</dt><dd id="drift-count">${a.drifted.length}</dd></div>
+<div><dt>Automation</dt><dd>${automation(a.automation.acting, a.automation.reason)}</dd></div>
+</dl>
+${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
+<h2>Drift</h2>
+<div id="drift">${a.drifted.length ? a.drifted.map(driftedObject).join("") : '<p class="muted">Nothing differs from Git.</p>'}</div>
+<div class="grid"><section><h2>Objects</h2>${resourceTree(a.resources || [])}</section>
+<section><h2>Conditions</h2><table><thead><tr><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Reason</th>
+<th scope="col">Message</th><th scope="col">Since</th></tr></thead><tbody>${conditions}</tbody></table>
+<h2>Last passes</h2><table id="history"><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
+<th scope="col" class="num">Took</th><th scope="col" class="num">Changed</th><th scope="col">Error</th></tr></thead>
+<tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table></section></div>`;
+  $("sync").addEventListener("click", () => act(a.name, "sync", "Sync requested"));
+  $("suspend").addEventListener("click", () => act(a.name, suspended ? "resume" : "suspend", suspended ? "Resumed" : "Suspended"));
+}
+
+async function act(name, action, done) {
+  const button = action === "sync" ? $("sync") : $("suspend");
+  if (button) button.disabled = true;
+  try {
+    const res = await api(`/api/v1/apps/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+    const body = await res.json().catch(() => ({}));
+    notify(res.ok ? `${done}: ${name}` : `${action} refused: ${body.error || res.status}`);
+  } catch (e) {
+    notify(`${action} failed: ${e.message}`);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+let appPending = null;
+function scheduleApp(name) {
+  if (appPending) return;
+  appPending = setTimeout(async () => {
+    appPending = null;
+    if (state.route.view !== "app" || state.route.name !== name) return;
+    const a = await loadApp(name);
+    if (a && state.route.view === "app" && state.route.name === name) {
+      const focused = document.activeElement?.id;
+      renderApp(a);
+      if (focused) $(focused)?.focus();
+    }
+  }, 50);
+}
+
+// --- Live updates ----------------------------------------------------------------
+
+let events = null;
+
+function setLive(on, text) {
+  const live = $("live");
+  live.className = "live " + (on ? "on" : "off");
+  live.textContent = text;
+}
+
+function onEvent(type, data) {
+  if (type === "app") {
+    const app = JSON.parse(data);
+    const known = state.apps.has(app.name);
+    if (!known) state.order = [...state.order, app.name].sort();
+    state.apps.set(app.name, app);
+    if (state.route.view === "apps") known ? updateRow(app) : scheduleRows();
+    if (state.route.view === "app" && state.route.name === app.name) scheduleApp(app.name);
+  } else if (type === "removed") {
+    const name = JSON.parse(data);
+    state.apps.delete(name);
+    state.order = state.order.filter((n) => n !== name);
+    if (state.route.view === "apps") scheduleRows();
+  } else if (type === "reset") {
+    route();
+  }
+}
+
+// Server-sent events over fetch, as EventSource cannot send the Authorization header.
+async function streamEvents(signal) {
+  const res = await api("/api/v1/events", { signal, headers: { Accept: "text/event-stream" } });
+  if (!res.ok || !res.body) throw new Error(`the event stream answered ${res.status}`);
+  setLive(true, "live");
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value: chunk, done } = await reader.read();
+    if (done) return;
+    buffer += chunk;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let type = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) type = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (data.length) onEvent(type, data.join("\n"));
+    }
+  }
+}
+
+function restartEvents() {
+  if (events) events.abort();
+  const controller = new AbortController();
+  events = controller;
+  (async () => {
+    let first = true;
+    while (!controller.signal.aborted) {
+      try {
+        // A reconnect may have missed changes: reload what is on screen.
+        if (!first) await route();
+        first = false;
+        await streamEvents(controller.signal);
+      } catch (e) {
+        if (controller.signal.aborted) return;
+      }
+      setLive(false, "reconnecting");
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+}
+
+// --- Routing ---------------------------------------------------------------------
+
+function parseRoute() {
+  const m = location.hash.match(/^#\/apps\/(.+)$/);
+  return m ? { view: "app", name: decodeURIComponent(m[1]) } : { view: "apps" };
+}
+
+async function route() {
+  state.route = parseRoute();
+  const crumbs = $("crumbs");
+  try {
+    if (state.route.view === "app") {
+      const name = state.route.name;
+      crumbs.innerHTML = `<a href="#/">Apps</a> / ${esc(name)}`;
+      document.title = `${name} · tether`;
+      const a = await loadApp(name);
+      if (state.route.name !== name) return;
+      if (!a) {
+        $("main").innerHTML = `<h1>No app named ${esc(name)}</h1><p><a href="#/">All apps</a></p>`;
+        return;
+      }
+      renderApp(a);
+    } else {
+      crumbs.textContent = "";
+      document.title = "tether";
+      await loadApps();
+      if (state.route.view !== "apps") return;
+      renderAppsShell();
+      if (!performance.getEntriesByName("apps-rendered").length) performance.mark("apps-rendered");
+    }
+  } catch (e) {
+    $("main").innerHTML = `<p class="b-bad badge">Could not load: ${esc(e.message)}</p>`;
+  }
+}
+
+window.addEventListener("hashchange", async () => {
+  await route();
+  // A new view starts at its top, with the focus where a screen reader reads on.
+  window.scrollTo(0, 0);
+  $("main").focus({ preventScroll: true });
+});
+
+// Minutes-ago labels age without any event.
+setInterval(() => {
+  if (state.route.view === "apps") scheduleRows();
+}, 30000);
+
+setupToken();
+route();
+restartEvents();
