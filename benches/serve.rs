@@ -14,7 +14,7 @@
 //!
 //! `cargo bench --bench serve` prints a table and writes
 //! `target/bench-results/serve.json`; a figure off its target prints FAIL and the
-//! bench exits 1.
+//! bench exits 1. `-- --quick` runs 5 apps, 20 heals and 5 webhooks, in seconds.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -379,6 +379,13 @@ async fn data_key(api: &Api<ConfigMap>, name: &str) -> Option<String> {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // `--quick`: the CI cut-down, seconds rather than minutes, same targets.
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (apps, heal_trials, webhook_trials, warm_up, steady_window) = if quick {
+        (5, 20, 5, Duration::from_secs(3), Duration::from_secs(10))
+    } else {
+        (APPS, HEAL_TRIALS, WEBHOOK_TRIALS, WARM_UP, STEADY_WINDOW)
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let sandbox = Sandbox::start(SandboxOptions {
         simulate_controllers: Some(DEFAULT_CONTROLLER_DELAY),
@@ -390,7 +397,7 @@ async fn main() {
     sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let client = sandbox.client().await.expect("client");
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for app in 0..APPS {
+    for app in 0..apps {
         let ns: Namespace = serde_json::from_value(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(app)}}),
         )
@@ -408,7 +415,7 @@ async fn main() {
     let hook_repo = srv.join("hook.git");
     init_repo(&fleet_repo);
     init_repo(&hook_repo);
-    for app in 0..APPS {
+    for app in 0..apps {
         let root = if app == HOOK_APP {
             &hook_repo
         } else {
@@ -429,7 +436,7 @@ async fn main() {
         "server:\n  listen: 127.0.0.1:{port}\n  webhooks:\n    generic: {{secretFile: {}}}\napps:\n",
         secret.display()
     );
-    for app in 0..APPS {
+    for app in 0..apps {
         let url = if app == HOOK_APP {
             &hook_url
         } else {
@@ -476,24 +483,24 @@ async fn main() {
 
     // Every app Synced.
     loop {
-        let apps = apps_status(&http, &url).await;
-        let synced = apps.iter().filter(|a| a["sync"] == "Synced").count();
-        if synced == APPS {
+        let listed = apps_status(&http, &url).await;
+        let synced = listed.iter().filter(|a| a["sync"] == "Synced").count();
+        if synced == apps {
             break;
         }
         if started.elapsed() > FIRST_SYNC_TIMEOUT || serve.try_wait().ok().flatten().is_some() {
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            panic!("only {synced} of {APPS} apps synced:\n{log}");
+            panic!("only {synced} of {apps} apps synced:\n{log}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let first_sync = started.elapsed();
     let rss_after_first_sync = proc_status_mib(pid, "VmRSS");
     eprintln!(
-        "all {APPS} apps Synced after {:.1}s; warming up",
+        "all {apps} apps Synced after {:.1}s; warming up",
         first_sync.as_secs_f64()
     );
-    tokio::time::sleep(WARM_UP).await;
+    tokio::time::sleep(warm_up).await;
 
     // 3. Steady state.
     let ticks = clock_ticks_per_second();
@@ -501,7 +508,7 @@ async fn main() {
     let cpu_before = proc_stat_ticks(pid);
     let window_started = Instant::now();
     let mut rss_peak = proc_status_mib(pid, "VmRSS");
-    while window_started.elapsed() < STEADY_WINDOW {
+    while window_started.elapsed() < steady_window {
         tokio::time::sleep(Duration::from_secs(1)).await;
         rss_peak = rss_peak.max(proc_status_mib(pid, "VmRSS"));
     }
@@ -537,7 +544,7 @@ async fn main() {
     sandbox.reset_requests();
     let mut heal_edit = Vec::new();
     let mut heal_delete = Vec::new();
-    for trial in 0..HEAL_TRIALS {
+    for trial in 0..heal_trials {
         let name = format!("cm-{}", 1 + trial % (CONFIGMAPS - 1));
         let expected = format!("v{}", 1 + trial % (CONFIGMAPS - 1));
         let deployment = format!("web-{}", trial % DEPLOYMENTS);
@@ -610,9 +617,9 @@ async fn main() {
     // What the heals cost the API server, less the bench's own write per trial (the
     // watches and gets the bench opened are reads, and not counted here).
     let heal_requests = sandbox.requests();
-    let trials = HEAL_TRIALS as f64;
+    let trials = heal_trials as f64;
     let heal_dry_runs = heal_requests.verb("dryrun:patch") as f64 / trials;
-    let heal_writes = heal_requests.writes().saturating_sub(HEAL_TRIALS as u64) as f64 / trials;
+    let heal_writes = heal_requests.writes().saturating_sub(heal_trials as u64) as f64 / trials;
 
     // The floor: the sandbox's round trip for one server-side apply that changes an
     // object, as the bench's own client sends it.
@@ -641,7 +648,7 @@ async fn main() {
     let hook_configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &hook_ns);
     let hook_dir = hook_repo.join(format!("apps/{HOOK_APP}"));
     let mut webhook = Vec::new();
-    for trial in 0..WEBHOOK_TRIALS {
+    for trial in 0..webhook_trials {
         let value = format!("rev-{trial}");
         std::fs::write(
             hook_dir.join("cm-0.yaml"),
@@ -705,7 +712,7 @@ async fn main() {
             heal_writes <= 1.0,
         ),
         (
-            format!("webhook to applied p50 ({WEBHOOK_TRIALS} trials)"),
+            format!("webhook to applied p50 ({webhook_trials} trials)"),
             format!("{webhook_p50:.0} ms"),
             format!("< {WEBHOOK_P50_MS:.0} ms"),
             webhook_p50 < WEBHOOK_P50_MS,
@@ -736,8 +743,8 @@ async fn main() {
         ),
     ];
     println!(
-        "tether serve: {APPS} apps, {} objects; first sync of all {:.1}s",
-        APPS * OBJECTS_PER_APP,
+        "tether serve: {apps} apps, {} objects; first sync of all {:.1}s",
+        apps * OBJECTS_PER_APP,
         first_sync.as_secs_f64()
     );
     println!("{:<44} {:>12} {:>12}  result", "figure", "value", "target");
@@ -759,8 +766,8 @@ async fn main() {
         // A profiled or tuned run says so: its figures are not the plain service's.
         "wrapper": std::env::var("SERVE_BENCH_WRAPPER").ok(),
         "malloc_arena_max": std::env::var("MALLOC_ARENA_MAX").ok(),
-        "apps": APPS,
-        "objects": APPS * OBJECTS_PER_APP,
+        "apps": apps,
+        "objects": apps * OBJECTS_PER_APP,
         "first_sync_s": first_sync.as_secs_f64(),
         "figures": rows.iter().map(|(figure, value, target, pass)| json!({
             "figure": figure, "value": value, "target": target, "pass": pass,
@@ -790,7 +797,7 @@ async fn main() {
         },
         "steady_state": {
             "window_s": window.as_secs_f64(),
-            "warm_up_s": WARM_UP.as_secs_f64(),
+            "warm_up_s": warm_up.as_secs_f64(),
             "requests_by_verb": by_verb,
             "requests_other_than_watch": non_watch,
             "requests": requests.to_json(),
@@ -811,7 +818,11 @@ async fn main() {
         .collect();
     std::fs::create_dir_all(&out).expect("mkdir bench-results");
     std::fs::write(
-        out.join("serve.json"),
+        out.join(if quick {
+            "serve-quick.json"
+        } else {
+            "serve.json"
+        }),
         serde_json::to_string_pretty(&results).expect("JSON"),
     )
     .expect("write results");

@@ -86,12 +86,14 @@ pub(super) async fn apply_steps(
                             item.live.as_ref(),
                             diff_options,
                         );
-                        item.plan = match &diff.drift {
-                            Drift::InSync => Plan::Unchanged,
-                            drift => Plan::Configure(describe_changes(drift)),
-                        };
-                        if item.plan == Plan::Unchanged {
-                            action = Action::Unchanged;
+                        if item.live.is_some() {
+                            item.plan = match &diff.drift {
+                                Drift::InSync => Plan::Unchanged,
+                                drift => Plan::Configure(describe_changes(drift)),
+                            };
+                            if item.plan == Plan::Unchanged {
+                                action = Action::Unchanged;
+                            }
                         }
                         item.diff = diff.drift.is_drift().then_some(diff);
                     }

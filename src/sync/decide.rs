@@ -121,7 +121,9 @@ pub(super) async fn decide(
         && heals_unchecked(&items[only], options)
     {
         let item = &mut items[only];
-        item.plan = Plan::Configure(String::new());
+        if item.live.is_some() {
+            item.plan = Plan::Configure(String::new());
+        }
         item.undecided = true;
         checks.clear();
     }
@@ -137,14 +139,15 @@ pub(super) async fn decide(
 /// the apply puts Git's fields back. That apply can still be refused (an admission
 /// policy added since): it is then reported as a failed heal, and since it is the only
 /// object this pass writes, "one invalid object means nothing is written" holds (prune
-/// and the PostSync hooks do not run after a failure). Only an object this app
-/// already owns (in the view, labelled for it) and writes by plain apply qualifies;
-/// a live edit cannot touch an immutable field, so no replace is missed. The verdict
-/// (what the heal changed) is the apply's answer against the live copy.
+/// and the PostSync hooks do not run after a failure). Only an object written by
+/// plain apply qualifies: an edited one (another app's was set apart as a conflict
+/// above, from the view) or a deleted one (recreated; one found there unlabelled is
+/// adopted, as the dry run would have planned). A live edit cannot touch an immutable
+/// field, so no replace is missed. The verdict (what the heal changed) is the apply's
+/// answer against the live copy.
 fn heals_unchecked(item: &Item<'_>, options: &SyncOptions<'_>) -> bool {
     options.validated
         && !options.dry_run
-        && item.live.is_some()
         && item.options.write == Write::Apply
         && item.options.not_reconciled.is_none()
         && item.live.as_ref().and_then(not_reconciled).is_none()

@@ -912,6 +912,46 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
         .wait_status("heal", "heal is Synced again", |s| s["sync"] == "Synced")
         .await;
     assert_eq!(status["lastPass"]["result"], "Succeeded", "{status}");
+
+    // A deleted one is recreated the same way: one apply, no dry run.
+    let uid = || async {
+        sandbox
+            .kubectl(&[
+                "get",
+                "deployment",
+                "web",
+                "-n",
+                "heal",
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ])
+            .await
+            .stdout
+            .trim()
+            .to_string()
+    };
+    let deleted = uid().await;
+    sandbox.sandbox.reset_requests();
+    let gone = sandbox
+        .kubectl(&["delete", "deployment", "web", "-n", "heal", "--wait=false"])
+        .await;
+    assert_eq!(gone.code, 0, "{}", gone.stderr);
+    eventually("the deleted Deployment is back", || async {
+        let now = uid().await;
+        (!now.is_empty() && now != deleted).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}\n{log}");
+    // kubectl's delete, and the heal's apply.
+    assert_eq!(requests.writes(), 2, "{requests:?}\n{log}");
+    assert_eq!(
+        requests.get("delete", "apps/deployments"),
+        1,
+        "{requests:?}"
+    );
 }
 
 /// Issue #12: without `server.apiToken` the status API (which triggers syncs and shows
