@@ -426,6 +426,8 @@ impl Worker {
             },
             inventory: self.inventory.as_ref(),
             hooks: HookRuns::WhenWriting,
+            // Applied in full at this revision: a heal skips the dry run.
+            validated: acting && self.synced_revision.as_deref() == Some(sha),
             ..SyncOptions::new(&self.config.name)
         };
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);

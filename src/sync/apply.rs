@@ -11,12 +11,12 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 use crate::cluster::{Cluster, Resolved};
-use crate::diff::DiffOptions;
+use crate::diff::{DiffOptions, Drift, diff_object};
 use crate::manifest::crd_scope;
 
 use super::SyncOptions;
 use super::annotations::Write;
-use super::decide::{dry_run_all, refused, server_message};
+use super::decide::{describe_changes, dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
 use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
@@ -74,7 +74,29 @@ pub(super) async fn apply_steps(
         for (i, result) in results {
             let item = &mut items[i];
             match result {
-                Ok((action, answer)) => {
+                Ok((mut action, answer)) => {
+                    if item.undecided
+                        && let Some(answer) = &answer
+                    {
+                        // Applied without a dry run: what it changed is its answer
+                        // against the live copy it was planned from.
+                        let diff = diff_object(
+                            &item.manifest.id,
+                            Some(answer),
+                            item.live.as_ref(),
+                            diff_options,
+                        );
+                        if item.live.is_some() {
+                            item.plan = match &diff.drift {
+                                Drift::InSync => Plan::Unchanged,
+                                drift => Plan::Configure(describe_changes(drift)),
+                            };
+                            if item.plan == Plan::Unchanged {
+                                action = Action::Unchanged;
+                            }
+                        }
+                        item.diff = diff.drift.is_drift().then_some(diff);
+                    }
                     if let Some(answer) = answer {
                         item.latest = Some(answer);
                     }

@@ -29,6 +29,9 @@ use super::item::{Item, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
 /// round costs a dry run and a read; a controller settles within a couple.
 const RACE_ATTEMPTS: usize = 3;
 
+const IF_NOT_PRESENT: &str =
+    "exists: not updated (annotated kustomize.toolkit.fluxcd.io/ssa: IfNotPresent)";
+
 /// Decides what each object needs, dry-running every object that would change.
 pub(super) async fn decide(
     cluster: &Cluster,
@@ -47,10 +50,7 @@ pub(super) async fn decide(
             continue;
         }
         if item.options.write == Write::IfNotPresent && item.live.is_some() {
-            item.plan = Plan::Skip(
-                "exists: not updated (annotated kustomize.toolkit.fluxcd.io/ssa: IfNotPresent)"
-                    .into(),
-            );
+            item.plan = Plan::Skip(IF_NOT_PRESENT.into());
             continue;
         }
         let namespaced = match &item.kind {
@@ -114,13 +114,43 @@ pub(super) async fn decide(
             _ => Plan::Create, // refined by the dry run below
         };
     }
-    let checks: Vec<usize> = (0..items.len())
+    let mut checks: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].plan == Plan::Create)
         .collect();
+    if let [only] = checks[..]
+        && heals_unchecked(&items[only], options)
+    {
+        let item = &mut items[only];
+        if item.live.is_some() {
+            item.plan = Plan::Configure(String::new());
+        }
+        item.undecided = true;
+        checks.clear();
+    }
     dry_run_all(cluster, items, checks, diff_options, options).await;
     for item in items.iter_mut() {
         hold_unreconciled(item);
     }
+}
+
+/// Whether the one object that drifted in a validated revision is applied without a
+/// dry run: a heal then costs one request, the apply. The server accepted this very
+/// manifest when the revision was applied; a live edit changed the object since, and
+/// the apply puts Git's fields back. That apply can still be refused (an admission
+/// policy added since): it is then reported as a failed heal, and since it is the only
+/// object this pass writes, "one invalid object means nothing is written" holds (prune
+/// and the PostSync hooks do not run after a failure). Only an object written by
+/// plain apply qualifies: an edited one (another app's was set apart as a conflict
+/// above, from the view) or a deleted one (recreated; one found there unlabelled is
+/// adopted, as the dry run would have planned). A live edit cannot touch an immutable
+/// field, so no replace is missed. The verdict (what the heal changed) is the apply's
+/// answer against the live copy.
+fn heals_unchecked(item: &Item<'_>, options: &SyncOptions<'_>) -> bool {
+    options.validated
+        && !options.dry_run
+        && item.options.write == Write::Apply
+        && item.options.not_reconciled.is_none()
+        && item.live.as_ref().and_then(not_reconciled).is_none()
 }
 
 /// An object Flux's `reconcile: disabled` or `ssa: Ignore` (in Git, or set on the live
@@ -201,14 +231,26 @@ async fn dry_run(
         attempt += 1;
         let answer = match cluster.dry_run_apply(kind, object, force).await {
             Ok(answer) => answer,
-            Err(err) if live.is_some() && is_immutable(&err) && replace_immutable => {
+            Err(err) if is_immutable(&err) && replace_immutable => {
+                // Not in the view (unlabelled): the delete needs its uid.
+                if live.is_none() {
+                    live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
+                        Ok(found) => found,
+                        Err(err) => return (refused(id, &err), None, None),
+                    };
+                    reread = true;
+                }
+                let Some(current) = &live else {
+                    return (refused(id, &err), None, None);
+                };
                 let diff = ObjectDiff {
                     id: id.clone(),
                     drift: Drift::Modified(Vec::new()),
                     desired: None,
                     live: None,
                 };
-                return (Plan::Replace(server_message(id, &err)), None, Some(diff));
+                let current = reread.then(|| current.clone());
+                return (Plan::Replace(server_message(id, &err)), current, Some(diff));
             }
             Err(err) if is_immutable(&err) => {
                 let message = format!(
@@ -252,6 +294,14 @@ async fn dry_run(
                 Plan::Conflict(owner),
                 reread.then(|| current.clone()),
                 Some(diff),
+            );
+        }
+        if item.options.write == Write::IfNotPresent {
+            // Found only now (it was not in the view): still not updated.
+            return (
+                Plan::Skip(IF_NOT_PRESENT.into()),
+                reread.then(|| current.clone()),
+                None,
             );
         }
         let settled = resource_version(current) == resource_version(&answer);
@@ -394,7 +444,7 @@ pub(super) fn server_message(id: &ObjectId, err: &ClusterError) -> String {
 }
 
 /// `spec.replicas, spec.template.spec.containers[name="web"].image`, at most a few.
-fn describe_changes(drift: &Drift) -> String {
+pub(super) fn describe_changes(drift: &Drift) -> String {
     const SHOWN: usize = 3;
     let changes = drift.changes();
     let mut paths: Vec<String> = changes

@@ -27,6 +27,9 @@ pub(super) struct Item<'m> {
     pub latest: Option<Value>,
     /// What the sync did, once it acted.
     pub result: Option<(Action, String)>,
+    /// Planned without a dry run (the heal of a validated revision): the verdict is
+    /// the apply's answer against the live copy.
+    pub undecided: bool,
 }
 
 /// What a sync will do with a desired object.

@@ -75,6 +75,10 @@ pub struct SyncOptions<'a> {
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
     /// When the app's hooks run.
     pub hooks: HookRuns,
+    /// This revision was applied in full before (every object accepted by the
+    /// server): a heal of one object is applied without a dry run first (see
+    /// `decide`).
+    pub validated: bool,
 }
 
 /// When a sync runs the app's hooks.
@@ -105,6 +109,7 @@ impl<'a> SyncOptions<'a> {
             inventory: None,
             progress: None,
             hooks: HookRuns::Always,
+            validated: false,
         }
     }
 }

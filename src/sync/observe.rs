@@ -112,15 +112,17 @@ pub async fn observe<'m>(
     // Without a caller's view, one labelled list per kind finds the app's objects:
     // a re-sync of an app in sync reads a few lists, not one object at a time.
     let listed;
-    let view: &dyn LiveObjects = match options.live {
-        Some(view) => view,
-        None if options.app.is_empty() => &Unknown,
+    let unlisted;
+    let (view, desired_view): (&dyn LiveObjects, &dyn LiveObjects) = match options.live {
+        Some(view) => (view, view),
+        None if options.app.is_empty() => (&Unknown, &Unknown),
         None => {
             listed = list_owned(cluster, &claimed, options.app).await?;
-            &listed
+            unlisted = Unlisted(&listed);
+            (&listed, &unlisted)
         }
     };
-    let items = read_items(cluster, desired, &kinds, view, options).await?;
+    let items = read_items(cluster, desired, &kinds, desired_view, options).await?;
     let schema = schemas_for(desired);
     let mut observed = Observed {
         items,
@@ -216,6 +218,35 @@ impl LiveObjects for Listed {
     }
 }
 
+/// The listed objects as the desired ones are read: one of a listed kind that is not
+/// listed is taken as absent, as the watch cache takes it. It may still exist without
+/// the app's label (one to adopt): the dry run every object missing here gets says so
+/// (its answer has a resourceVersion) and decide then reads it. A cold sync so costs a
+/// dry run and an apply per object, not a read as well. Namespaces are read: the list
+/// holds only the labelled ones, and whether a namespace exists decides, before any
+/// dry run, whether the objects in it can be validated now. Prune candidates are
+/// still read from the server when not listed (an inventory entry whose label was
+/// removed is not the app's, not gone).
+struct Unlisted<'l>(&'l Listed);
+
+impl LiveObjects for Unlisted<'_> {
+    fn lookup(&self, key: &ObjectKey) -> Option<Option<Value>> {
+        if let Some(found) = self.0.lookup(key) {
+            return Some(found);
+        }
+        let namespace = key.group.is_empty() && key.kind == "Namespace";
+        let listed = self
+            .0
+            .kinds
+            .contains(&(key.group.clone(), key.kind.clone()));
+        (listed && !namespace).then_some(None)
+    }
+
+    fn owned(&self, group: &str, kind: &str, app: &str) -> Option<Vec<Value>> {
+        self.0.owned(group, kind, app)
+    }
+}
+
 /// Lists, per claimed kind, the objects labelled for the app (all namespaces).
 async fn list_owned(
     cluster: &Cluster,
@@ -283,6 +314,7 @@ async fn read_items<'m>(
                     plan: Plan::Unchanged,
                     diff: None,
                     result: None,
+                    undecided: false,
                 })
             }
         })

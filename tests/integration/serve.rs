@@ -853,6 +853,160 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
     assert!(applied < 3, "the whole pass ran: {log}");
 }
 
+/// Issue #18: a heal of a revision already applied in full costs one request, the
+/// apply: the server validated that manifest when the revision was applied, so no dry
+/// run precedes it, and the pass the heal's own write wakes writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("heal").await;
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: heal\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n";
+    let origin = origin(&sandbox, &[("heal/web.yaml", deployment)]);
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: heal\n  source: {{repo: \"{}\", ref: main, path: heal, interval: {POLL}}}\n  destination: {{namespace: heal}}\n  sync: {{automated: true, selfHeal: true}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "heal", &config, &[]).await;
+    serve
+        .wait_status("heal", "heal is Synced", |s| s["sync"] == "Synced")
+        .await;
+    let replicas = || async {
+        let out = sandbox
+            .kubectl(&[
+                "get",
+                "deployment",
+                "web",
+                "-n",
+                "heal",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ])
+            .await;
+        out.stdout.trim().to_string()
+    };
+    // The pass the first apply woke has run: nothing is pending.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    sandbox.sandbox.reset_requests();
+    let scaled = sandbox
+        .kubectl(&["scale", "deployment", "web", "-n", "heal", "--replicas=5"])
+        .await;
+    assert_eq!(scaled.code, 0, "{}", scaled.stderr);
+    eventually("the scale is healed", || async {
+        (replicas().await == "2").then_some(())
+    })
+    .await;
+    // The pass the heal's own write wakes finds the app in sync.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}\n{log}");
+    // kubectl's scale, and the heal's apply.
+    assert_eq!(requests.writes(), 2, "one apply heals: {requests:?}\n{log}");
+    assert!(
+        requests.get("patch", "apps/deployments") >= 1,
+        "{requests:?}"
+    );
+    let status = serve
+        .wait_status("heal", "heal is Synced again", |s| s["sync"] == "Synced")
+        .await;
+    assert_eq!(status["lastPass"]["result"], "Succeeded", "{status}");
+
+    // A deleted one is recreated the same way: one apply, no dry run.
+    let uid = || async {
+        sandbox
+            .kubectl(&[
+                "get",
+                "deployment",
+                "web",
+                "-n",
+                "heal",
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ])
+            .await
+            .stdout
+            .trim()
+            .to_string()
+    };
+    let deleted = uid().await;
+    sandbox.sandbox.reset_requests();
+    let gone = sandbox
+        .kubectl(&["delete", "deployment", "web", "-n", "heal", "--wait=false"])
+        .await;
+    assert_eq!(gone.code, 0, "{}", gone.stderr);
+    eventually("the deleted Deployment is back", || async {
+        let now = uid().await;
+        (!now.is_empty() && now != deleted).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}\n{log}");
+    // kubectl's delete, and the heal's apply.
+    assert_eq!(requests.writes(), 2, "{requests:?}\n{log}");
+    assert_eq!(
+        requests.get("delete", "apps/deployments"),
+        1,
+        "{requests:?}"
+    );
+}
+
+/// Issue #18, the failure path of a heal without a dry run: without `force`, a field
+/// another manager took (a `kubectl scale`) makes the apply a conflict. The heal is
+/// reported failed and retried, and nothing is written meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("held").await;
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: held\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n";
+    let origin = origin(&sandbox, &[("held/web.yaml", deployment)]);
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}apps:\n- name: held\n  source: {{repo: \"{}\", ref: main, path: held, interval: {POLL}}}\n  destination: {{namespace: held}}\n  sync: {{automated: true, selfHeal: true, force: false}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "held", &config, &[]).await;
+    serve
+        .wait_status("held", "held is Synced", |s| s["sync"] == "Synced")
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    sandbox.sandbox.reset_requests();
+    let scaled = sandbox
+        .kubectl(&["scale", "deployment", "web", "-n", "held", "--replicas=5"])
+        .await;
+    assert_eq!(scaled.code, 0, "{}", scaled.stderr);
+    let status = serve
+        .wait_status("held", "the heal fails", |s| {
+            s["lastPass"]["result"] == "Failed"
+        })
+        .await;
+    let error = status["lastPass"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("conflict"), "{status}");
+    let replicas = sandbox
+        .kubectl(&[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "held",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas.stdout.trim(), "5");
+    let requests = sandbox.sandbox.requests();
+    // kubectl's scale only; the refused apply changed nothing.
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}");
+    assert!(
+        requests.get("patch", "apps/deployments") <= 2,
+        "{requests:?}"
+    );
+}
+
 /// Issue #12: without `server.apiToken` the status API (which triggers syncs and shows
 /// drifted values) does not listen beyond loopback unless the file says the network
 /// is trusted; the refusal is a configuration error (exit 2) naming the field.

@@ -787,3 +787,59 @@ async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
         .await;
     assert_eq!(labelled.stdout, "adopt=new", "{}", labelled.stderr);
 }
+
+/// A cold sync costs a dry run and an apply per new object and no read of each (the
+/// labelled lists say what the app has; the dry run says whether a missing one exists
+/// unlabelled); a second sync of the same revision writes nothing and dry-runs
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_sync_costs_a_dry_run_and_an_apply_per_object_and_no_read_of_each() {
+    const OBJECTS: u64 = 20;
+    let sandbox = TestSandbox::start().await;
+    // One object exists already, unlabelled: it is adopted, not created over.
+    let before = app_dir(
+        &sandbox,
+        "before",
+        &[("cm-0.yaml", configmap("cm-0", "", "old"))],
+    );
+    let created = sandbox
+        .kubectl(&["create", "-f", before.to_str().expect("utf-8")])
+        .await;
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let files: Vec<(String, String)> = (0..OBJECTS)
+        .map(|i| {
+            (
+                format!("cm-{i}.yaml"),
+                configmap(&format!("cm-{i}"), "", "v"),
+            )
+        })
+        .collect();
+    let dir = app_dir(&sandbox, "cold", &files);
+
+    sandbox.sandbox.reset_requests();
+    let run = sync(&sandbox, &dir, "cold", &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let first = report(&run);
+    assert_eq!(first["summary"]["created"], OBJECTS - 1, "{first}");
+    assert_eq!(action_of(&first, "ConfigMap/cm-0"), "configured", "{first}");
+    let requests = sandbox.sandbox.requests();
+    // One dry run per object; the adopted one is read once its dry run says it exists.
+    assert_eq!(requests.verb("dryrun:patch"), OBJECTS, "{requests:?}");
+    let gets = requests.verb("get") - requests.get("get", "discovery");
+    assert!(gets <= 3, "objects are not read one by one: {requests:?}");
+    // The applies, the inventory written before and after, and its namespace.
+    assert!(requests.writes() <= OBJECTS + 3, "{requests:?}");
+    let per_object = requests.total() as f64 / OBJECTS as f64;
+    assert!(
+        requests.total() <= 2 * OBJECTS + 10,
+        "{per_object:.2} requests per object: {requests:?}"
+    );
+
+    sandbox.sandbox.reset_requests();
+    let again = sync(&sandbox, &dir, "cold", &[]).await;
+    assert_eq!(again.code, Some(0), "{}{}", again.stdout, again.stderr);
+    assert_eq!(report(&again)["summary"]["unchanged"], OBJECTS);
+    let requests = sandbox.sandbox.requests();
+    assert_eq!(requests.writes(), 0, "{requests:?}");
+    assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}");
+}
