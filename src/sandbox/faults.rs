@@ -61,24 +61,47 @@ impl Faults {
     }
 }
 
-/// Requests counted by (verb, resource), e.g. ("patch", "apps/deployments").
+/// Requests counted by (verb, resource), e.g. ("patch", "apps/deployments"), and the
+/// time spent answering them.
 #[derive(Debug, Default)]
-pub struct Counters(Mutex<BTreeMap<(String, String), u64>>);
+pub struct Counters {
+    counts: Mutex<BTreeMap<(String, String), u64>>,
+    serving_nanos: AtomicU64,
+}
 
 impl Counters {
     pub fn record(&self, verb: &str, resource: &str) {
-        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
     }
 
+    pub fn add_serving_time(&self, spent: Duration) {
+        let nanos = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+        self.serving_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The time spent answering requests other than watches, summed.
+    pub fn serving_time(&self) -> Duration {
+        Duration::from_nanos(self.serving_nanos.load(Ordering::Relaxed))
+    }
+
     pub fn snapshot(&self) -> RequestCounts {
-        RequestCounts(self.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        RequestCounts(
+            self.counts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
     }
 
     pub fn reset(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.serving_nanos.store(0, Ordering::Relaxed);
     }
 }
 

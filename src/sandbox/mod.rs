@@ -181,6 +181,12 @@ impl Sandbox {
         self.state.counters.snapshot()
     }
 
+    /// The time the sandbox spent answering requests (watches and injected latency
+    /// aside) since it started or since [`Sandbox::reset_requests`].
+    pub fn serving_time(&self) -> Duration {
+        self.state.counters.serving_time()
+    }
+
     pub fn reset_requests(&self) {
         self.state.counters.reset();
     }
@@ -274,25 +280,42 @@ async fn serve(
     connections.shutdown().await;
 }
 
-/// Serves one request: counters, injected faults and latency, authentication,
-/// impersonation and authorization, then the API proper.
+/// Serves one request: counters, injected latency, then [`answer`]. The time spent
+/// answering (injected latency and open watches aside) is counted too, so a benchmark
+/// can tell the sandbox's own cost per request from its client's.
 async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query().unwrap_or_default());
-    let sandbox_endpoint = path.starts_with("/sandbox/");
-    if !sandbox_endpoint {
-        state.counters.record(
-            api::verb_of(&parts.method, &path, &query),
-            &api::resource_of(&path),
-        );
+    let api_request = !path.starts_with("/sandbox/");
+    let verb = api::verb_of(&parts.method, &path, &query);
+    if api_request {
+        state.counters.record(verb, &api::resource_of(&path));
     }
 
     let latency = state.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    if !authorized(&state, &parts.headers) {
+    let started = std::time::Instant::now();
+    let response = answer(&state, parts, body, path, query).await;
+    if api_request && verb != "watch" {
+        state.counters.add_serving_time(started.elapsed());
+    }
+    response
+}
+
+/// Answers one request: injected faults, authentication, impersonation and
+/// authorization, protobuf negotiation, then the API proper.
+async fn answer(
+    state: &Arc<State>,
+    parts: http::request::Parts,
+    body: Incoming,
+    path: String,
+    query: HashMap<String, String>,
+) -> Response<Body> {
+    let sandbox_endpoint = path.starts_with("/sandbox/");
+    if !authorized(state, &parts.headers) {
         return error_response(&ApiError::Unauthorized);
     }
     let accept = protobuf::Accept::from_headers(&parts.headers);
