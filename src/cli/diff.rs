@@ -128,7 +128,9 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .as_deref()
             .or(app.destination.context.as_deref());
         let result = async {
-            let cluster = args.request.connect(&args.cluster, context).await?;
+            let cluster = std::sync::Arc::new(args.request.connect(&args.cluster, context).await?);
+            // `credentials.secretRef` Secrets are read on the app's cluster.
+            cache.read_secrets_with(cluster.clone());
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
             let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
             let read = ReadOptions {

@@ -262,6 +262,7 @@ impl GitArgs {
             token: secret(&self.token_env, &self.token_file),
             ssh_key_file: self.ssh_key.clone(),
             known_hosts_file: self.known_hosts.clone(),
+            secret_ref: None,
         };
         Source::new(repo, &self.reference, path).with_auth(credentials.auth(repo))
     }

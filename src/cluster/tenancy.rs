@@ -16,6 +16,7 @@
 //! objects its Git names and nothing in tether's namespace. The exemption names the
 //! one ConfigMap exactly: a tenant cannot reach another app's inventory through it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use base64::Engine as _;
@@ -176,6 +177,38 @@ impl Cluster {
             "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
         });
         self.apply(&kind, &namespace, true).await.map(|_| ())
+    }
+
+    /// A Secret's `data`, decoded (key → bytes), read with this connection's identity;
+    /// None when it does not exist. Values never reach an error: only which key is bad.
+    pub async fn secret_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError> {
+        let gvk = GroupVersionKind::gvk("", "v1", "Secret");
+        let kind = self
+            .resolve(&gvk)
+            .await?
+            .ok_or_else(|| ClusterError::Config("the cluster serves no Secrets".into()))?;
+        let Some(object) = self.get(&kind, Some(namespace), name).await? else {
+            return Ok(None);
+        };
+        let mut out = BTreeMap::new();
+        if let Some(data) = object.get("data").and_then(Value::as_object) {
+            for (key, value) in data {
+                let bytes = value
+                    .as_str()
+                    .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+                    .ok_or_else(|| {
+                        ClusterError::Config(format!(
+                            "Secret {namespace}/{name}: key {key} is not base64"
+                        ))
+                    })?;
+                out.insert(key.clone(), bytes);
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Connects to the cluster of the kubeconfig in `secret`, read with this

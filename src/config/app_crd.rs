@@ -135,6 +135,25 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             }],
         });
     }
+    // Likewise: an App's Git credentials come from a Secret of its namespace, never
+    // from tether's environment or files.
+    let own_credentials = entry
+        .get("source")
+        .and_then(|s| s.get("credentials"))
+        .and_then(Value::as_object)
+        .and_then(|c| c.keys().find(|k| *k != "secretRef").cloned());
+    if let Some(key) = own_credentials {
+        return Err(ConfigError::Invalid {
+            origin,
+            problems: vec![super::Problem {
+                path: format!("spec.source.credentials.{key}"),
+                line: None,
+                message: "an App cannot use tether's environment or files: use \
+                          source.credentials.secretRef"
+                    .into(),
+            }],
+        });
+    }
     // The App's own key; every other key is an entry's.
     entry.remove("deletionPolicy");
     // The name is metadata's (and not a DNS label: it holds a dot); a stand-in passes
@@ -152,6 +171,9 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             // Its ServiceAccount and kubeconfig Secret are its namespace's, never another's.
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
             if let Some(secret) = app.destination.kube_config.as_mut() {
+                secret.namespace = None;
+            }
+            if let Some(secret) = app.source.credentials.secret_ref.as_mut() {
                 secret.namespace = None;
             }
             Ok(app)
@@ -264,8 +286,21 @@ mod tests {
             "its token is read from tether's environment or files",
         ),
         (
-            "spec.source.credentials",
-            "read from tether's environment or files",
+            "spec.source.credentials.username",
+            "goes with tether's env or files",
+        ),
+        (
+            "spec.source.credentials.passwordEnv",
+            "tether's environment",
+        ),
+        ("spec.source.credentials.passwordFile", "tether's files"),
+        ("spec.source.credentials.tokenEnv", "tether's environment"),
+        ("spec.source.credentials.tokenFile", "tether's files"),
+        ("spec.source.credentials.sshKeyFile", "tether's files"),
+        ("spec.source.credentials.knownHostsFile", "tether's files"),
+        (
+            "spec.source.credentials.secretRef.namespace",
+            "an App's Secret is in its own namespace",
         ),
         ("spec.notifications[].urlEnv", "tether's environment"),
         ("spec.notifications[].urlFile", "tether's files"),
@@ -388,6 +423,28 @@ apps:
         );
         let err = app_from_spec("t1.web", &json!("text")).expect_err("not a mapping");
         assert_eq!(err.to_string(), "App t1/web: spec: must be a mapping");
+    }
+
+    #[test]
+    fn an_apps_git_credentials_are_a_secret_of_its_own_namespace() {
+        let spec = json!({"source": {"repo": "https://h/r.git",
+                          "credentials": {"secretRef": {"name": "git", "namespace": "other"}}}});
+        let app = app_from_spec("t1.web", &spec).expect("valid");
+        assert_eq!(
+            app.source().auth,
+            crate::source::Auth::Secret(crate::source::CredentialsSecret {
+                namespace: "t1".into(),
+                name: "git".into(),
+            })
+        );
+        let spec = json!({"source": {"repo": "https://h/r.git",
+                          "credentials": {"secretRef": {"name": "git"}, "tokenEnv": "HOME"}}});
+        let err = app_from_spec("t1.web", &spec).expect_err("tether's environment");
+        assert!(
+            err.to_string()
+                .starts_with("App t1/web: spec.source.credentials.tokenEnv: "),
+            "{err}"
+        );
     }
 
     #[test]

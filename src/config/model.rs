@@ -11,7 +11,7 @@ use crate::diff::IgnoreRule;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 use crate::report::commit_status::CommitStatusTarget;
 use crate::report::notify::Channel;
-use crate::source::{Auth, PollConfig, Provider, SecretRef, Source};
+use crate::source::{Auth, CredentialsSecret, PollConfig, Provider, SecretRef, Source};
 use crate::windows::SyncWindow;
 
 /// Where the HTTP server listens: loopback, port 8080 (issue #12). The status API can
@@ -216,6 +216,9 @@ pub struct Credentials {
     pub token: Option<SecretRef>,
     pub ssh_key_file: Option<PathBuf>,
     pub known_hosts_file: Option<PathBuf>,
+    /// A Secret holding them all, read at each fetch (never with the keys above);
+    /// `key` is unused.
+    pub secret_ref: Option<KubeConfigRef>,
 }
 
 /// Where an app's objects go.
@@ -321,8 +324,25 @@ impl Default for Config {
 impl AppConfig {
     /// The Git source to fetch, with its credentials.
     pub fn source(&self) -> Source {
-        Source::new(&self.source.repo, &self.source.reference, &self.source.path)
-            .with_auth(self.source.credentials.auth(&self.source.repo))
+        let auth = match &self.source.credentials.secret_ref {
+            Some(r) => Auth::Secret(CredentialsSecret {
+                // The file's apps have the namespace filled in by resolution.
+                namespace: self.secret_namespace(r, DEFAULT_INVENTORY_NAMESPACE),
+                name: r.name.clone(),
+            }),
+            None => self.source.credentials.auth(&self.source.repo),
+        };
+        Source::new(&self.source.repo, &self.source.reference, &self.source.path).with_auth(auth)
+    }
+
+    /// Where a Secret the app names lives: in its tenant namespace (an App's own),
+    /// or where the file says, or in `inventory_namespace`.
+    fn secret_namespace(&self, r: &KubeConfigRef, inventory_namespace: &str) -> String {
+        match (&self.tenant_namespace, &r.namespace) {
+            (Some(tenant), _) => tenant.clone(),
+            (None, Some(ns)) => ns.clone(),
+            (None, None) => inventory_namespace.to_string(),
+        }
     }
 
     /// The render stage's inputs for this app: its chart's release and values, into
@@ -388,13 +408,8 @@ impl AppConfig {
     /// in the tenant namespace, or where the file says, or in `inventory_namespace`.
     pub fn kube_config_secret(&self, inventory_namespace: &str) -> Option<KubeConfigSecret> {
         let r = self.destination.kube_config.as_ref()?;
-        let namespace = match (&self.tenant_namespace, &r.namespace) {
-            (Some(tenant), _) => tenant.clone(),
-            (None, Some(ns)) => ns.clone(),
-            (None, None) => inventory_namespace.to_string(),
-        };
         Some(KubeConfigSecret {
-            namespace,
+            namespace: self.secret_namespace(r, inventory_namespace),
             name: r.name.clone(),
             key: r.key.clone(),
         })

@@ -159,6 +159,18 @@ pub struct Credentials {
     pub token_file: Option<S<String>>,
     pub ssh_key_file: Option<S<String>>,
     pub known_hosts_file: Option<S<String>>,
+    /// A Secret holding the credentials under Flux's keys, read at each fetch.
+    pub secret_ref: Option<S<SecretNameRef>>,
+}
+
+/// `source.credentials.secretRef`: a whole Secret, by name (Flux's
+/// `GitRepository.spec.secretRef`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SecretNameRef {
+    pub name: S<String>,
+    /// Only in the configuration file: an App's Secret is in the App's namespace.
+    pub namespace: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -49,7 +49,12 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
-        let resolved = resolve_app(app, &path, check);
+        let mut resolved = resolve_app(app, &path, check);
+        // The file's Secrets are in the inventory namespace unless it names another.
+        if let Some(r) = resolved.source.credentials.secret_ref.as_mut() {
+            r.namespace
+                .get_or_insert_with(|| inventory_namespace.clone());
+        }
         if let Some(first) = apps.iter().position(|a| a.name == resolved.name) {
             check.report(
                 format!("{path}.name"),
@@ -400,6 +405,50 @@ fn resolve_credentials(raw: &S<raw::Credentials>, path: &str, check: &mut Checke
     let token_file = text("tokenFile", &c.token_file);
     let ssh_key_file = text("sshKeyFile", &c.ssh_key_file).map(PathBuf::from);
     let known_hosts_file = text("knownHostsFile", &c.known_hosts_file).map(PathBuf::from);
+    let secret_ref = c.secret_ref.as_ref().map(|r| {
+        let at = format!("{path}.secretRef");
+        if let Err(message) = dns1123_subdomain(&r.value.name.value) {
+            check.report(format!("{at}.name"), line_of(&r.value.name), message);
+        }
+        if let Some(ns) = &r.value.namespace {
+            check.label(&format!("{at}.namespace"), ns, 63, "");
+        }
+        KubeConfigRef {
+            name: r.value.name.value.clone(),
+            key: None,
+            namespace: r.value.namespace.as_ref().map(|n| n.value.clone()),
+        }
+    });
+    if secret_ref.is_some() {
+        // The Secret holds every credential: a second source of them would leave
+        // which one wins to the reader.
+        let others: Vec<&str> = [
+            ("username", c.username.is_some()),
+            ("passwordEnv", c.password_env.is_some()),
+            ("passwordFile", c.password_file.is_some()),
+            ("tokenEnv", c.token_env.is_some()),
+            ("tokenFile", c.token_file.is_some()),
+            ("sshKeyFile", c.ssh_key_file.is_some()),
+            ("knownHostsFile", c.known_hosts_file.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        if !others.is_empty() {
+            check.report(
+                format!("{path}.secretRef"),
+                c.secret_ref.as_ref().and_then(line_of),
+                format!(
+                    "the Secret holds the credentials: not together with {}",
+                    others.join(", ")
+                ),
+            );
+            return Credentials {
+                secret_ref,
+                ..Credentials::default()
+            };
+        }
+    }
 
     let line_at = |v: &Option<S<String>>| v.as_ref().and_then(line_of).or(line);
     let mut one_of = |env: Option<String>, file: Option<String>, what: &str, at| {
@@ -448,6 +497,7 @@ fn resolve_credentials(raw: &S<raw::Credentials>, path: &str, check: &mut Checke
         token,
         ssh_key_file,
         known_hosts_file,
+        secret_ref,
     }
 }
 

@@ -67,6 +67,7 @@ fn read_secret(secret: &SecretRef, what: &str) -> Result<String, ConfigError> {
         return Err(err(match secret {
             SecretRef::Env(name) => format!("environment variable {name} is empty"),
             SecretRef::File(path) => format!("{} is empty", path.display()),
+            SecretRef::Inline(_) => "the value is empty".into(),
         }));
     }
     Ok(value)
@@ -77,6 +78,8 @@ fn secret_field(secret: &SecretRef) -> &'static str {
     match secret {
         SecretRef::Env(_) => "secretEnv",
         SecretRef::File(_) => "secretFile",
+        // Only a Secret read at fetch time holds one; the configuration never does.
+        SecretRef::Inline(_) => "secret",
     }
 }
 

@@ -379,6 +379,7 @@ fn credentials_follow_the_protocol_of_the_url() {
         token: Some(SecretRef::Env("T".into())),
         ssh_key_file: Some("/k".into()),
         known_hosts_file: Some("/kh".into()),
+        secret_ref: None,
     };
     let ssh = Auth::SshKey {
         private_key: "/k".into(),
@@ -866,4 +867,67 @@ fn bad_service_accounts_and_kubeconfig_references_are_named() {
         assert!(joined.contains(field), "{field} missing from:\n{joined}");
     }
     assert!(syntax("apps:\n- name: web\n  source: {repo: git://h/r.git}\n  destination:\n    kubeConfig: {secretRef: {nam: x}}\n").contains("unknown field"));
+}
+
+#[test]
+fn a_credentials_secret_is_read_from_the_inventory_namespace_unless_named() {
+    let c = parse(
+        "inventoryNamespace: ops\n\
+         apps:\n- name: web\n  source:\n    repo: https://h/r.git\n    credentials:\n      secretRef: {name: git-creds}\n\
+         - name: api\n  source:\n    repo: https://h/r.git\n    credentials:\n      secretRef: {name: git-creds, namespace: teams}\n",
+    );
+    let secret = |name: &str| match c.app(name).expect("app").source().auth {
+        Auth::Secret(s) => (s.namespace, s.name),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(secret("web"), ("ops".into(), "git-creds".into()));
+    assert_eq!(secret("api"), ("teams".into(), "git-creds".into()));
+    // An App's Secret is its own namespace's.
+    let mut app = c.app("api").expect("api").clone();
+    app.tenant_namespace = Some("t1".into());
+    assert!(
+        matches!(app.source().auth, Auth::Secret(s) if s.namespace == "t1"),
+        "the tenant namespace wins"
+    );
+}
+
+#[test]
+fn a_credentials_secret_is_not_mixed_with_env_or_file_keys() {
+    for (key, value) in [
+        ("username", "bot"),
+        ("passwordEnv", "P"),
+        ("tokenFile", "/t"),
+        ("sshKeyFile", "/k"),
+        ("knownHostsFile", "/kh"),
+    ] {
+        let found = problems(&format!(
+            "apps:\n- name: web\n  source:\n    repo: https://h/r.git\n    credentials:\n      \
+             secretRef: {{name: git-creds}}\n      {key}: {value}\n"
+        ));
+        let joined = found.join("\n");
+        assert!(
+            joined.contains("apps[0].source.credentials.secretRef")
+                && joined.contains(&format!("not together with {key}")),
+            "{key}: {joined}"
+        );
+    }
+    let found = problems(
+        "apps:\n- name: web\n  source:\n    repo: https://h/r.git\n    credentials:\n      \
+         secretRef: {name: Not_A_Name, namespace: \"\"}\n",
+    )
+    .join("\n");
+    for field in [
+        "apps[0].source.credentials.secretRef.name",
+        "apps[0].source.credentials.secretRef.namespace",
+    ] {
+        assert!(found.contains(field), "{field} missing from:\n{found}");
+    }
+    // Only a name and a namespace: a key would say it reads one value.
+    assert!(
+        syntax(
+            "apps:\n- name: web\n  source:\n    repo: https://h/r.git\n    credentials:\n      \
+             secretRef: {name: x, key: password}\n"
+        )
+        .contains("unknown field")
+    );
 }

@@ -151,6 +151,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let cluster = Arc::new(
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
+    sources.read_secrets_with(cluster.clone());
     let elector = if options.leader_elect || config.leader_election.enabled {
         let leader = LeaderConfig::from_config(&config.leader_election, default_identity());
         tracing::info!(identity = %leader.identity, lease = %leader.lease_name, "electing a leader");

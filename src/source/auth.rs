@@ -3,6 +3,7 @@
 //! never logged.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,9 @@ pub enum SecretRef {
     Env(String),
     /// A file's path (e.g. a mounted Kubernetes Secret); one trailing newline is dropped.
     File(PathBuf),
+    /// The value itself, read from a Kubernetes Secret just before one fetch
+    /// ([`Auth::Secret`]); never configured, never shown.
+    Inline(String),
 }
 
 impl fmt::Debug for SecretRef {
@@ -34,6 +38,7 @@ impl fmt::Debug for SecretRef {
         match self {
             SecretRef::Env(name) => write!(f, "env:{name}"),
             SecretRef::File(path) => write!(f, "file:{}", path.display()),
+            SecretRef::Inline(_) => f.write_str("inline"),
         }
     }
 }
@@ -67,6 +72,7 @@ impl SecretRef {
             SecretRef::File(path) => std::fs::read_to_string(path)
                 .map(|s| s.strip_suffix('\n').unwrap_or(&s).to_string())
                 .map_err(|e| format!("cannot read {}: {e}", path.display())),
+            SecretRef::Inline(value) => Ok(value.clone()),
         }
     }
 }
@@ -96,6 +102,78 @@ pub enum Auth {
         /// Defaults to the URL's user, else `git`.
         username: Option<String>,
     },
+    /// SSH with a private key and known_hosts held in memory: what a Secret's
+    /// `identity` and `known_hosts` keys resolve to.
+    SshInline {
+        identity: SecretRef,
+        known_hosts: String,
+        passphrase: Option<SecretRef>,
+    },
+    /// A Kubernetes Secret holding the credentials under Flux's keys, read by the
+    /// cache before every fetch (so a rotated Secret counts at the next poll) and
+    /// resolved into one of the variants above.
+    Secret(CredentialsSecret),
+}
+
+/// A Secret holding Git credentials (`source.credentials.secretRef`), with Flux's
+/// `GitRepository` keys: `username` + `password` (HTTP basic), `bearerToken` or
+/// `password` alone (a token), `identity` + `known_hosts` (SSH; `password` is then
+/// the key's passphrase).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CredentialsSecret {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for CredentialsSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret {}/{}", self.namespace, self.name)
+    }
+}
+
+impl CredentialsSecret {
+    /// The credentials the Secret's `data` (key → decoded bytes) holds. Errors name
+    /// the Secret and its keys, never a value.
+    pub fn auth(&self, data: &BTreeMap<String, Vec<u8>>) -> Result<Auth, String> {
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match data.get(key) {
+                None => Ok(None),
+                Some(bytes) => String::from_utf8(bytes.clone())
+                    .map(Some)
+                    .map_err(|_| format!("{self}: key {key} is not UTF-8 text")),
+            }
+        };
+        let inline = |v: String| SecretRef::Inline(v);
+        let password = text("password")?;
+        if let Some(identity) = text("identity")? {
+            let known_hosts = text("known_hosts")?.ok_or_else(|| {
+                format!("{self} has key identity but no key known_hosts (the server's host key is always checked)")
+            })?;
+            return Ok(Auth::SshInline {
+                identity: inline(identity),
+                known_hosts,
+                passphrase: password.map(inline),
+            });
+        }
+        if let Some(username) = text("username")? {
+            let password =
+                password.ok_or_else(|| format!("{self} has key username but no key password"))?;
+            return Ok(Auth::Basic {
+                username,
+                password: inline(password),
+            });
+        }
+        match text("bearerToken")?.or(password) {
+            Some(token) => Ok(Auth::Token {
+                token: inline(token),
+                username: None,
+            }),
+            None => Err(format!(
+                "{self} has none of the keys username and password, bearerToken, password, \
+                 identity and known_hosts"
+            )),
+        }
+    }
 }
 
 /// What the callbacks saw, so a failed fetch can be told apart (auth vs host key vs
@@ -147,6 +225,7 @@ pub(crate) fn preflight(url: &str, auth: &Auth) -> Result<(), SourceError> {
                     )));
                 }
             }
+            Auth::SshInline { .. } => {}
             _ => {
                 return Err(cred_err(
                     "an ssh:// source needs a private key file and a known_hosts file".into(),
@@ -224,13 +303,34 @@ pub(crate) fn callbacks<'a>(
                 };
                 Cred::ssh_key(user, None, private_key, pass.as_deref())
             }
+            Auth::SshInline {
+                identity,
+                passphrase,
+                ..
+            } => {
+                let user = username_from_url.unwrap_or(DEFAULT_SSH_USERNAME);
+                if allowed.contains(CredentialType::USERNAME) {
+                    return Cred::username(user);
+                }
+                let key = read_secret(url, identity, &mut out)?;
+                let pass = match passphrase {
+                    Some(p) => Some(read_secret(url, p, &mut out)?),
+                    None => None,
+                };
+                Cred::ssh_key_from_memory(user, None, &key, pass.as_deref())
+            }
             _ => Err(refuse(
                 &mut out,
                 format!("the configured credentials do not fit what the server asks ({allowed:?})"),
             )),
         }
     });
-    if let Auth::SshKey { known_hosts, .. } = auth {
+    let known_hosts = match auth {
+        Auth::SshKey { known_hosts, .. } => Some(KnownHosts::File(known_hosts)),
+        Auth::SshInline { known_hosts, .. } => Some(KnownHosts::Text(known_hosts)),
+        _ => None,
+    };
+    if let Some(known_hosts) = known_hosts {
         let port = ssh_port(url);
         cb.certificate_check(move |cert, host| {
             let Some(key) = cert.as_hostkey().and_then(|h| h.hostkey()) else {
@@ -238,7 +338,13 @@ pub(crate) fn callbacks<'a>(
                 // verification decide.
                 return Ok(CertificateCheckStatus::CertificatePassthrough);
             };
-            match check_known_host(known_hosts, host, port, key) {
+            let checked = match known_hosts {
+                KnownHosts::File(path) => check_known_host(path, host, port, key),
+                KnownHosts::Text(text) => {
+                    check_known_host_text(text, "known_hosts", host, port, key)
+                }
+            };
+            match checked {
                 Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
                 Err(message) => {
                     outcome.borrow_mut().failure = Some(SourceError::HostKeyUnknown {
@@ -251,6 +357,12 @@ pub(crate) fn callbacks<'a>(
         });
     }
     cb
+}
+
+/// Where the trusted host keys are.
+enum KnownHosts<'a> {
+    File(&'a Path),
+    Text(&'a str),
 }
 
 fn read_secret(
@@ -284,6 +396,17 @@ pub(crate) fn check_known_host(
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(known_hosts)
         .map_err(|e| format!("cannot read {}: {e}", known_hosts.display()))?;
+    check_known_host_text(&text, &known_hosts.display().to_string(), host, port, key)
+}
+
+/// Like [`check_known_host`], for known_hosts text read elsewhere (`origin` names it).
+pub(crate) fn check_known_host_text(
+    text: &str,
+    origin: &str,
+    host: &str,
+    port: Option<u16>,
+    key: &[u8],
+) -> Result<(), String> {
     let wanted = match port {
         Some(p) => format!("[{host}]:{p}"),
         None => host.to_string(),
@@ -309,13 +432,11 @@ pub(crate) fn check_known_host(
     }
     if listed_with_other_key {
         Err(format!(
-            "{wanted} is in {} with a different key: the server's host key changed",
-            known_hosts.display()
+            "{wanted} is in {origin} with a different key: the server's host key changed"
         ))
     } else {
         Err(format!(
-            "{wanted} is not in {} (hashed entries are not read; add a plain `host type key` line)",
-            known_hosts.display()
+            "{wanted} is not in {origin} (hashed entries are not read; add a plain `host type key` line)"
         ))
     }
 }
@@ -371,5 +492,80 @@ mod tests {
     fn secret_refs_never_print_their_value() {
         let s = SecretRef::Env("TOKEN_VAR".into());
         assert_eq!(format!("{s:?}"), "env:TOKEN_VAR");
+        let inline = SecretRef::Inline("hunter2".into());
+        assert_eq!(format!("{inline:?}"), "inline");
+    }
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn a_secret_resolves_by_fluxs_keys() {
+        let secret = CredentialsSecret {
+            namespace: "t1".into(),
+            name: "git".into(),
+        };
+        let basic = secret
+            .auth(&data(&[("username", "u"), ("password", "p")]))
+            .expect("basic");
+        assert_eq!(
+            basic,
+            Auth::Basic {
+                username: "u".into(),
+                password: SecretRef::Inline("p".into())
+            }
+        );
+        for keys in [&[("bearerToken", "t")][..], &[("password", "t")][..]] {
+            let token = secret.auth(&data(keys)).expect("token");
+            assert_eq!(
+                token,
+                Auth::Token {
+                    token: SecretRef::Inline("t".into()),
+                    username: None
+                }
+            );
+        }
+        let ssh = secret
+            .auth(&data(&[("identity", "KEY"), ("known_hosts", "h k v")]))
+            .expect("ssh");
+        assert!(
+            matches!(
+                ssh,
+                Auth::SshInline {
+                    passphrase: None,
+                    ..
+                }
+            ),
+            "{ssh:?}"
+        );
+        assert!(!format!("{ssh:?}").contains("KEY"), "{ssh:?}");
+    }
+
+    #[test]
+    fn a_secret_missing_a_key_is_refused_naming_the_secret_and_key_only() {
+        let secret = CredentialsSecret {
+            namespace: "t1".into(),
+            name: "git".into(),
+        };
+        let err = secret
+            .auth(&data(&[("username", "s3cr3t-user")]))
+            .expect_err("no password");
+        assert_eq!(err, "Secret t1/git has key username but no key password");
+        let err = secret
+            .auth(&data(&[("identity", "s3cr3t-key")]))
+            .expect_err("no known_hosts");
+        assert!(
+            err.contains("no key known_hosts") && !err.contains("s3cr3t"),
+            "{err}"
+        );
+        let err = secret.auth(&data(&[("other", "x")])).expect_err("no keys");
+        assert!(
+            err.starts_with("Secret t1/git has none of the keys"),
+            "{err}"
+        );
     }
 }

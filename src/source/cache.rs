@@ -17,6 +17,7 @@ use super::read::{self, git_err};
 use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
 use super::{Auth, RepoKey, Revision, Source, SourceError, SourceFile, is_full_sha};
+use crate::cluster::Cluster;
 
 /// Every branch and tag, mirrored under the same names: one fetch serves every source
 /// of the repository whatever its reference, as `git clone --mirror` would.
@@ -65,6 +66,9 @@ struct Inner {
     statuses: Mutex<HashMap<Source, SourceStatus>>,
     file_limit: u64,
     timeouts: GitTimeouts,
+    /// The connection that reads `credentials.secretRef` Secrets, as tether itself
+    /// (Flux's source-controller reads them as the controller too).
+    secrets: Mutex<Option<Arc<Cluster>>>,
 }
 
 struct RepoEntry {
@@ -111,6 +115,7 @@ impl SourceCache {
                 statuses: Mutex::new(HashMap::new()),
                 file_limit: read::MAX_FILE_BYTES,
                 timeouts,
+                secrets: Mutex::new(None),
             }),
         })
     }
@@ -121,6 +126,39 @@ impl SourceCache {
         dirs::cache_dir()
             .unwrap_or_else(std::env::temp_dir)
             .join(CACHE_SUBDIR)
+    }
+
+    /// Read the Secrets of [`Auth::Secret`] sources through `cluster` from now on.
+    pub fn read_secrets_with(&self, cluster: Arc<Cluster>) {
+        if let Ok(mut secrets) = self.inner.secrets.lock() {
+            *secrets = Some(cluster);
+        }
+    }
+
+    /// The source with its [`Auth::Secret`] read now and resolved into credentials;
+    /// any other source as it is. A missing Secret or key is a credentials error that
+    /// names them, never a value.
+    async fn resolve_auth(&self, source: &Source) -> Result<Source, SourceError> {
+        let Auth::Secret(secret) = &source.auth else {
+            return Ok(source.clone());
+        };
+        let cred_err = |message: String| SourceError::Credentials {
+            url: source.url.clone(),
+            message,
+        };
+        let cluster = self.inner.secrets.lock().ok().and_then(|c| c.clone());
+        let cluster = cluster.ok_or_else(|| {
+            cred_err(format!(
+                "credentials.secretRef names {secret}, and no cluster connection reads Secrets here"
+            ))
+        })?;
+        let data = cluster
+            .secret_data(&secret.namespace, &secret.name)
+            .await
+            .map_err(|e| cred_err(format!("cannot read {secret}: {e}")))?
+            .ok_or_else(|| cred_err(format!("{secret} not found")))?;
+        let auth = secret.auth(&data).map_err(cred_err)?;
+        Ok(source.clone().with_auth(auth))
     }
 
     /// The cache's root directory.
@@ -155,6 +193,7 @@ impl SourceCache {
         source: &Source,
         requested: Instant,
     ) -> Result<Revision, SourceError> {
+        let resolved = self.resolve_auth(source).await?;
         let entry = self.entry(&source.repo_key());
         let mut state = entry.fetch.lock().await;
         let watchdog = Watchdog::start(self.inner.timeouts.deadline);
@@ -171,7 +210,7 @@ impl SourceCache {
         let repair = entry.needs_repair.swap(false, Ordering::SeqCst);
         let job = SyncJob {
             dir: entry.dir.clone(),
-            source: source.clone(),
+            source: resolved,
             skip_fetch: already_fetched && !repair,
             repair,
             watchdog: watchdog.clone(),
@@ -266,7 +305,10 @@ impl SourceCache {
         }
         let entry = self.entry(&source.repo_key());
         let url = source.url.clone();
-        let source = source.clone();
+        let source = self
+            .resolve_auth(source)
+            .await
+            .map_err(|e| e.redact(&url))?;
         let watchdog = Watchdog::start(self.inner.timeouts.deadline);
         let job_watchdog = watchdog.clone();
         let task = tokio::task::spawn_blocking(move || {

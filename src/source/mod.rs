@@ -27,7 +27,7 @@ mod url;
 mod webhook;
 
 pub(crate) use auth::is_ssh_url;
-pub use auth::{Auth, SecretRef};
+pub use auth::{Auth, CredentialsSecret, SecretRef};
 pub use cache::{SourceCache, SourceStatus};
 pub use error::{SourceError, TimeoutKind};
 pub use poll::{
