@@ -236,11 +236,47 @@ impl Worker {
         self.observe_source(&state.status, state.revision.as_ref());
         let Some(revision) = state.revision else {
             let tried = state.status.message.is_some();
+            // A source that never fetched fails the pass: the app says why (a missing
+            // credentials Secret, an unreachable host) instead of "first pass running".
+            // The watcher retries it at each poll; the same failure is recorded once.
+            let failed = state
+                .status
+                .message
+                .as_ref()
+                .filter(|_| !state.status.ready)
+                .map(|m| PassError::Source(m.clone()));
+            let result = if state.status.retryable {
+                PassResult::Failed
+            } else {
+                PassResult::Stalled
+            };
             self.shared.statuses.update(&name, |s| {
                 s.sync = SyncStatus::Unknown;
                 if !tried {
                     let reason = "the source has not been fetched yet";
                     s.set_condition("SourceReady", "False", "FetchFailed", reason, Utc::now());
+                }
+                let Some(err) = &failed else {
+                    return;
+                };
+                let message = err.to_string();
+                if s.last_pass.as_ref().and_then(|p| p.error.as_ref()) == Some(&message) {
+                    return;
+                }
+                let now = Utc::now();
+                s.last_pass = Some(PassInfo {
+                    finished_at: now,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    result,
+                    error: Some(message.clone()),
+                    changed: 0,
+                });
+                s.set_condition("Ready", "False", err.reason(), &message, now);
+                match result {
+                    PassResult::Stalled => {
+                        s.set_condition("Stalled", "True", err.reason(), &message, now)
+                    }
+                    _ => s.set_condition("Stalled", "False", "Retrying", "", now),
                 }
             });
             return;

@@ -508,3 +508,113 @@ async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden()
     );
     assert!(!exists(&sandbox, "deploy", "web", "t1").await);
 }
+
+/// The Ready condition's reason and message.
+async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str) -> (String, String, String) {
+    let object = app(sandbox, name, namespace).await;
+    let condition = object["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    let text = |key: &str| condition[key].as_str().unwrap_or_default().to_string();
+    (text("status"), text("reason"), text("message"))
+}
+
+/// Issue #16: an App reaches a private repository with `credentials.secretRef`, a
+/// Secret of its namespace read at each fetch; a missing Secret and a wrong password
+/// stall it with SourceFailed naming the Secret (never its data), and the next poll
+/// after the Secret is fixed syncs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
+    const RIGHT: &str = "s3cret-Right-pass";
+    const WRONG: &str = "w0ng-Wrong-pass";
+    let sandbox = TestSandbox::start().await;
+    for ns in ["live", "team-s"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    let _origin = origin(
+        &sandbox,
+        &[(
+            "apps/private/config.yaml",
+            &configmap("private", "live", "p"),
+        )],
+    );
+    let http = crate::source::HttpGit::start(
+        &sandbox.dir.path().join("srv"),
+        Some(&format!("tether:{RIGHT}")),
+    );
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "gitsecret", &format!("{server}apps: []\n"), &[]).await;
+    let spec = format!(
+        "  source:\n    repo: \"{}\"\n    ref: main\n    path: apps/private\n    interval: 1s\n    \
+         credentials:\n      secretRef: {{name: git-creds}}\n  destination: {{namespace: live}}\n  \
+         sync: {{automated: true}}\n",
+        http.url("apps.git")
+    );
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("private", "team-s", &spec)),
+        )
+        .await
+        .ok();
+
+    // No Secret yet: the source fails, naming the Secret.
+    let (_, reason, message) = eventually("SourceFailed for the missing Secret", || async {
+        let r = ready(&sandbox, "private", "team-s").await;
+        (r.0 == "False" && r.2.contains("Secret team-s/git-creds not found")).then_some(r)
+    })
+    .await;
+    assert_eq!(reason, "SourceFailed", "{message}");
+    assert!(!exists(&sandbox, "cm", "private", "live").await);
+
+    // A wrong password: the remote refuses it, and the value shows nowhere.
+    let secret = |password: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-creds\n  namespace: team-s\n\
+             stringData:\n  username: tether\n  password: {password}\n"
+        )
+    };
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret(WRONG)))
+        .await
+        .ok();
+    let (_, reason, message) = eventually("SourceFailed for the wrong password", || async {
+        let r = ready(&sandbox, "private", "team-s").await;
+        (r.0 == "False" && r.2.contains("refused")).then_some(r)
+    })
+    .await;
+    assert_eq!(reason, "SourceFailed", "{message}");
+    assert!(!message.contains(WRONG), "{message}");
+
+    // The right one, at the next poll, without a restart.
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret(RIGHT)))
+        .await
+        .ok();
+    sandbox
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "tapp/private",
+            "-n",
+            "team-s",
+            "--timeout=20s",
+        ])
+        .await
+        .ok();
+    assert!(exists(&sandbox, "cm", "private", "live").await);
+    let object = app(&sandbox, "private", "team-s").await.to_string();
+    let status = serve.status("team-s.private").await.to_string();
+    let log = serve.log();
+    for (what, shown) in [("App", &object), ("status API", &status), ("log", &log)] {
+        for password in [RIGHT, WRONG] {
+            assert!(
+                !shown.contains(password),
+                "{what} shows a password:\n{shown}"
+            );
+        }
+    }
+}

@@ -72,13 +72,13 @@ impl Origin {
 }
 
 /// git's smart-HTTP server (`git http-backend`) behind a small python CGI host.
-struct HttpGit {
+pub(crate) struct HttpGit {
     child: Child,
     port: u16,
 }
 
 impl HttpGit {
-    fn start(root: &Path, auth: Option<&str>) -> Self {
+    pub(crate) fn start(root: &Path, auth: Option<&str>) -> Self {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/git-http-host.py");
         let mut cmd = Command::new("python3");
         cmd.arg(script)
@@ -100,7 +100,7 @@ impl HttpGit {
         HttpGit { child, port }
     }
 
-    fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/{name}", self.port)
     }
 }
