@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use tether::source::{
-    Auth, DEFAULT_READ_TIMEOUT, FileKind, GitTimeouts, PollConfig, SecretRef, Source, SourceCache,
-    SourceError, SourceWatcher, TimeoutKind, Triggers, WebhookState, webhook_router,
+    Auth, CredentialsSecret, DEFAULT_READ_TIMEOUT, FileKind, GitTimeouts, PollConfig, SecretRef,
+    Source, SourceCache, SourceError, SourceWatcher, TimeoutKind, Triggers, WebhookState,
+    webhook_router,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -289,6 +290,86 @@ async fn smart_http_with_basic_auth_and_token_from_files() {
     let status = fresh.status(&missing);
     assert!(!status.ready);
     assert_eq!(status.reason, Some("CredentialsUnavailable"));
+}
+
+/// `credentials.secretRef` at the source stage: the cache reads the Secret through the
+/// connection it is given, before each fetch and each poll's check; what is missing is
+/// named, no value is shown anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credentials_secret_is_read_before_each_fetch_and_never_shown() {
+    const RIGHT: &str = "s3cret-from-a-Secret";
+    let origin = Origin::new();
+    let http = HttpGit::start(&origin.root, Some(&format!("tether:{RIGHT}")));
+    let sandbox = crate::support::TestSandbox::start().await;
+    sandbox.namespace("team").await;
+    let (_d, cache) = cache();
+    let source =
+        Source::new(http.url("app"), "main", "deploy").with_auth(Auth::Secret(CredentialsSecret {
+            namespace: "team".into(),
+            name: "git".into(),
+        }));
+
+    // No connection to read Secrets with (a CLI without a cluster).
+    let err = cache.sync(&source).await.expect_err("no reader");
+    assert!(matches!(err, SourceError::Credentials { .. }), "{err:?}");
+    assert!(err.to_string().contains("Secret team/git"), "{err}");
+
+    let cluster = tether::cluster::Cluster::connect(Some(&sandbox.kubeconfig), None)
+        .await
+        .expect("cluster");
+    cache.read_secrets_with(std::sync::Arc::new(cluster));
+    let err = cache.sync(&source).await.expect_err("no Secret");
+    assert!(
+        err.to_string().contains("Secret team/git not found"),
+        "{err}"
+    );
+    assert_eq!(cache.status(&source).reason, Some("CredentialsUnavailable"));
+
+    let apply = |data: &str| {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: git, namespace: team}}\nstringData:\n{data}"
+        );
+        let sandbox = &sandbox;
+        async move {
+            sandbox
+                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
+                .await
+                .ok();
+        }
+    };
+    apply("  username: tether\n").await;
+    let err = cache.sync(&source).await.expect_err("no password key");
+    assert!(
+        err.to_string()
+            .contains("Secret team/git has key username but no key password"),
+        "{err}"
+    );
+
+    apply("  username: tether\n  password: not-the-one\n").await;
+    let err = cache.sync(&source).await.expect_err("wrong password");
+    assert!(matches!(err, SourceError::AuthRefused { .. }), "{err:?}");
+
+    // Fixed in the Secret: the next fetch and check use it, no restart.
+    sandbox
+        .kubectl(&["delete", "secret", "git", "-n", "team"])
+        .await
+        .ok();
+    apply(&format!("  username: tether\n  password: {RIGHT}\n")).await;
+    let rev = cache.sync(&source).await.expect("fetch with the Secret");
+    assert_eq!(rev.sha, git(&origin.repo, &["rev-parse", "HEAD"]));
+    origin.commit("moved");
+    assert!(cache.remote_moved(&source).await.expect("ls-remote"));
+    let status = cache.status(&source);
+    for shown in [
+        format!("{source:?}"),
+        source.to_string(),
+        format!("{status:?}"),
+    ] {
+        assert!(
+            !shown.contains(RIGHT) && !shown.contains("not-the-one"),
+            "{shown}"
+        );
+    }
 }
 
 #[tokio::test]
