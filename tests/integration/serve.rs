@@ -853,6 +853,13 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
     assert!(applied < 3, "the whole pass ran: {log}");
 }
 
+/// The Deployment `web` (2 replicas) in `namespace`, as the heal tests keep it in Git.
+fn web_deployment(namespace: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {namespace}\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n"
+    )
+}
+
 /// Issue #18: a heal of a revision already applied in full costs one request, the
 /// apply: the server validated that manifest when the revision was applied, so no dry
 /// run precedes it, and the pass the heal's own write wakes writes nothing.
@@ -860,8 +867,7 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
 async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("heal").await;
-    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: heal\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n";
-    let origin = origin(&sandbox, &[("heal/web.yaml", deployment)]);
+    let origin = origin(&sandbox, &[("heal/web.yaml", &web_deployment("heal"))]);
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: heal\n  source: {{repo: \"{}\", ref: main, path: heal, interval: {POLL}}}\n  destination: {{namespace: heal}}\n  sync: {{automated: true, selfHeal: true}}\n",
@@ -961,8 +967,7 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
 async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("held").await;
-    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: held\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n";
-    let origin = origin(&sandbox, &[("held/web.yaml", deployment)]);
+    let origin = origin(&sandbox, &[("held/web.yaml", &web_deployment("held"))]);
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: held\n  source: {{repo: \"{}\", ref: main, path: held, interval: {POLL}}}\n  destination: {{namespace: held}}\n  sync: {{automated: true, selfHeal: true, force: false}}\n",
