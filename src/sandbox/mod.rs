@@ -334,6 +334,14 @@ async fn answer(
             return answer_error(format, &refused);
         }
     }
+    // kube-apiserver negotiates the answer before it reads the body or does anything.
+    if !sandbox_endpoint
+        && !accept.acceptable(serves_protobuf)
+        && state.custom_resource_at(&path).is_some()
+    {
+        let refused = ApiError::NotAcceptable(protobuf::negotiate::SERVED_MEDIA_TYPES.into());
+        return error_response(&refused);
+    }
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY)
         .collect()
         .await
@@ -372,6 +380,7 @@ async fn answer(
         query,
         headers,
         body,
+        format,
     };
     let started = std::time::Instant::now();
     let method = request.method.clone();
@@ -412,15 +421,13 @@ async fn answer(
         Ok(Reply::Raw(code, bytes, content_type)) => {
             response(code, content_type, api::full_body(bytes))
         }
-        Ok(Reply::Stream(body)) if format == protobuf::Format::Protobuf => {
-            let frames = body
-                .map_frame(|frame| {
-                    frame.map_data(|line| protobuf::negotiate::watch_frame_of_line(&line))
-                })
-                .boxed();
-            response(StatusCode::OK, protobuf::WATCH_MEDIA_TYPE, frames)
+        // Watches are written in their format by the handler, from the store's encodings.
+        Ok(Reply::Stream(body, protobuf::Format::Protobuf)) => {
+            response(StatusCode::OK, protobuf::WATCH_MEDIA_TYPE, body)
         }
-        Ok(Reply::Stream(body)) => response(StatusCode::OK, "application/json", body),
+        Ok(Reply::Stream(body, protobuf::Format::Json)) => {
+            response(StatusCode::OK, "application/json", body)
+        }
         Err(err) => answer_error(format, &err),
     }
 }

@@ -59,6 +59,10 @@ pub enum ApiError {
     Unauthorized,
     #[error("415: Unsupported Media Type")]
     UnsupportedMediaType,
+    /// No media type of `Accept` can be produced for the resource (kube-apiserver's
+    /// `errNotAcceptable`, written as raw JSON whatever the client asked for).
+    #[error("only the following media types are accepted: {0}")]
+    NotAcceptable(String),
     /// A watch or list from a resourceVersion older than the history kept.
     #[error("{0}")]
     Expired(String),
@@ -91,6 +95,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Expired(_) => StatusCode::GONE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -109,6 +114,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::UnsupportedMediaType => "UnsupportedMediaType",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) => "Expired",
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",

@@ -8,11 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
+
+use super::protobuf;
 
 /// How many changes the store remembers for watches. A watch from an older
 /// resourceVersion gets `410 Expired`, as from an etcd that has compacted its history.
@@ -45,6 +47,11 @@ pub struct Stored {
     /// UIDs of the owners named in `ownerReferences`, for garbage collection.
     pub owners: Vec<String>,
     pub uid: String,
+    /// The bare protobuf message of a built-in kind's object, encoded once per
+    /// resourceVersion (at its write, or at its first protobuf answer) and shared by
+    /// every get, list and watch frame that answers it in protobuf. None inside: the
+    /// object has no protobuf form (a custom resource, a field newer than `k8s-pb`).
+    protobuf: OnceLock<Option<Bytes>>,
 }
 
 impl Stored {
@@ -80,12 +87,34 @@ impl Stored {
             labels,
             owners,
             uid,
+            protobuf: OnceLock::new(),
         }
     }
 
     /// The object as a value, for a write to change it.
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+
+    /// The object's bare protobuf message ([`protobuf::encode_message`]), encoded
+    /// from its JSON the first time it is asked for.
+    pub fn protobuf(&self) -> Option<&Bytes> {
+        self.protobuf
+            .get_or_init(|| {
+                protobuf::encode_message(&self.value())
+                    .ok()
+                    .map(Bytes::from)
+            })
+            .as_ref()
+    }
+
+    /// Encodes the protobuf message now, from the value being stored (no JSON to parse
+    /// back): for a write whose answer is wanted in protobuf, so that the answer and
+    /// every later read share the one encoding.
+    pub fn encode_protobuf_from(&self, value: &Value) -> Option<&Bytes> {
+        self.protobuf
+            .get_or_init(|| protobuf::encode_message(value).ok().map(Bytes::from))
+            .as_ref()
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tether::sandbox::protobuf::{self, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use tokio::io::AsyncReadExt as _;
 
-use crate::support::{TestSandbox, eventually};
+use crate::support::{TestSandbox, eventually, read};
 
 /// What kubectl logs at `-v=8` for a protobuf request body and a protobuf answer.
 const SENT_PROTOBUF: &str = "Content-Type: application/vnd.kubernetes.protobuf";
@@ -304,6 +304,86 @@ async fn built_in_kinds_answer_protobuf_when_asked_first() {
     assert_eq!(json_first.json()["kind"], "ConfigMapList");
 }
 
+/// Protobuf answers are written from the store's own encoding of each object (one per
+/// resourceVersion): they must say what the JSON answers say, page for page, and a
+/// changed object must answer its new version.
+#[tokio::test]
+async fn protobuf_reads_agree_with_json_reads_page_for_page() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("pb-pages").await;
+    let base = "/api/v1/namespaces/pb-pages/configmaps";
+    for i in 0..5 {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "labels": {"odd": (i % 2 == 1).to_string()}},
+            "data": {"i": i.to_string()}});
+        assert_eq!(
+            sandbox.post(base, &object).await.status,
+            StatusCode::CREATED
+        );
+    }
+    for query in ["", "?limit=2", "?labelSelector=odd%3Dtrue", "?limit=10"] {
+        let path = format!("{base}{query}");
+        let as_json = with_accept(&sandbox, &path, "application/json")
+            .await
+            .json();
+        let answer = with_accept(&sandbox, &path, MEDIA_TYPE).await;
+        assert_eq!(answer.content_type, MEDIA_TYPE, "{path}");
+        let decoded = protobuf::decode_object(&answer.body).expect("a protobuf list");
+        assert_eq!(decoded, as_json, "{path}");
+    }
+    // The next page, from the protobuf page's continue token.
+    let first = protobuf::decode_object(
+        &with_accept(&sandbox, &format!("{base}?limit=2"), MEDIA_TYPE)
+            .await
+            .body,
+    )
+    .expect("a page");
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token");
+    let second = with_accept(
+        &sandbox,
+        &format!("{base}?limit=2&continue={token}"),
+        MEDIA_TYPE,
+    )
+    .await;
+    let second = protobuf::decode_object(&second.body).expect("a page");
+    let names: Vec<&str> = second["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["cm-2", "cm-3"]);
+
+    // Read in protobuf, changed, read again: the new version, not the first encoding.
+    let path = format!("{base}/cm-0");
+    let before = protobuf::decode_object(&with_accept(&sandbox, &path, MEDIA_TYPE).await.body)
+        .expect("a ConfigMap");
+    assert_eq!(before["data"]["i"], "0");
+    let patched = read(
+        sandbox
+            .request(Method::PATCH, &path)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/merge-patch+json",
+            )
+            .body(r#"{"data":{"i":"changed"}}"#),
+    )
+    .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.text());
+    let after = protobuf::decode_object(&with_accept(&sandbox, &path, MEDIA_TYPE).await.body)
+        .expect("a ConfigMap");
+    assert_eq!(after["data"]["i"], "changed");
+    assert_eq!(
+        after,
+        with_accept(&sandbox, &path, "application/json")
+            .await
+            .json()
+    );
+}
+
 #[tokio::test]
 async fn a_garbled_protobuf_body_is_a_bad_request() {
     let sandbox = TestSandbox::start().await;
@@ -385,7 +465,7 @@ spec:
 ";
 
 #[tokio::test]
-async fn custom_resources_refuse_protobuf_bodies_and_answer_json() {
+async fn custom_resources_refuse_protobuf_bodies_answer_json_and_406_protobuf_alone() {
     let sandbox = TestSandbox::start().await;
     let file = sandbox.write_file("crd.yaml", WIDGETS);
     sandbox.kubectl(&["apply", "-f", &file]).await.ok();
@@ -421,6 +501,48 @@ async fn custom_resources_refuse_protobuf_bodies_and_answer_json() {
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.content_type, "application/json");
     assert_eq!(answer.json()["spec"]["size"], 1);
+
+    // Protobuf alone cannot be answered for a custom resource: 406 as a raw JSON
+    // Status, for reads, lists, watches and writes alike, before anything is written.
+    let not_acceptable = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure",
+        "message": "only the following media types are accepted: application/json, \
+                    application/yaml, application/vnd.kubernetes.protobuf",
+        "reason": "NotAcceptable", "code": 406});
+    for target in [
+        format!("{path}/w"),
+        path.to_string(),
+        format!("{path}?watch=true"),
+    ] {
+        let refused = with_accept(&sandbox, &target, MEDIA_TYPE).await;
+        assert_eq!(refused.status, StatusCode::NOT_ACCEPTABLE, "{target}");
+        assert_eq!(refused.content_type, "application/json", "{target}");
+        assert_eq!(refused.json(), not_acceptable, "{target}");
+    }
+    let second = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w2"}});
+    let refused = read(
+        sandbox
+            .request(Method::POST, path)
+            .header(reqwest::header::ACCEPT, MEDIA_TYPE)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(second.to_string()),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(
+        sandbox.get(&format!("{path}/w2")).await.status,
+        StatusCode::NOT_FOUND,
+        "a refused create writes nothing"
+    );
+    // A built-in kind asked for protobuf alone is answered in protobuf; one asked
+    // for nothing the server speaks gets the same 406.
+    let built_in = with_accept(&sandbox, "/api/v1/namespaces/pb-cr", MEDIA_TYPE).await;
+    assert_eq!(built_in.status, StatusCode::OK);
+    assert_eq!(built_in.content_type, MEDIA_TYPE);
+    let text = with_accept(&sandbox, "/api/v1/namespaces/pb-cr", "text/plain").await;
+    assert_eq!(text.status, StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(text.json()["reason"], "NotAcceptable");
 }
 
 /// An object as stored, without what the server makes up anew for each create (uid and

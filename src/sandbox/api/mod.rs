@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::controller_settings::Settings;
 use super::defaults::Defaulter;
 use super::faults::{Counters, Faults};
+use super::protobuf::Format;
 use super::registry::{self, Registry, ResourceType};
 use super::status::ApiError;
 use super::store::{ObjectKey, Store, Stored};
@@ -99,13 +100,17 @@ pub struct Request {
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The format negotiated for the answer: reads of built-in kinds write protobuf
+    /// straight from the store's encoding.
+    pub format: Format,
 }
 
 /// What a handler answers.
 pub enum Reply {
     Json(StatusCode, Value),
     Raw(StatusCode, Bytes, &'static str),
-    Stream(Body),
+    /// A watch: JSON lines, or protobuf frames when the request's format was protobuf.
+    Stream(Body, Format),
 }
 
 impl Reply {
@@ -262,15 +267,21 @@ impl State {
     /// Whether a path names a built-in resource, whose objects travel in protobuf too
     /// (custom resources have no protobuf form).
     pub fn serves_protobuf(&self, path: &str) -> bool {
+        self.custom_resource_at(path) == Some(false)
+    }
+
+    /// Whether a path names a custom resource (Some(true)), a built-in one
+    /// (Some(false)), or no resource at all (discovery, OpenAPI, unknown paths).
+    pub fn custom_resource_at(&self, path: &str) -> Option<bool> {
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         let target = match segments.as_slice() {
             ["api", version, rest @ ..] if !rest.is_empty() => self.target("", version, rest),
             ["apis", group, version, rest @ ..] if !rest.is_empty() => {
                 self.target(group, version, rest)
             }
-            _ => return false,
+            _ => return None,
         };
-        target.is_ok_and(|t| !t.resource.custom)
+        target.ok().map(|t| t.resource.custom)
     }
 
     fn resource_list(&self, group: &str, version: &str) -> Result<Reply, ApiError> {
@@ -397,20 +408,23 @@ impl State {
             .then(|| table::requested(&request.headers, &request.query))
             .flatten();
         if let Some(table) = table {
+            // A Table is made from the JSON objects, and written in JSON.
             let reply = match named {
-                true => self.get(&target),
-                false if is_watch(&request.query) => self.watch(&target, &request.query),
-                false => self.list(&target, &request.query),
+                true => self.get(&target, Format::Json),
+                false if is_watch(&request.query) => {
+                    self.watch(&target, &request.query, Format::Json)
+                }
+                false => self.list(&target, &request.query, Format::Json),
             }?;
             let columns = self.registry().printer_columns(&target.resource);
             return table::convert(&target.resource, columns, &table, reply);
         }
         match (&request.method, named) {
-            (&Method::GET, true) => self.get(&target),
+            (&Method::GET, true) => self.get(&target, request.format),
             (&Method::GET, false) if is_watch(&request.query) => {
-                self.watch(&target, &request.query)
+                self.watch(&target, &request.query, request.format)
             }
-            (&Method::GET, false) => self.list(&target, &request.query),
+            (&Method::GET, false) => self.list(&target, &request.query, request.format),
             (&Method::POST, false) => self.create(&target, &request),
             (&Method::PUT, true) => self.update(&target, &request),
             (&Method::PATCH, true) => self.patch(&target, &request),

@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use super::commit::order_object;
 use super::scale::scale_of;
 use super::{Body, Reply, State, Target};
+use crate::sandbox::protobuf::{self, Format};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::selector::{FieldSelector, LabelSelector, extra_fields};
 use crate::sandbox::status::ApiError;
@@ -35,10 +36,19 @@ const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 const CONTINUE_VERSION: &str = "tether-sandbox/v1";
 
 impl State {
-    pub(super) fn get(&self, target: &Target) -> Result<Reply, ApiError> {
+    pub(super) fn get(&self, target: &Target, format: Format) -> Result<Reply, ApiError> {
         let stored = self.stored(target)?;
         if target.subresource.as_deref() == Some("scale") {
             return Ok(Reply::ok(scale_of(&stored.value())));
+        }
+        if let Some(raw) = protobuf_message(&target.resource, &stored, format) {
+            let resource = &target.resource;
+            let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
+            return Ok(Reply::Raw(
+                StatusCode::OK,
+                Bytes::from(enveloped),
+                protobuf::MEDIA_TYPE,
+            ));
         }
         Ok(Reply::Raw(
             StatusCode::OK,
@@ -51,6 +61,7 @@ impl State {
         &self,
         target: &Target,
         query: &HashMap<String, String>,
+        format: Format,
     ) -> Result<Reply, ApiError> {
         let filter = Filter::from_query(&target.resource, query)?;
         let (rv, items) = self
@@ -73,6 +84,38 @@ impl State {
             .iter()
             .filter(|(key, _)| start_after.as_ref().is_none_or(|after| key > after))
             .filter(|(key, stored)| filter.matches(key, stored));
+        if format == Format::Protobuf && !target.resource.custom {
+            let page: Vec<&(ObjectKey, Arc<Stored>)> = match limit {
+                Some(limit) => selected.by_ref().take(limit).collect(),
+                None => selected.by_ref().collect(),
+            };
+            let remaining = selected.count();
+            let raws: Option<Vec<&[u8]>> = page
+                .iter()
+                .map(|(_, stored)| {
+                    protobuf_message(&target.resource, stored, format).map(|b| &b[..])
+                })
+                .collect();
+            // An item without a protobuf form answers the whole list in JSON, below.
+            if let Some(raws) = raws {
+                let last = page.last().map(|(key, _)| key);
+                let metadata = list_metadata(rv, last.filter(|_| remaining > 0), remaining);
+                let resource = &target.resource;
+                if let Ok(bytes) = protobuf::encode_list(
+                    &resource.api_version(),
+                    &resource.list_kind(),
+                    &Value::Object(metadata),
+                    raws,
+                ) {
+                    return Ok(Reply::Raw(
+                        StatusCode::OK,
+                        Bytes::from(bytes),
+                        protobuf::MEDIA_TYPE,
+                    ));
+                }
+            }
+            return self.list(target, query, Format::Json);
+        }
         let mut body = Vec::with_capacity(64 + items.len() * 1024);
         let mut last_key = None;
         body.extend_from_slice(b"[");
@@ -88,12 +131,7 @@ impl State {
         }
         body.extend_from_slice(b"]");
         let remaining = last_key.as_ref().map(|_| selected.count()).unwrap_or(0);
-        let mut metadata = Map::new();
-        metadata.insert("resourceVersion".into(), rv.to_string().into());
-        if let (Some(last), true) = (last_key, remaining > 0) {
-            metadata.insert("continue".into(), encode_continue(&last, rv).into());
-            metadata.insert("remainingItemCount".into(), remaining.into());
-        }
+        let metadata = list_metadata(rv, last_key.as_ref().filter(|_| remaining > 0), remaining);
         let head = format!(
             "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":",
             Value::from(target.resource.list_kind()),
@@ -115,7 +153,12 @@ impl State {
         self: &Arc<Self>,
         target: &Target,
         query: &HashMap<String, String>,
+        format: Format,
     ) -> Result<Reply, ApiError> {
+        let format = match target.resource.custom {
+            true => Format::Json,
+            false => format,
+        };
         let filter = Filter::from_query(&target.resource, query)?;
         let bookmarks = query
             .get("allowWatchBookmarks")
@@ -138,7 +181,7 @@ impl State {
                 let events = items
                     .iter()
                     .filter(|(k, stored)| filter.matches(k, stored))
-                    .map(|(_, stored)| watch_line("ADDED", &object_json(&resource, stored)))
+                    .map(|(_, stored)| watch_event(format, &resource, "ADDED", stored))
                     .collect();
                 (events, receiver, rv)
             }
@@ -153,11 +196,19 @@ impl State {
                             "too old resource version: {after} ({})",
                             oldest - 1
                         ));
-                        let line = watch_line(
-                            "ERROR",
-                            &Bytes::from(serde_json::to_vec(&gone.status()).unwrap_or_default()),
+                        let line = in_format(
+                            format,
+                            watch_line(
+                                "ERROR",
+                                &Bytes::from(
+                                    serde_json::to_vec(&gone.status()).unwrap_or_default(),
+                                ),
+                            ),
                         );
-                        return Ok(Reply::Stream(stream_body(futures::stream::iter([line]))));
+                        return Ok(Reply::Stream(
+                            stream_body(futures::stream::iter([line])),
+                            format,
+                        ));
                     }
                     WatchStart::Replay(events) => {
                         let lines = events
@@ -168,10 +219,7 @@ impl State {
                             })
                             .filter(|e| filter.matches(&e.key, &e.object))
                             .map(|e| {
-                                watch_line(
-                                    e.event_type.as_str(),
-                                    &object_json(&resource, &e.object),
-                                )
+                                watch_event(format, &resource, e.event_type.as_str(), &e.object)
                             })
                             .collect();
                         (
@@ -212,7 +260,7 @@ impl State {
                             if !filter.matches(&event.key, &event.object) {
                                 continue;
                             }
-                            let line = watch_line(event.event_type.as_str(), &object_json(&resource, &event.object));
+                            let line = watch_event(format, &resource, event.event_type.as_str(), &event.object);
                             if sender.send(line).await.is_err() {
                                 return;
                             }
@@ -222,13 +270,14 @@ impl State {
                     },
                     _ = ticker.tick(), if bookmarks => {
                         let rv = state.store.resource_version();
-                        if sender.send(bookmark_line(&resource, rv)).await.is_err() {
+                        if sender.send(in_format(format, bookmark_line(&resource, rv))).await.is_err() {
                             return;
                         }
                     }
                     _ = tokio::time::sleep_until(deadline) => {
                         if bookmarks {
-                            let _ = sender.send(bookmark_line(&resource, state.store.resource_version())).await;
+                            let bookmark = bookmark_line(&resource, state.store.resource_version());
+                            let _ = sender.send(in_format(format, bookmark)).await;
                         }
                         return;
                     }
@@ -239,8 +288,71 @@ impl State {
         let stream = futures::stream::unfold(lines, |mut lines| async move {
             lines.recv().await.map(|line| (line, lines))
         });
-        Ok(Reply::Stream(stream_body(stream)))
+        Ok(Reply::Stream(stream_body(stream), format))
     }
+}
+
+/// One watch event in the stream's format: a JSON line, or a protobuf frame made from
+/// the store's encoding of the object.
+fn watch_event(
+    format: Format,
+    resource: &ResourceType,
+    event_type: &str,
+    stored: &Stored,
+) -> Bytes {
+    if let Some(raw) = protobuf_message(resource, stored, format) {
+        let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
+        if let Ok(frame) = protobuf::watch_frame_of(event_type, &enveloped) {
+            return Bytes::from(frame);
+        }
+    }
+    in_format(
+        format,
+        watch_line(event_type, &object_json(resource, stored)),
+    )
+}
+
+/// A JSON watch line as the stream's format wants it.
+fn in_format(format: Format, line: Bytes) -> Bytes {
+    match format {
+        Format::Json => line,
+        Format::Protobuf => protobuf::negotiate::watch_frame_of_line(&line),
+    }
+}
+
+/// A list's `metadata`: its resourceVersion, and where the next page starts when a
+/// limit left items out.
+fn list_metadata(rv: u64, last: Option<&ObjectKey>, remaining: usize) -> Map<String, Value> {
+    let mut metadata = Map::new();
+    metadata.insert("resourceVersion".into(), rv.to_string().into());
+    if let Some(last) = last {
+        metadata.insert("continue".into(), encode_continue(last, rv).into());
+        metadata.insert("remainingItemCount".into(), remaining.into());
+    }
+    metadata
+}
+
+/// The stored protobuf message of an object, when the answer is protobuf and the object
+/// is served as stored (a built-in kind in its stored version).
+fn protobuf_message<'a>(
+    resource: &ResourceType,
+    stored: &'a Stored,
+    format: Format,
+) -> Option<&'a Bytes> {
+    if format != Format::Protobuf || resource.custom || !served_as_stored(resource, stored) {
+        return None;
+    }
+    stored.protobuf()
+}
+
+/// Whether the stored JSON is the object as served in `resource`'s version.
+fn served_as_stored(resource: &ResourceType, stored: &Stored) -> bool {
+    let prefix = format!(
+        "{{\"kind\":{},\"apiVersion\":{}",
+        Value::from(resource.kind.as_str()),
+        Value::from(resource.api_version())
+    );
+    stored.json.starts_with(prefix.as_bytes())
 }
 
 /// Label and field selectors of a list or watch.
@@ -284,17 +396,11 @@ impl Filter {
 /// The object as served in the requested version (a CRD's versions share storage and
 /// differ only in apiVersion: conversion strategy `None`).
 pub(super) fn object_json(resource: &ResourceType, stored: &Stored) -> Bytes {
-    let api_version = resource.api_version();
-    let prefix = format!(
-        "{{\"kind\":{},\"apiVersion\":{}",
-        Value::from(resource.kind.as_str()),
-        Value::from(api_version.as_str())
-    );
-    if stored.json.starts_with(prefix.as_bytes()) {
+    if served_as_stored(resource, stored) {
         return stored.json.clone();
     }
     let mut value = stored.value();
-    value["apiVersion"] = api_version.into();
+    value["apiVersion"] = resource.api_version().into();
     order_object(&mut value);
     Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
 }

@@ -88,7 +88,9 @@ pub(super) fn convert(
         Reply::Json(code, value) if code == StatusCode::OK => {
             Ok(Reply::Json(code, printer.table(&value, include, true)))
         }
-        Reply::Stream(body) => Ok(Reply::Stream(watch_tables(body, printer, include))),
+        Reply::Stream(body, format) => {
+            Ok(Reply::Stream(watch_tables(body, printer, include), format))
+        }
         other => Ok(other),
     }
 }

@@ -80,9 +80,62 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
     Ok(envelope(api_version, kind, &raw))
 }
 
+/// The bare message of an object of a built-in kind, without the envelope: what the
+/// store keeps beside an object's JSON, so that every protobuf answer of it (get, list
+/// item, watch frame) is a copy of bytes rather than a parse and an encoding.
+pub fn encode_message(object: &Value) -> Result<Vec<u8>, ProtobufError> {
+    let schema = Schema::get()?;
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let index = schema
+        .kind(api_version, kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    let mut raw = Vec::with_capacity(256);
+    codec::encode(schema, index, object, &mut raw)?;
+    Ok(raw)
+}
+
+/// A list of built-in objects from their bare messages ([`encode_message`]): the
+/// list's `ListMeta` and its items, enveloped as `kind` (e.g. `ConfigMapList`).
+pub fn encode_list<'a>(
+    api_version: &str,
+    kind: &str,
+    metadata: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, ProtobufError> {
+    let schema = Schema::get()?;
+    let list = schema
+        .kind(api_version, kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    let message = &schema.messages[list];
+    let field = |name: &str| {
+        message
+            .field_by_json(name)
+            .ok_or_else(|| ProtobufError::Schema(format!("{} has no {name}", message.name)))
+    };
+    let (meta_field, items_field) = (field("metadata")?, field("items")?);
+    let schema::Type::Message(list_meta) = meta_field.ty else {
+        return Err(ProtobufError::Schema(format!("{}.metadata", message.name)));
+    };
+    let mut meta = Vec::with_capacity(64);
+    codec::encode(schema, list_meta, metadata, &mut meta)?;
+    let mut raw = Vec::with_capacity(1024);
+    wire::put_bytes(&mut raw, meta_field.tag, &meta);
+    for item in items {
+        wire::put_bytes(&mut raw, items_field.tag, item);
+    }
+    Ok(envelope(api_version, kind, &raw))
+}
+
 /// `k8s\0` + `runtime.Unknown{typeMeta, raw, contentEncoding: "", contentType: ""}`,
 /// every field written as Go writes it (the two empty strings included).
-fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
     wire::put_bytes(&mut type_meta, 1, api_version.as_bytes());
     wire::put_bytes(&mut type_meta, 2, kind.as_bytes());
@@ -147,9 +200,13 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value, ProtobufError> {
 /// One protobuf watch frame: the length, then `WatchEvent{type, object: RawExtension{raw:
 /// <enveloped object>}}`.
 pub fn watch_frame(event_type: &str, object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    let raw = encode_object(object)?;
+    watch_frame_of(event_type, &encode_object(object)?)
+}
+
+/// One protobuf watch frame around an object already enveloped.
+pub fn watch_frame_of(event_type: &str, raw: &[u8]) -> Result<Vec<u8>, ProtobufError> {
     let mut extension = Vec::with_capacity(raw.len() + 8);
-    wire::put_bytes(&mut extension, 1, &raw);
+    wire::put_bytes(&mut extension, 1, raw);
     let mut event = Vec::with_capacity(extension.len() + event_type.len() + 8);
     wire::put_bytes(&mut event, 1, event_type.as_bytes());
     wire::put_bytes(&mut event, 2, &extension);

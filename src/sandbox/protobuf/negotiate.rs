@@ -69,6 +69,21 @@ impl Accept {
         self.ranges.iter().any(|r| r.media_type == MEDIA_TYPE)
     }
 
+    /// Whether the sandbox can answer in any of the media types asked for, for a resource
+    /// that has a protobuf form or not. No `Accept` at all takes anything; a custom
+    /// resource asked only for protobuf cannot be answered (kube-apiserver's 406).
+    pub fn acceptable(&self, protobuf_available: bool) -> bool {
+        self.ranges.is_empty()
+            || self
+                .ranges
+                .iter()
+                .any(|range| match range.media_type.as_str() {
+                    // A conversion (a Table) is written in JSON whatever the resource.
+                    MEDIA_TYPE => protobuf_available || range.conversion,
+                    media_type => ANSWERED_AS_JSON.contains(&media_type),
+                })
+    }
+
     /// The format to answer in, for a resource that has a protobuf form or not. No
     /// `Accept`, or none the sandbox can produce, answers JSON as before.
     pub fn choose(&self, protobuf_available: bool) -> Format {
@@ -78,7 +93,7 @@ impl Accept {
                     return Format::Protobuf;
                 }
                 MEDIA_TYPE => continue,
-                "application/json" | "application/yaml" | "application/*" | "*/*" => {
+                media_type if ANSWERED_AS_JSON.contains(&media_type) => {
                     return Format::Json;
                 }
                 _ => continue,
@@ -87,6 +102,19 @@ impl Accept {
         Format::Json
     }
 }
+
+/// Media ranges the sandbox answers in JSON.
+const ANSWERED_AS_JSON: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/*",
+    "*/*",
+];
+
+/// What kube-apiserver lists in a 406 for a resource: every serializer of its codec
+/// factory, protobuf included even for custom resources, whose handlers only refuse it.
+pub const SERVED_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Whether a request's body is protobuf.
 pub fn is_protobuf_body(headers: &HeaderMap) -> bool {
