@@ -354,14 +354,22 @@ async fn answer(
         }
     };
     let mut headers = parts.headers;
+    let mut decoded = None;
     // A protobuf body for a custom resource reaches the handlers as is: they answer 415.
     let body = if serves_protobuf && protobuf_body {
-        match protobuf::negotiate::json_body(&body) {
-            Ok(json) => {
+        match protobuf::decode_object(&body) {
+            Ok(object) => {
                 headers.insert(
                     http::header::CONTENT_TYPE,
                     http::HeaderValue::from_static("application/json"),
                 );
+                let json = match parts.method {
+                    // Creates and updates read `decoded`; other bodies (DeleteOptions)
+                    // are read as JSON.
+                    http::Method::POST | http::Method::PUT => Bytes::new(),
+                    _ => Bytes::from(serde_json::to_vec(&object).unwrap_or_default()),
+                };
+                decoded = Some(object);
                 json
             }
             Err(protobuf::ProtobufError::UnknownKind { .. }) => {
@@ -381,6 +389,7 @@ async fn answer(
         headers,
         body,
         format,
+        decoded: std::sync::Mutex::new(decoded),
     };
     let started = std::time::Instant::now();
     let method = request.method.clone();

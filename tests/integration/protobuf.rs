@@ -679,3 +679,87 @@ async fn each_generator_stores_what_its_json_twin_stores() {
         assert_eq!(by_protobuf, by_json, "{generator:?}");
     }
 }
+
+/// `kubectl scale` goes through the `/scale` subresource, whose object is an
+/// `autoscaling/v1` Scale whatever the group of the scaled kind: it must travel in
+/// protobuf both ways, and a protobuf Scale written back must scale.
+#[tokio::test]
+async fn the_scale_subresource_speaks_protobuf_and_kubectl_scale_uses_it() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("pb-scale").await;
+    let created = sandbox
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "pb-scale",
+            "--image=nginx:1.25",
+            "--replicas=2",
+        ])
+        .await
+        .ok();
+    assert_eq!(created.stdout.trim(), "deployment.apps/web created");
+    let path = "/apis/apps/v1/namespaces/pb-scale/deployments/web/scale";
+
+    let scale = with_accept(&sandbox, path, MEDIA_TYPE).await;
+    assert_eq!(scale.status, StatusCode::OK, "{}", scale.text());
+    assert_eq!(scale.content_type, MEDIA_TYPE);
+    let mut decoded = protobuf::decode_object(&scale.body).expect("a protobuf Scale");
+    assert_eq!(decoded["apiVersion"], "autoscaling/v1");
+    assert_eq!(decoded["kind"], "Scale");
+    assert_eq!(decoded["spec"]["replicas"], 2);
+    assert_eq!(
+        decoded,
+        with_accept(&sandbox, path, "application/json").await.json()
+    );
+
+    // A Scale of 0 written back in protobuf: the zero is a value, not "unset".
+    decoded["spec"]["replicas"] = json!(0);
+    let written = read(
+        sandbox
+            .request(Method::PUT, path)
+            .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
+            .header(reqwest::header::ACCEPT, MEDIA_TYPE)
+            .body(protobuf::encode_object(&decoded).expect("encodes")),
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::OK, "{}", written.text());
+    assert_eq!(written.content_type, MEDIA_TYPE);
+    let answered = protobuf::decode_object(&written.body).expect("a protobuf Scale");
+    assert_eq!(answered["spec"]["replicas"], 0);
+    let deployment = stored(
+        &sandbox,
+        "/apis/apps/v1/namespaces/pb-scale/deployments/web",
+    )
+    .await;
+    assert_eq!(deployment["spec"]["replicas"], 0);
+
+    let out = sandbox
+        .kubectl(&[
+            "scale",
+            "deployment/web",
+            "-n",
+            "pb-scale",
+            "--replicas=3",
+            "-v=8",
+        ])
+        .await
+        .ok();
+    assert!(
+        out.stdout.contains("deployment.apps/web scaled"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("/deployments/web/scale"),
+        "{}",
+        out.stderr
+    );
+    let deployment = stored(
+        &sandbox,
+        "/apis/apps/v1/namespaces/pb-scale/deployments/web",
+    )
+    .await;
+    assert_eq!(deployment["spec"]["replicas"], 3);
+}

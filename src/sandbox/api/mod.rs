@@ -103,6 +103,18 @@ pub struct Request {
     /// The format negotiated for the answer: reads of built-in kinds write protobuf
     /// straight from the store's encoding.
     pub format: Format,
+    /// A protobuf body already decoded (`body` is then empty): handed to the handler
+    /// once, so the object is not written to JSON and parsed back.
+    pub decoded: std::sync::Mutex<Option<Value>>,
+}
+
+impl Request {
+    pub fn take_decoded(&self) -> Option<Value> {
+        self.decoded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
 }
 
 /// What a handler answers.

@@ -2,12 +2,14 @@
 //! server-side apply, each decoded and checked, then handed to the commit pipeline.
 
 use bytes::Bytes;
+use http::StatusCode;
 use serde_json::Value;
 
 use super::commit::{Write, conflict, object_name};
 use super::scale::scale_of;
 use super::{Reply, Request, State, Target, field_manager, is_dry_run, is_strict, now};
 use crate::sandbox::fields::{self, ApplyError, ApplyOptions};
+use crate::sandbox::protobuf::{self, Format};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::{ApiError, Cause};
 use crate::sandbox::store::Stored;
@@ -41,7 +43,7 @@ impl State {
         write.dry_run = is_dry_run(&request.query);
         write.strict = is_strict(&request.query);
         self.commit(write)
-            .map(|(code, value)| Reply::Json(code, value))
+            .map(|(code, value)| self.written(target, request, code, value))
     }
 
     pub(super) fn update(&self, target: &Target, request: &Request) -> Result<Reply, ApiError> {
@@ -62,7 +64,7 @@ impl State {
         check_resource_version(resource, &object, &stored)?;
         let write = Write::for_request(target, Some(stored), object, request);
         self.commit(write)
-            .map(|(code, value)| Reply::Json(code, value))
+            .map(|(code, value)| self.written(target, request, code, value))
     }
 
     pub(super) fn patch(&self, target: &Target, request: &Request) -> Result<Reply, ApiError> {
@@ -137,7 +139,7 @@ impl State {
         check_resource_version(resource, &patched, &stored)?;
         let write = Write::for_request(target, Some(stored), patched, request);
         self.commit(write)
-            .map(|(code, value)| Reply::Json(code, value))
+            .map(|(code, value)| self.written(target, request, code, value))
     }
 
     /// Server-side apply: merge the applied configuration into the live object (or
@@ -215,7 +217,37 @@ impl State {
         write.strict = is_strict(&request.query);
         write.subresource = target.subresource.clone();
         self.commit(write)
-            .map(|(code, value)| Reply::Json(code, value))
+            .map(|(code, value)| self.written(target, request, code, value))
+    }
+}
+
+impl State {
+    /// The answer to a write: in protobuf, the stored object's own encoding, made now
+    /// from the value in hand (no JSON to parse back) and kept for every later read of
+    /// this resourceVersion; otherwise the value, for `answer` to write.
+    fn written(&self, target: &Target, request: &Request, code: StatusCode, value: Value) -> Reply {
+        let resource = &target.resource;
+        if request.format != Format::Protobuf || resource.custom {
+            return Reply::Json(code, value);
+        }
+        let metadata = &value["metadata"];
+        let key = (
+            metadata["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            metadata["name"].as_str().unwrap_or_default().to_string(),
+        );
+        let stored = self.store.get(&resource.key(), &key).filter(|stored| {
+            // A dry run, or a write overtaken by another: not the stored version.
+            metadata["resourceVersion"].as_str() == Some(&stored.resource_version.to_string())
+                && value["apiVersion"].as_str() == Some(&resource.api_version())
+        });
+        let Some(raw) = stored.as_ref().and_then(|s| s.encode_protobuf_from(&value)) else {
+            return Reply::Json(code, value);
+        };
+        let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
+        Reply::Raw(code, Bytes::from(enveloped), protobuf::MEDIA_TYPE)
     }
 }
 
@@ -257,6 +289,9 @@ pub(super) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
 
 /// Decodes a create or update body: JSON, or YAML when the client sends YAML.
 pub(super) fn decode_body(request: &Request) -> Result<Value, ApiError> {
+    if let Some(decoded) = request.take_decoded() {
+        return Ok(decoded);
+    }
     let content_type = request
         .headers
         .get(http::header::CONTENT_TYPE)

@@ -31,7 +31,7 @@ pub fn encode(
         .ok_or_else(|| type_error(message, "", "an object"))?;
     // Walk the object's keys rather than the message's fields: most fields of a large
     // message (PodSpec, Container) are unset. Go writes fields in number order.
-    let mut present: Vec<(&Field, Option<&Value>)> = Vec::with_capacity(object.len() + 1);
+    let mut present = Present::default();
     for (key, value) in object {
         match message.field_by_json(key) {
             Some(field) if field.label != Label::Inline => {
@@ -48,15 +48,10 @@ pub fn encode(
             }
         }
     }
-    present.extend(
-        message
-            .fields
-            .iter()
-            .filter(|f| f.label == Label::Inline)
-            .map(|f| (f, None)),
-    );
-    present.sort_by_key(|(field, _)| field.tag);
-    for (field, value) in present {
+    for inline in message.fields.iter().filter(|f| f.label == Label::Inline) {
+        present.push((inline, None));
+    }
+    for (field, value) in present.sorted() {
         let Some(value) = value else {
             let Type::Message(inner) = field.ty else {
                 continue;
@@ -67,9 +62,9 @@ pub fn encode(
                 .iter()
                 .filter_map(|f| object.get(&f.json).map(|v| (f.json.clone(), v.clone())))
                 .collect();
-            let mut bytes = Vec::new();
-            encode(schema, inner, &Value::Object(part), &mut bytes)?;
-            wire::put_bytes(out, field.tag, &bytes);
+            wire::put_nested(out, field.tag, |out| {
+                encode(schema, inner, &Value::Object(part), out)
+            })?;
             continue;
         };
         match field.label {
@@ -89,23 +84,73 @@ pub fn encode(
                 // Go writes map entries sorted by key.
                 let mut keys: Vec<&String> = entries.keys().collect();
                 keys.sort();
+                let value_field = Field {
+                    tag: 2,
+                    json: field.json.clone(),
+                    ty: field.ty,
+                    label: Label::Optional,
+                    keep_zero: true,
+                };
                 for key in keys {
-                    let mut entry = Vec::new();
-                    wire::put_bytes(&mut entry, 1, key.as_bytes());
-                    let value_field = Field {
-                        tag: 2,
-                        json: field.json.clone(),
-                        ty: field.ty,
-                        label: Label::Optional,
-                        keep_zero: true,
-                    };
-                    encode_field(schema, message, &value_field, &entries[key], &mut entry)?;
-                    wire::put_bytes(out, field.tag, &entry);
+                    wire::put_nested(out, field.tag, |entry| {
+                        wire::put_bytes(entry, 1, key.as_bytes());
+                        encode_field(schema, message, &value_field, &entries[key], entry)
+                    })?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// The fields an object sets, on the stack for all but the largest objects: an
+/// encoding visits dozens of objects, and a heap buffer for each cost more than the
+/// rest of the walk.
+struct Present<'a> {
+    small: [Option<(&'a Field, Option<&'a Value>)>; SMALL],
+    count: usize,
+    large: Vec<(&'a Field, Option<&'a Value>)>,
+}
+
+const SMALL: usize = 24;
+
+impl Default for Present<'_> {
+    fn default() -> Self {
+        Present {
+            small: [None; SMALL],
+            count: 0,
+            large: Vec::new(),
+        }
+    }
+}
+
+impl<'a> Present<'a> {
+    fn push(&mut self, entry: (&'a Field, Option<&'a Value>)) {
+        if self.count < SMALL {
+            self.small[self.count] = Some(entry);
+        } else {
+            if self.large.is_empty() {
+                self.large.extend(self.small.iter().flatten().copied());
+            }
+            self.large.push(entry);
+        }
+        self.count += 1;
+    }
+
+    /// The entries in field-number order.
+    fn sorted(mut self) -> impl Iterator<Item = (&'a Field, Option<&'a Value>)> {
+        let count = self.count;
+        if count > SMALL {
+            self.large.sort_by_key(|(field, _)| field.tag);
+        } else {
+            self.small[..count].sort_by_key(|entry| entry.map(|(field, _)| field.tag));
+        }
+        let small = (count <= SMALL).then_some(self.small);
+        small
+            .into_iter()
+            .flat_map(move |small| small.into_iter().take(count).flatten())
+            .chain(self.large)
+    }
 }
 
 fn encode_field(
@@ -162,9 +207,7 @@ fn encode_field(
             wire::put_bytes(out, field.tag, &bytes);
         }
         Type::Message(index) => {
-            let mut inner = Vec::new();
-            encode(schema, index, value, &mut inner)?;
-            wire::put_bytes(out, field.tag, &inner);
+            wire::put_nested(out, field.tag, |out| encode(schema, index, value, out))?;
         }
     }
     Ok(())

@@ -125,14 +125,6 @@ pub fn is_protobuf_body(headers: &HeaderMap) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case(MEDIA_TYPE))
 }
 
-/// A protobuf body as the JSON the handlers read.
-pub fn json_body(body: &[u8]) -> Result<Bytes, ProtobufError> {
-    let value = super::decode_object(body)?;
-    serde_json::to_vec(&value)
-        .map(Bytes::from)
-        .map_err(ProtobufError::Json)
-}
-
 /// One JSON watch line (`{"type":…,"object":…}`) as a protobuf frame; a line that
 /// cannot be carried becomes an `ERROR` event, as a watch cannot switch formats.
 pub fn watch_frame_of_line(line: &[u8]) -> Bytes {

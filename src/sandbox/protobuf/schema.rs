@@ -4,6 +4,7 @@
 //! by `generate.py`; the unit tests check it against `k8s-pb` itself).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -11,6 +12,33 @@ use serde::Deserialize;
 use super::ProtobufError;
 
 const TABLE: &str = include_str!("messages.json");
+
+/// FNV-1a: the codec looks a field up by name for every key of every object it
+/// encodes, and SipHash's resistance to flooding buys nothing for a fixed table of
+/// short names while it costs on every lookup.
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// A field's wire type, as `k8s-pb` declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +102,8 @@ pub struct Message {
     pub special: Option<Special>,
     /// Ordered by field number, the order Go writes them in.
     pub fields: Vec<Field>,
-    by_json: HashMap<String, usize>,
-    by_tag: HashMap<u32, usize>,
+    by_json: Map<String, usize>,
+    by_tag: Map<u32, usize>,
     /// JSON keys that belong to an inline field's message.
     inline_keys: Vec<String>,
 }
@@ -97,9 +125,9 @@ impl Message {
 
 pub struct Schema {
     pub messages: Vec<Message>,
-    by_name: HashMap<String, usize>,
+    by_name: Map<String, usize>,
     /// `apiVersion/kind` → message index.
-    kinds: HashMap<String, usize>,
+    kinds: Map<String, usize>,
 }
 
 #[derive(Deserialize)]
@@ -127,7 +155,7 @@ impl Schema {
         let raw: RawTable = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut names: Vec<&String> = raw.messages.keys().collect();
         names.sort();
-        let by_name: HashMap<String, usize> = names
+        let by_name: Map<String, usize> = names
             .iter()
             .enumerate()
             .map(|(i, n)| ((*n).clone(), i))

@@ -26,6 +26,24 @@ pub fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// A length-delimited field whose bytes `write` appends to `out` itself: the length is
+/// written after them and moved in front, so that a nested message needs no buffer of
+/// its own (an object is dozens of nested messages).
+pub fn put_nested<E>(
+    out: &mut Vec<u8>,
+    tag: u32,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    put_key(out, tag, LENGTH_DELIMITED);
+    let start = out.len();
+    write(out)?;
+    let len = out.len() - start;
+    let mut prefix = Vec::with_capacity(10);
+    put_varint(&mut prefix, len as u64);
+    out.splice(start..start, prefix);
+    Ok(())
+}
+
 /// A field as read off the wire.
 pub enum Field<'a> {
     Varint(u64),
