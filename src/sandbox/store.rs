@@ -101,7 +101,7 @@ impl Stored {
     pub fn protobuf(&self) -> Option<&Bytes> {
         self.protobuf
             .get_or_init(|| {
-                protobuf::encode_message(&self.value())
+                protobuf::encode_message(&self.value(), self.json.len())
                     .ok()
                     .map(Bytes::from)
             })
@@ -113,7 +113,11 @@ impl Stored {
     /// every later read share the one encoding.
     pub fn encode_protobuf_from(&self, value: &Value) -> Option<&Bytes> {
         self.protobuf
-            .get_or_init(|| protobuf::encode_message(value).ok().map(Bytes::from))
+            .get_or_init(|| {
+                protobuf::encode_message(value, self.json.len())
+                    .ok()
+                    .map(Bytes::from)
+            })
             .as_ref()
     }
 }

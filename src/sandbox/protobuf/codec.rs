@@ -29,6 +29,19 @@ pub fn encode(
     let object = value
         .as_object()
         .ok_or_else(|| type_error(message, "", "an object"))?;
+    encode_fields(schema, index, object, false, out)
+}
+
+/// Encodes the fields of message `index` found in `object`. `embedded`: the object is
+/// the parent of a Go embedded struct, whose keys it shares with the parent's own.
+fn encode_fields(
+    schema: &Schema,
+    index: usize,
+    object: &Map<String, Value>,
+    embedded: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtobufError> {
+    let message = &schema.messages[index];
     // Walk the object's keys rather than the message's fields: most fields of a large
     // message (PodSpec, Container) are unset. Go writes fields in number order.
     let mut present = Present::default();
@@ -39,7 +52,7 @@ pub fn encode(
                     present.push((field, Some(value)));
                 }
             }
-            _ if message.knows(key) || TYPE_META.contains(&key.as_str()) => {}
+            _ if embedded || message.knows(key) || TYPE_META.contains(&key.as_str()) => {}
             _ => {
                 return Err(ProtobufError::UnknownField {
                     message: message.name.clone(),
@@ -57,13 +70,8 @@ pub fn encode(
                 continue;
             };
             // Go writes an embedded struct even when it is empty.
-            let part: Map<String, Value> = schema.messages[inner]
-                .fields
-                .iter()
-                .filter_map(|f| object.get(&f.json).map(|v| (f.json.clone(), v.clone())))
-                .collect();
             wire::put_nested(out, field.tag, |out| {
-                encode(schema, inner, &Value::Object(part), out)
+                encode_fields(schema, inner, object, true, out)
             })?;
             continue;
         };

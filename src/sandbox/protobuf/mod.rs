@@ -83,7 +83,9 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
 /// The bare message of an object of a built-in kind, without the envelope: what the
 /// store keeps beside an object's JSON, so that every protobuf answer of it (get, list
 /// item, watch frame) is a copy of bytes rather than a parse and an encoding.
-pub fn encode_message(object: &Value) -> Result<Vec<u8>, ProtobufError> {
+/// `capacity`: the bytes to reserve, e.g. the object's JSON length (its protobuf is
+/// shorter), so that the buffer is neither grown nor left much larger than it.
+pub fn encode_message(object: &Value, capacity: usize) -> Result<Vec<u8>, ProtobufError> {
     let schema = Schema::get()?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
@@ -93,7 +95,7 @@ pub fn encode_message(object: &Value) -> Result<Vec<u8>, ProtobufError> {
             api_version: api_version.to_string(),
             kind: kind.to_string(),
         })?;
-    let mut raw = Vec::with_capacity(256);
+    let mut raw = Vec::with_capacity(capacity);
     codec::encode(schema, index, object, &mut raw)?;
     Ok(raw)
 }

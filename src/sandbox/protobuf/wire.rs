@@ -35,12 +35,26 @@ pub fn put_nested<E>(
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
 ) -> Result<(), E> {
     put_key(out, tag, LENGTH_DELIMITED);
+    // One byte is kept for the length, enough below 128 bytes, which most nested
+    // messages are; a longer one moves its bytes to make room for the rest.
     let start = out.len();
+    out.push(0);
     write(out)?;
-    let len = out.len() - start;
-    let mut prefix = Vec::with_capacity(10);
-    put_varint(&mut prefix, len as u64);
-    out.splice(start..start, prefix);
+    let len = out.len() - start - 1;
+    let mut prefix = [0u8; 10];
+    let mut size = 0;
+    let mut rest = len as u64;
+    while rest >= 0x80 {
+        prefix[size] = (rest as u8) | 0x80;
+        rest >>= 7;
+        size += 1;
+    }
+    prefix[size] = rest as u8;
+    size += 1;
+    if size > 1 {
+        out.splice(start + 1..start + 1, prefix[1..size].iter().copied());
+    }
+    out[start] = prefix[0];
     Ok(())
 }
 
