@@ -51,7 +51,35 @@ pub struct Stored {
     /// resourceVersion (at its write, or at its first protobuf answer) and shared by
     /// every get, list and watch frame that answers it in protobuf. None inside: the
     /// object has no protobuf form (a custom resource, a field newer than `k8s-pb`).
-    protobuf: OnceLock<Option<Bytes>>,
+    protobuf: OnceLock<Option<Encoded>>,
+}
+
+/// An object in protobuf: enveloped as a get answers it, with the bare message inside
+/// (a list's item) at a known place.
+#[derive(Debug)]
+pub struct Encoded {
+    pub enveloped: Bytes,
+    message: std::ops::Range<usize>,
+}
+
+impl Encoded {
+    fn of(value: &Value, capacity: usize) -> Option<Encoded> {
+        let raw = protobuf::encode_message(value, capacity).ok()?;
+        let api_version = value["apiVersion"].as_str().unwrap_or_default();
+        let kind = value["kind"].as_str().unwrap_or_default();
+        let enveloped = protobuf::envelope(api_version, kind, &raw);
+        // The envelope ends with two empty fields (contentEncoding, contentType).
+        let end = enveloped.len() - 4;
+        Some(Encoded {
+            message: end - raw.len()..end,
+            enveloped: Bytes::from(enveloped),
+        })
+    }
+
+    /// The bare message, as a list carries its items.
+    pub fn message(&self) -> &[u8] {
+        &self.enveloped[self.message.clone()]
+    }
 }
 
 impl Stored {
@@ -96,28 +124,19 @@ impl Stored {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
-    /// The object's bare protobuf message ([`protobuf::encode_message`]), encoded
-    /// from its JSON the first time it is asked for.
-    pub fn protobuf(&self) -> Option<&Bytes> {
+    /// The object in protobuf, encoded from its JSON the first time it is asked for.
+    pub fn protobuf(&self) -> Option<&Encoded> {
         self.protobuf
-            .get_or_init(|| {
-                protobuf::encode_message(&self.value(), self.json.len())
-                    .ok()
-                    .map(Bytes::from)
-            })
+            .get_or_init(|| Encoded::of(&self.value(), self.json.len()))
             .as_ref()
     }
 
     /// Encodes the protobuf message now, from the value being stored (no JSON to parse
     /// back): for a write whose answer is wanted in protobuf, so that the answer and
     /// every later read share the one encoding.
-    pub fn encode_protobuf_from(&self, value: &Value) -> Option<&Bytes> {
+    pub fn encode_protobuf_from(&self, value: &Value) -> Option<&Encoded> {
         self.protobuf
-            .get_or_init(|| {
-                protobuf::encode_message(value, self.json.len())
-                    .ok()
-                    .map(Bytes::from)
-            })
+            .get_or_init(|| Encoded::of(value, self.json.len()))
             .as_ref()
     }
 }

@@ -22,7 +22,7 @@ use crate::sandbox::protobuf::{self, Format};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::selector::{FieldSelector, LabelSelector, extra_fields};
 use crate::sandbox::status::ApiError;
-use crate::sandbox::store::{Event, ObjectKey, Stored, WatchStart};
+use crate::sandbox::store::{Encoded, Event, ObjectKey, Stored, WatchStart};
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK. kube-apiserver sends
 /// them about once a minute; it also sends one just before a watch times out.
@@ -41,12 +41,10 @@ impl State {
         if target.subresource.as_deref() == Some("scale") {
             return Ok(Reply::ok(scale_of(&stored.value())));
         }
-        if let Some(raw) = protobuf_message(&target.resource, &stored, format) {
-            let resource = &target.resource;
-            let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
+        if let Some(encoded) = protobuf_message(&target.resource, &stored, format) {
             return Ok(Reply::Raw(
                 StatusCode::OK,
-                Bytes::from(enveloped),
+                encoded.enveloped.clone(),
                 protobuf::MEDIA_TYPE,
             ));
         }
@@ -93,7 +91,7 @@ impl State {
             let raws: Option<Vec<&[u8]>> = page
                 .iter()
                 .map(|(_, stored)| {
-                    protobuf_message(&target.resource, stored, format).map(|b| &b[..])
+                    protobuf_message(&target.resource, stored, format).map(Encoded::message)
                 })
                 .collect();
             // An item without a protobuf form answers the whole list in JSON, below.
@@ -300,9 +298,8 @@ fn watch_event(
     event_type: &str,
     stored: &Stored,
 ) -> Bytes {
-    if let Some(raw) = protobuf_message(resource, stored, format) {
-        let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
-        if let Ok(frame) = protobuf::watch_frame_of(event_type, &enveloped) {
+    if let Some(encoded) = protobuf_message(resource, stored, format) {
+        if let Ok(frame) = protobuf::watch_frame_of(event_type, &encoded.enveloped) {
             return Bytes::from(frame);
         }
     }
@@ -332,27 +329,42 @@ fn list_metadata(rv: u64, last: Option<&ObjectKey>, remaining: usize) -> Map<Str
     metadata
 }
 
-/// The stored protobuf message of an object, when the answer is protobuf and the object
-/// is served as stored (a built-in kind in its stored version).
+/// The stored protobuf encoding of an object, when the answer is protobuf and the
+/// object is served as stored (a built-in kind in its stored version).
 fn protobuf_message<'a>(
     resource: &ResourceType,
     stored: &'a Stored,
     format: Format,
-) -> Option<&'a Bytes> {
+) -> Option<&'a Encoded> {
     if format != Format::Protobuf || resource.custom || !served_as_stored(resource, stored) {
         return None;
     }
     stored.protobuf()
 }
 
-/// Whether the stored JSON is the object as served in `resource`'s version.
+/// Whether the stored JSON is the object as served in `resource`'s version: it starts
+/// `{"kind":"<kind>","apiVersion":"<group>/<version>"` (kinds, groups and versions
+/// are plain names, never escaped in JSON). Compared piece by piece: this runs for
+/// every object of every read.
 fn served_as_stored(resource: &ResourceType, stored: &Stored) -> bool {
-    let prefix = format!(
-        "{{\"kind\":{},\"apiVersion\":{}",
-        Value::from(resource.kind.as_str()),
-        Value::from(resource.api_version())
-    );
-    stored.json.starts_with(prefix.as_bytes())
+    let group: &[&[u8]] = match resource.group.is_empty() {
+        true => &[],
+        false => &[resource.group.as_bytes(), b"/"],
+    };
+    let head: [&[u8]; 3] = [
+        b"{\"kind\":\"",
+        resource.kind.as_bytes(),
+        b"\",\"apiVersion\":\"",
+    ];
+    let tail: [&[u8]; 2] = [resource.version.as_bytes(), b"\""];
+    let mut rest = &stored.json[..];
+    for part in head.iter().chain(group).chain(tail.iter()) {
+        match rest.strip_prefix(*part) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Label and field selectors of a list or watch.

@@ -243,11 +243,10 @@ impl State {
             metadata["resourceVersion"].as_str() == Some(&stored.resource_version.to_string())
                 && value["apiVersion"].as_str() == Some(&resource.api_version())
         });
-        let Some(raw) = stored.as_ref().and_then(|s| s.encode_protobuf_from(&value)) else {
+        let Some(encoded) = stored.as_ref().and_then(|s| s.encode_protobuf_from(&value)) else {
             return Reply::Json(code, value);
         };
-        let enveloped = protobuf::envelope(&resource.api_version(), &resource.kind, raw);
-        Reply::Raw(code, Bytes::from(enveloped), protobuf::MEDIA_TYPE)
+        Reply::Raw(code, encoded.enveloped.clone(), protobuf::MEDIA_TYPE)
     }
 }
 

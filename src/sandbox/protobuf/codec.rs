@@ -80,7 +80,7 @@ fn encode_fields(
             Label::Repeated => {
                 let items = value
                     .as_array()
-                    .ok_or_else(|| type_error(message, &field.json, "an array"))?;
+                    .ok_or_else(|| type_error(message, field.json, "an array"))?;
                 for item in items {
                     encode_field(schema, message, field, item, out)?;
                 }
@@ -88,13 +88,13 @@ fn encode_fields(
             Label::Map => {
                 let entries = value
                     .as_object()
-                    .ok_or_else(|| type_error(message, &field.json, "an object"))?;
+                    .ok_or_else(|| type_error(message, field.json, "an object"))?;
                 // Go writes map entries sorted by key.
                 let mut keys: Vec<&String> = entries.keys().collect();
                 keys.sort();
                 let value_field = Field {
                     tag: 2,
-                    json: field.json.clone(),
+                    json: field.json,
                     ty: field.ty,
                     label: Label::Optional,
                     keep_zero: true,
@@ -172,7 +172,7 @@ fn encode_field(
         Type::String => {
             let s = value
                 .as_str()
-                .ok_or_else(|| type_error(message, &field.json, "a string"))?;
+                .ok_or_else(|| type_error(message, field.json, "a string"))?;
             wire::put_bytes(out, field.tag, s.as_bytes());
         }
         Type::Int32 | Type::Int64 => {
@@ -184,9 +184,9 @@ fn encode_field(
                         .filter(|f| f.fract() == 0.0)
                         .map(|f| f as i64)
                 })
-                .ok_or_else(|| type_error(message, &field.json, "an integer"))?;
+                .ok_or_else(|| type_error(message, field.json, "an integer"))?;
             if field.ty == Type::Int32 && i32::try_from(n).is_err() {
-                return Err(type_error(message, &field.json, "a 32-bit integer"));
+                return Err(type_error(message, field.json, "a 32-bit integer"));
             }
             wire::put_key(out, field.tag, wire::VARINT);
             wire::put_varint(out, n as u64);
@@ -194,24 +194,24 @@ fn encode_field(
         Type::Bool => {
             let b = value
                 .as_bool()
-                .ok_or_else(|| type_error(message, &field.json, "a boolean"))?;
+                .ok_or_else(|| type_error(message, field.json, "a boolean"))?;
             wire::put_key(out, field.tag, wire::VARINT);
             wire::put_varint(out, u64::from(b));
         }
         Type::Double => {
             let f = value
                 .as_f64()
-                .ok_or_else(|| type_error(message, &field.json, "a number"))?;
+                .ok_or_else(|| type_error(message, field.json, "a number"))?;
             wire::put_key(out, field.tag, wire::FIXED64);
             out.extend_from_slice(&f.to_bits().to_le_bytes());
         }
         Type::Bytes => {
             let text = value
                 .as_str()
-                .ok_or_else(|| type_error(message, &field.json, "a base64 string"))?;
+                .ok_or_else(|| type_error(message, field.json, "a base64 string"))?;
             let bytes = BASE64
                 .decode(text)
-                .map_err(|_| type_error(message, &field.json, "a base64 string"))?;
+                .map_err(|_| type_error(message, field.json, "a base64 string"))?;
             wire::put_bytes(out, field.tag, &bytes);
         }
         Type::Message(index) => {
@@ -366,7 +366,7 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
         match field.label {
             Label::Optional => {
                 if let Some(value) = decode_field(schema, message, field, raw)? {
-                    object.insert(field.json.clone(), value);
+                    object.insert(field.json.to_string(), value);
                 }
             }
             Label::Inline => {
@@ -377,7 +377,7 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
             Label::Repeated => {
                 let value = decode_field(schema, message, field, raw)?.unwrap_or(Value::Null);
                 let slot = object
-                    .entry(field.json.clone())
+                    .entry(field.json.to_string())
                     .or_insert_with(|| Value::Array(Vec::new()));
                 if let Value::Array(items) = slot {
                     items.push(value);
@@ -385,11 +385,11 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
             }
             Label::Map => {
                 let wire::Field::Bytes(entry) = raw else {
-                    return Err(type_error(message, &field.json, "a map entry"));
+                    return Err(type_error(message, field.json, "a map entry"));
                 };
                 let (key, value) = decode_entry(schema, message, field, entry)?;
                 let slot = object
-                    .entry(field.json.clone())
+                    .entry(field.json.to_string())
                     .or_insert_with(|| Value::Object(Map::new()));
                 if let Value::Object(map) = slot {
                     map.insert(key, value);
@@ -410,7 +410,7 @@ fn decode_entry(
     let mut value = None;
     let value_field = Field {
         tag: 2,
-        json: field.json.clone(),
+        json: field.json,
         ty: field.ty,
         label: Label::Optional,
         keep_zero: true,
@@ -439,8 +439,8 @@ fn decode_entry(
 fn string(message: &Message, field: &Field, raw: wire::Field<'_>) -> Result<String, ProtobufError> {
     match raw {
         wire::Field::Bytes(bytes) => String::from_utf8(bytes.to_vec())
-            .map_err(|_| type_error(message, &field.json, "UTF-8 text")),
-        _ => Err(type_error(message, &field.json, "a string")),
+            .map_err(|_| type_error(message, field.json, "UTF-8 text")),
+        _ => Err(type_error(message, field.json, "a string")),
     }
 }
 
@@ -474,7 +474,7 @@ fn decode_field(
             (keep || !bytes.is_empty()).then(|| Value::String(BASE64.encode(bytes)))
         }
         (Type::Message(index), wire::Field::Bytes(bytes)) => decode(schema, index, bytes)?,
-        _ => return Err(type_error(message, &field.json, "another wire type")),
+        _ => return Err(type_error(message, field.json, "another wire type")),
     };
     Ok(value)
 }

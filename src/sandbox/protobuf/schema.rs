@@ -102,7 +102,9 @@ pub enum Special {
 #[derive(Debug)]
 pub struct Field {
     pub tag: u32,
-    pub json: String,
+    /// In one buffer with the other names of its message, so that looking fields up
+    /// by name, once per key of every object encoded, reads few cache lines.
+    pub json: &'static str,
     pub ty: Type,
     pub label: Label,
     /// A decoded zero is a value, not "unset": the field is required (no `omitempty`)
@@ -118,10 +120,10 @@ pub struct Message {
     pub special: Option<Special>,
     /// Ordered by field number, the order Go writes them in.
     pub fields: Vec<Field>,
-    by_json: Map<String, usize>,
+    by_json: Map<&'static str, usize>,
     by_tag: Map<u32, usize>,
     /// JSON keys that belong to an inline field's message.
-    inline_keys: Vec<String>,
+    inline_keys: Vec<&'static str>,
 }
 
 impl Message {
@@ -131,7 +133,7 @@ impl Message {
 
     /// Whether a JSON key is a field of this message's own or of an inline one.
     pub fn knows(&self, key: &str) -> bool {
-        self.by_json.contains_key(key) || self.inline_keys.iter().any(|k| k == key)
+        self.by_json.contains_key(key) || self.inline_keys.contains(&key)
     }
 
     pub fn field_by_tag(&self, tag: u32) -> Option<&Field> {
@@ -176,6 +178,18 @@ impl Schema {
             .enumerate()
             .map(|(i, n)| ((*n).clone(), i))
             .collect();
+        // Every field name in one buffer, message by message; the table lives as long
+        // as the process, so the buffer is leaked into a `&'static str`.
+        let mut arena = String::new();
+        let mut spans = Vec::new();
+        for name in &names {
+            for (_, json, ..) in &raw.messages[*name].fields {
+                spans.push((arena.len(), json.len()));
+                arena.push_str(json);
+            }
+        }
+        let arena: &'static str = Box::leak(arena.into_boxed_str());
+        let mut spans = spans.into_iter();
         let mut messages = Vec::with_capacity(names.len());
         for name in names {
             let mut fields = Vec::new();
@@ -203,9 +217,12 @@ impl Schema {
                     _ => Label::Optional,
                 };
                 let pointer = POINTERS.contains(&(name.as_str(), json.as_str()));
+                let (start, len) = spans
+                    .next()
+                    .ok_or_else(|| format!("{name}.{json}: no name in the buffer"))?;
                 fields.push(Field {
                     tag: *tag,
-                    json: json.clone(),
+                    json: &arena[start..start + len],
                     ty,
                     label,
                     keep_zero: *required || pointer,
@@ -215,7 +232,7 @@ impl Schema {
             let by_json = fields
                 .iter()
                 .enumerate()
-                .map(|(i, f)| (f.json.clone(), i))
+                .map(|(i, f)| (f.json, i))
                 .collect();
             let by_tag = fields.iter().enumerate().map(|(i, f)| (f.tag, i)).collect();
             messages.push(Message {
@@ -228,7 +245,7 @@ impl Schema {
             });
         }
         for i in 0..messages.len() {
-            let keys: Vec<String> = messages[i]
+            let keys: Vec<&'static str> = messages[i]
                 .fields
                 .iter()
                 .filter(|f| f.label == Label::Inline)
@@ -236,7 +253,7 @@ impl Schema {
                     Type::Message(inner) => Some(inner),
                     _ => None,
                 })
-                .flat_map(|inner| messages[inner].fields.iter().map(|f| f.json.clone()))
+                .flat_map(|inner| messages[inner].fields.iter().map(|f| f.json))
                 .collect();
             messages[i].inline_keys = keys;
         }
