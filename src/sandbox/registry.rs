@@ -226,6 +226,14 @@ impl Registry {
             .cloned()
     }
 
+    /// Whether a resource is served for a custom resource definition (None: not served),
+    /// without copying it out: asked of every request that names protobuf.
+    pub fn is_custom(&self, group: &str, version: &str, plural: &str) -> Option<bool> {
+        self.all()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .map(|t| t.custom)
+    }
+
     /// The resource of a kind, in a version.
     pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceType>> {
         self.all()

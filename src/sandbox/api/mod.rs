@@ -285,15 +285,22 @@ impl State {
     /// Whether a path names a custom resource (Some(true)), a built-in one
     /// (Some(false)), or no resource at all (discovery, OpenAPI, unknown paths).
     pub fn custom_resource_at(&self, path: &str) -> Option<bool> {
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let target = match segments.as_slice() {
-            ["api", version, rest @ ..] if !rest.is_empty() => self.target("", version, rest),
-            ["apis", group, version, rest @ ..] if !rest.is_empty() => {
-                self.target(group, version, rest)
-            }
+        // The resource part of `target`'s paths, read without building a target.
+        let mut segments = path.trim_matches('/').split('/');
+        let (group, version) = match segments.next()? {
+            "api" => ("", segments.next()?),
+            "apis" => (segments.next()?, segments.next()?),
             _ => return None,
         };
-        target.ok().map(|t| t.resource.custom)
+        let first = segments.next().filter(|s| !s.is_empty())?;
+        let plural = match (first, segments.next(), segments.next()) {
+            ("namespaces", Some(_), None | Some("status" | "finalize")) if group.is_empty() => {
+                "namespaces"
+            }
+            ("namespaces", Some(_), Some(plural)) => plural,
+            (plural, ..) => plural,
+        };
+        self.registry().is_custom(group, version, plural)
     }
 
     fn resource_list(&self, group: &str, version: &str) -> Result<Reply, ApiError> {
