@@ -590,7 +590,7 @@ impl Contexts {
     }
 }
 
-/// Wakes the app whose object changed.
+/// Tells the app whose object changed which one did.
 fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
     let mut events = cache.subscribe();
     tokio::spawn(async move {
@@ -604,7 +604,7 @@ fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
                     let Some(app) = changed.app else { continue };
                     let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(r) = running.get(&app) {
-                        r.handle.wake();
+                        r.handle.object_changed(changed.key);
                     }
                 }
                 // Fell behind: some changes are unknown, so every app takes a pass.

@@ -190,6 +190,25 @@ impl RenderCache {
         self.kept.as_ref().map(|(sha, _)| sha)
     }
 
+    /// Some of the manifests kept for commit `sha` (those `wanted` picks), parsed
+    /// alone; `None` when `sha` is not the commit kept.
+    pub fn select(&self, sha: &str, wanted: impl Fn(&ObjectId) -> bool) -> Option<ManifestSet> {
+        let (kept, manifests) = self.kept.as_ref()?;
+        (kept == sha).then(|| ManifestSet {
+            objects: manifests
+                .iter()
+                .filter(|(id, _, _)| wanted(id))
+                .filter_map(|(id, origin, json)| {
+                    Some(Manifest {
+                        id: id.clone(),
+                        object: serde_json::from_slice(json).ok()?,
+                        origin: origin.clone(),
+                    })
+                })
+                .collect(),
+        })
+    }
+
     /// The manifests at commit `sha`: the kept ones when it is the last rendered,
     /// else what `render` reads (then kept; an error keeps nothing new).
     pub async fn manifests<F, Fut, E>(&mut self, sha: &str, render: F) -> Result<ManifestSet, E>
@@ -197,21 +216,8 @@ impl RenderCache {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ManifestSet, E>>,
     {
-        if let Some((kept, manifests)) = &self.kept
-            && kept == sha
-        {
-            return Ok(ManifestSet {
-                objects: manifests
-                    .iter()
-                    .filter_map(|(id, origin, json)| {
-                        Some(Manifest {
-                            id: id.clone(),
-                            object: serde_json::from_slice(json).ok()?,
-                            origin: origin.clone(),
-                        })
-                    })
-                    .collect(),
-            });
+        if let Some(set) = self.select(sha, |_| true) {
+            return Ok(set);
         }
         let set = render().await?;
         let manifests = set
@@ -290,4 +296,59 @@ pub fn compare_offline(
     let extra = app.map(ExtraPolicy::OwnedBy).unwrap_or(ExtraPolicy::Ignore);
     // Hooks are not app objects: neither desired nor Extra.
     diff_sets(app_objects(desired), app_objects(live), extra, &options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configmap(name: &str) -> Manifest {
+        Manifest {
+            id: ObjectId {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("web".into()),
+                name: name.into(),
+            },
+            object: serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "web"},
+            }),
+            origin: Origin {
+                file: format!("{name}.yaml"),
+                document: 1,
+                line: 1,
+                item: None,
+            },
+        }
+    }
+
+    /// A heal reads back only the kept objects it heals, and only at the commit kept.
+    #[tokio::test]
+    async fn kept_manifests_are_selected_by_identity_at_their_commit_only() {
+        let mut cache = RenderCache::default();
+        let rendered = ManifestSet {
+            objects: vec![configmap("a"), configmap("b"), configmap("c")],
+        };
+        let first = cache
+            .manifests("abc", || async { Ok::<_, ()>(rendered.clone()) })
+            .await;
+        assert_eq!(first, Ok(rendered.clone()));
+        // The same commit again is read back, not rendered.
+        let again = cache
+            .manifests("abc", || async { Err::<ManifestSet, _>(()) })
+            .await;
+        assert_eq!(again, Ok(rendered.clone()));
+
+        let picked = cache.select("abc", |id| id.name == "b");
+        assert_eq!(
+            picked,
+            Some(ManifestSet {
+                objects: vec![configmap("b")]
+            })
+        );
+        assert_eq!(cache.select("abc", |_| false), Some(ManifestSet::default()));
+        assert_eq!(cache.select("def", |_| true), None);
+    }
 }

@@ -36,7 +36,7 @@ use item::Plan;
 use plan::WaveError;
 use report::Phase;
 
-pub use observe::{Candidate, Observed, observe};
+pub use observe::{Candidate, Observed, observe, observe_objects};
 pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
 pub use report::{HookAction, HookResult};
 
@@ -348,6 +348,91 @@ pub async fn sync(
             conflicts = report.count(Action::Conflict),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "sync finished"
+        );
+    }
+    Ok(report)
+}
+
+/// Heals some objects of a revision the app has applied in full: `desired` holds
+/// only the objects a live change touched. They are observed and decided as a sync
+/// decides them (the verdicts, the dry run and "one refusal means nothing is
+/// written" included) and the drifted ones applied in order; nothing else is read,
+/// nothing is pruned, no hook runs, and the inventory is written only if it did not
+/// cover these objects yet. The report holds these objects only: what the whole app
+/// looks like is the next full sync's to say.
+pub async fn heal(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+    revision: Option<&str>,
+    options: &SyncOptions<'_>,
+) -> Result<SyncReport, SyncError> {
+    let started = Instant::now();
+    let steps =
+        plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
+    let inventory = match options.inventory {
+        Some(known) => known.clone(),
+        None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
+    };
+    let Observed {
+        mut items,
+        schema,
+        mask,
+        ..
+    } = observe_objects(cluster, desired, options).await?;
+    let diff_options = DiffOptions {
+        mode: Mode::Online,
+        rules: options.rules,
+        schema: &schema,
+        mask: &mask,
+    };
+    let mut report = SyncReport {
+        app: options.app.to_string(),
+        revision: revision.map(str::to_string),
+        dry_run: options.dry_run,
+        objects: Vec::new(),
+        prune_refused: None,
+        health: Health::Healthy,
+        wait_failed: None,
+        validation_failed: false,
+        validation_retryable: false,
+        inventory: inventory.clone(),
+        hooks: Vec::new(),
+    };
+    let failures = items
+        .iter()
+        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
+        .count();
+    if failures > 0 || options.dry_run {
+        report.validation_failed = failures > 0;
+        report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
+        let why = match failures {
+            0 => String::new(),
+            n => format!("not applied: {n} objects failed validation"),
+        };
+        report.objects = finish(items, &why);
+        report.health = report::worst(&report.objects);
+        return Ok(report);
+    }
+    let covering = inventory.covering(desired);
+    if covering.objects != inventory.objects {
+        write_inventory(cluster, &covering, options).await?;
+        report.inventory = covering;
+    }
+    let completed =
+        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    report.wait_failed = completed.err();
+    report.objects = finish(items, "not applied: an earlier step failed");
+    report.health = report::worst(&report.objects);
+    if report.changed() || report.failed() {
+        tracing::info!(
+            app = options.app,
+            objects = desired.len(),
+            created = report.count(Action::Created),
+            configured = report.count(Action::Configured),
+            failed = report.count(Action::Failed),
+            conflicts = report.count(Action::Conflict),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "heal finished"
         );
     }
     Ok(report)
