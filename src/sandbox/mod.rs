@@ -40,7 +40,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 pub use controller_settings::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
-pub use faults::RequestCounts;
+pub use faults::{RequestCounts, WatchCounts};
 
 use api::{Body, Reply, State};
 use status::ApiError;
@@ -179,6 +179,12 @@ impl Sandbox {
     /// Requests served so far, by verb and resource.
     pub fn requests(&self) -> RequestCounts {
         self.state.counters.snapshot()
+    }
+
+    /// Watches open (by the `timeoutSeconds` each runs for) and how many ended at
+    /// their timeout since the start or [`Sandbox::reset_requests`].
+    pub fn watches(&self) -> WatchCounts {
+        self.state.counters.watches()
     }
 
     /// The time the sandbox spent answering requests (watches and injected latency

@@ -187,6 +187,7 @@ impl State {
         let (sender, lines) = tokio::sync::mpsc::channel::<Bytes>(256);
         let state = self.clone();
         tokio::spawn(async move {
+            let mut open = OpenWatch::new(state.clone(), timeout);
             let mut receiver: broadcast::Receiver<Arc<Event>> = receiver;
             for line in initial {
                 if sender.send(line).await.is_err() {
@@ -227,6 +228,7 @@ impl State {
                         }
                     }
                     _ = tokio::time::sleep_until(deadline) => {
+                        open.timed_out = true;
                         if bookmarks {
                             let _ = sender.send(bookmark_line(&resource, state.store.resource_version())).await;
                         }
@@ -240,6 +242,32 @@ impl State {
             lines.recv().await.map(|line| (line, lines))
         });
         Ok(Reply::Stream(stream_body(stream)))
+    }
+}
+
+/// A watch as the counters see it: open until dropped, however its task ends.
+struct OpenWatch {
+    state: Arc<State>,
+    timeout: Duration,
+    timed_out: bool,
+}
+
+impl OpenWatch {
+    fn new(state: Arc<State>, timeout: Duration) -> OpenWatch {
+        state.counters.watch_opened(timeout);
+        OpenWatch {
+            state,
+            timeout,
+            timed_out: false,
+        }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.state
+            .counters
+            .watch_closed(self.timeout, self.timed_out);
     }
 }
 
