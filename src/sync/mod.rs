@@ -172,7 +172,7 @@ pub async fn sync(
         None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
     };
     let Observed {
-        mut items,
+        items,
         candidates,
         schema,
         mask,
@@ -183,31 +183,10 @@ pub async fn sync(
         schema: &schema,
         mask: &mask,
     };
-    let mut report = SyncReport {
-        app: options.app.to_string(),
-        revision: revision.map(str::to_string),
-        dry_run: options.dry_run,
-        objects: Vec::new(),
-        prune_refused: None,
-        health: Health::Healthy,
-        wait_failed: None,
-        validation_failed: false,
-        validation_retryable: false,
-        inventory: inventory.clone(),
-        hooks: Vec::new(),
-    };
-    let failures = items
-        .iter()
-        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
-        .count();
-    if failures > 0 {
-        report.validation_failed = true;
-        report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
-        let why = format!("not applied: {failures} objects failed validation");
-        report.objects = finish(items, &why);
-        report.health = report::worst(&report.objects);
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
         return Ok(report);
-    }
+    };
     if options.dry_run {
         for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
             report
@@ -374,7 +353,7 @@ pub async fn heal(
         None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
     };
     let Observed {
-        mut items,
+        items,
         schema,
         mask,
         ..
@@ -385,31 +364,12 @@ pub async fn heal(
         schema: &schema,
         mask: &mask,
     };
-    let mut report = SyncReport {
-        app: options.app.to_string(),
-        revision: revision.map(str::to_string),
-        dry_run: options.dry_run,
-        objects: Vec::new(),
-        prune_refused: None,
-        health: Health::Healthy,
-        wait_failed: None,
-        validation_failed: false,
-        validation_retryable: false,
-        inventory: inventory.clone(),
-        hooks: Vec::new(),
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
+        return Ok(report);
     };
-    let failures = items
-        .iter()
-        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
-        .count();
-    if failures > 0 || options.dry_run {
-        report.validation_failed = failures > 0;
-        report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
-        let why = match failures {
-            0 => String::new(),
-            n => format!("not applied: {n} objects failed validation"),
-        };
-        report.objects = finish(items, &why);
+    if options.dry_run {
+        report.objects = finish(items, "");
         report.health = report::worst(&report.objects);
         return Ok(report);
     }
@@ -436,6 +396,49 @@ pub async fn heal(
         );
     }
     Ok(report)
+}
+
+/// A report of nothing done yet.
+fn new_report(
+    options: &SyncOptions<'_>,
+    revision: Option<&str>,
+    inventory: &Inventory,
+) -> SyncReport {
+    SyncReport {
+        app: options.app.to_string(),
+        revision: revision.map(str::to_string),
+        dry_run: options.dry_run,
+        objects: Vec::new(),
+        prune_refused: None,
+        health: Health::Healthy,
+        wait_failed: None,
+        validation_failed: false,
+        validation_retryable: false,
+        inventory: inventory.clone(),
+        hooks: Vec::new(),
+    }
+}
+
+/// One object the server did not validate means nothing is applied: the report
+/// then says so for every object, and the items are spent. Otherwise they are
+/// given back.
+fn refuse_invalid<'m>(
+    items: Vec<item::Item<'m>>,
+    report: &mut SyncReport,
+) -> Option<Vec<item::Item<'m>>> {
+    let failures = items
+        .iter()
+        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
+        .count();
+    if failures == 0 {
+        return Some(items);
+    }
+    report.validation_failed = true;
+    report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
+    let why = format!("not applied: {failures} objects failed validation");
+    report.objects = finish(items, &why);
+    report.health = report::worst(&report.objects);
+    None
 }
 
 /// Runs the SyncFail hooks of a sync that failed, with a time of their own (the
