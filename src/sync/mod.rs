@@ -316,19 +316,7 @@ pub async fn sync(
             run_sync_fail(cluster, &hooks, options, &mut report).await;
         }
     }
-    if report.changed() || report.failed() {
-        tracing::info!(
-            app = options.app,
-            objects = desired.len(),
-            created = report.count(Action::Created),
-            configured = report.count(Action::Configured),
-            pruned = report.count(Action::Pruned),
-            failed = report.count(Action::Failed),
-            conflicts = report.count(Action::Conflict),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "sync finished"
-        );
-    }
+    log_finished(&report, "sync", desired.len(), started);
     Ok(report)
 }
 
@@ -383,19 +371,25 @@ pub async fn heal(
     report.wait_failed = completed.err();
     report.objects = finish(items, "not applied: an earlier step failed");
     report.health = report::worst(&report.objects);
+    log_finished(&report, "heal", desired.len(), started);
+    Ok(report)
+}
+
+/// One log line for a sync or heal that wrote or failed (`what` says which).
+fn log_finished(report: &SyncReport, what: &'static str, objects: usize, started: Instant) {
     if report.changed() || report.failed() {
         tracing::info!(
-            app = options.app,
-            objects = desired.len(),
+            app = %report.app,
+            objects,
             created = report.count(Action::Created),
             configured = report.count(Action::Configured),
+            pruned = report.count(Action::Pruned),
             failed = report.count(Action::Failed),
             conflicts = report.count(Action::Conflict),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "heal finished"
+            "{what} finished"
         );
     }
-    Ok(report)
 }
 
 /// A report of nothing done yet.

@@ -116,20 +116,7 @@ pub async fn observe<'m>(
         }
     };
     let items = read_items(cluster, desired, &kinds, desired_view, options).await?;
-    let schema = schemas_for(desired);
-    let mut observed = Observed {
-        items,
-        candidates: Vec::new(),
-        schema,
-        mask: MaskKey::random(),
-    };
-    let diff_options = DiffOptions {
-        mode: Mode::Online,
-        rules: options.rules,
-        schema: &observed.schema,
-        mask: &observed.mask,
-    };
-    decide::decide(cluster, view, &mut observed.items, &diff_options, options).await;
+    let mut observed = decided(cluster, view, items, desired, options).await;
     if !options.app.is_empty() {
         observed.candidates =
             candidates(cluster, view, desired, inventory, &claimed, options).await?;
@@ -149,6 +136,17 @@ pub async fn observe_objects<'m>(
     let kinds = resolve_kinds(cluster, desired).await?;
     let view: &dyn LiveObjects = options.live.unwrap_or(&Unknown);
     let items = read_items(cluster, desired, &kinds, view, options).await?;
+    Ok(decided(cluster, view, items, desired, options).await)
+}
+
+/// The items read, each with what applying it would do (see `decide`).
+async fn decided<'m>(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    items: Vec<Item<'m>>,
+    desired: &ManifestSet,
+    options: &SyncOptions<'_>,
+) -> Observed<'m> {
     let mut observed = Observed {
         items,
         candidates: Vec::new(),
@@ -162,7 +160,7 @@ pub async fn observe_objects<'m>(
         mask: &observed.mask,
     };
     decide::decide(cluster, view, &mut observed.items, &diff_options, options).await;
-    Ok(observed)
+    observed
 }
 
 /// The kind serving each desired object's group, version and kind (`None`: not served).
