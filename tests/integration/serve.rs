@@ -1135,6 +1135,58 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
     assert_eq!(status["sync"], "Synced", "{status}");
 }
 
+/// Issue #18: a resync (a full pass with nothing changed) reads everything it needs
+/// from the watch cache, the inventory as last written and the manifests kept for
+/// the commit: over several resync intervals the app passes again and again, and
+/// the API server sees no request but the open watches, and no write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_makes_no_request_and_no_write() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("still").await;
+    let origin = origin(
+        &sandbox,
+        &[
+            ("still/cm.yaml", &configmap("cm", "still", "git")),
+            ("still/web.yaml", &web_deployment("still")),
+        ],
+    );
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}resyncInterval: 1s\napps:\n- name: still\n  source: {{repo: \"{}\", ref: main, path: still, interval: {POLL}}}\n  destination: {{namespace: still}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "still", &config, &[]).await;
+    serve
+        .wait_status("still", "still is Synced and Healthy", |s| {
+            s["sync"] == "Synced" && s["health"] == "Healthy"
+        })
+        .await;
+    // The Deployment controller's status writes settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    sandbox.sandbox.reset_requests();
+    let before = serve.status("still").await["history"]
+        .as_array()
+        .map_or(0, Vec::len);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let status = serve.status("still").await;
+    let after = status["history"].as_array().map_or(0, Vec::len);
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert!(
+        after >= before + 2,
+        "resyncs ran: {before} → {after}\n{log}"
+    );
+    assert_eq!(status["sync"], "Synced", "{status}");
+    assert_eq!(status["lastPass"]["result"], "Succeeded", "{status}");
+    assert_eq!(requests.writes(), 0, "{requests:?}\n{log}");
+    assert_eq!(
+        requests.total(),
+        requests.verb("watch"),
+        "only watches: {requests:?}\n{log}"
+    );
+}
+
 /// Issue #12: without `server.apiToken` the status API (which triggers syncs and shows
 /// drifted values) does not listen beyond loopback unless the file says the network
 /// is trusted; the refusal is a configuration error (exit 2) naming the field.
