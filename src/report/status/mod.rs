@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::sync::health::Health;
-use crate::sync::{ObjectResult, SyncReport};
+use crate::sync::{ObjectResult, OwnerReference, SyncReport};
 use tokio::sync::broadcast;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -194,6 +194,12 @@ pub struct ResourceState {
     pub health: Option<Health>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub health_message: String,
+    /// The live object's uid, when it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its `metadata.ownerReferences`: the dashboard's tree follows them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
 }
 
 /// One app's status.
@@ -314,6 +320,8 @@ impl AppStatus {
                     .as_ref()
                     .map(|h| h.message.clone())
                     .unwrap_or_default(),
+                uid: o.lineage.uid.clone(),
+                owner_references: o.lineage.owners.clone(),
             })
             .collect();
         self.sync = if self.drifted.is_empty() && !report.failed() {
@@ -544,6 +552,7 @@ mod tests {
             message: String::new(),
             changes: views.drift.changes().to_vec(),
             views: Some(Box::new(views)),
+            lineage: Default::default(),
         };
         let drifted = DriftedObject::of(&object);
         assert!(
