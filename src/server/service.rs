@@ -3,6 +3,7 @@
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 mod apps;
+mod suspend;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// Lease release (one request, after which a follower takes over at its next retry
 /// rather than after a whole lease duration). Shrinks to a fifth of a short budget.
 const STOP_RESERVE: Duration = Duration::from_secs(3);
+
+/// How long the start waits for the suspensions recorded in the cluster (one LIST)
+/// before starting workers anyway: a cluster that slow has the watch tell them later.
+const SUSPENSIONS_WAIT: Duration = Duration::from_secs(5);
 
 /// Where the service gets its configuration and cluster.
 #[derive(Debug, Clone)]
@@ -75,6 +80,9 @@ struct Running {
     source_cancel: CancellationToken,
     /// The connection it syncs through.
     target: Target,
+    /// The cluster it syncs to, as it acts there: reads on its behalf (the
+    /// dashboard's tree) go through it.
+    cluster: Arc<Cluster>,
 }
 
 /// The cluster an app syncs to, as the service keys its connections and caches.
@@ -101,6 +109,7 @@ struct Apps {
     config_loaded: std::sync::atomic::AtomicBool,
     caches: Mutex<Vec<(Target, Cache)>>,
     leadership: Leadership,
+    suspensions: suspend::Suspensions,
 }
 
 impl Control for Apps {
@@ -115,12 +124,35 @@ impl Control for Apps {
         }
     }
 
-    fn set_suspended(&self, app: &str, suspended: bool) -> bool {
+    fn set_suspended(
+        &self,
+        app: &str,
+        suspended: bool,
+    ) -> futures::future::BoxFuture<'_, Result<bool, String>> {
+        let app = app.to_string();
+        Box::pin(async move {
+            let known = self
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&app);
+            if !known {
+                return Ok(false);
+            }
+            self.suspensions.record(&app, suspended).await?;
+            // At once here; other replicas (and an App's restarted worker) from the
+            // cluster.
+            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = running.get(&app) {
+                r.handle.set_suspended(suspended);
+            }
+            Ok(true)
+        })
+    }
+
+    fn cluster(&self, app: &str) -> Option<Arc<Cluster>> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running
-            .get(app)
-            .map(|r| r.handle.set_suspended(suspended))
-            .is_some()
+        running.get(app).map(|r| r.cluster.clone())
     }
 
     fn readiness(&self) -> Vec<(&'static str, bool)> {
@@ -169,6 +201,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config_loaded: std::sync::atomic::AtomicBool::new(true),
         caches: Mutex::new(Vec::new()),
         leadership: leadership.clone(),
+        suspensions: suspend::Suspensions::new(cluster.clone(), config.inventory_namespace.clone()),
     });
     let workers = CancellationToken::new();
     let mut contexts = Contexts {
@@ -225,6 +258,20 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // Server settings, the stop budget among them, change only at a restart.
     let budget = config.server.shutdown_timeout;
     let mut current = config;
+    // Suspensions recorded in the cluster, before the first pass and as they change.
+    let suspensions_listed = {
+        let apps = apps.clone();
+        apps.suspensions.clone().spawn_watch(
+            move |app, suspended| {
+                let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(r) = running.get(app) {
+                    r.handle.set_suspended(suspended);
+                }
+            },
+            workers.child_token(),
+        )
+    };
+    let _ = tokio::time::timeout(SUSPENSIONS_WAIT, suspensions_listed).await;
     contexts.start_all(&current, &triggers).await?;
 
     // App objects, next to the file's apps (issue #16).
@@ -520,7 +567,11 @@ impl Contexts {
             trigger,
             source_cancel.clone(),
         );
+        let cluster = shared.cluster.clone();
         let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
+        if self.apps.suspensions.is_recorded(&app.name) {
+            handle.set_suspended(true);
+        }
         let commit_page = server::dashboard::commit_url_prefix(&app.source.repo);
         self.statuses
             .update(&app.name, |s| s.commit_url_prefix = commit_page);
@@ -535,6 +586,7 @@ impl Contexts {
                     source_task,
                     source_cancel,
                     target,
+                    cluster,
                 },
             );
         Ok(())
