@@ -8,8 +8,10 @@
 //! a restart (a ConfigMap for a file's app, `spec.suspend` for an App); and with a
 //! thousand apps, the page's weight and first paint.
 //!
-//! `TETHER_SCREENSHOTS=docs cargo test --test integration dashboard::` rewrites
-//! `docs/dashboard-apps.png` and `docs/dashboard-app.png` from the page as it is.
+//! `docs/screenshots.sh` (`TETHER_SCREENSHOTS=docs cargo test --test integration
+//! dashboard::`) rewrites the README's pictures from the page as it is:
+//! `docs/dashboard-apps.png` (a thousand apps), `docs/dashboard-app.png` (an app
+//! with drift) and `docs/dashboard-tree.png` (its objects' tree), light theme.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +40,15 @@ const LIVE_ALLOWANCE: Duration = Duration::from_secs(3);
 /// Where a screenshot goes: the test's scratch directory, or with
 /// `TETHER_SCREENSHOTS=docs` the README's own pictures in `docs/`.
 fn screenshot_path(name: &str) -> std::path::PathBuf {
+    const IN_DOCS: [&str; 3] = [
+        "dashboard-apps.png",
+        "dashboard-app.png",
+        "dashboard-tree.png",
+    ];
     let dir = match std::env::var("TETHER_SCREENSHOTS").as_deref() {
-        Ok("docs") => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs"),
+        Ok("docs") if IN_DOCS.contains(&name) => {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
+        }
         _ => std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
     };
     dir.join(name)
@@ -216,7 +225,7 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
         )
         .await;
     browser
-        .screenshot(&screenshot_path("dashboard-apps.png"))
+        .screenshot(&screenshot_path("dashboard-apps-quickstart.png"))
         .await;
     // Marks this page load: a reload would lose it.
     browser.eval("window.__sameLoad = true", json!([])).await;
@@ -559,6 +568,15 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
             "{kind}"
         );
     }
+    browser
+        .eval(
+            "document.querySelector('#objects').closest('section').scrollIntoView()",
+            json!([]),
+        )
+        .await;
+    browser
+        .screenshot(&screenshot_path("dashboard-tree.png"))
+        .await;
     let roles = browser
         .eval(
             "const t = document.getElementById('object-tree'); \
@@ -871,7 +889,7 @@ async fn a_thousand_apps_fit_the_page_budget() {
         .await;
     let figures = browser.eval(FIGURES, json!([])).await;
     browser
-        .screenshot(&screenshot_path("dashboard-apps-1000.png"))
+        .screenshot(&screenshot_path("dashboard-apps.png"))
         .await;
     println!("dashboard with 1,000 apps: {figures}");
     assert_eq!(figures["rows"], 1000, "{figures}");

@@ -84,6 +84,7 @@ function setupToken() {
     if (!token) return;
     sessionStorage.setItem(TOKEN_KEY, token);
     state.declined = false;
+    $("notice").textContent = "";
     $("token-dialog").close();
     $("token-message").classList.remove("error");
     const waiters = state.waiters.splice(0);
