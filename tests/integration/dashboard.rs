@@ -86,10 +86,15 @@ fn quickstart(sandbox: &TestSandbox) -> (Origin, String) {
 /// Pods of the Deployment's current ReplicaSet, Running and Ready, as the ReplicaSet
 /// controller and the kubelet would make them: the sandbox's controllers make the
 /// ReplicaSet, not Pods. Returns the ReplicaSet's name.
-async fn make_pods(sandbox: &TestSandbox, deployment: &str, count: usize) -> String {
+async fn make_pods(
+    sandbox: &TestSandbox,
+    namespace: &str,
+    deployment: &str,
+    count: usize,
+) -> String {
     let rs = crate::support::eventually("the Deployment's ReplicaSet", || async {
         let out = sandbox
-            .kubectl(&["get", "replicasets", "-n", NAMESPACE, "-o", "json"])
+            .kubectl(&["get", "replicasets", "-n", namespace, "-o", "json"])
             .await
             .ok();
         let list: Value = serde_json::from_str(&out.stdout).ok()?;
@@ -110,7 +115,7 @@ async fn make_pods(sandbox: &TestSandbox, deployment: &str, count: usize) -> Str
             "kind": "Pod",
             "metadata": {
                 "name": format!("{name}-{i}"),
-                "namespace": NAMESPACE,
+                "namespace": namespace,
                 "labels": rs["spec"]["selector"]["matchLabels"],
                 "ownerReferences": [{
                     "apiVersion": "apps/v1",
@@ -133,7 +138,7 @@ async fn make_pods(sandbox: &TestSandbox, deployment: &str, count: usize) -> Str
                 "pod",
                 &format!("{name}-{i}"),
                 "-n",
-                NAMESPACE,
+                namespace,
                 "--subresource=status",
                 "--type=merge",
                 "-p",
@@ -177,7 +182,7 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     })
     .await;
     // For the app view's tree (and its screenshot).
-    make_pods(&sandbox, "hello-web", 2).await;
+    make_pods(&sandbox, NAMESPACE, "hello-web", 2).await;
 
     let browser = Browser::start().await;
     browser.goto(&format!("{}/", serve.url)).await;
@@ -436,7 +441,7 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         (s["sync"] == "Synced" && s["health"] == "Healthy").then_some(())
     })
     .await;
-    let rs = make_pods(&sandbox, "hello-web", 2).await;
+    let rs = make_pods(&sandbox, NAMESPACE, "hello-web", 2).await;
     // Each object of the app carries its uid (and owners, where it has them).
     let status = api_status(&serve).await;
     let deployment = status["resources"]
@@ -865,6 +870,90 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         (s["lastPass"].is_object() && !reason.starts_with("suspended")).then_some(())
     })
     .await;
+    assert_eq!(serve.stop().await, Some(0));
+}
+
+/// The tree is read as the app's ServiceAccount: what its Role may not list is named
+/// in `errors` (the rest is shown), and reads within a moment share one LIST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("t1").await;
+    sandbox.namespace("tether-system").await;
+    // Deployments and ReplicaSets, not Pods.
+    let rbac = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n---\n\
+        apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: deployer\n  namespace: t1\n\
+        rules:\n- apiGroups: [apps]\n  resources: [deployments, replicasets]\n  verbs: [get, list, watch, patch]\n---\n\
+        apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: deployer\n  namespace: t1\n\
+        roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployer}\n\
+        subjects:\n- kind: ServiceAccount\n  name: deployer\n  namespace: t1\n";
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(rbac))
+        .await
+        .ok();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\n\
+        spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n\
+        \x20   metadata:\n      labels: {app: web}\n    spec:\n      containers:\n\
+        \x20     - name: web\n        image: nginx:1.27\n";
+    let origin = origin(&sandbox, &[("web/web.yaml", deployment)]);
+    let config = format!(
+        "{}apps:\n- name: web\n  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: web, interval: 1h}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
+        crate::serve::server_section(sandbox.dir.path()),
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "dashboard-tenant-tree", &config, &[]).await;
+    serve
+        .wait_status("web", "web Synced", |s| s["sync"] == "Synced")
+        .await;
+    let rs = make_pods(&sandbox, "t1", "web", 1).await;
+    let tree = || async {
+        reqwest::get(format!("{}/api/v1/apps/web/tree", serve.url))
+            .await
+            .expect("the tree answers")
+            .json::<Value>()
+            .await
+            .expect("JSON")
+    };
+    sandbox.sandbox.reset_requests();
+    let first = tree().await;
+    let root = &first["roots"][0];
+    assert_eq!(
+        (&root["kind"], &root["managed"], &root["status"]),
+        (&json!("Deployment"), &json!(true), &json!("InSync")),
+        "{first}"
+    );
+    let child = &root["children"][0];
+    assert_eq!(
+        (&child["kind"], &child["name"], &child["managed"]),
+        (&json!("ReplicaSet"), &json!(rs), &json!(false)),
+        "{first}"
+    );
+    assert_eq!(
+        child["children"],
+        json!([]),
+        "the Pods are not the tenant's to list"
+    );
+    let errors = first["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{first}");
+    let error = errors[0].as_str().unwrap();
+    assert!(
+        error.starts_with("cannot list Pod objects in t1: ")
+            && error.contains("system:serviceaccount:t1:deployer")
+            && error.contains("forbidden"),
+        "{error}"
+    );
+    let counts = sandbox.sandbox.requests();
+    assert_eq!(counts.get("list", "apps/replicasets"), 1, "{counts:?}");
+
+    // Within the moment: the same answer, no request.
+    sandbox.sandbox.reset_requests();
+    assert_eq!(tree().await, first);
+    let counts = sandbox.sandbox.requests();
+    assert_eq!(counts.get("list", "apps/replicasets"), 0, "{counts:?}");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tree().await;
+    let counts = sandbox.sandbox.requests();
+    assert_eq!(counts.get("list", "apps/replicasets"), 1, "{counts:?}");
     assert_eq!(serve.stop().await, Some(0));
 }
 

@@ -216,9 +216,14 @@ pub fn build_tree(resources: &[ResourceState], listed_objects: &[Value]) -> Vec<
             children: Vec::new(),
             omitted: 0,
         };
-        let parent = r.owner_references.iter().find(|o| {
-            o.uid != r.uid.clone().unwrap_or_default() && managed_uids.contains(o.uid.as_str())
-        });
+        // The controlling owner first, as for the rest; never itself.
+        let mut owners: Vec<_> = r
+            .owner_references
+            .iter()
+            .filter(|o| r.uid.as_ref() != Some(&o.uid) && managed_uids.contains(o.uid.as_str()))
+            .collect();
+        owners.sort_by_key(|o| !o.controller);
+        let parent = owners.first();
         match parent {
             Some(owner) => managed_below
                 .entry(owner.uid.clone())
@@ -229,7 +234,14 @@ pub fn build_tree(resources: &[ResourceState], listed_objects: &[Value]) -> Vec<
     }
     let mut placed = HashSet::new();
     for root in &mut roots {
-        attach(root, &mut managed_below, &mut below, &mut placed, 0);
+        attach(root, &mut managed_below, &mut below, &mut placed);
+    }
+    // The app's objects that own each other in a circle are shown all the same, at
+    // the top.
+    let stranded: Vec<TreeNode> = managed_below.drain().flat_map(|(_, nodes)| nodes).collect();
+    for mut node in stranded {
+        attach(&mut node, &mut managed_below, &mut below, &mut placed);
+        roots.push(node);
     }
     roots
 }
@@ -239,10 +251,10 @@ fn attach(
     managed_below: &mut HashMap<String, Vec<TreeNode>>,
     below: &mut HashMap<String, Vec<Listed>>,
     placed: &mut HashSet<String>,
-    depth: usize,
 ) {
     let Some(uid) = node.uid.clone() else { return };
-    if !placed.insert(uid.clone()) || depth > MAX_DEPTH + 4 {
+    // Each object once: ownership that loops ends here.
+    if !placed.insert(uid.clone()) {
         return;
     }
     let mut children = managed_below.remove(&uid).unwrap_or_default();
@@ -259,7 +271,7 @@ fn attach(
     }
     children.extend(made);
     for child in &mut children {
-        attach(child, managed_below, below, placed, depth + 1);
+        attach(child, managed_below, below, placed);
     }
     node.children = children;
 }
@@ -480,12 +492,42 @@ mod tests {
             object("v1", "Pod", "b", "ub", "ua"),
         ];
         let roots = build_tree(&[job, cron], &listed);
-        assert_eq!(roots.len(), 1);
+        assert_eq!(roots.len(), 1, "{roots:#?}");
         assert_eq!(roots[0].kind, "CronJob");
         let job = &roots[0].children[0];
         assert_eq!((job.kind.as_str(), job.managed), ("Job", true));
         assert_eq!(job.children[0].health, Some(Health::Healthy));
         assert_eq!(job.children[0].health_message, "completed");
+    }
+
+    #[test]
+    fn the_apps_own_objects_owning_each_other_in_a_circle_are_all_shown() {
+        let owned_by = |kind: &str, name: &str, uid: &str, owner: &str| {
+            let mut r = resource(kind, name, uid);
+            r.owner_references = vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: "x".into(),
+                uid: owner.into(),
+                controller: false,
+            }];
+            r
+        };
+        let roots = build_tree(
+            &[
+                owned_by("ConfigMap", "a", "ua", "ub"),
+                owned_by("ConfigMap", "b", "ub", "ua"),
+            ],
+            &[],
+        );
+        let mut names: Vec<&str> = roots.iter().map(|r| r.name.as_str()).collect();
+        names.extend(
+            roots
+                .iter()
+                .flat_map(|r| r.children.iter().map(|c| c.name.as_str())),
+        );
+        names.sort();
+        assert_eq!(names, ["a", "b"], "{roots:#?}");
     }
 
     #[test]
