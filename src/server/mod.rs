@@ -27,6 +27,7 @@ use crate::cluster::Cluster;
 use crate::config::ApiToken;
 use crate::report::status::Statuses;
 use dashboard::tree::{TreeCache, read_tree};
+use service::SuspendError;
 
 /// What the server needs from the running service.
 pub trait Control: Send + Sync {
@@ -35,7 +36,11 @@ pub trait Control: Send + Sync {
     /// Suspends or resumes the app's automation, and records it in the cluster so a
     /// restart and every replica keep it: `Ok(false)` when there is no such app, an
     /// error when it could not be recorded (and nothing changed).
-    fn set_suspended(&self, app: &str, suspended: bool) -> BoxFuture<'_, Result<bool, String>>;
+    fn set_suspended(
+        &self,
+        app: &str,
+        suspended: bool,
+    ) -> BoxFuture<'_, Result<bool, SuspendError>>;
     /// Each readiness check by name, with whether it passes.
     fn readiness(&self) -> Vec<(&'static str, bool)>;
     /// The connection the app syncs through (as its ServiceAccount, when it has one),
@@ -183,9 +188,9 @@ async fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Resp
         }
         Ok(false) => not_found(name),
         // The cluster refused or could not be reached: nothing changed.
-        Err(message) => (
+        Err(err) => (
             StatusCode::BAD_GATEWAY,
-            axum::Json(json!({ "error": message })),
+            axum::Json(json!({ "error": err.to_string() })),
         )
             .into_response(),
     }
@@ -264,7 +269,7 @@ mod tests {
         fn request_sync(&self, _: &str) -> bool {
             false
         }
-        fn set_suspended(&self, _: &str, _: bool) -> BoxFuture<'_, Result<bool, String>> {
+        fn set_suspended(&self, _: &str, _: bool) -> BoxFuture<'_, Result<bool, SuspendError>> {
             Box::pin(async { Ok(false) })
         }
         fn readiness(&self) -> Vec<(&'static str, bool)> {

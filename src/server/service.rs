@@ -5,6 +5,8 @@
 mod apps;
 mod suspend;
 
+pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -128,7 +130,7 @@ impl Control for Apps {
         &self,
         app: &str,
         suspended: bool,
-    ) -> futures::future::BoxFuture<'_, Result<bool, String>> {
+    ) -> futures::future::BoxFuture<'_, Result<bool, SuspendError>> {
         let app = app.to_string();
         Box::pin(async move {
             let known = self

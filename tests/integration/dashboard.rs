@@ -699,7 +699,7 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
             json!([]),
         )
         .await;
-    let recorded = configmap_data(&sandbox, "tether-suspended").await;
+    let recorded = configmap_data(&sandbox, tether::server::service::SUSPENDED_CONFIGMAP).await;
     assert!(
         recorded.as_ref().is_some_and(|d| d[APP]
             .as_str()
@@ -744,7 +744,7 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
             json!([]),
         )
         .await;
-    let recorded = configmap_data(&sandbox, "tether-suspended").await;
+    let recorded = configmap_data(&sandbox, tether::server::service::SUSPENDED_CONFIGMAP).await;
     assert!(
         recorded.as_ref().is_some_and(|d| d.get(APP).is_none()),
         "{recorded:?}"
@@ -808,7 +808,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         (status(&serve).await["sync"] == "Synced").then_some(())
     })
     .await;
-    let post = |serve: &Serve, action: &str| {
+    let answer = |serve: &Serve, action: &str| {
         let url = format!("{}/api/v1/apps/{id}/{action}", serve.url);
         async move {
             reqwest::Client::new()
@@ -817,9 +817,29 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
                 .send()
                 .await
                 .expect("the API answers")
-                .status()
         }
     };
+    let post = |serve: &Serve, action: &str| {
+        let answer = answer(serve, action);
+        async move { answer.await.status() }
+    };
+    // A cluster that fails every write: refused, said why, and nothing changed.
+    sandbox.sandbox.set_fail_rate(1.0);
+    let refused = answer(&serve, "suspend").await;
+    sandbox.sandbox.set_fail_rate(0.0);
+    assert_eq!(refused.status(), reqwest::StatusCode::BAD_GATEWAY);
+    let body: Value = refused.json().await.expect("JSON");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("cannot record the suspension in App team-s/web: ")),
+        "{body}"
+    );
+    let reason = status(&serve).await["automation"]["reason"].clone();
+    assert!(
+        !reason.as_str().unwrap_or_default().starts_with("suspended"),
+        "{reason}"
+    );
     assert_eq!(post(&serve, "suspend").await, reqwest::StatusCode::OK);
     let spec_suspend = || async {
         let out = sandbox

@@ -91,7 +91,7 @@ impl tether::server::Control for NoWorkers {
         &self,
         _: &str,
         _: bool,
-    ) -> futures::future::BoxFuture<'_, Result<bool, String>> {
+    ) -> futures::future::BoxFuture<'_, Result<bool, tether::server::service::SuspendError>> {
         Box::pin(async { Ok(false) })
     }
     fn readiness(&self) -> Vec<(&'static str, bool)> {

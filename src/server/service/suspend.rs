@@ -23,9 +23,27 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::objects::Watched;
 use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::config::{APP_GROUP, APP_KIND, APP_VERSION};
+use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// The ConfigMap naming the configuration file's apps suspended from the API.
 pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
+
+/// Why a Suspend or Resume could not be recorded; nothing changed then.
+#[derive(Debug, thiserror::Error)]
+pub enum SuspendError {
+    /// The cluster does not serve the kind that records it (the App CRD is gone):
+    /// needs a change.
+    #[error("the cluster does not serve {0}")]
+    NotServed(&'static str),
+    /// The write was refused or failed; a retry can help when the cluster error
+    /// says so ([`ClusterError::is_retryable`]).
+    #[error("cannot record the suspension in {target}: {source}")]
+    Write {
+        target: String,
+        #[source]
+        source: ClusterError,
+    },
+}
 
 /// The apps suspended from the API, as the cluster records them, and how to record
 /// a change.
@@ -62,16 +80,20 @@ impl Suspensions {
 
     /// Records the app as suspended or not. Nothing is changed in memory until the
     /// cluster has it.
-    pub(super) async fn record(&self, app: &str, suspended: bool) -> Result<(), String> {
+    pub(super) async fn record(&self, app: &str, suspended: bool) -> Result<(), SuspendError> {
         match app_object(app) {
             Some((namespace, name)) => {
+                let target = || format!("App {namespace}/{name}");
                 let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, APP_KIND);
                 let kind = self
                     .cluster
                     .resolve(&gvk)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or("the cluster does not serve apps.tether.dev")?;
+                    .map_err(|source| SuspendError::Write {
+                        target: target(),
+                        source,
+                    })?
+                    .ok_or(SuspendError::NotServed("apps.tether.dev"))?;
                 let body = json!({
                     "apiVersion": format!("{APP_GROUP}/{APP_VERSION}"),
                     "kind": APP_KIND,
@@ -83,64 +105,18 @@ impl Suspensions {
                 self.cluster
                     .apply(&kind, &body, true)
                     .await
-                    .map_err(|e| format!("cannot write App {namespace}/{name}: {e}"))?;
+                    .map_err(|source| SuspendError::Write {
+                        target: target(),
+                        source,
+                    })?;
             }
             None => {
-                let kind = self.configmaps().await?;
-                let value = suspended.then(|| {
-                    format!(
-                        "suspended from the API at {}",
-                        Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-                    )
-                });
-                let patch = json!({"data": {app: value}});
-                let patched = self
-                    .cluster
-                    .merge_patch(&kind, Some(&self.namespace), SUSPENDED_CONFIGMAP, &patch)
-                    .await;
-                match patched {
-                    Ok(_) => {}
-                    // Nothing to resume from.
-                    Err(err) if err.is_not_found() && !suspended => {}
-                    Err(err) if err.is_not_found() => {
-                        self.cluster
-                            .ensure_namespace(&self.namespace)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        let configmap = json!({
-                            "apiVersion": "v1",
-                            "kind": "ConfigMap",
-                            "metadata": {
-                                "namespace": self.namespace,
-                                "name": SUSPENDED_CONFIGMAP,
-                                "labels": {crate::ownership::MANAGED_BY_LABEL: crate::ownership::MANAGED_BY_VALUE},
-                            },
-                            "data": {app: value},
-                        });
-                        match self.cluster.create(&kind, &configmap).await {
-                            Ok(_) => {}
-                            // Another replica made it meanwhile: add the key to its.
-                            Err(ClusterError::Api { code: 409, .. }) => {
-                                self.cluster
-                                    .merge_patch(
-                                        &kind,
-                                        Some(&self.namespace),
-                                        SUSPENDED_CONFIGMAP,
-                                        &patch,
-                                    )
-                                    .await
-                                    .map_err(|e| e.to_string())?;
-                            }
-                            Err(err) => return Err(err.to_string()),
-                        }
-                    }
-                    Err(err) => {
-                        return Err(format!(
-                            "cannot record the suspension in ConfigMap {}/{SUSPENDED_CONFIGMAP}: {err}",
-                            self.namespace
-                        ));
-                    }
-                }
+                self.record_in_configmap(app, suspended)
+                    .await
+                    .map_err(|source| SuspendError::Write {
+                        target: format!("ConfigMap {}/{SUSPENDED_CONFIGMAP}", self.namespace),
+                        source,
+                    })?;
                 let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
                 if suspended {
                     recorded.insert(app.to_string());
@@ -152,12 +128,53 @@ impl Suspensions {
         Ok(())
     }
 
-    async fn configmaps(&self) -> Result<Resolved, String> {
+    /// Sets or removes the app's key in [`SUSPENDED_CONFIGMAP`], making it the first
+    /// time.
+    async fn record_in_configmap(&self, app: &str, suspended: bool) -> Result<(), ClusterError> {
+        let kind = self.configmaps().await?;
+        let value = suspended.then(|| {
+            format!(
+                "suspended from the API at {}",
+                Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+            )
+        });
+        let patch = json!({"data": {app: value}});
+        let patch_it = || {
+            self.cluster
+                .merge_patch(&kind, Some(&self.namespace), SUSPENDED_CONFIGMAP, &patch)
+        };
+        match patch_it().await {
+            Ok(_) => Ok(()),
+            // Nothing to resume from.
+            Err(err) if err.is_not_found() && !suspended => Ok(()),
+            Err(err) if err.is_not_found() => {
+                self.cluster.ensure_namespace(&self.namespace).await?;
+                let configmap = json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "namespace": self.namespace,
+                        "name": SUSPENDED_CONFIGMAP,
+                        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+                    },
+                    "data": {app: value},
+                });
+                match self.cluster.create(&kind, &configmap).await {
+                    Ok(_) => Ok(()),
+                    // Another replica made it meanwhile: add the key to its.
+                    Err(ClusterError::Api { code: 409, .. }) => patch_it().await.map(|_| ()),
+                    Err(err) => Err(err),
+                }
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn configmaps(&self) -> Result<Resolved, ClusterError> {
         self.cluster
             .resolve(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "the cluster serves no ConfigMaps".to_string())
+            .await?
+            .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))
     }
 
     /// Follows [`SUSPENDED_CONFIGMAP`]; `changed` hears each app whose recorded

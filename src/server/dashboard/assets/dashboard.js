@@ -5,6 +5,7 @@
 "use strict";
 
 const TOKEN_KEY = "tether.apiToken";
+const TREE_REFRESH_MS = 10000;
 const FILTERS = [
   ["all", "All apps"],
   ["OutOfSync", "Out of sync"],
@@ -657,6 +658,12 @@ window.addEventListener("hashchange", async () => {
 setInterval(() => {
   if (state.route.view === "apps") scheduleRows();
 }, 30000);
+
+// What controllers make (Pods coming and going) changes no app's status, so an open
+// app view reads its tree again now and then, while the tab is in sight.
+setInterval(() => {
+  if (state.route.view === "app" && !document.hidden) refreshTree(state.route.name);
+}, TREE_REFRESH_MS);
 
 setupToken();
 route();
