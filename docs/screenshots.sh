@@ -7,6 +7,7 @@
 #
 #   docs/dashboard-apps.png   the apps view with a thousand apps
 #   docs/dashboard-app.png    an app with a field changed by kubectl scale
+#   docs/dashboard-app-dark.png  the same, dark
 #   docs/dashboard-tree.png   the app's objects, with its ReplicaSet and Pods
 #
 #   docs/screenshots.sh

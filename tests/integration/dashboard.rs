@@ -11,7 +11,8 @@
 //! `docs/screenshots.sh` (`TETHER_SCREENSHOTS=docs cargo test --test integration
 //! dashboard::`) rewrites the README's pictures from the page as it is:
 //! `docs/dashboard-apps.png` (a thousand apps), `docs/dashboard-app.png` (an app
-//! with drift) and `docs/dashboard-tree.png` (its objects' tree), light theme.
+//! with drift), `docs/dashboard-tree.png` (its objects' tree), in the light theme,
+//! and `docs/dashboard-app-dark.png`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,9 +41,10 @@ const LIVE_ALLOWANCE: Duration = Duration::from_secs(3);
 /// Where a screenshot goes: the test's scratch directory, or with
 /// `TETHER_SCREENSHOTS=docs` the README's own pictures in `docs/`.
 fn screenshot_path(name: &str) -> std::path::PathBuf {
-    const IN_DOCS: [&str; 3] = [
+    const IN_DOCS: [&str; 4] = [
         "dashboard-apps.png",
         "dashboard-app.png",
+        "dashboard-app-dark.png",
         "dashboard-tree.png",
     ];
     let dir = match std::env::var("TETHER_SCREENSHOTS").as_deref() {
@@ -331,6 +333,18 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     browser
         .screenshot(&screenshot_path("dashboard-app.png"))
         .await;
+    // Dark, as the system asks.
+    let background = "return getComputedStyle(document.body).backgroundColor";
+    assert_eq!(
+        browser.eval(background, json!([])).await,
+        "rgb(255, 255, 255)"
+    );
+    browser.color_scheme("dark").await;
+    assert_eq!(browser.eval(background, json!([])).await, "rgb(13, 17, 23)");
+    browser
+        .screenshot(&screenshot_path("dashboard-app-dark.png"))
+        .await;
+    browser.color_scheme("light").await;
 
     // Suspend and resume from the page.
     browser.click("#suspend").await;
