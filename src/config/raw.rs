@@ -37,6 +37,7 @@ pub struct Config {
     pub resync_interval: Option<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub leader_election: LeaderElection,
+    pub shards: Option<S<i64>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub apps: Vec<App>,
 }

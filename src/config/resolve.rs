@@ -46,6 +46,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
     let server = resolve_server(&raw.server, check);
     let leader_election =
         resolve_leader_election(&raw.leader_election, &inventory_namespace, check);
+    let shards = resolve_shards(raw.shards.as_ref(), check);
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
@@ -70,7 +71,27 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         concurrency,
         resync_interval,
         leader_election,
+        shards,
         apps,
+    }
+}
+
+/// `shards`: 1 to [`MAX_SHARDS`]. More than one needs no `leaderElection.enabled`:
+/// sharding is an election per shard, with the namespace and timings given there.
+fn resolve_shards(raw: Option<&S<i64>>, check: &mut Checker) -> u32 {
+    let Some(raw) = raw else {
+        return DEFAULT_SHARDS;
+    };
+    match u32::try_from(raw.value) {
+        Ok(n) if (1..=MAX_SHARDS).contains(&n) => n,
+        _ => {
+            check.report(
+                "shards",
+                line_of(raw),
+                format!("{} must be between 1 and {MAX_SHARDS}", raw.value),
+            );
+            DEFAULT_SHARDS
+        }
     }
 }
 
