@@ -9,6 +9,7 @@
 //! reconcile loop and this HTTP surface together under one shutdown signal.
 
 pub mod dashboard;
+pub mod peers;
 pub mod service;
 
 use std::sync::Arc;
@@ -32,6 +33,11 @@ pub trait Control: Send + Sync {
     fn set_suspended(&self, app: &str, suspended: bool) -> bool;
     /// Each readiness check by name, with whether it passes.
     fn readiness(&self) -> Vec<(&'static str, bool)>;
+    /// Who answers for `app` when apps are sharded across replicas (see [`peers`]);
+    /// None: this replica answers for every app.
+    fn owner(&self, _app: &str) -> Option<crate::reconcile::shard::Owner> {
+        None
+    }
 }
 
 /// The bearer token of a request (`Authorization: Bearer <token>`). The scheme is
@@ -128,9 +134,22 @@ struct ListQuery {
     view: Option<String>,
 }
 
-async fn list_apps(State(state): State<ServerState>, Query(query): Query<ListQuery>) -> Response {
+async fn list_apps(
+    State(state): State<ServerState>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Response {
     match query.view.as_deref() {
-        None | Some("full") => axum::Json(json!({ "apps": state.statuses.all() })).into_response(),
+        None | Some("full") => {
+            let apps = state
+                .statuses
+                .all()
+                .into_iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect();
+            let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
+            axum::Json(json!({ "apps": apps })).into_response()
+        }
         Some("summary") => axum::Json(dashboard::summary(&state.statuses)).into_response(),
         Some(other) => (
             StatusCode::BAD_REQUEST,
@@ -163,11 +182,19 @@ fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Response {
     }
 }
 
-async fn get_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
-    match state.statuses.get(&name) {
-        Some(status) => axum::Json(status).into_response(),
-        None => not_found(&name),
-    }
+async fn get_app(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(status) = state
+        .statuses
+        .get(&name)
+        .and_then(|s| serde_json::to_value(s).ok())
+    else {
+        return not_found(&name);
+    };
+    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers).await).into_response()
 }
 
 async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

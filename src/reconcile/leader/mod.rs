@@ -167,6 +167,53 @@ impl Leadership {
     }
 }
 
+/// A leadership that outlives any one elector: a shard's, held by successive electors
+/// as the shard comes and goes (`reconcile::shard`). Workers keep one [`Leadership`]
+/// of it for their whole life; with no elector seated, it says "not leading" and who
+/// was last seen holding the lease.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    state: Arc<watch::Sender<State>>,
+}
+
+impl Seat {
+    /// Not leading, and already known: a shard nobody here holds is a fact, not a wait.
+    pub fn new() -> Seat {
+        let (sender, _) = watch::channel(State {
+            known: true,
+            leader: false,
+            holder: None,
+        });
+        Seat {
+            state: Arc::new(sender),
+        }
+    }
+
+    pub fn leadership(&self) -> Leadership {
+        Leadership {
+            state: self.state.subscribe(),
+        }
+    }
+
+    /// Records who holds the lease while no elector of ours is seated. Never claims
+    /// leadership, and never touches a seat whose elector leads.
+    pub fn observe_holder(&self, holder: Option<String>) {
+        self.state.send_if_modified(|state| {
+            if state.leader || state.holder == holder {
+                return false;
+            }
+            state.holder = holder;
+            true
+        });
+    }
+}
+
+impl Default for Seat {
+    fn default() -> Self {
+        Seat::new()
+    }
+}
+
 /// The election as a background task. [`Elector::release`] stops it cleanly; dropping
 /// it without `release` stops it as a crash would: this replica stops leading at once,
 /// and the lease is left to expire.
@@ -184,7 +231,21 @@ impl Elector {
     /// Starts electing. Must be called within a Tokio runtime.
     pub fn spawn(cluster: Arc<Cluster>, config: LeaderConfig) -> (Elector, Leadership) {
         let (sender, receiver) = watch::channel(State::default());
-        let state = Arc::new(sender);
+        let elector = Elector::spawn_into(cluster, config, Arc::new(sender));
+        (elector, Leadership { state: receiver })
+    }
+
+    /// Starts electing for `seat`: its leadership follows this elector until it is
+    /// released or dropped.
+    pub fn spawn_seated(cluster: Arc<Cluster>, config: LeaderConfig, seat: &Seat) -> Elector {
+        Elector::spawn_into(cluster, config, seat.state.clone())
+    }
+
+    fn spawn_into(
+        cluster: Arc<Cluster>,
+        config: LeaderConfig,
+        state: Arc<watch::Sender<State>>,
+    ) -> Elector {
         let stop = CancellationToken::new();
         let let_go = CancellationToken::new();
         let release_time = config.renew_deadline.min(MAX_RELEASE_TIME);
@@ -200,14 +261,13 @@ impl Elector {
             last_renew: None,
         };
         let task = tokio::spawn(runner.run());
-        let elector = Elector {
+        Elector {
             state,
             stop,
             let_go,
             task: Some(task),
             release_time,
-        };
-        (elector, Leadership { state: receiver })
+        }
     }
 
     /// Another view of this elector's leadership.
