@@ -157,9 +157,17 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
     sources.read_secrets_with(cluster.clone());
+    // Bound before shards are taken: peers are told the address actually bound.
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().unwrap_or(config.server.listen);
     let sharding = (config.shards > 1).then(|| {
         let election = LeaderConfig::from_config(&config.leader_election, default_identity());
-        let status_url = advertised_url(config.server.listen);
+        let status_url = advertised_url(bound);
         tracing::info!(identity = %election.identity, shards = config.shards, status_url = ?status_url, "sharding");
         let shards = ShardConfig {
             shards: config.shards,
@@ -224,13 +232,6 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
     }
     let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: config.server.listen,
-            source,
-        })?;
-    let bound = listener.local_addr().unwrap_or(config.server.listen);
     let server_stop = CancellationToken::new();
     let mut server = {
         let stop = server_stop.clone();

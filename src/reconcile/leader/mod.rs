@@ -231,20 +231,27 @@ impl Elector {
     /// Starts electing. Must be called within a Tokio runtime.
     pub fn spawn(cluster: Arc<Cluster>, config: LeaderConfig) -> (Elector, Leadership) {
         let (sender, receiver) = watch::channel(State::default());
-        let elector = Elector::spawn_into(cluster, config, Arc::new(sender));
+        let elector = Elector::spawn_into(cluster, config, Arc::new(sender), None);
         (elector, Leadership { state: receiver })
     }
 
     /// Starts electing for `seat`: its leadership follows this elector until it is
-    /// released or dropped.
-    pub fn spawn_seated(cluster: Arc<Cluster>, config: LeaderConfig, seat: &Seat) -> Elector {
-        Elector::spawn_into(cluster, config, seat.state.clone())
+    /// released or dropped. `observed` is the Lease as the caller has watched it so
+    /// far: an expiry it has already timed is not waited out a second time.
+    pub fn spawn_seated(
+        cluster: Arc<Cluster>,
+        config: LeaderConfig,
+        seat: &Seat,
+        observed: Option<Observation>,
+    ) -> Elector {
+        Elector::spawn_into(cluster, config, seat.state.clone(), observed)
     }
 
     fn spawn_into(
         cluster: Arc<Cluster>,
         config: LeaderConfig,
         state: Arc<watch::Sender<State>>,
+        observed: Option<Observation>,
     ) -> Elector {
         let stop = CancellationToken::new();
         let let_go = CancellationToken::new();
@@ -256,7 +263,7 @@ impl Elector {
             stop: stop.clone(),
             let_go: let_go.clone(),
             kind: None,
-            observed: None,
+            observed,
             lease: None,
             last_renew: None,
         };

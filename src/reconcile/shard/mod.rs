@@ -571,8 +571,16 @@ impl Manager {
                     }
                     let mut election = self.config.election.clone();
                     election.lease_name = shard_lease_name(shard);
-                    let elector =
-                        Elector::spawn_seated(self.cluster.clone(), election, &self.seats[index]);
+                    // An absent Lease is observed as the empty record: no history to pass.
+                    let observed = self.shard_leases[index]
+                        .clone()
+                        .filter(|o| o.record != LeaseRecord::default());
+                    let elector = Elector::spawn_seated(
+                        self.cluster.clone(),
+                        election,
+                        &self.seats[index],
+                        observed,
+                    );
                     self.electors.insert(shard, elector);
                 }
                 Step::Release => {
