@@ -119,8 +119,10 @@ async fn start_replica(sandbox: &TestSandbox, repo: &str, user: &str) -> Replica
         leader_elect: false,
         default_service_account: None,
     };
+    // Two threads, as a pod with a CPU or more has: on one, a long first pass (schemas
+    // parsed in a debug build) can starve the electors past their renew deadline.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime for the replica");
@@ -385,4 +387,104 @@ async fn two_replicas_split_the_apps_and_one_heals_the_others_after_a_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_split_the_apps_and_the_others_heal_a_killed_ones() {
     split_heal_and_takeover(3).await;
+}
+
+/// Whether a sequence of writers ever returns to one it had left: with one holder at a
+/// time and one handover per shard, each app's writers come in one run each.
+fn interleaved(writers: &[String]) -> bool {
+    let mut runs: Vec<&String> = Vec::new();
+    for writer in writers {
+        if runs.last() != Some(&writer) {
+            runs.push(writer);
+        }
+    }
+    let distinct: BTreeSet<&&String> = runs.iter().collect();
+    distinct.len() != runs.len()
+}
+
+#[test]
+fn a_writer_returning_after_another_is_interleaving() {
+    let seq = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert!(!interleaved(&seq(&["a", "a", "b", "b"])));
+    assert!(!interleaved(&seq(&["a"])));
+    assert!(interleaved(&seq(&["a", "b", "a"])));
+    assert!(interleaved(&seq(&["a", "b", "c", "b"])));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_replica_takes_its_share_while_apps_drift_without_two_writers() {
+    let (sandbox, origin) = setup().await;
+    let mut replicas = vec![
+        start_replica(&sandbox, &origin.url, "replica-a").await,
+        start_replica(&sandbox, &origin.url, "replica-b").await,
+    ];
+    let before = wait_for_split(&sandbox, &replicas.iter().collect::<Vec<_>>()).await;
+    let apps: Vec<String> = (0..APPS).map(app_name).collect();
+    wait_healed(&sandbox, &apps).await;
+
+    // Every app drifts over and over while the third replica joins and shards move.
+    sandbox.sandbox.reset_requests();
+    let drifting = CancellationToken::new();
+    let drifter = {
+        let (drifting, apps) = (drifting.clone(), apps.clone());
+        let client = sandbox.http.clone();
+        let (url, token) = (
+            sandbox.url().to_string(),
+            sandbox.sandbox.token().to_string(),
+        );
+        tokio::spawn(async move {
+            let mut rounds = 0;
+            while !drifting.is_cancelled() {
+                for app in &apps {
+                    let _ = client
+                        .patch(format!("{url}{}", configmap_path(app)))
+                        .bearer_auth(&token)
+                        .header("content-type", "application/merge-patch+json")
+                        .body(format!(r#"{{"data":{{"key":"drift-{rounds}"}}}}"#))
+                        .send()
+                        .await;
+                }
+                rounds += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            rounds
+        })
+    };
+    let joined = Instant::now();
+    replicas.push(start_replica(&sandbox, &origin.url, "replica-c").await);
+    let after = wait_for_split(&sandbox, &replicas.iter().collect::<Vec<_>>()).await;
+    let handed_over = joined.elapsed();
+    // A little longer, so the new holders heal under fire too.
+    tokio::time::sleep(RETRY_PERIOD * 3).await;
+    drifting.cancel();
+    let rounds = drifter.await.expect("the drifter ends");
+    wait_healed(&sandbox, &apps).await;
+    println!(
+        "shard handover to a joining replica: fair split {handed_over:?} after it started, \
+         {rounds} rounds of drift on {APPS} apps meanwhile"
+    );
+
+    let written = writers(&sandbox);
+    let mut moved = 0;
+    for app in &apps {
+        let shard = shard_of(app, SHARDS) as usize;
+        let by = written.get(app).cloned().unwrap_or_default();
+        assert!(
+            !interleaved(&by),
+            "{app} written by two replicas in turn: {by:?}"
+        );
+        assert_eq!(by.last(), Some(&after[shard]), "{app}: {by:?}");
+        assert!(
+            by.iter().all(|w| *w == before[shard] || *w == after[shard]),
+            "{app} written by a replica that never held it: {by:?}"
+        );
+        if before[shard] != after[shard] {
+            moved += 1;
+        }
+    }
+    assert!(moved > 0, "no app changed hands");
+    check_status_from_every_replica(&replicas.iter().collect::<Vec<_>>()).await;
+    for replica in &mut replicas {
+        replica.stop().await;
+    }
 }

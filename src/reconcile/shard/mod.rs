@@ -585,7 +585,7 @@ impl Manager {
                 }
                 Step::Release => {
                     if let Some(elector) = self.electors.remove(&shard) {
-                        tracing::info!(shard, to = ?assigned[index], "handing the shard over");
+                        tracing::info!(shard, to = ?assigned[index], "the shard is assigned elsewhere: letting it go");
                         releasing.push(elector.release());
                     }
                 }
