@@ -70,7 +70,11 @@ pub fn router(
         .route("/api/v1/apps/{name}/sync", post(sync_app))
         .route("/api/v1/apps/{name}/suspend", post(suspend_app))
         .route("/api/v1/apps/{name}/resume", post(resume_app))
-        .route("/api/v1/events", get(events));
+        .route("/api/v1/events", get(events))
+        .route_layer(middleware::from_fn_with_state(
+            control.clone(),
+            peers::forward_actions,
+        ));
     if let Some(token) = token {
         api = api.route_layer(middleware::from_fn_with_state(token, authorize));
     }

@@ -5,13 +5,18 @@
 //! not answer within [`FORWARD_TIMEOUT`] leaves its apps `Unknown`, with a `message`
 //! naming it. A forwarded request is marked, and answered from the peer's own state
 //! only, so two replicas with different views never bounce a request between them.
+//! Actions on one app (`sync`, `suspend`, `resume`) go to its holder the same way: only
+//! its worker acts (a 502 naming the holder when it cannot be reached).
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, header};
-use serde_json::Value;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
 
 use super::Control;
 use crate::reconcile::shard::Owner;
@@ -59,8 +64,8 @@ pub fn is_forwarded(headers: &HeaderMap) -> bool {
     headers.contains_key(FORWARDED_HEADER)
 }
 
-/// Asks `owner` for `path` (`/api/v1/apps...`), with the caller's credentials.
-async fn ask(owner: &Owner, path: &str, auth: Option<&HeaderValue>) -> Result<Value, ForwardError> {
+/// Where `owner` answers `path`.
+fn url_of(owner: &Owner, path: &str) -> Result<String, ForwardError> {
     let holder = owner
         .holder
         .as_ref()
@@ -69,7 +74,12 @@ async fn ask(owner: &Owner, path: &str, auth: Option<&HeaderValue>) -> Result<Va
         .url
         .as_ref()
         .ok_or_else(|| ForwardError::NoUrl(holder.clone()))?;
-    let url = format!("{base}{path}");
+    Ok(format!("{base}{path}"))
+}
+
+/// Asks `owner` for `path` (`/api/v1/apps...`), with the caller's credentials.
+async fn ask(owner: &Owner, path: &str, auth: Option<&HeaderValue>) -> Result<Value, ForwardError> {
+    let url = url_of(owner, path)?;
     let mut request = client()?.get(&url).header(FORWARDED_HEADER, "1");
     if let Some(auth) = auth {
         request = request.header(header::AUTHORIZATION, auth.clone());
@@ -202,5 +212,133 @@ pub async fn complete_one(mut app: Value, control: &dyn Control, headers: &Heade
             unreachable(&mut app, &owner, &err);
             app
         }
+    }
+}
+
+/// The app an action path names: `/api/v1/apps/{name}/{sync|suspend|resume}`.
+fn action_target(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/v1/apps/")?;
+    let (name, action) = rest.split_once('/')?;
+    matches!(action, "sync" | "suspend" | "resume").then_some(name)
+}
+
+/// Sends an action on another replica's app to its holder, and its answer back; every
+/// other request goes on here.
+pub async fn forward_actions(
+    State(control): State<Arc<dyn Control>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let target = (request.method() == Method::POST && !is_forwarded(request.headers()))
+        .then(|| action_target(request.uri().path()))
+        .flatten()
+        .and_then(|name| control.owner(name))
+        .filter(|owner| !owner.local);
+    let Some(owner) = target else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path().to_string();
+    let auth = request.headers().get(header::AUTHORIZATION).cloned();
+    match post(&owner, &path, auth.as_ref()).await {
+        Ok((code, body)) => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
+            (code, axum::Json(body)).into_response()
+        }
+        Err(err) => {
+            let holder = owner.holder.as_deref().unwrap_or("no replica");
+            let error = format!(
+                "shard {} is held by {holder}, which did not take the request: {err}",
+                owner.shard
+            );
+            (
+                StatusCode::BAD_GATEWAY,
+                axum::Json(json!({ "error": error })),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Posts an action to `owner`: its status code and JSON answer.
+async fn post(
+    owner: &Owner,
+    path: &str,
+    auth: Option<&HeaderValue>,
+) -> Result<(u16, Value), ForwardError> {
+    let url = url_of(owner, path)?;
+    let mut request = client()?.post(&url).header(FORWARDED_HEADER, "1");
+    if let Some(auth) = auth {
+        request = request.header(header::AUTHORIZATION, auth.clone());
+    }
+    let failed = |source| ForwardError::Request {
+        url: url.clone(),
+        source,
+    };
+    let response = request.send().await.map_err(failed)?;
+    let code = response.status().as_u16();
+    let body = response.json::<Value>().await.map_err(failed)?;
+    Ok((code, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(holder: Option<&str>, url: Option<&str>) -> Owner {
+        Owner {
+            shard: 2,
+            holder: holder.map(str::to_string),
+            url: url.map(str::to_string),
+            local: false,
+        }
+    }
+
+    #[test]
+    fn only_actions_on_one_app_are_forwarded() {
+        assert_eq!(action_target("/api/v1/apps/web/sync"), Some("web"));
+        assert_eq!(
+            action_target("/api/v1/apps/team.web/suspend"),
+            Some("team.web")
+        );
+        assert_eq!(action_target("/api/v1/apps/web/resume"), Some("web"));
+        assert_eq!(action_target("/api/v1/apps/web"), None);
+        assert_eq!(action_target("/api/v1/apps/web/delete"), None);
+        assert_eq!(action_target("/api/v1/events"), None);
+    }
+
+    #[test]
+    fn an_app_whose_owner_cannot_be_asked_is_unknown_and_names_it() {
+        let silent = owner(Some("tether-1_ab"), None);
+        let mut app = json!({"name": "web", "sync": "Synced"});
+        let err = url_of(&silent, "/api/v1/apps").expect_err("no URL");
+        unreachable(&mut app, &silent, &err);
+        assert_eq!(app["sync"], "Unknown");
+        assert_eq!(app["shard"], 2);
+        assert_eq!(app["owner"], "tether-1_ab");
+        assert_eq!(
+            app["message"],
+            "shard 2 is held by tether-1_ab, whose status could not be read: \
+             tether-1_ab published no status URL"
+        );
+        let nobody = owner(None, None);
+        let mut app = json!({"name": "web"});
+        let err = url_of(&nobody, "/api/v1/apps").expect_err("no holder");
+        unreachable(&mut app, &nobody, &err);
+        assert_eq!(app["owner"], Value::Null);
+        assert_eq!(
+            app["message"],
+            "shard 2 is held by no replica, whose status could not be read: \
+             no replica holds shard 2 now"
+        );
+    }
+
+    #[test]
+    fn a_peer_is_asked_at_its_published_url() {
+        let peer = owner(Some("b"), Some("http://10.0.0.7:8080"));
+        let url = url_of(&peer, "/api/v1/apps/x");
+        assert_eq!(
+            url.ok().as_deref(),
+            Some("http://10.0.0.7:8080/api/v1/apps/x")
+        );
     }
 }

@@ -173,6 +173,19 @@ async fn holders(sandbox: &TestSandbox, replicas: &[&Replica]) -> Vec<Option<Str
         .collect()
 }
 
+/// The identity a replica holds Leases as (from its member Lease's status URL).
+async fn identity_of(sandbox: &TestSandbox, replica: &Replica) -> String {
+    let leases = sandbox.get(LEASES).await.json();
+    leases["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["metadata"]["annotations"]["tether.dev/status-url"] == replica.url.as_str())
+        .and_then(|l| l["spec"]["holderIdentity"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{} has no member Lease", replica.user))
+}
+
 /// Waits until the shards are held by exactly `replicas`, each with its fair share.
 async fn wait_for_split(sandbox: &TestSandbox, replicas: &[&Replica]) -> Vec<String> {
     let users: Vec<String> = replicas.iter().map(|r| r.user.clone()).collect();
@@ -308,6 +321,15 @@ async fn check_status_from_every_replica(replicas: &[&Replica]) {
         assert_eq!(one["sync"], "Synced", "{one}");
         assert_eq!(one["shard"], shard_of("app-0", SHARDS));
         assert_eq!(one["automation"]["acting"], true, "{one}");
+        // A manual sync asked of any replica reaches the holder's worker.
+        let accepted = reqwest::Client::new()
+            .post(format!("{}/api/v1/apps/app-0/sync", replica.url))
+            .send()
+            .await
+            .expect("the status API answers");
+        assert_eq!(accepted.status(), reqwest::StatusCode::ACCEPTED);
+        let body: Value = accepted.json().await.expect("JSON");
+        assert_eq!(body["status"], "accepted", "{body}");
     }
 }
 
@@ -346,11 +368,48 @@ async fn split_heal_and_takeover(count: usize) {
         .cloned()
         .collect();
     assert!(!orphaned.is_empty(), "{victim} held no app");
+    let victim_identity = identity_of(&sandbox, &replicas[0]).await;
     sandbox.sandbox.reset_requests();
     let killed = Instant::now();
     replicas[0].kill();
     for app in &orphaned {
         drift(&sandbox, app).await;
+    }
+    // Until its Leases expire the dead replica still holds its shards: a survivor says
+    // so, and that it could not ask it; an action on its apps is refused the same way.
+    // (On a machine slow enough to get here after the takeover, the new holder answers.)
+    let asked = format!("{}/api/v1/apps/{}", replicas[1].url, orphaned[0]);
+    let status: Value = reqwest::get(&asked)
+        .await
+        .expect("the survivor answers")
+        .json()
+        .await
+        .expect("JSON");
+    let action = reqwest::Client::new()
+        .post(format!("{asked}/sync"))
+        .send()
+        .await
+        .expect("the survivor answers");
+    let action_code = action.status();
+    let action_body: Value = action.json().await.expect("JSON");
+    if status["owner"] == victim_identity.as_str() {
+        assert_eq!(status["sync"], "Unknown", "{status}");
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&victim_identity) && message.contains("could not be read"),
+            "{status}"
+        );
+    } else {
+        assert_ne!(status["sync"], "Unknown", "{status}");
+    }
+    if action_code == reqwest::StatusCode::BAD_GATEWAY {
+        let error = action_body["error"].as_str().unwrap_or_default();
+        assert!(error.contains(&victim_identity), "{action_body}");
+    } else {
+        assert_eq!(action_code, reqwest::StatusCode::ACCEPTED, "{action_body}");
+        // The last renewal was seen at most a retry period before the kill.
+        let expired = LEASE_DURATION - RETRY_PERIOD;
+        assert!(killed.elapsed() > expired, "accepted for a dead holder");
     }
     let survivors: Vec<&Replica> = replicas[1..].iter().collect();
     let moved = wait_for_split(&sandbox, &survivors).await;
