@@ -109,6 +109,10 @@ pub struct ServerConfig {
     pub default_service_account: Option<String>,
     /// App objects: `server.apps`.
     pub apps: AppsWatchConfig,
+    /// Where peers reach this replica's status API when apps are sharded (an
+    /// `http(s)://` URL without a path); None: `POD_IP` with the listen port, else the
+    /// listen address.
+    pub advertise_url: Option<String>,
 }
 
 /// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
@@ -305,6 +309,7 @@ impl Default for ServerConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             default_service_account: None,
             apps: AppsWatchConfig::default(),
+            advertise_url: None,
         }
     }
 }

@@ -183,6 +183,13 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             .map(|n| n.value.clone())
             .collect(),
     };
+    let advertise_url = raw.advertise_url.as_ref().and_then(|u| {
+        let checked = advertised(&u.value);
+        if let Err(message) = &checked {
+            check.report("server.advertiseURL", line_of(u), message.clone());
+        }
+        checked.ok()
+    });
     ServerConfig {
         listen,
         webhooks,
@@ -191,7 +198,28 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         shutdown_timeout,
         default_service_account,
         apps,
+        advertise_url,
     }
+}
+
+/// `server.advertiseURL`: an `http` or `https` URL with a host and no path, query or
+/// credentials (peers append `/api/v1/...`), kept without a trailing slash.
+fn advertised(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text.trim()).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && url.username().is_empty()
+        && url.password().is_none();
+    if !plain {
+        return Err(format!(
+            "{text:?} must be http:// or https:// with a host and port, and nothing after \
+             them (like http://10.0.0.7:8080)"
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Whether only this host can connect (`127.0.0.0/8`, `::1`, and `::ffff:127.0.0.1`).

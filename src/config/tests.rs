@@ -335,6 +335,28 @@ fn shards_take_leader_elections_namespace_and_timings_and_are_bounded() {
 }
 
 #[test]
+fn the_advertised_url_is_a_plain_http_base() {
+    let c = parse("server: {advertiseURL: \"http://10.0.0.7:8080/\"}\n");
+    assert_eq!(
+        c.server.advertise_url.as_deref(),
+        Some("http://10.0.0.7:8080")
+    );
+    assert_eq!(parse("apps: []\n").server.advertise_url, None);
+    assert_eq!(
+        problems("server:\n  advertiseURL: \"http://h:1/api\"\n"),
+        [
+            "tether.yaml:2: server.advertiseURL: \"http://h:1/api\" must be http:// or https:// with a host and port, and nothing after them (like http://10.0.0.7:8080)"
+        ]
+    );
+    assert_eq!(problems("server:\n  advertiseURL: \"ftp://h\"\n").len(), 1);
+    assert_eq!(
+        problems("server:\n  advertiseURL: \"http://u:p@h:1\"\n").len(),
+        1
+    );
+    assert!(problems("server:\n  advertiseURL: \"not a url\"\n")[0].contains("is not a URL"));
+}
+
+#[test]
 fn sync_windows_are_compiled_and_checked() {
     let c = parse(&app(
         "  syncWindows:\n  - {kind: allow, schedule: '0 9 * * 1-5', duration: 8h}\n",
@@ -585,7 +607,7 @@ fn unknown_keys_name_their_path_and_line() {
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps"
+        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
     );
 }
 
@@ -711,7 +733,7 @@ fn without_a_token_the_status_api_stays_on_loopback() {
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:8080\n  insecureOpenApi: true\n"),
         "tether.yaml:3: server.insecureOpenApi: unknown field `insecureOpenApi`, expected one of \
-         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps"
+         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
     );
     // A token block that is itself wrong is the one problem to fix.
     assert_eq!(

@@ -167,7 +167,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let bound = listener.local_addr().unwrap_or(config.server.listen);
     let sharding = (config.shards > 1).then(|| {
         let election = LeaderConfig::from_config(&config.leader_election, default_identity());
-        let status_url = advertised_url(bound);
+        let status_url = config
+            .server
+            .advertise_url
+            .clone()
+            .or_else(|| advertised_url(bound));
         tracing::info!(identity = %election.identity, shards = config.shards, status_url = ?status_url, "sharding");
         let shards = ShardConfig {
             shards: config.shards,
@@ -178,6 +182,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     });
     let elector = if sharding.is_some() {
         // Each shard is its own election: no single leader.
+        if options.leader_elect {
+            tracing::info!("--leader-elect: shards are elected each on their own instead");
+        }
         None
     } else if options.leader_elect || config.leader_election.enabled {
         let leader = LeaderConfig::from_config(&config.leader_election, default_identity());
@@ -338,9 +345,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     Ok(())
 }
 
-/// Where peers reach this replica's status API (sharding): `TETHER_ADVERTISE_URL`,
-/// else `POD_IP` (the chart sets it from the downward API) with the listen port, else
-/// the listen address itself when it names one host.
+/// Where peers reach this replica's status API (sharding) without
+/// `server.advertiseURL`: `TETHER_ADVERTISE_URL`, else `POD_IP` (the chart sets it from
+/// the downward API) with the listen port, else the listen address itself when it
+/// names one host.
 fn advertised_url(listen: std::net::SocketAddr) -> Option<String> {
     let env = |name: &str| {
         std::env::var(name)
@@ -601,6 +609,9 @@ impl Contexts {
             tracing::warn!(
                 "server settings (listen address, webhook secrets, API token) change at the next restart"
             );
+        }
+        if old.shards != new.shards || old.leader_election != new.leader_election {
+            tracing::warn!("shards and leader election change at the next restart");
         }
         for app in &old.apps {
             if new.app(&app.name) == Some(app) {
