@@ -157,6 +157,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
     sources.read_secrets_with(cluster.clone());
+    let token = config.server.api_token()?;
+    if token.is_none() && config.server.insecure_open_api {
+        // Validation let a non-loopback address through only because the file says so.
+        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
+    }
     // Bound before shards are taken: peers are told the address actually bound.
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
@@ -233,11 +238,6 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
-    let token = config.server.api_token()?;
-    if token.is_none() && config.server.insecure_open_api {
-        // Validation let a non-loopback address through only because the file says so.
-        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
-    }
     let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
     let server_stop = CancellationToken::new();
     let mut server = {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use tether::reconcile::shard::{fair_shares, shard_of};
+use tether::reconcile::shard::{MEMBER_GC_LEASES, fair_shares, member_lease_name, shard_of};
 use tether::server::service::{ServeError, ServeOptions, serve};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -433,6 +433,20 @@ async fn split_heal_and_takeover(count: usize) {
         assert_eq!(by, BTreeSet::from([holder]), "{app} written by {by:?}");
     }
     check_status_from_every_replica(&survivors).await;
+    if count == 2 {
+        // The dead member's Lease is collected by the survivor after four lease durations.
+        let member = format!("{LEASES}/{}", member_lease_name(&victim_identity));
+        let deadline = killed + LEASE_DURATION * (MEMBER_GC_LEASES + 1) + SLACK;
+        while sandbox.get(&member).await.status.is_success() {
+            assert!(Instant::now() < deadline, "{member} was never collected");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!(
+            "a dead member's Lease collected {:?} after the kill",
+            killed.elapsed()
+        );
+        assert!(killed.elapsed() >= LEASE_DURATION * MEMBER_GC_LEASES);
+    }
     for replica in &mut replicas[1..] {
         replica.stop().await;
     }
@@ -543,7 +557,28 @@ async fn a_joining_replica_takes_its_share_while_apps_drift_without_two_writers(
     }
     assert!(moved > 0, "no app changed hands");
     check_status_from_every_replica(&replicas.iter().collect::<Vec<_>>()).await;
-    for replica in &mut replicas {
+
+    // Stopped as by SIGTERM, a replica hands its shards over and leaves: the others
+    // hold them again well before its Leases could have expired.
+    let leaving = identity_of(&sandbox, &replicas[2]).await;
+    let stopping = Instant::now();
+    replicas[2].stop().await;
+    wait_for_split(&sandbox, &[&replicas[0], &replicas[1]]).await;
+    let handed = stopping.elapsed();
+    println!("a stopped replica's shards held again {handed:?} after its stop began");
+    assert!(
+        handed < LEASE_DURATION,
+        "took {handed:?}: released shards expired instead"
+    );
+    let member = sandbox
+        .get(&format!("{LEASES}/{}", member_lease_name(&leaving)))
+        .await;
+    assert_eq!(
+        member.status,
+        reqwest::StatusCode::NOT_FOUND,
+        "its member Lease stays"
+    );
+    for replica in &mut replicas[..2] {
         replica.stop().await;
     }
 }

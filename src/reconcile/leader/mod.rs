@@ -781,26 +781,59 @@ impl Runner {
     async fn release(&mut self) {
         self.last_renew = None;
         step_down(&self.state, "stopping");
-        let (Some(kind), Some(lease)) = (self.kind.clone(), self.lease.clone()) else {
+        let Some(kind) = self.kind.clone() else {
             return;
         };
-        let record = LeaseRecord::from_lease(&lease);
-        if record.holder.as_deref() != Some(self.config.identity.as_str()) {
-            return;
-        }
-        let released = with_record(&lease, &released_record(&record, Utc::now()));
         let bound = self.config.renew_deadline.min(MAX_RELEASE_TIME);
-        match tokio::time::timeout(bound, self.cluster.replace(&kind, &released)).await {
-            Ok(Ok(_)) => tracing::info!(lease = %self.config.lease_name, "released the lease"),
+        let lease = &self.config.lease_name;
+        match tokio::time::timeout(bound, self.let_go(&kind)).await {
+            Ok(Ok(true)) => tracing::info!(lease = %lease, "released the lease"),
+            Ok(Ok(false)) => {
+                tracing::debug!(lease = %lease, "the lease is not ours; nothing to release")
+            }
             Ok(Err(ClusterError::Api { code: 409, .. })) => {
-                tracing::info!(lease = %self.config.lease_name, "the lease changed hands already; nothing to release")
+                tracing::info!(lease = %lease, "the lease changed hands already; nothing to release")
             }
             Ok(Err(err)) => {
-                tracing::warn!(lease = %self.config.lease_name, error = %err, "cannot release the lease; it will expire instead")
+                tracing::warn!(lease = %lease, error = %err, "cannot release the lease; it will expire instead")
             }
             Err(_) => {
-                tracing::warn!(lease = %self.config.lease_name, "releasing the lease timed out; it will expire instead")
+                tracing::warn!(lease = %lease, "releasing the lease timed out; it will expire instead")
             }
+        }
+    }
+
+    /// Writes the released record while the Lease names this replica: over the Lease as
+    /// last seen, else (not seen, seen held by another, or a 409) over a fresh read. A
+    /// stop can cut an attempt short after its write landed, leaving the copy here
+    /// stale; without the second look the lease would be left to expire. True when
+    /// released, false when it is not ours.
+    async fn let_go(&self, kind: &Resolved) -> Result<bool, ClusterError> {
+        let identity = self.config.identity.as_str();
+        let ours =
+            |lease: &Value| LeaseRecord::from_lease(lease).holder.as_deref() == Some(identity);
+        let write = |lease: &Value| {
+            let record = LeaseRecord::from_lease(lease);
+            with_record(lease, &released_record(&record, Utc::now()))
+        };
+        if let Some(lease) = self.lease.as_ref().filter(|l| ours(l)) {
+            match self.cluster.replace(kind, &write(lease)).await {
+                Ok(_) => return Ok(true),
+                Err(ClusterError::Api { code: 409, .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let namespace = self.config.namespace.as_str();
+        match self
+            .cluster
+            .get(kind, Some(namespace), &self.config.lease_name)
+            .await?
+        {
+            Some(lease) if ours(&lease) => {
+                self.cluster.replace(kind, &write(&lease)).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 }

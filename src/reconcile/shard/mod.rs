@@ -681,9 +681,11 @@ impl Manager {
     /// Every live peer may try; the uid precondition and a 404 keep it harmless.
     async fn collect_members(&mut self, kind: &Resolved, now: Instant) {
         let after = self.config.election.lease_duration * MEMBER_GC_LEASES;
+        let own = member_lease_name(&self.config.election.identity);
         let gone: Vec<(String, Option<String>)> = self
             .members
             .iter()
+            .filter(|(name, _)| **name != own)
             .filter(|(_, m)| now.saturating_duration_since(m.observed.since) >= after)
             .map(|(name, m)| (name.clone(), m.uid.clone()))
             .collect();
