@@ -384,8 +384,10 @@ impl Worker {
         if owner.local {
             return false;
         }
-        // What the owner writes meanwhile is read afresh if the shard comes back.
+        // What the owner writes meanwhile is read afresh if the shard comes back, and
+        // the app's state is the owner's to export: one series per app, fleet-wide.
         self.inventory = None;
+        METRICS.forget_app(&self.config.name);
         drop(self.source.borrow_and_update());
         let reason = self.automation("").reason;
         self.shared.statuses.update(&self.config.name, |s| {

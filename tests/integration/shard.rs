@@ -5,6 +5,8 @@
 //! by its shard's holder only, the status API of any replica answering for every app,
 //! a killed replica's apps healed by another after takeover, and a replica joining
 //! while apps drift taking its share without any app written by two replicas at once.
+//! Then the binary itself: two processes exporting the shards they hold
+//! (`tether_shard_owned`) and handing them over on SIGTERM.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -581,4 +583,64 @@ async fn a_joining_replica_takes_its_share_while_apps_drift_without_two_writers(
     for replica in &mut replicas[..2] {
         replica.stop().await;
     }
+}
+
+/// Which shards a `tether serve` process says it holds, from its `/metrics`.
+async fn owned_shards(url: &str) -> Option<BTreeSet<u32>> {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let mut owned = BTreeSet::new();
+    let mut seen = 0;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("tether_shard_owned{shard=\"") else {
+            continue;
+        };
+        let (shard, value) = rest.split_once("\"} ")?;
+        seen += 1;
+        if value.trim() == "1" {
+            owned.insert(shard.parse().ok()?);
+        }
+    }
+    (seen == SHARDS).then_some(owned)
+}
+
+/// The binary, as the chart runs it: two processes split the shards (each says so in
+/// `tether_shard_owned`), and SIGTERM on one hands all of them to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_export_the_shards_they_hold_and_hand_them_over_on_sigterm() {
+    let (sandbox, origin) = setup().await;
+    let config = config(&origin.url, 0);
+    let first = crate::serve::Serve::start(&sandbox, "first", &config, &[]).await;
+    let second = crate::serve::Serve::start(&sandbox, "second", &config, &[]).await;
+    let all: BTreeSet<u32> = (0..SHARDS).collect();
+    let (a, b) = eventually("the two processes split the shards", || async {
+        let a = owned_shards(&first.url).await?;
+        let b = owned_shards(&second.url).await?;
+        let split = a.len() == b.len() && a.is_disjoint(&b) && a.union(&b).eq(all.iter());
+        split.then_some((a, b))
+    })
+    .await;
+    assert_eq!(a.len() + b.len(), SHARDS as usize, "{a:?} {b:?}");
+    let ready = reqwest::get(format!("{}/readyz", first.url))
+        .await
+        .expect("readyz answers");
+    assert!(ready.status().is_success());
+
+    let stopping = Instant::now();
+    assert_eq!(second.stop().await, Some(0));
+    eventually("the first process holds every shard", || async {
+        (owned_shards(&first.url).await? == all).then_some(())
+    })
+    .await;
+    let took = stopping.elapsed();
+    println!("SIGTERM to every shard held by the other process: {took:?}");
+    assert!(
+        took < LEASE_DURATION + SLACK,
+        "{took:?}: released shards expired instead"
+    );
+    assert_eq!(first.stop().await, Some(0));
 }
