@@ -195,6 +195,12 @@ impl Seat {
         }
     }
 
+    /// Stops leading at once, whatever the elector seated here does next (it is being
+    /// dropped): the shards of a replica that goes away stop writing first.
+    pub fn step_down(&self, why: &str) {
+        step_down(&self.state, why);
+    }
+
     /// Records who holds the lease while no elector of ours is seated. Never claims
     /// leadership, and never touches a seat whose elector leads.
     pub fn observe_holder(&self, holder: Option<String>) {

@@ -427,7 +427,7 @@ impl Drop for Sharding {
             self.stop.cancel();
             task.abort();
             for (shard, seat) in (0u32..).zip(self.seats.iter()) {
-                seat.observe_holder(None);
+                seat.step_down("the shard manager was dropped");
                 METRICS.shard_owned(shard, false);
             }
         }

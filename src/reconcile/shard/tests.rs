@@ -227,3 +227,16 @@ fn without_shards_every_app_is_fenced_by_the_one_leadership() {
     assert!(ownership.owner("web").is_none());
     assert!(ownership.is_known());
 }
+
+#[test]
+fn a_seat_without_an_elector_never_leads_and_shows_the_holder() {
+    let seat = Seat::new();
+    let leadership = seat.leadership();
+    assert!(leadership.is_known() && !leadership.is_leader());
+    seat.observe_holder(Some("b_2".into()));
+    assert_eq!(leadership.holder().as_deref(), Some("b_2"));
+    assert!(!leadership.is_leader());
+    seat.step_down("a test");
+    assert_eq!(leadership.holder(), None);
+    assert!(!leadership.is_leader());
+}
