@@ -95,10 +95,15 @@ fn kubeconfig_as(sandbox: &TestSandbox, user: &str) -> PathBuf {
     path
 }
 
-fn config(repo: &str, port: u16) -> String {
+/// The replicas' configuration: the file's apps when `repo` is given, none otherwise
+/// (App objects only).
+fn config(repo: Option<&str>, port: u16) -> String {
     let mut text = format!(
         "server:\n  listen: 127.0.0.1:{port}\nshards: {SHARDS}\nleaderElection: {{leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 300ms}}\napps:\n"
     );
+    let Some(repo) = repo else {
+        return text.replace("apps:\n", "apps: []\n");
+    };
     for i in 0..APPS {
         let name = app_name(i);
         text.push_str(&format!(
@@ -109,6 +114,10 @@ fn config(repo: &str, port: u16) -> String {
 }
 
 async fn start_replica(sandbox: &TestSandbox, repo: &str, user: &str) -> Replica {
+    start_replica_with(sandbox, Some(repo), user).await
+}
+
+async fn start_replica_with(sandbox: &TestSandbox, repo: Option<&str>, user: &str) -> Replica {
     let port = free_port();
     let dir = sandbox.dir.path();
     let path = dir.join(format!("{user}.yaml"));
@@ -613,7 +622,7 @@ async fn owned_shards(url: &str) -> Option<BTreeSet<u32>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_export_the_shards_they_hold_and_hand_them_over_on_sigterm() {
     let (sandbox, origin) = setup().await;
-    let config = config(&origin.url, 0);
+    let config = config(Some(&origin.url), 0);
     let first = crate::serve::Serve::start(&sandbox, "first", &config, &[]).await;
     let second = crate::serve::Serve::start(&sandbox, "second", &config, &[]).await;
     let all: BTreeSet<u32> = (0..SHARDS).collect();
@@ -643,4 +652,91 @@ async fn two_serve_processes_export_the_shards_they_hold_and_hand_them_over_on_s
         "{took:?}: released shards expired instead"
     );
     assert_eq!(first.stop().await, Some(0));
+}
+
+/// App objects are sharded by `<namespace>.<name>`: each App's objects, finalizer and
+/// status are written by its shard's holder only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
+    let (sandbox, origin) = setup().await;
+    sandbox.namespace("team-a").await;
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(tether::config::APP_CRD_YAML))
+        .await
+        .ok();
+    let replicas = [
+        start_replica_with(&sandbox, None, "replica-a").await,
+        start_replica_with(&sandbox, None, "replica-b").await,
+    ];
+    let all: Vec<&Replica> = replicas.iter().collect();
+    let held = wait_for_split(&sandbox, &all).await;
+    sandbox.sandbox.reset_requests();
+    let apps: Vec<String> = (0..APPS / 2).map(app_name).collect();
+    for app in &apps {
+        let object = format!(
+            "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: {app}\n  namespace: team-a\nspec:\n  source: {{repo: \"{}\", ref: main, path: apps/{app}, interval: 1h}}\n  destination: {{namespace: {NAMESPACE}}}\n  sync: {{automated: true}}\n",
+            origin.url
+        );
+        sandbox
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(&object))
+            .await
+            .ok();
+    }
+    for app in &apps {
+        sandbox
+            .kubectl(&[
+                "wait",
+                "--for=condition=Ready",
+                &format!("tapp/{app}"),
+                "-n",
+                "team-a",
+                "--timeout=20s",
+            ])
+            .await
+            .ok();
+    }
+    wait_healed(&sandbox, &apps).await;
+    // Writes settle: the status of the last pass is written within a status period.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut by_app: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for write in sandbox.sandbox.writes() {
+        if !write.user.starts_with("replica-") {
+            continue;
+        }
+        // The App itself (finalizer), its status, its ConfigMap and its inventory.
+        let app = apps.iter().find(|app| {
+            write.path.ends_with(&format!("/apps/{app}"))
+                || write.path.ends_with(&format!("/apps/{app}/status"))
+                || app_of(&write.path).as_deref() == Some(app.as_str())
+                || write
+                    .path
+                    .ends_with(&format!("/tether-inventory-team-a.{app}"))
+        });
+        if let Some(app) = app {
+            by_app.entry(app.clone()).or_default().insert(write.user);
+        }
+    }
+    for app in &apps {
+        let identity = format!("team-a.{app}");
+        let holder = &held[shard_of(&identity, SHARDS) as usize];
+        let by = by_app.get(app).cloned().unwrap_or_default();
+        assert_eq!(
+            by,
+            BTreeSet::from([holder.clone()]),
+            "{identity} written by {by:?}"
+        );
+        let object: Value = serde_json::from_str(
+            &sandbox
+                .kubectl(&["get", "tapp", app, "-n", "team-a", "-o", "json"])
+                .await
+                .ok()
+                .stdout,
+        )
+        .expect("JSON");
+        assert_eq!(object["status"]["sync"], "Synced", "{object}");
+    }
+    // Both replicas hold some of them: the six identities fall in four shards (0, 1, 4
+    // and 5), and each replica holds three.
+    let writers: BTreeSet<&String> = by_app.values().flatten().collect();
+    assert_eq!(writers.len(), 2, "{by_app:?}");
 }
