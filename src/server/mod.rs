@@ -9,6 +9,7 @@
 //! reconcile loop and this HTTP surface together under one shutdown signal.
 
 pub mod dashboard;
+pub mod peers;
 pub mod service;
 
 use std::sync::Arc;
@@ -48,6 +49,11 @@ pub trait Control: Send + Sync {
     fn cluster(&self, _app: &str) -> Option<Arc<Cluster>> {
         None
     }
+    /// Who answers for `app` when apps are sharded across replicas (see [`peers`]);
+    /// None: this replica answers for every app.
+    fn owner(&self, _app: &str) -> Option<crate::reconcile::shard::Owner> {
+        None
+    }
 }
 
 /// The bearer token of a request (`Authorization: Bearer <token>`). The scheme is
@@ -82,7 +88,11 @@ pub fn router(
         .route("/api/v1/apps/{name}/suspend", post(suspend_app))
         .route("/api/v1/apps/{name}/resume", post(resume_app))
         .route("/api/v1/apps/{name}/tree", get(app_tree))
-        .route("/api/v1/events", get(events));
+        .route("/api/v1/events", get(events))
+        .route_layer(middleware::from_fn_with_state(
+            control.clone(),
+            peers::forward_actions,
+        ));
     if let Some(token) = token {
         api = api.route_layer(middleware::from_fn_with_state(token, authorize));
     }
@@ -154,9 +164,22 @@ struct ListQuery {
     view: Option<String>,
 }
 
-async fn list_apps(State(state): State<ServerState>, Query(query): Query<ListQuery>) -> Response {
+async fn list_apps(
+    State(state): State<ServerState>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Response {
     match query.view.as_deref() {
-        None | Some("full") => axum::Json(json!({ "apps": state.statuses.all() })).into_response(),
+        None | Some("full") => {
+            let apps = state
+                .statuses
+                .all()
+                .into_iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect();
+            let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
+            axum::Json(json!({ "apps": apps })).into_response()
+        }
         Some("summary") => axum::Json(dashboard::summary(&state.statuses)).into_response(),
         Some(other) => (
             StatusCode::BAD_REQUEST,
@@ -198,12 +221,39 @@ async fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Resp
 
 /// `GET /api/v1/apps/{name}/tree`: the app's objects with what their controllers
 /// made, by ownerReferences (see [`dashboard::tree`]). Read on demand and shared for
-/// a moment; an app not running here (a follower's, a stopped one) gets its own
-/// objects without children.
-async fn app_tree(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+/// a moment; another replica's app is asked of its holder (see [`peers`]); an app
+/// whose worker does not run (one that could not start) gets its own objects without
+/// children.
+async fn app_tree(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let Some(resources) = state.statuses.with(&name, |s| s.resources.clone()) else {
         return not_found(&name);
     };
+    if let Some(owner) = state
+        .control
+        .owner(&name)
+        .filter(|o| !o.local && !peers::is_forwarded(&headers))
+    {
+        let path = format!("/api/v1/apps/{name}/tree");
+        return match peers::ask(&owner, &path, headers.get(header::AUTHORIZATION)).await {
+            Ok(tree) => axum::Json(tree).into_response(),
+            Err(err) => {
+                let holder = owner.holder.as_deref().unwrap_or("no replica");
+                let error = format!(
+                    "shard {} is held by {holder}, whose tree could not be read: {err}",
+                    owner.shard
+                );
+                (
+                    StatusCode::BAD_GATEWAY,
+                    axum::Json(json!({ "error": error })),
+                )
+                    .into_response()
+            }
+        };
+    }
     if let Some(tree) = state.trees.fresh(&name) {
         return axum::Json(tree.as_ref()).into_response();
     }
@@ -219,11 +269,19 @@ async fn app_tree(State(state): State<ServerState>, Path(name): Path<String>) ->
     axum::Json(tree.as_ref()).into_response()
 }
 
-async fn get_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
-    match state.statuses.get(&name) {
-        Some(status) => axum::Json(status).into_response(),
-        None => not_found(&name),
-    }
+async fn get_app(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(status) = state
+        .statuses
+        .get(&name)
+        .and_then(|s| serde_json::to_value(s).ok())
+    else {
+        return not_found(&name);
+    };
+    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers).await).into_response()
 }
 
 async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

@@ -22,6 +22,7 @@ use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::reconcile::app::{self, AppHandle, Shared};
 use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
+use crate::reconcile::shard::{Ownership, ShardConfig, Sharding};
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
@@ -110,7 +111,7 @@ struct Apps {
     running: Mutex<HashMap<String, Running>>,
     config_loaded: std::sync::atomic::AtomicBool,
     caches: Mutex<Vec<(Target, Cache)>>,
-    leadership: Leadership,
+    ownership: Ownership,
     suspensions: suspend::Suspensions,
 }
 
@@ -168,8 +169,12 @@ impl Control for Apps {
                 "caches synced",
                 caches.iter().all(|(_, cache)| cache.synced()),
             ),
-            ("leadership known", self.leadership.is_known()),
+            ("leadership known", self.ownership.is_known()),
         ]
+    }
+
+    fn owner(&self, app: &str) -> Option<crate::reconcile::shard::Owner> {
+        self.ownership.owner(app)
     }
 }
 
@@ -186,7 +191,41 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
     sources.read_secrets_with(cluster.clone());
-    let elector = if options.leader_elect || config.leader_election.enabled {
+    let token = config.server.api_token()?;
+    if token.is_none() && config.server.insecure_open_api {
+        // Validation let a non-loopback address through only because the file says so.
+        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
+    }
+    // Bound before shards are taken: peers are told the address actually bound.
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().unwrap_or(config.server.listen);
+    let sharding = (config.shards > 1).then(|| {
+        let election = LeaderConfig::from_config(&config.leader_election, default_identity());
+        let status_url = config
+            .server
+            .advertise_url
+            .clone()
+            .or_else(|| advertised_url(bound));
+        tracing::info!(identity = %election.identity, shards = config.shards, status_url = ?status_url, "sharding");
+        let shards = ShardConfig {
+            shards: config.shards,
+            election,
+            status_url,
+        };
+        Sharding::spawn(cluster.clone(), shards)
+    });
+    let elector = if sharding.is_some() {
+        // Each shard is its own election: no single leader.
+        if options.leader_elect {
+            tracing::info!("--leader-elect: shards are elected each on their own instead");
+        }
+        None
+    } else if options.leader_elect || config.leader_election.enabled {
         let leader = LeaderConfig::from_config(&config.leader_election, default_identity());
         tracing::info!(identity = %leader.identity, lease = %leader.lease_name, "electing a leader");
         Some(Elector::spawn(cluster.clone(), leader))
@@ -196,13 +235,17 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let leadership = elector
         .as_ref()
         .map_or_else(Leadership::always, |(_, leadership)| leadership.clone());
+    let ownership = match &sharding {
+        Some((_, ownership)) => ownership.clone(),
+        None => Ownership::whole(leadership),
+    };
     let statuses = Statuses::default();
     let triggers = Triggers::new();
     let apps = Arc::new(Apps {
         running: Mutex::new(HashMap::new()),
         config_loaded: std::sync::atomic::AtomicBool::new(true),
         caches: Mutex::new(Vec::new()),
-        leadership: leadership.clone(),
+        ownership: ownership.clone(),
         suspensions: suspend::Suspensions::new(cluster.clone(), config.inventory_namespace.clone()),
     });
     let workers = CancellationToken::new();
@@ -216,7 +259,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             .or_else(|| config.server.default_service_account.clone()),
         sources,
         statuses: statuses.clone(),
-        leadership,
+        ownership,
         passes: Arc::new(Semaphore::new(config.concurrency)),
         workers: workers.clone(),
         apps: apps.clone(),
@@ -230,19 +273,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
-    let token = config.server.api_token()?;
-    if token.is_none() && config.server.insecure_open_api {
-        // Validation let a non-loopback address through only because the file says so.
-        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
-    }
     let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: config.server.listen,
-            source,
-        })?;
-    let bound = listener.local_addr().unwrap_or(config.server.listen);
     let server_stop = CancellationToken::new();
     let mut server = {
         let stop = server_stop.clone();
@@ -289,7 +320,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             contexts.app_objects.clone(),
             contexts.default.clone(),
             statuses.clone(),
-            contexts.leadership.clone(),
+            contexts.ownership.clone(),
             workers.child_token(),
         );
     } else {
@@ -347,6 +378,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         // released in time, the lease expires on its own.
         within(deadline, "releasing the lease", elector.release()).await;
     }
+    if let Some((sharding, _)) = sharding {
+        within(deadline, "releasing the shards", sharding.release()).await;
+    }
     // Event streams (the dashboard's) end, or the server would wait them out.
     statuses.close_feed();
     server_stop.cancel();
@@ -358,6 +392,29 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     }
     tracing::info!(took = ?stopping.elapsed(), "stopped");
     Ok(())
+}
+
+/// Where peers reach this replica's status API (sharding) without
+/// `server.advertiseURL`: `TETHER_ADVERTISE_URL`, else `POD_IP` (the chart sets it from
+/// the downward API) with the listen port, else the listen address itself when it
+/// names one host.
+fn advertised_url(listen: std::net::SocketAddr) -> Option<String> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(url) = env("TETHER_ADVERTISE_URL") {
+        return Some(url.trim_end_matches('/').to_string());
+    }
+    if let Some(ip) = env("POD_IP").and_then(|ip| ip.parse::<std::net::IpAddr>().ok()) {
+        return Some(format!(
+            "http://{}",
+            std::net::SocketAddr::new(ip, listen.port())
+        ));
+    }
+    (!listen.ip().is_unspecified()).then(|| format!("http://{listen}"))
 }
 
 /// Runs `work` until `until`, then gives up on it (dropping it cancels it).
@@ -392,7 +449,7 @@ struct Contexts {
     default_service_account: Option<String>,
     sources: SourceCache,
     statuses: Statuses,
-    leadership: Leadership,
+    ownership: Ownership,
     passes: Arc<Semaphore>,
     workers: CancellationToken,
     apps: Arc<Apps>,
@@ -444,7 +501,7 @@ impl Contexts {
             cache,
             sources: self.sources.clone(),
             statuses: self.statuses.clone(),
-            leadership: self.leadership.clone(),
+            ownership: self.ownership.clone(),
             inventory_namespace: config.inventory_namespace.clone(),
             passes: self.passes.clone(),
             resync_interval: config.resync_interval,
@@ -497,7 +554,7 @@ impl Contexts {
                 cache: base.cache.clone(),
                 sources: base.sources.clone(),
                 statuses: base.statuses.clone(),
-                leadership: base.leadership.clone(),
+                ownership: base.ownership.clone(),
                 inventory_namespace: base.inventory_namespace.clone(),
                 passes: base.passes.clone(),
                 resync_interval: base.resync_interval,
@@ -606,6 +663,9 @@ impl Contexts {
             tracing::warn!(
                 "server settings (listen address, webhook secrets, API token) change at the next restart"
             );
+        }
+        if old.shards != new.shards || old.leader_election != new.leader_election {
+            tracing::warn!("shards and leader election change at the next restart");
         }
         for app in &old.apps {
             if new.app(&app.name) == Some(app) {
