@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::leader::Leadership;
 use super::pass::PassError;
+use super::shard::Ownership;
 use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
@@ -54,7 +55,8 @@ pub struct Shared {
     pub cache: Cache,
     pub sources: SourceCache,
     pub statuses: Statuses,
-    pub leadership: Leadership,
+    /// Which leadership fences each app's writes: the leader's, or its shard's.
+    pub ownership: Ownership,
     pub inventory_namespace: String,
     /// Bounds how many apps run a pass at once.
     pub passes: Arc<Semaphore>,
@@ -137,6 +139,7 @@ pub fn spawn(
     let sync_requested = Arc::new(AtomicBool::new(false));
     let suspended = Arc::new(AtomicBool::new(false));
     let worker = Worker {
+        leadership: shared.ownership.for_app(&config.name),
         channels: config.notifications.clone(),
         status_target: config.commit_status.clone(),
         last_health: None,
@@ -173,6 +176,8 @@ pub fn spawn(
 
 struct Worker {
     config: AppConfig,
+    /// The leader's, or this app's shard's: writes happen only while it leads.
+    leadership: Leadership,
     channels: Vec<Arc<Channel>>,
     status_target: Option<Arc<CommitStatusTarget>>,
     /// The health after the previous pass: Degraded is announced once, on arrival.
@@ -208,7 +213,7 @@ struct Worker {
 
 impl Worker {
     async fn run(mut self, cancel: CancellationToken) {
-        let mut leadership = self.shared.leadership.clone();
+        let mut leadership = self.leadership.clone();
         let mut next_resync = Instant::now() + self.shared.resync_interval;
         loop {
             let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
@@ -276,6 +281,9 @@ impl Worker {
 
     async fn pass(&mut self) {
         let started = Instant::now();
+        if self.elsewhere() {
+            return;
+        }
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
         self.observe_source(&state.status, state.revision.as_ref());
@@ -423,6 +431,32 @@ impl Worker {
         });
     }
 
+    /// Whether another replica's shard holds this app: it reconciles and reports it,
+    /// so this one reads nothing (no manifests, no dry runs, no watches) and only
+    /// says who does. Its status API forwards to that replica (`server`).
+    fn elsewhere(&mut self) -> bool {
+        let Some(owner) = self.shared.ownership.owner(&self.config.name) else {
+            return false;
+        };
+        if owner.local {
+            return false;
+        }
+        // What the owner writes meanwhile is read afresh if the shard comes back, and
+        // the app's state is the owner's to export: one series per app, fleet-wide.
+        self.inventory = None;
+        METRICS.forget_app(&self.config.name);
+        drop(self.source.borrow_and_update());
+        let reason = self.automation("").reason;
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.sync = SyncStatus::Unknown;
+            s.automation = Automation {
+                acting: false,
+                reason,
+            };
+        });
+        true
+    }
+
     /// Shows the source's standing: ready, or failing since when (the condition's
     /// transition time) and whether that is stale. A failing source keeps serving its
     /// last good revision, visibly. Staleness is announced once per failure.
@@ -507,7 +541,7 @@ impl Worker {
         let options = self.sync_options(sha, acting);
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);
         let report = if acting {
-            match self.shared.leadership.while_leading(pass).await {
+            match self.leadership.while_leading(pass).await {
                 Some(report) => report,
                 None => {
                     // The dropped pass may have written the inventory: read it next time.
@@ -613,7 +647,7 @@ impl Worker {
         }
         let options = self.sync_options(sha, true);
         let healing = heal(&self.shared.cluster, &desired, Some(sha), &options);
-        let Some(healed) = self.shared.leadership.while_leading(healing).await else {
+        let Some(healed) = self.leadership.while_leading(healing).await else {
             // The full pass that follows sees who leads now, and reads the inventory.
             self.inventory = None;
             return false;
@@ -771,7 +805,13 @@ impl Worker {
             acting: false,
             reason: Some(reason),
         };
-        let leadership = &self.shared.leadership;
+        let leadership = &self.leadership;
+        if let Some(owner) = self.shared.ownership.owner(&self.config.name)
+            && !owner.local
+        {
+            let holder = owner.holder.as_deref().unwrap_or("no replica yet");
+            return blocked(format!("shard {} is held by {holder}", owner.shard));
+        }
         if !leadership.is_leader() {
             let leader = leadership
                 .holder()

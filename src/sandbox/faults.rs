@@ -3,7 +3,7 @@
 //! delays every answer, and counters record each request by verb and resource so a
 //! test can assert exactly how many reads and writes a client made.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -66,6 +66,10 @@ impl Faults {
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Mutex<BTreeMap<(String, String), u64>>,
+    /// Writes that were not dry runs, by the user they ran as (after impersonation):
+    /// how a test tells replicas apart when each impersonates a user of its own.
+    /// The last [`MAX_RECORDED_WRITES`], so a long-running sandbox stays bounded.
+    writes: Mutex<VecDeque<UserWrite>>,
     serving_nanos: AtomicU64,
     /// Open watches, by the `timeoutSeconds` each runs for.
     open_watches: Mutex<BTreeMap<u64, u64>>,
@@ -101,6 +105,28 @@ impl Counters {
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
+    }
+
+    pub fn record_write(&self, user: &str, verb: &str, path: &str) {
+        let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        if writes.len() >= MAX_RECORDED_WRITES {
+            writes.pop_front();
+        }
+        writes.push_back(UserWrite {
+            user: user.to_string(),
+            verb: verb.to_string(),
+            path: path.to_string(),
+        });
+    }
+
+    /// The writes recorded so far, oldest first.
+    pub fn writes(&self) -> Vec<UserWrite> {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn add_serving_time(&self, spent: Duration) {
@@ -159,10 +185,25 @@ impl Counters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
         // Open watches are a state, not a count since the reset.
         self.watch_timeouts.store(0, Ordering::Relaxed);
     }
+}
+
+/// Writes kept by [`Counters`]: a cold sync of 100,000 objects, about 10 MB.
+pub const MAX_RECORDED_WRITES: usize = 100_000;
+
+/// One write (not a dry run): who, which verb, which path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserWrite {
+    pub user: String,
+    pub verb: String,
+    pub path: String,
 }
 
 /// A snapshot of the request counters.
@@ -244,8 +285,12 @@ mod tests {
         assert_eq!(counts.get("patch", "apps/deployments"), 2);
         assert_eq!(counts.verb("get"), 1);
         assert_eq!(counts.writes(), 3);
+        counters.record_write("replica-a", "patch", "/api/v1/namespaces/a/configmaps/x");
+        assert_eq!(counters.writes().len(), 1);
+        assert_eq!(counters.writes()[0].user, "replica-a");
         counters.reset();
         assert_eq!(counters.snapshot().total(), 0);
+        assert!(counters.writes().is_empty());
     }
 
     #[test]

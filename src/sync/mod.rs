@@ -37,7 +37,7 @@ use plan::WaveError;
 use report::Phase;
 
 pub use observe::{Candidate, Observed, observe, observe_objects};
-pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
+pub use report::{Action, Lineage, ObjectResult, OwnerReference, SyncFailure, SyncReport};
 pub use report::{HookAction, HookResult};
 
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough
@@ -536,6 +536,7 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 message,
                 changes,
                 views,
+                lineage: item.latest.as_ref().map(Lineage::of).unwrap_or_default(),
             }
         })
         .collect()

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::sync::health::Health;
-use crate::sync::{ObjectResult, SyncReport};
+use crate::sync::{ObjectResult, OwnerReference, SyncReport};
 use tokio::sync::broadcast;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -194,6 +194,12 @@ pub struct ResourceState {
     pub health: Option<Health>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub health_message: String,
+    /// The live object's uid, when it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its `metadata.ownerReferences`: the dashboard's tree follows them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
 }
 
 impl ResourceState {
@@ -210,6 +216,8 @@ impl ResourceState {
                 .as_ref()
                 .map(|h| h.message.clone())
                 .unwrap_or_default(),
+            uid: object.lineage.uid.clone(),
+            owner_references: object.lineage.owners.clone(),
         }
     }
 }
@@ -509,6 +517,7 @@ mod tests {
             message: String::new(),
             changes: Vec::new(),
             views: None,
+            lineage: Default::default(),
         }
     }
 
@@ -692,6 +701,7 @@ mod tests {
             message: String::new(),
             changes: views.drift.changes().to_vec(),
             views: Some(Box::new(views)),
+            lineage: Default::default(),
         };
         let drifted = DriftedObject::of(&object);
         assert!(
