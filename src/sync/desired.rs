@@ -178,16 +178,63 @@ pub async fn read_revision(
 /// commit alone keys it.
 #[derive(Debug, Default)]
 pub struct RenderCache {
-    kept: Option<(String, Vec<Kept>)>,
+    kept: Option<Kept>,
 }
 
-/// One kept object: its identity, where it came from, and its JSON.
-type Kept = (ObjectId, Origin, Box<[u8]>);
+/// One revision's objects: every object's JSON in one buffer, and per object its
+/// identity, where it came from and where its JSON lies. One allocation for all the
+/// text, both exactly sized: a thousand apps keep these for as long as they run, and
+/// many small long-lived allocations between a pass's short-lived ones are what
+/// fragments the heap.
+#[derive(Debug)]
+struct Kept {
+    sha: String,
+    json: Box<[u8]>,
+    objects: Box<[(ObjectId, Origin, std::ops::Range<usize>)]>,
+}
+
+impl Kept {
+    fn new(sha: &str, set: &ManifestSet) -> Kept {
+        let mut json = Vec::new();
+        let mut objects = Vec::with_capacity(set.objects.len());
+        for m in &set.objects {
+            let start = json.len();
+            if serde_json::to_writer(&mut json, &m.object).is_err() {
+                // Not kept: the pass that reads it back renders again (unreachable
+                // for a Value, whose keys are strings).
+                json.truncate(start);
+                continue;
+            }
+            objects.push((m.id.clone(), m.origin.clone(), start..json.len()));
+        }
+        Kept {
+            sha: sha.to_string(),
+            json: json.into_boxed_slice(),
+            objects: objects.into_boxed_slice(),
+        }
+    }
+
+    fn manifests(&self) -> ManifestSet {
+        ManifestSet {
+            objects: self
+                .objects
+                .iter()
+                .filter_map(|(id, origin, range)| {
+                    Some(Manifest {
+                        id: id.clone(),
+                        object: serde_json::from_slice(self.json.get(range.clone())?).ok()?,
+                        origin: origin.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
 
 impl RenderCache {
     /// The commit whose manifests are kept.
     pub fn revision(&self) -> Option<&String> {
-        self.kept.as_ref().map(|(sha, _)| sha)
+        self.kept.as_ref().map(|kept| &kept.sha)
     }
 
     /// The manifests at commit `sha`: the kept ones when it is the last rendered,
@@ -197,32 +244,15 @@ impl RenderCache {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ManifestSet, E>>,
     {
-        if let Some((kept, manifests)) = &self.kept
-            && kept == sha
+        if let Some(kept) = &self.kept
+            && kept.sha == sha
         {
-            return Ok(ManifestSet {
-                objects: manifests
-                    .iter()
-                    .filter_map(|(id, origin, json)| {
-                        Some(Manifest {
-                            id: id.clone(),
-                            object: serde_json::from_slice(json).ok()?,
-                            origin: origin.clone(),
-                        })
-                    })
-                    .collect(),
-            });
+            return Ok(kept.manifests());
         }
         let set = render().await?;
-        let manifests = set
-            .objects
-            .iter()
-            .filter_map(|m| {
-                let json = serde_json::to_vec(&m.object).ok()?.into_boxed_slice();
-                Some((m.id.clone(), m.origin.clone(), json))
-            })
-            .collect();
-        self.kept = Some((sha.to_string(), manifests));
+        // The old revision's text goes before the new one's is written.
+        self.kept = None;
+        self.kept = Some(Kept::new(sha, &set));
         Ok(set)
     }
 }
@@ -290,4 +320,80 @@ pub fn compare_offline(
     let extra = app.map(ExtraPolicy::OwnedBy).unwrap_or(ExtraPolicy::Ignore);
     // Hooks are not app objects: neither desired nor Extra.
     diff_sets(app_objects(desired), app_objects(live), extra, &options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(name: &str, value: Value) -> Manifest {
+        Manifest {
+            id: ObjectId {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+            },
+            object: serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "shop"},
+                "data": {"value": value},
+            }),
+            origin: Origin {
+                file: format!("{name}.yaml"),
+                document: 1,
+                line: 1,
+                item: None,
+            },
+        }
+    }
+
+    fn set(value: &str) -> ManifestSet {
+        ManifestSet {
+            objects: vec![
+                manifest("a", value.into()),
+                manifest("b", serde_json::json!({"nested": [1, "two", null]})),
+                manifest("c", "é \"quoted\"".into()),
+            ],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_kept_revision_reads_back_as_rendered_without_rendering() {
+        let mut cache = RenderCache::default();
+        let first = cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("one")) })
+            .await
+            .unwrap();
+        assert_eq!(first, set("one"));
+        assert_eq!(cache.revision().map(String::as_str), Some("sha-1"));
+        let again = cache
+            .manifests("sha-1", || async { Err(()) })
+            .await
+            .expect("the kept revision, no render");
+        assert_eq!(again, set("one"));
+    }
+
+    #[tokio::test]
+    async fn a_new_revision_renders_and_a_failed_render_keeps_the_old() {
+        let mut cache = RenderCache::default();
+        cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("one")) })
+            .await
+            .unwrap();
+        let failed = cache.manifests("sha-2", || async { Err("broken") }).await;
+        assert_eq!(failed, Err("broken"));
+        assert_eq!(cache.revision().map(String::as_str), Some("sha-1"));
+        let second = cache
+            .manifests("sha-2", || async { Ok::<_, &str>(set("two")) })
+            .await
+            .unwrap();
+        assert_eq!(second, set("two"));
+        let kept = cache
+            .manifests("sha-2", || async { Err("not called") })
+            .await
+            .unwrap();
+        assert_eq!(kept, set("two"));
+    }
 }
