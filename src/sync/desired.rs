@@ -181,16 +181,24 @@ pub struct RenderCache {
     kept: Option<Kept>,
 }
 
-/// One revision's objects: every object's JSON in one buffer, and per object its
-/// identity, where it came from and where its JSON lies. One allocation for all the
-/// text, both exactly sized: a thousand apps keep these for as long as they run, and
-/// many small long-lived allocations between a pass's short-lived ones are what
-/// fragments the heap.
+/// One revision's objects: every object's JSON in one buffer, and per object where it
+/// came from and where its JSON lies. One allocation for all the text, both exactly
+/// sized: a thousand apps keep these for as long as they run, and many small
+/// long-lived allocations between a pass's short-lived ones are what fragments the
+/// heap. An object's identity is read back from its JSON; only one that differs from
+/// what the JSON declares is kept beside it.
 #[derive(Debug)]
 struct Kept {
     sha: String,
     json: Box<[u8]>,
-    objects: Box<[(ObjectId, Origin, std::ops::Range<usize>)]>,
+    objects: Box<[KeptObject]>,
+}
+
+#[derive(Debug)]
+struct KeptObject {
+    id: Option<Box<ObjectId>>,
+    origin: Origin,
+    json: std::ops::Range<usize>,
 }
 
 impl Kept {
@@ -205,7 +213,12 @@ impl Kept {
                 json.truncate(start);
                 continue;
             }
-            objects.push((m.id.clone(), m.origin.clone(), start..json.len()));
+            let declared = ObjectId::of(&m.object).is_some_and(|id| id == m.id);
+            objects.push(KeptObject {
+                id: (!declared).then(|| Box::new(m.id.clone())),
+                origin: m.origin.clone(),
+                json: start..json.len(),
+            });
         }
         Kept {
             sha: sha.to_string(),
@@ -219,11 +232,17 @@ impl Kept {
             objects: self
                 .objects
                 .iter()
-                .filter_map(|(id, origin, range)| {
+                .filter_map(|kept| {
+                    let object: Value =
+                        serde_json::from_slice(self.json.get(kept.json.clone())?).ok()?;
+                    let id = match &kept.id {
+                        Some(id) => ObjectId::clone(id),
+                        None => ObjectId::of(&object)?,
+                    };
                     Some(Manifest {
-                        id: id.clone(),
-                        object: serde_json::from_slice(self.json.get(range.clone())?).ok()?,
-                        origin: origin.clone(),
+                        id,
+                        object,
+                        origin: kept.origin.clone(),
                     })
                 })
                 .collect(),
@@ -350,11 +369,23 @@ mod tests {
     }
 
     fn set(value: &str) -> ManifestSet {
+        // A hook named by generateName, and an object whose identity is not what its
+        // JSON declares: both are kept as rendered.
+        let mut hook = manifest("d", "hook".into());
+        hook.object["metadata"] = serde_json::json!({
+            "generateName": "migrate-", "namespace": "shop",
+            "annotations": {"tether.dev/hook": "PreSync"},
+        });
+        hook.id.name = "migrate-".into();
+        let mut undeclared = manifest("e", "other".into());
+        undeclared.id.namespace = Some("elsewhere".into());
         ManifestSet {
             objects: vec![
                 manifest("a", value.into()),
                 manifest("b", serde_json::json!({"nested": [1, "two", null]})),
                 manifest("c", "é \"quoted\"".into()),
+                hook,
+                undeclared,
             ],
         }
     }
@@ -368,6 +399,14 @@ mod tests {
             .unwrap();
         assert_eq!(first, set("one"));
         assert_eq!(cache.revision().map(String::as_str), Some("sha-1"));
+        // Only the identity its JSON does not declare is kept beside it.
+        let kept = cache.kept.as_ref().expect("kept");
+        let ids: Vec<_> = kept
+            .objects
+            .iter()
+            .filter_map(|o| o.id.as_deref())
+            .collect();
+        assert_eq!(ids, [&set("one").objects[4].id]);
         let again = cache
             .manifests("sha-1", || async { Err(()) })
             .await
