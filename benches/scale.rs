@@ -672,6 +672,9 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
     } else {
         (HEAL_TRIALS, WARM_UP, STEADY_WINDOW)
     };
+    // `--warm-up S`: how long after all Synced the window starts, to tell a fleet
+    // still settling from one that never does.
+    let warm_up = arg("--warm-up").map_or(warm_up, |s| Duration::from_secs(s as u64));
     let objects = fleet.apps * fleet.objects_per_app;
     eprintln!(
         "scale: {} apps, {objects} objects, {} replica(s)",
