@@ -274,7 +274,9 @@ impl Worker {
                 self.observe_source(&state.status, state.revision.as_ref());
                 continue;
             }
-            self.pass().await;
+            // Boxed: a worker waits far longer than it runs, and an inline pass would
+            // make every idle worker's task as large as its deepest pass (12 KiB each).
+            Box::pin(self.pass()).await;
             next_resync = Instant::now() + self.shared.resync_interval;
         }
     }
@@ -638,7 +640,7 @@ impl Worker {
         if !eligible {
             return false;
         }
-        let Some(desired) = self.rendered.select(sha, |id| changed.contains(&id.key())) else {
+        let Some(desired) = self.rendered.select(sha, changed) else {
             return false;
         };
         if desired.is_empty() {
