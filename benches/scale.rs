@@ -28,7 +28,9 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-use tether::sandbox::{DEFAULT_CONTROLLER_DELAY, RequestCounts, Sandbox, SandboxOptions};
+use tether::sandbox::{
+    DEFAULT_CONTROLLER_DELAY, RequestCounts, Sandbox, SandboxOptions, WRITE_VERBS,
+};
 
 /// The full run: issue #18's 1,000 apps / 100,000 objects.
 const APPS: usize = 1_000;
@@ -469,14 +471,36 @@ async fn sandbox(dir: &Path, apps: usize) -> (Sandbox, PathBuf, kube::Client) {
 }
 
 /// Requests by verb, watches apart from the rest.
-fn by_verb(requests: &RequestCounts) -> (BTreeMap<String, u64>, u64, u64) {
+/// Steady-state requests by verb, and three sums: watches; Lease reads and renewals
+/// (the replicas' coordination when sharded: each renews its member Lease and the
+/// shards it holds every retry period, as client-go's leader election does); and
+/// everything else, which is reconciliation and must be 0 in steady state.
+fn by_verb(requests: &RequestCounts) -> (BTreeMap<String, u64>, u64, u64, u64) {
     let mut verbs: BTreeMap<String, u64> = BTreeMap::new();
-    for ((verb, _), count) in &requests.0 {
+    let mut leases = 0;
+    for ((verb, resource), count) in &requests.0 {
         *verbs.entry(verb.clone()).or_default() += count;
+        if is_lease(resource) && verb != "watch" {
+            leases += count;
+        }
     }
     let watches = verbs.get("watch").copied().unwrap_or(0);
-    let others = verbs.values().sum::<u64>() - watches;
-    (verbs, watches, others)
+    let others = verbs.values().sum::<u64>() - watches - leases;
+    (verbs, watches, leases, others)
+}
+
+fn is_lease(resource: &str) -> bool {
+    resource == "coordination.k8s.io/leases"
+}
+
+/// Writes other than Lease renewals.
+fn object_writes(requests: &RequestCounts) -> u64 {
+    requests
+        .0
+        .iter()
+        .filter(|((verb, resource), _)| WRITE_VERBS.contains(&verb.as_str()) && !is_lease(resource))
+        .map(|(_, count)| count)
+        .sum()
 }
 
 type Events = futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>;
@@ -720,7 +744,7 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
         })
         .collect();
     let memories: Vec<Memory> = served.replicas.iter().map(|r| memory(r.pid)).collect();
-    let (verbs, watches, others) = by_verb(&requests);
+    let (verbs, watches, leases, others) = by_verb(&requests);
     let per_hour = 3600.0 / window.as_secs_f64();
 
     // Self-heal at this scale.
@@ -728,9 +752,9 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
     let configmaps = fleet.objects_per_app - DEPLOYMENTS.min(fleet.objects_per_app / 10);
     let heal = self_heal(&served.client, fleet.apps, configmaps, heal_trials).await;
     let heal_requests = served.sandbox.requests();
-    // The bench's own write per trial is not the heal's.
-    let writes_per_heal =
-        heal_requests.writes().saturating_sub(heal_trials as u64) as f64 / heal_trials as f64;
+    // The bench's own write per trial is not the heal's, nor are Lease renewals.
+    let writes_per_heal = object_writes(&heal_requests).saturating_sub(heal_trials as u64) as f64
+        / heal_trials as f64;
     let heal_p50 = percentile(&heal, 50.0);
     let heal_p99 = percentile(&heal, 99.0);
 
@@ -744,10 +768,16 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
             true,
         ),
         (
-            "steady: requests other than watches".into(),
+            "steady: requests other than watches and Leases".into(),
             others.to_string(),
             "0".into(),
             others == 0,
+        ),
+        (
+            "steady: Lease requests (member and shard renewals)".into(),
+            format!("{leases} ({:.0} per hour)", leases as f64 * per_hour),
+            String::new(),
+            true,
         ),
         (
             "steady: watch requests (re-established)".into(),
@@ -795,7 +825,7 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
     );
     let pass = print_rows(&rows);
     println!(
-        "steady window {:.1}s: requests by verb {verbs:?} ({:.0} per hour other than watches); CPU to Synced {cpu_to_synced:.1?} s",
+        "steady window {:.1}s: requests by verb {verbs:?} ({:.0} per hour other than watches and Leases); CPU to Synced {cpu_to_synced:.1?} s",
         window.as_secs_f64(),
         others as f64 * per_hour
     );
@@ -817,8 +847,10 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
             "window_s": window.as_secs_f64(),
             "requests_by_verb": verbs,
             "watch_requests": watches,
-            "requests_other_than_watch": others,
-            "requests_per_hour_other_than_watch": others as f64 * per_hour,
+            "lease_requests": leases,
+            "lease_requests_per_hour": leases as f64 * per_hour,
+            "requests_other_than_watch_and_lease": others,
+            "requests_per_hour_other_than_watch_and_lease": others as f64 * per_hour,
             "requests": requests.to_json(),
             "cpu_percent_of_one_core": cpu_percent,
             "rss_peak_mib": rss_peak,

@@ -40,7 +40,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 pub use controller_settings::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
-pub use faults::{RequestCounts, UserWrite, WatchCounts};
+pub use faults::{RequestCounts, UserWrite, WRITE_VERBS, WatchCounts};
 
 use api::{Body, Reply, State};
 use status::ApiError;
