@@ -27,6 +27,7 @@ pub struct Metrics {
     source_last_success: Family<Labels, Gauge<f64, AtomicU64>>,
     webhook_events: Family<Labels, Counter>,
     api_requests: Family<Labels, Counter>,
+    shard_owned: Family<Labels, Gauge>,
 }
 
 /// Seconds, from 5 ms to about 80 s: a pass of an app in sync takes milliseconds, a
@@ -101,6 +102,12 @@ impl Metrics {
             "Kubernetes API requests by verb and status code",
             api_requests.clone(),
         );
+        let shard_owned = Family::<Labels, Gauge>::default();
+        registry.register(
+            "shard_owned",
+            "1 for each shard whose Lease this replica holds (shards: N), 0 for the others",
+            shard_owned.clone(),
+        );
         Metrics {
             registry,
             passes,
@@ -113,6 +120,7 @@ impl Metrics {
             source_last_success,
             webhook_events,
             api_requests,
+            shard_owned,
         }
     }
 
@@ -122,6 +130,13 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// Whether this replica holds `shard`'s Lease.
+    pub fn shard_owned(&self, shard: u32, owned: bool) {
+        self.shard_owned
+            .get_or_create(&vec![("shard", shard.to_string())])
+            .set(i64::from(owned));
     }
 
     pub fn pass(&self, app: &str, result: &str, took: Duration) {
@@ -254,6 +269,17 @@ mod tests {
                  {url=\"https://***@h/r.git\",ref=\"main\",path=\"deploy\"} 1700000000.5"
             ),
             "{text}"
+        );
+        metrics.shard_owned(0, true);
+        metrics.shard_owned(2, false);
+        let text = metrics.render();
+        assert!(text.contains("tether_shard_owned{shard=\"0\"} 1"), "{text}");
+        assert!(text.contains("tether_shard_owned{shard=\"2\"} 0"), "{text}");
+        metrics.shard_owned(0, false);
+        assert!(
+            metrics
+                .render()
+                .contains("tether_shard_owned{shard=\"0\"} 0")
         );
         metrics.forget_app("web");
         assert!(

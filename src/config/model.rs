@@ -33,6 +33,16 @@ pub const DEFAULT_APP_CONCURRENCY: usize = 4;
 /// It bounds how long a missed event (or live drift no watch saw) can go unnoticed.
 pub const DEFAULT_RESYNC_INTERVAL: Duration = Duration::from_secs(10 * 60);
 
+/// Shards when none are configured: one, which is the whole service (today's single
+/// leader or single replica).
+pub const DEFAULT_SHARDS: u32 = 1;
+
+/// Most shards a configuration may ask for: each costs a Lease and a renewal per retry
+/// period on the replica holding it, and more shards than replicas buys nothing but
+/// finer balance. 256 keeps the Lease traffic of a full set at about two requests a
+/// second per default retry period and replica (client-go's 2 s).
+pub const MAX_SHARDS: u32 = 256;
+
 /// Name of the leader Lease (the schema's default).
 pub const DEFAULT_LEASE_NAME: &str = "tether";
 
@@ -71,6 +81,10 @@ pub struct Config {
     /// Periodic full resync of every app.
     pub resync_interval: Duration,
     pub leader_election: LeaderElectionConfig,
+    /// Apps split across replicas by a stable hash of their identity, each shard held
+    /// as a Lease (`reconcile::shard`). 1: no sharding; more implies leader election's
+    /// namespace and timings, without its single leader Lease.
+    pub shards: u32,
     /// May be empty: the service then idles.
     pub apps: Vec<AppConfig>,
 }
@@ -95,6 +109,10 @@ pub struct ServerConfig {
     pub default_service_account: Option<String>,
     /// App objects: `server.apps`.
     pub apps: AppsWatchConfig,
+    /// Where peers reach this replica's status API when apps are sharded (an
+    /// `http(s)://` URL without a path); None: `POD_IP` with the listen port, else the
+    /// listen address.
+    pub advertise_url: Option<String>,
 }
 
 /// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
@@ -291,6 +309,7 @@ impl Default for ServerConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             default_service_account: None,
             apps: AppsWatchConfig::default(),
+            advertise_url: None,
         }
     }
 }
@@ -316,6 +335,7 @@ impl Default for Config {
             concurrency: DEFAULT_APP_CONCURRENCY,
             resync_interval: DEFAULT_RESYNC_INTERVAL,
             leader_election: LeaderElectionConfig::default(),
+            shards: DEFAULT_SHARDS,
             apps: Vec::new(),
         }
     }

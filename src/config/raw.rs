@@ -37,6 +37,7 @@ pub struct Config {
     pub resync_interval: Option<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub leader_election: LeaderElection,
+    pub shards: Option<S<i64>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub apps: Vec<App>,
 }
@@ -59,6 +60,9 @@ pub struct Server {
     pub default_service_account: Option<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub apps: AppsWatch,
+    /// Spelled as `insecureOpenAPI` is: `advertiseURL`.
+    #[serde(rename = "advertiseURL")]
+    pub advertise_url: Option<S<String>>,
 }
 
 /// `server.apps`: which App objects (`apps.tether.dev`) the service runs.

@@ -46,6 +46,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
     let server = resolve_server(&raw.server, check);
     let leader_election =
         resolve_leader_election(&raw.leader_election, &inventory_namespace, check);
+    let shards = resolve_shards(raw.shards.as_ref(), check);
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
@@ -70,7 +71,27 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         concurrency,
         resync_interval,
         leader_election,
+        shards,
         apps,
+    }
+}
+
+/// `shards`: 1 to [`MAX_SHARDS`]. More than one needs no `leaderElection.enabled`:
+/// sharding is an election per shard, with the namespace and timings given there.
+fn resolve_shards(raw: Option<&S<i64>>, check: &mut Checker) -> u32 {
+    let Some(raw) = raw else {
+        return DEFAULT_SHARDS;
+    };
+    match u32::try_from(raw.value) {
+        Ok(n) if (1..=MAX_SHARDS).contains(&n) => n,
+        _ => {
+            check.report(
+                "shards",
+                line_of(raw),
+                format!("{} must be between 1 and {MAX_SHARDS}", raw.value),
+            );
+            DEFAULT_SHARDS
+        }
     }
 }
 
@@ -162,6 +183,13 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             .map(|n| n.value.clone())
             .collect(),
     };
+    let advertise_url = raw.advertise_url.as_ref().and_then(|u| {
+        let checked = advertised(&u.value);
+        if let Err(message) = &checked {
+            check.report("server.advertiseURL", line_of(u), message.clone());
+        }
+        checked.ok()
+    });
     ServerConfig {
         listen,
         webhooks,
@@ -170,7 +198,28 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         shutdown_timeout,
         default_service_account,
         apps,
+        advertise_url,
     }
+}
+
+/// `server.advertiseURL`: an `http` or `https` URL with a host and no path, query or
+/// credentials (peers append `/api/v1/...`), kept without a trailing slash.
+fn advertised(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text.trim()).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && url.username().is_empty()
+        && url.password().is_none();
+    if !plain {
+        return Err(format!(
+            "{text:?} must be http:// or https:// with a host and port, and nothing after \
+             them (like http://10.0.0.7:8080)"
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Whether only this host can connect (`127.0.0.0/8`, `::1`, and `::ffff:127.0.0.1`).

@@ -156,6 +156,7 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(c.concurrency, DEFAULT_APP_CONCURRENCY);
     assert_eq!(c.resync_interval, DEFAULT_RESYNC_INTERVAL);
     assert_eq!(c.leader_election, LeaderElectionConfig::default());
+    assert_eq!(c.shards, DEFAULT_SHARDS);
     assert!(c.apps.is_empty());
 
     let c = parse(&app(""));
@@ -297,6 +298,62 @@ fn leader_election_durations_must_be_ordered() {
     assert!(c.leader_election.enabled);
     assert_eq!(c.leader_election.lease_name, "tether.leader");
     assert_eq!(c.leader_election.renew_deadline, Duration::from_secs(40));
+}
+
+#[test]
+fn shards_take_leader_elections_namespace_and_timings_and_are_bounded() {
+    // More than one shard needs no `enabled: true`: each shard is its own election.
+    let c = parse(
+        "shards: 3\nleaderElection: {namespace: leases, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 1s}\n",
+    );
+    assert_eq!(c.shards, 3);
+    assert!(!c.leader_election.enabled);
+    assert_eq!(c.leader_election.namespace, "leases");
+    assert_eq!(c.leader_election.lease_duration, Duration::from_secs(4));
+    assert_eq!(parse("shards: 1\n").shards, 1);
+    assert_eq!(parse(&format!("shards: {MAX_SHARDS}\n")).shards, MAX_SHARDS);
+    assert_eq!(
+        problems("shards: 0\n"),
+        ["tether.yaml:1: shards: 0 must be between 1 and 256"]
+    );
+    assert_eq!(
+        problems("concurrency: 2\nshards: 257\n"),
+        ["tether.yaml:2: shards: 257 must be between 1 and 256"]
+    );
+    assert_eq!(
+        problems("shards: -4\n"),
+        ["tether.yaml:1: shards: -4 must be between 1 and 256"]
+    );
+    assert!(syntax("shards: three\n").contains("shards"));
+    // The timings shards use are checked as the leader's are.
+    assert_eq!(
+        problems("shards: 2\nleaderElection: {leaseDuration: 2s}\n"),
+        [
+            "tether.yaml: leaderElection.renewDeadline: renewDeadline (10s, the default) must be shorter than leaseDuration (2s)"
+        ]
+    );
+}
+
+#[test]
+fn the_advertised_url_is_a_plain_http_base() {
+    let c = parse("server: {advertiseURL: \"http://10.0.0.7:8080/\"}\n");
+    assert_eq!(
+        c.server.advertise_url.as_deref(),
+        Some("http://10.0.0.7:8080")
+    );
+    assert_eq!(parse("apps: []\n").server.advertise_url, None);
+    assert_eq!(
+        problems("server:\n  advertiseURL: \"http://h:1/api\"\n"),
+        [
+            "tether.yaml:2: server.advertiseURL: \"http://h:1/api\" must be http:// or https:// with a host and port, and nothing after them (like http://10.0.0.7:8080)"
+        ]
+    );
+    assert_eq!(problems("server:\n  advertiseURL: \"ftp://h\"\n").len(), 1);
+    assert_eq!(
+        problems("server:\n  advertiseURL: \"http://u:p@h:1\"\n").len(),
+        1
+    );
+    assert!(problems("server:\n  advertiseURL: \"not a url\"\n")[0].contains("is not a URL"));
 }
 
 #[test]
@@ -550,7 +607,7 @@ fn unknown_keys_name_their_path_and_line() {
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps"
+        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
     );
 }
 
@@ -676,7 +733,7 @@ fn without_a_token_the_status_api_stays_on_loopback() {
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:8080\n  insecureOpenApi: true\n"),
         "tether.yaml:3: server.insecureOpenApi: unknown field `insecureOpenApi`, expected one of \
-         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps"
+         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
     );
     // A token block that is itself wrong is the one problem to fix.
     assert_eq!(

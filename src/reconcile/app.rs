@@ -2,11 +2,14 @@
 //! revision's manifests, the live objects (from the watch cache), and syncs, or (when
 //! automation may not act) reports the drift the same sync would correct. Whatever
 //! woke it, a pass does the same thing; triggers arriving during a pass make one more.
+//! A wake by live changes of the app's own objects alone is a heal: the same pass over
+//! those objects only, at once, so a heal costs what correcting them costs, not a read
+//! of the whole app, and never queues behind other apps' passes.
 //! A failing source is shown with its age, and announced once when it turns stale.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, TimeDelta, Utc};
@@ -18,12 +21,14 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::leader::Leadership;
 use super::pass::PassError;
+use super::shard::Ownership;
 use crate::cluster::Cluster;
 use crate::cluster::cache::Cache;
 use crate::config::AppConfig;
 use crate::diff::IgnoreRule;
-use crate::manifest::ManifestSet;
+use crate::manifest::{ManifestSet, ObjectKey};
 use crate::metrics::METRICS;
+use crate::ownership::is_hook;
 use crate::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
 };
@@ -36,7 +41,7 @@ use crate::source::{Revision, SourceCache, SourceState, SourceStatus};
 use crate::sync::desired::{RenderCache, label_for_app, read_revision};
 use crate::sync::health::Health;
 use crate::sync::inventory::Inventory;
-use crate::sync::{HookRuns, SyncOptions, SyncReport, sync};
+use crate::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
 use crate::windows::{self, Verdict};
 
 /// The longest a pass may run: every request is bounded on its own, so this catches
@@ -50,7 +55,8 @@ pub struct Shared {
     pub cache: Cache,
     pub sources: SourceCache,
     pub statuses: Statuses,
-    pub leadership: Leadership,
+    /// Which leadership fences each app's writes: the leader's, or its shard's.
+    pub ownership: Ownership,
     pub inventory_namespace: String,
     /// Bounds how many apps run a pass at once.
     pub passes: Arc<Semaphore>,
@@ -59,10 +65,19 @@ pub struct Shared {
     pub commit_statuses: CommitStatusReporter,
 }
 
+/// What woke a worker since it last looked: objects of the app that changed live,
+/// and whether anything else did (a resync, a manual sync, a dropped event).
+#[derive(Debug, Default)]
+struct Wakes {
+    objects: HashSet<ObjectKey>,
+    other: bool,
+}
+
 /// A running worker.
 pub struct AppHandle {
     pub config: AppConfig,
     wake: Arc<Notify>,
+    wakes: Arc<Mutex<Wakes>>,
     sync_requested: Arc<AtomicBool>,
     suspended: Arc<AtomicBool>,
     cancel: CancellationToken,
@@ -72,13 +87,25 @@ pub struct AppHandle {
 impl AppHandle {
     /// Asks for one more pass (coalesced with any other request).
     pub fn wake(&self) {
+        self.lock_wakes().other = true;
+        self.wake.notify_one();
+    }
+
+    /// One of the app's objects changed live: a pass, which may start as a heal of
+    /// that object alone (see `Worker::heal_pass`).
+    pub fn object_changed(&self, key: ObjectKey) {
+        self.lock_wakes().objects.insert(key);
         self.wake.notify_one();
     }
 
     /// A manual sync: one pass that acts even when automated sync is off.
     pub fn request_sync(&self) {
         self.sync_requested.store(true, Ordering::SeqCst);
-        self.wake.notify_one();
+        self.wake();
+    }
+
+    fn lock_wakes(&self) -> std::sync::MutexGuard<'_, Wakes> {
+        self.wakes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Suspends or resumes automation from the API (the dashboard's button), on top of
@@ -86,7 +113,7 @@ impl AppHandle {
     /// Lasts until the worker restarts (a reload that changes the app, a restart).
     pub fn set_suspended(&self, suspended: bool) {
         self.suspended.store(suspended, Ordering::SeqCst);
-        self.wake.notify_one();
+        self.wake();
     }
 
     /// Stops the worker after its current pass; waits at most `grace` for it.
@@ -108,9 +135,11 @@ pub fn spawn(
     cancel: CancellationToken,
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
+    let wakes = Arc::new(Mutex::new(Wakes::default()));
     let sync_requested = Arc::new(AtomicBool::new(false));
     let suspended = Arc::new(AtomicBool::new(false));
     let worker = Worker {
+        leadership: shared.ownership.for_app(&config.name),
         channels: config.notifications.clone(),
         status_target: config.commit_status.clone(),
         last_health: None,
@@ -121,11 +150,13 @@ pub fn spawn(
         shared,
         source,
         wake: wake.clone(),
+        wakes: wakes.clone(),
         sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
         suspended: suspended.clone(),
         inventory: None,
         synced_revision: None,
+        synced_hooks: false,
         stalled_on: None,
         backoff: Backoff::new(),
         retry_at: None,
@@ -135,6 +166,7 @@ pub fn spawn(
     AppHandle {
         config,
         wake,
+        wakes,
         sync_requested,
         suspended,
         cancel,
@@ -144,6 +176,8 @@ pub fn spawn(
 
 struct Worker {
     config: AppConfig,
+    /// The leader's, or this app's shard's: writes happen only while it leads.
+    leadership: Leadership,
     channels: Vec<Arc<Channel>>,
     status_target: Option<Arc<CommitStatusTarget>>,
     /// The health after the previous pass: Degraded is announced once, on arrival.
@@ -156,6 +190,7 @@ struct Worker {
     shared: Arc<Shared>,
     source: watch::Receiver<SourceState>,
     wake: Arc<Notify>,
+    wakes: Arc<Mutex<Wakes>>,
     sync_requested: Arc<AtomicBool>,
     /// Suspended from the API (see [`AppHandle::set_suspended`]).
     suspended: Arc<AtomicBool>,
@@ -165,6 +200,9 @@ struct Worker {
     inventory: Option<Inventory>,
     /// The revision last applied in full.
     synced_revision: Option<String>,
+    /// Whether that revision has hooks (which run with every pass that writes, so a
+    /// heal of it is a full pass).
+    synced_hooks: bool,
     /// A revision that cannot be synced (invalid manifests): not retried until the
     /// source moves.
     stalled_on: Option<String>,
@@ -175,7 +213,7 @@ struct Worker {
 
 impl Worker {
     async fn run(mut self, cancel: CancellationToken) {
-        let mut leadership = self.shared.leadership.clone();
+        let mut leadership = self.leadership.clone();
         let mut next_resync = Instant::now() + self.shared.resync_interval;
         loop {
             let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
@@ -191,6 +229,7 @@ impl Worker {
             .flatten()
             .min()
             .unwrap_or(next_resync);
+            let mut notified = false;
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 changed = self.source.changed() => {
@@ -198,7 +237,7 @@ impl Worker {
                         return;
                     }
                 }
-                _ = self.wake.notified() => {}
+                _ = self.wake.notified() => notified = true,
                 _ = leadership.changed() => {
                     // Another replica may have written the inventory while this one
                     // followed: the next pass reads it as stored.
@@ -208,6 +247,17 @@ impl Worker {
             }
             if cancel.is_cancelled() {
                 return;
+            }
+            let wakes = std::mem::take(&mut *self.wakes.lock().unwrap_or_else(|p| p.into_inner()));
+            // Woken by live changes of the app's objects alone: look at those at
+            // once (and heal them), without waiting for a pass permit behind other
+            // apps' passes.
+            if notified
+                && !wakes.other
+                && !wakes.objects.is_empty()
+                && self.heal_pass(&wakes.objects).await
+            {
+                continue;
             }
             let Ok(_permit) = self.shared.passes.clone().acquire_owned().await else {
                 return;
@@ -224,13 +274,18 @@ impl Worker {
                 self.observe_source(&state.status, state.revision.as_ref());
                 continue;
             }
-            self.pass().await;
+            // Boxed: a worker waits far longer than it runs, and an inline pass would
+            // make every idle worker's task as large as its deepest pass (12 KiB each).
+            Box::pin(self.pass()).await;
             next_resync = Instant::now() + self.shared.resync_interval;
         }
     }
 
     async fn pass(&mut self) {
         let started = Instant::now();
+        if self.elsewhere() {
+            return;
+        }
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
         self.observe_source(&state.status, state.revision.as_ref());
@@ -302,6 +357,18 @@ impl Worker {
                     Err((PassError::TimedOut(PASS_DEADLINE), 0))
                 }
             };
+        self.record_pass(&revision, started, outcome);
+    }
+
+    /// Records how a pass (or a heal) ended: the result, the error and its
+    /// notification, the backoff, the conditions and the metrics.
+    fn record_pass(
+        &mut self,
+        revision: &Revision,
+        started: Instant,
+        outcome: Result<usize, (PassError, usize)>,
+    ) {
+        let name = self.config.name.clone();
         let took = started.elapsed();
         let now = Utc::now();
         let (result, error, changed) = match outcome {
@@ -322,7 +389,7 @@ impl Worker {
             self.notify(Event {
                 app: name.clone(),
                 kind: EventKind::SyncFailed,
-                revision: Some(EventRevision::from(&revision)),
+                revision: Some(EventRevision::from(revision)),
                 reason: Some(err.reason().to_string()),
                 summary: Summary::default(),
                 objects: Vec::new(),
@@ -364,6 +431,32 @@ impl Worker {
             }
             METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
         });
+    }
+
+    /// Whether another replica's shard holds this app: it reconciles and reports it,
+    /// so this one reads nothing (no manifests, no dry runs, no watches) and only
+    /// says who does. Its status API forwards to that replica (`server`).
+    fn elsewhere(&mut self) -> bool {
+        let Some(owner) = self.shared.ownership.owner(&self.config.name) else {
+            return false;
+        };
+        if owner.local {
+            return false;
+        }
+        // What the owner writes meanwhile is read afresh if the shard comes back, and
+        // the app's state is the owner's to export: one series per app, fleet-wide.
+        self.inventory = None;
+        METRICS.forget_app(&self.config.name);
+        drop(self.source.borrow_and_update());
+        let reason = self.automation("").reason;
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.sync = SyncStatus::Unknown;
+            s.automation = Automation {
+                acting: false,
+                reason,
+            };
+        });
+        true
     }
 
     /// Shows the source's standing: ready, or failing since when (the condition's
@@ -447,28 +540,10 @@ impl Worker {
         let automation = self.automation(sha);
         let acting = automation.acting;
         let manual = self.sync_requested.swap(false, Ordering::SeqCst);
-        let options = SyncOptions {
-            inventory_namespace: &self.shared.inventory_namespace,
-            force: self.config.sync.force,
-            prune: self.config.sync.prune,
-            allow_mass_prune: self.config.sync.allow_mass_prune,
-            dry_run: !acting,
-            rules: &self.rules,
-            // A tenant reads as itself: the cache, filled with tether's identity,
-            // only wakes its worker (Flux likewise reads uncached when impersonating).
-            live: match self.shared.cluster.service_account() {
-                Some(_) => None,
-                None => Some(&self.shared.cache),
-            },
-            inventory: self.inventory.as_ref(),
-            hooks: HookRuns::WhenWriting,
-            // Applied in full at this revision: a heal skips the dry run.
-            validated: acting && self.synced_revision.as_deref() == Some(sha),
-            ..SyncOptions::new(&self.config.name)
-        };
+        let options = self.sync_options(sha, acting);
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);
         let report = if acting {
-            match self.shared.leadership.while_leading(pass).await {
+            match self.leadership.while_leading(pass).await {
                 Some(report) => report,
                 None => {
                     // The dropped pass may have written the inventory: read it next time.
@@ -495,6 +570,7 @@ impl Worker {
         self.inventory = Some(report.inventory.clone());
         if acting && !report.failed() {
             self.synced_revision = Some(sha.to_string());
+            self.synced_hooks = desired.objects.iter().any(|m| is_hook(&m.object));
         }
         let changed = if acting { report.written() } else { 0 };
         let now = Utc::now();
@@ -504,11 +580,105 @@ impl Worker {
             s.automation = automation;
             synced = s.sync == SyncStatus::Synced;
         });
-        self.announce(sha, &report, acting, synced, changed);
+        self.announce(sha, &report, report.health, acting, synced, changed);
         match report.failure() {
             Some(failure) => Err((PassError::from(failure), changed)),
             None => Ok(changed),
         }
+    }
+
+    /// How a pass at `sha` syncs.
+    fn sync_options(&self, sha: &str, acting: bool) -> SyncOptions<'_> {
+        SyncOptions {
+            inventory_namespace: &self.shared.inventory_namespace,
+            force: self.config.sync.force,
+            prune: self.config.sync.prune,
+            allow_mass_prune: self.config.sync.allow_mass_prune,
+            dry_run: !acting,
+            rules: &self.rules,
+            // A tenant reads as itself: the cache, filled with tether's identity,
+            // only wakes its worker (Flux likewise reads uncached when impersonating).
+            live: match self.shared.cluster.service_account() {
+                Some(_) => None,
+                None => Some(&self.shared.cache),
+            },
+            inventory: self.inventory.as_ref(),
+            hooks: HookRuns::WhenWriting,
+            // Applied in full at this revision: a heal skips the dry run.
+            validated: acting && self.synced_revision.as_deref() == Some(sha),
+            ..SyncOptions::new(&self.config.name)
+        }
+    }
+
+    /// A pass over the app's objects in `changed` alone (a heal), when that is all a
+    /// full pass would find to do: the revision is the one applied in full (Git's
+    /// side is validated, rendered and kept), automation may act, no hook runs with a
+    /// writing pass, nothing is backing off or stalled, the source has not moved, the
+    /// objects are Git's (not prune candidates) and their live state comes from the
+    /// watch cache. Each is decided as a full pass decides it and written only if it
+    /// drifted: a heal costs one apply per drifted object, a controller's status
+    /// change none, and neither reads the app's other objects. Their results update
+    /// the app's status (drift, health); the resync interval's full pass still looks
+    /// at everything. Returns false when a full pass must run instead.
+    async fn heal_pass(&mut self, changed: &HashSet<ObjectKey>) -> bool {
+        let started = Instant::now();
+        if self.source.has_changed().unwrap_or(true) {
+            return false;
+        }
+        let Some(revision) = self.source.borrow().revision.clone() else {
+            return false;
+        };
+        let sha = revision.sha.as_str();
+        let eligible = self.synced_revision.as_deref() == Some(sha)
+            && !self.synced_hooks
+            && self.stalled_on.is_none()
+            && self.retry_at.is_none()
+            && self.inventory.is_some()
+            && self.shared.cluster.service_account().is_none()
+            && !self.sync_requested.load(Ordering::SeqCst)
+            && self.automation(sha).acting;
+        if !eligible {
+            return false;
+        }
+        let Some(desired) = self.rendered.select(sha, changed) else {
+            return false;
+        };
+        if desired.is_empty() {
+            // Not one of Git's objects (a prune candidate): the full pass decides.
+            return false;
+        }
+        let options = self.sync_options(sha, true);
+        let healing = heal(&self.shared.cluster, &desired, Some(sha), &options);
+        let Some(healed) = self.leadership.while_leading(healing).await else {
+            // The full pass that follows sees who leads now, and reads the inventory.
+            self.inventory = None;
+            return false;
+        };
+        let outcome = match healed {
+            Ok(report) => {
+                let changed = report.written();
+                let now = Utc::now();
+                let (mut synced, mut health) = (false, Health::Unknown);
+                self.shared.statuses.update(&self.config.name, |s| {
+                    s.record_heal(&report, now);
+                    synced = s.sync == SyncStatus::Synced;
+                    health = s.health;
+                    METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
+                });
+                self.announce(sha, &report, health, true, synced, changed);
+                match report.failure() {
+                    Some(failure) => Err((PassError::from(failure), changed)),
+                    None => Ok(changed),
+                }
+            }
+            Err(err) => {
+                // What the heal wrote of the inventory is unknown: read it next time.
+                self.inventory = None;
+                Err((PassError::from(err), 0))
+            }
+        };
+        self.record_pass(&revision, started, outcome);
+        true
     }
 
     /// Tells people what this pass found: notifications on transitions, the commit
@@ -517,6 +687,7 @@ impl Worker {
         &mut self,
         sha: &str,
         report: &SyncReport,
+        health: Health,
         acting: bool,
         synced: bool,
         changed: usize,
@@ -537,16 +708,16 @@ impl Worker {
         } else if synced {
             self.drift_reported = false;
         }
-        if report.health == Health::Degraded && self.last_health != Some(Health::Degraded) {
+        if health == Health::Degraded && self.last_health != Some(Health::Degraded) {
             self.notify(event(EventKind::HealthDegraded, Some("Degraded")));
         }
-        self.last_health = Some(report.health);
+        self.last_health = Some(health);
         let failed = report.failed();
-        let state = CommitState::from_pass(failed, synced, report.health);
+        let state = CommitState::from_pass(failed, synced, health);
         let description = if failed {
             "sync failed".to_string()
         } else if synced {
-            format!("Synced, {}", report.health)
+            format!("Synced, {health}")
         } else {
             "OutOfSync".to_string()
         };
@@ -636,7 +807,13 @@ impl Worker {
             acting: false,
             reason: Some(reason),
         };
-        let leadership = &self.shared.leadership;
+        let leadership = &self.leadership;
+        if let Some(owner) = self.shared.ownership.owner(&self.config.name)
+            && !owner.local
+        {
+            let holder = owner.holder.as_deref().unwrap_or("no replica yet");
+            return blocked(format!("shard {} is held by {holder}", owner.shard));
+        }
         if !leadership.is_leader() {
             let leader = leadership
                 .holder()

@@ -1,6 +1,8 @@
-//! The level-triggered loop: triggers, backoff, policies, sync windows, leadership.
+//! The level-triggered loop: triggers, backoff, policies, sync windows, leadership,
+//! shards.
 
 pub mod app;
 pub mod backoff;
 pub mod leader;
 pub mod pass;
+pub mod shard;

@@ -3,7 +3,7 @@
 //! delays every answer, and counters record each request by verb and resource so a
 //! test can assert exactly how many reads and writes a client made.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -66,7 +66,37 @@ impl Faults {
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Mutex<BTreeMap<(String, String), u64>>,
+    /// Writes that were not dry runs, by the user they ran as (after impersonation):
+    /// how a test tells replicas apart when each impersonates a user of its own.
+    /// The last [`MAX_RECORDED_WRITES`], so a long-running sandbox stays bounded.
+    writes: Mutex<VecDeque<UserWrite>>,
     serving_nanos: AtomicU64,
+    /// Open watches, by the `timeoutSeconds` each runs for.
+    open_watches: Mutex<BTreeMap<u64, u64>>,
+    /// Watches the server ended at their `timeoutSeconds`: each is one the client
+    /// establishes again (a `watch` request) if it still wants the events.
+    watch_timeouts: AtomicU64,
+}
+
+/// Watches as the server holds and ends them (see [`Counters::watches`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchCounts {
+    /// Open now, by the `timeoutSeconds` each runs for.
+    pub open: BTreeMap<u64, u64>,
+    /// Ended at their timeout since the counters were reset.
+    pub timed_out: u64,
+}
+
+impl WatchCounts {
+    /// How many watches the open ones end per hour at their timeouts, each then
+    /// established again: the steady cost of keeping them.
+    pub fn reestablished_per_hour(&self) -> f64 {
+        self.open
+            .iter()
+            .filter(|(timeout, _)| **timeout > 0)
+            .map(|(timeout, n)| *n as f64 * 3600.0 / *timeout as f64)
+            .sum()
+    }
 }
 
 impl Counters {
@@ -77,6 +107,28 @@ impl Counters {
             .or_default() += 1;
     }
 
+    pub fn record_write(&self, user: &str, verb: &str, path: &str) {
+        let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        if writes.len() >= MAX_RECORDED_WRITES {
+            writes.pop_front();
+        }
+        writes.push_back(UserWrite {
+            user: user.to_string(),
+            verb: verb.to_string(),
+            path: path.to_string(),
+        });
+    }
+
+    /// The writes recorded so far, oldest first.
+    pub fn writes(&self) -> Vec<UserWrite> {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     pub fn add_serving_time(&self, spent: Duration) {
         let nanos = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
         self.serving_nanos.fetch_add(nanos, Ordering::Relaxed);
@@ -85,6 +137,38 @@ impl Counters {
     /// The time spent answering requests other than watches, summed.
     pub fn serving_time(&self) -> Duration {
         Duration::from_nanos(self.serving_nanos.load(Ordering::Relaxed))
+    }
+
+    /// A watch opened for `timeout`.
+    pub fn watch_opened(&self, timeout: Duration) {
+        let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
+        *open.entry(timeout.as_secs()).or_default() += 1;
+    }
+
+    /// A watch opened for `timeout` ended: at that timeout, or otherwise (the client
+    /// left, it fell behind, the server stopped).
+    pub fn watch_closed(&self, timeout: Duration, timed_out: bool) {
+        let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&timeout.as_secs()) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&timeout.as_secs());
+            }
+        }
+        if timed_out {
+            self.watch_timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn watches(&self) -> WatchCounts {
+        WatchCounts {
+            open: self
+                .open_watches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            timed_out: self.watch_timeouts.load(Ordering::Relaxed),
+        }
     }
 
     pub fn snapshot(&self) -> RequestCounts {
@@ -101,8 +185,25 @@ impl Counters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
+        // Open watches are a state, not a count since the reset.
+        self.watch_timeouts.store(0, Ordering::Relaxed);
     }
+}
+
+/// Writes kept by [`Counters`]: a cold sync of 100,000 objects, about 10 MB.
+pub const MAX_RECORDED_WRITES: usize = 100_000;
+
+/// One write (not a dry run): who, which verb, which path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserWrite {
+    pub user: String,
+    pub verb: String,
+    pub path: String,
 }
 
 /// A snapshot of the request counters.
@@ -184,7 +285,31 @@ mod tests {
         assert_eq!(counts.get("patch", "apps/deployments"), 2);
         assert_eq!(counts.verb("get"), 1);
         assert_eq!(counts.writes(), 3);
+        counters.record_write("replica-a", "patch", "/api/v1/namespaces/a/configmaps/x");
+        assert_eq!(counters.writes().len(), 1);
+        assert_eq!(counters.writes()[0].user, "replica-a");
         counters.reset();
         assert_eq!(counters.snapshot().total(), 0);
+        assert!(counters.writes().is_empty());
+    }
+
+    #[test]
+    fn watches_are_counted_open_by_timeout_and_ended_at_it() {
+        let counters = Counters::default();
+        let kube_rs = Duration::from_secs(290);
+        counters.watch_opened(kube_rs);
+        counters.watch_opened(kube_rs);
+        counters.watch_opened(Duration::from_secs(1800));
+        counters.watch_closed(kube_rs, true);
+        let watches = counters.watches();
+        assert_eq!(watches.open, BTreeMap::from([(290, 1), (1800, 1)]));
+        assert_eq!(watches.timed_out, 1);
+        assert!((watches.reestablished_per_hour() - (3600.0 / 290.0 + 2.0)).abs() < 1e-9);
+        // Left by the client: not a timeout.
+        counters.watch_closed(kube_rs, false);
+        counters.reset();
+        let watches = counters.watches();
+        assert_eq!(watches.open, BTreeMap::from([(1800, 1)]));
+        assert_eq!(watches.timed_out, 0);
     }
 }

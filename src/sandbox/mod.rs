@@ -40,7 +40,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 pub use controller_settings::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
-pub use faults::RequestCounts;
+pub use faults::{RequestCounts, UserWrite, WRITE_VERBS, WatchCounts};
 
 use api::{Body, Reply, State};
 use status::ApiError;
@@ -181,10 +181,22 @@ impl Sandbox {
         self.state.counters.snapshot()
     }
 
+    /// Watches open (by the `timeoutSeconds` each runs for) and how many ended at
+    /// their timeout since the start or [`Sandbox::reset_requests`].
+    pub fn watches(&self) -> WatchCounts {
+        self.state.counters.watches()
+    }
+
     /// The time the sandbox spent answering requests (watches and injected latency
     /// aside) since it started or since [`Sandbox::reset_requests`].
     pub fn serving_time(&self) -> Duration {
         self.state.counters.serving_time()
+    }
+
+    /// Writes (dry runs aside) by the user they ran as, oldest first, since the start
+    /// or [`Sandbox::reset_requests`].
+    pub fn writes(&self) -> Vec<UserWrite> {
+        self.state.counters.writes()
     }
 
     pub fn reset_requests(&self) {
@@ -328,10 +340,15 @@ async fn answer(
         if let Some(fault) = state.faults.draw() {
             return answer_error(format, &fault);
         }
-        if let Err(refused) =
-            rbac::check(&state.store, &parts.method, &path, &query, &parts.headers)
-        {
-            return answer_error(format, &refused);
+        match rbac::check(&state.store, &parts.method, &path, &query, &parts.headers) {
+            Err(refused) => return answer_error(format, &refused),
+            Ok(user) => {
+                let verb = api::verb_of(&parts.method, &path, &query);
+                let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
+                if faults::WRITE_VERBS.contains(&verb) && !dry_run {
+                    state.counters.record_write(&user.name, verb, &path);
+                }
+            }
         }
     }
     // kube-apiserver negotiates the answer before it reads the body or does anything.

@@ -3,6 +3,9 @@
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 mod apps;
+mod suspend;
+
+pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,6 +22,7 @@ use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::reconcile::app::{self, AppHandle, Shared};
 use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
+use crate::reconcile::shard::{Ownership, ShardConfig, Sharding};
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
@@ -37,6 +41,10 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// Lease release (one request, after which a follower takes over at its next retry
 /// rather than after a whole lease duration). Shrinks to a fifth of a short budget.
 const STOP_RESERVE: Duration = Duration::from_secs(3);
+
+/// How long the start waits for the suspensions recorded in the cluster (one LIST)
+/// before starting workers anyway: a cluster that slow has the watch tell them later.
+const SUSPENSIONS_WAIT: Duration = Duration::from_secs(5);
 
 /// Where the service gets its configuration and cluster.
 #[derive(Debug, Clone)]
@@ -75,6 +83,9 @@ struct Running {
     source_cancel: CancellationToken,
     /// The connection it syncs through.
     target: Target,
+    /// The cluster it syncs to, as it acts there: reads on its behalf (the
+    /// dashboard's tree) go through it.
+    cluster: Arc<Cluster>,
 }
 
 /// The cluster an app syncs to, as the service keys its connections and caches.
@@ -100,7 +111,8 @@ struct Apps {
     running: Mutex<HashMap<String, Running>>,
     config_loaded: std::sync::atomic::AtomicBool,
     caches: Mutex<Vec<(Target, Cache)>>,
-    leadership: Leadership,
+    ownership: Ownership,
+    suspensions: suspend::Suspensions,
 }
 
 impl Control for Apps {
@@ -115,12 +127,35 @@ impl Control for Apps {
         }
     }
 
-    fn set_suspended(&self, app: &str, suspended: bool) -> bool {
+    fn set_suspended(
+        &self,
+        app: &str,
+        suspended: bool,
+    ) -> futures::future::BoxFuture<'_, Result<bool, SuspendError>> {
+        let app = app.to_string();
+        Box::pin(async move {
+            let known = self
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&app);
+            if !known {
+                return Ok(false);
+            }
+            self.suspensions.record(&app, suspended).await?;
+            // At once here; other replicas (and an App's restarted worker) from the
+            // cluster.
+            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = running.get(&app) {
+                r.handle.set_suspended(suspended);
+            }
+            Ok(true)
+        })
+    }
+
+    fn cluster(&self, app: &str) -> Option<Arc<Cluster>> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running
-            .get(app)
-            .map(|r| r.handle.set_suspended(suspended))
-            .is_some()
+        running.get(app).map(|r| r.cluster.clone())
     }
 
     fn readiness(&self) -> Vec<(&'static str, bool)> {
@@ -134,8 +169,12 @@ impl Control for Apps {
                 "caches synced",
                 caches.iter().all(|(_, cache)| cache.synced()),
             ),
-            ("leadership known", self.leadership.is_known()),
+            ("leadership known", self.ownership.is_known()),
         ]
+    }
+
+    fn owner(&self, app: &str) -> Option<crate::reconcile::shard::Owner> {
+        self.ownership.owner(app)
     }
 }
 
@@ -152,7 +191,41 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
     sources.read_secrets_with(cluster.clone());
-    let elector = if options.leader_elect || config.leader_election.enabled {
+    let token = config.server.api_token()?;
+    if token.is_none() && config.server.insecure_open_api {
+        // Validation let a non-loopback address through only because the file says so.
+        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
+    }
+    // Bound before shards are taken: peers are told the address actually bound.
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().unwrap_or(config.server.listen);
+    let sharding = (config.shards > 1).then(|| {
+        let election = LeaderConfig::from_config(&config.leader_election, default_identity());
+        let status_url = config
+            .server
+            .advertise_url
+            .clone()
+            .or_else(|| advertised_url(bound));
+        tracing::info!(identity = %election.identity, shards = config.shards, status_url = ?status_url, "sharding");
+        let shards = ShardConfig {
+            shards: config.shards,
+            election,
+            status_url,
+        };
+        Sharding::spawn(cluster.clone(), shards)
+    });
+    let elector = if sharding.is_some() {
+        // Each shard is its own election: no single leader.
+        if options.leader_elect {
+            tracing::info!("--leader-elect: shards are elected each on their own instead");
+        }
+        None
+    } else if options.leader_elect || config.leader_election.enabled {
         let leader = LeaderConfig::from_config(&config.leader_election, default_identity());
         tracing::info!(identity = %leader.identity, lease = %leader.lease_name, "electing a leader");
         Some(Elector::spawn(cluster.clone(), leader))
@@ -162,13 +235,18 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let leadership = elector
         .as_ref()
         .map_or_else(Leadership::always, |(_, leadership)| leadership.clone());
+    let ownership = match &sharding {
+        Some((_, ownership)) => ownership.clone(),
+        None => Ownership::whole(leadership),
+    };
     let statuses = Statuses::default();
     let triggers = Triggers::new();
     let apps = Arc::new(Apps {
         running: Mutex::new(HashMap::new()),
         config_loaded: std::sync::atomic::AtomicBool::new(true),
         caches: Mutex::new(Vec::new()),
-        leadership: leadership.clone(),
+        ownership: ownership.clone(),
+        suspensions: suspend::Suspensions::new(cluster.clone(), config.inventory_namespace.clone()),
     });
     let workers = CancellationToken::new();
     let mut contexts = Contexts {
@@ -181,7 +259,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             .or_else(|| config.server.default_service_account.clone()),
         sources,
         statuses: statuses.clone(),
-        leadership,
+        ownership,
         passes: Arc::new(Semaphore::new(config.concurrency)),
         workers: workers.clone(),
         apps: apps.clone(),
@@ -195,19 +273,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
-    let token = config.server.api_token()?;
-    if token.is_none() && config.server.insecure_open_api {
-        // Validation let a non-loopback address through only because the file says so.
-        tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
-    }
     let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: config.server.listen,
-            source,
-        })?;
-    let bound = listener.local_addr().unwrap_or(config.server.listen);
     let server_stop = CancellationToken::new();
     let mut server = {
         let stop = server_stop.clone();
@@ -225,6 +291,20 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // Server settings, the stop budget among them, change only at a restart.
     let budget = config.server.shutdown_timeout;
     let mut current = config;
+    // Suspensions recorded in the cluster, before the first pass and as they change.
+    let suspensions_listed = {
+        let apps = apps.clone();
+        apps.suspensions.clone().spawn_watch(
+            move |app, suspended| {
+                let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(r) = running.get(app) {
+                    r.handle.set_suspended(suspended);
+                }
+            },
+            workers.child_token(),
+        )
+    };
+    let _ = tokio::time::timeout(SUSPENSIONS_WAIT, suspensions_listed).await;
     contexts.start_all(&current, &triggers).await?;
 
     // App objects, next to the file's apps (issue #16).
@@ -240,7 +320,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             contexts.app_objects.clone(),
             contexts.default.clone(),
             statuses.clone(),
-            contexts.leadership.clone(),
+            contexts.ownership.clone(),
             workers.child_token(),
         );
     } else {
@@ -298,6 +378,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         // released in time, the lease expires on its own.
         within(deadline, "releasing the lease", elector.release()).await;
     }
+    if let Some((sharding, _)) = sharding {
+        within(deadline, "releasing the shards", sharding.release()).await;
+    }
     // Event streams (the dashboard's) end, or the server would wait them out.
     statuses.close_feed();
     server_stop.cancel();
@@ -309,6 +392,29 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     }
     tracing::info!(took = ?stopping.elapsed(), "stopped");
     Ok(())
+}
+
+/// Where peers reach this replica's status API (sharding) without
+/// `server.advertiseURL`: `TETHER_ADVERTISE_URL`, else `POD_IP` (the chart sets it from
+/// the downward API) with the listen port, else the listen address itself when it
+/// names one host.
+fn advertised_url(listen: std::net::SocketAddr) -> Option<String> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(url) = env("TETHER_ADVERTISE_URL") {
+        return Some(url.trim_end_matches('/').to_string());
+    }
+    if let Some(ip) = env("POD_IP").and_then(|ip| ip.parse::<std::net::IpAddr>().ok()) {
+        return Some(format!(
+            "http://{}",
+            std::net::SocketAddr::new(ip, listen.port())
+        ));
+    }
+    (!listen.ip().is_unspecified()).then(|| format!("http://{listen}"))
 }
 
 /// Runs `work` until `until`, then gives up on it (dropping it cancels it).
@@ -343,7 +449,7 @@ struct Contexts {
     default_service_account: Option<String>,
     sources: SourceCache,
     statuses: Statuses,
-    leadership: Leadership,
+    ownership: Ownership,
     passes: Arc<Semaphore>,
     workers: CancellationToken,
     apps: Arc<Apps>,
@@ -395,7 +501,7 @@ impl Contexts {
             cache,
             sources: self.sources.clone(),
             statuses: self.statuses.clone(),
-            leadership: self.leadership.clone(),
+            ownership: self.ownership.clone(),
             inventory_namespace: config.inventory_namespace.clone(),
             passes: self.passes.clone(),
             resync_interval: config.resync_interval,
@@ -448,7 +554,7 @@ impl Contexts {
                 cache: base.cache.clone(),
                 sources: base.sources.clone(),
                 statuses: base.statuses.clone(),
-                leadership: base.leadership.clone(),
+                ownership: base.ownership.clone(),
                 inventory_namespace: base.inventory_namespace.clone(),
                 passes: base.passes.clone(),
                 resync_interval: base.resync_interval,
@@ -520,7 +626,11 @@ impl Contexts {
             trigger,
             source_cancel.clone(),
         );
+        let cluster = shared.cluster.clone();
         let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
+        if self.apps.suspensions.is_recorded(&app.name) {
+            handle.set_suspended(true);
+        }
         let commit_page = server::dashboard::commit_url_prefix(&app.source.repo);
         self.statuses
             .update(&app.name, |s| s.commit_url_prefix = commit_page);
@@ -535,6 +645,7 @@ impl Contexts {
                     source_task,
                     source_cancel,
                     target,
+                    cluster,
                 },
             );
         Ok(())
@@ -552,6 +663,9 @@ impl Contexts {
             tracing::warn!(
                 "server settings (listen address, webhook secrets, API token) change at the next restart"
             );
+        }
+        if old.shards != new.shards || old.leader_election != new.leader_election {
+            tracing::warn!("shards and leader election change at the next restart");
         }
         for app in &old.apps {
             if new.app(&app.name) == Some(app) {
@@ -590,7 +704,7 @@ impl Contexts {
     }
 }
 
-/// Wakes the app whose object changed.
+/// Tells the app whose object changed which one did.
 fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
     let mut events = cache.subscribe();
     tokio::spawn(async move {
@@ -604,7 +718,7 @@ fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
                     let Some(app) = changed.app else { continue };
                     let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(r) = running.get(&app) {
-                        r.handle.wake();
+                        r.handle.object_changed(changed.key);
                     }
                 }
                 // Fell behind: some changes are unknown, so every app takes a pass.

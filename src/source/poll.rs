@@ -273,7 +273,8 @@ impl SourceWatcher {
                     // Pushes seen from here on are covered by this sync.
                     wake.borrow_and_update();
                     syncs += 1;
-                    let result = cache.sync(&source).await;
+                    // Boxed, as an app's pass is: the fetch's state lives only while it runs.
+                    let result = Box::pin(cache.sync(&source)).await;
                     if let Err(e) = &result {
                         tracing::debug!(source = %source, error = %e, "sync failed; keeping last good revision");
                     }

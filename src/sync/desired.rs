@@ -3,6 +3,7 @@
 //! naming every bad file and document, and nothing else) and labelled for the app.
 //! Offline, a snapshot of live objects on disk stands in for the cluster.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::Value;
@@ -11,8 +12,8 @@ use crate::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
 };
 use crate::manifest::{
-    GroupKind, Manifest, ManifestErrors, ManifestSet, ObjectId, Origin, ParseOptions, Renderers,
-    Scope, needs_repository, read_dir, render_dir, render_tree,
+    GroupKind, Manifest, ManifestErrors, ManifestSet, ObjectId, ObjectKey, Origin, ParseOptions,
+    Renderers, Scope, needs_repository, read_dir, render_dir, render_tree,
 };
 use crate::ownership::{APP_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::source::{Revision, Source, SourceCache, SourceError};
@@ -178,16 +179,114 @@ pub async fn read_revision(
 /// commit alone keys it.
 #[derive(Debug, Default)]
 pub struct RenderCache {
-    kept: Option<(String, Vec<Kept>)>,
+    kept: Option<Kept>,
 }
 
-/// One kept object: its identity, where it came from, and its JSON.
-type Kept = (ObjectId, Origin, Box<[u8]>);
+/// One revision's objects: every object's JSON in one buffer, and per object where it
+/// came from and where its JSON lies. One allocation for all the text, both exactly
+/// sized: a thousand apps keep these for as long as they run, and many small
+/// long-lived allocations between a pass's short-lived ones are what fragments the
+/// heap. An object's identity is read back from its JSON; only one that differs from
+/// what the JSON declares is kept beside it.
+#[derive(Debug)]
+struct Kept {
+    sha: String,
+    json: Box<[u8]>,
+    objects: Box<[KeptObject]>,
+}
+
+#[derive(Debug)]
+struct KeptObject {
+    id: Option<Box<ObjectId>>,
+    origin: Origin,
+    json: std::ops::Range<usize>,
+}
+
+impl Kept {
+    fn new(sha: &str, set: &ManifestSet) -> Kept {
+        let mut json = Vec::new();
+        let mut objects = Vec::with_capacity(set.objects.len());
+        for m in &set.objects {
+            let start = json.len();
+            if serde_json::to_writer(&mut json, &m.object).is_err() {
+                // Not kept: the pass that reads it back renders again (unreachable
+                // for a Value, whose keys are strings).
+                json.truncate(start);
+                continue;
+            }
+            let declared = ObjectId::of(&m.object).is_some_and(|id| id == m.id);
+            objects.push(KeptObject {
+                id: (!declared).then(|| Box::new(m.id.clone())),
+                origin: m.origin.clone(),
+                json: start..json.len(),
+            });
+        }
+        Kept {
+            sha: sha.to_string(),
+            json: json.into_boxed_slice(),
+            objects: objects.into_boxed_slice(),
+        }
+    }
+
+    /// The kept objects `wanted` picks, parsed back. An object whose identity is read
+    /// from its JSON is first looked at as text (`maybe`), so a heal of one object does
+    /// not parse the revision's every other object to find it.
+    fn read(
+        &self,
+        maybe: impl Fn(&[u8]) -> bool,
+        wanted: impl Fn(&ObjectId) -> bool,
+    ) -> ManifestSet {
+        ManifestSet {
+            objects: self
+                .objects
+                .iter()
+                .filter_map(|kept| {
+                    let text = self.json.get(kept.json.clone())?;
+                    let keep = match &kept.id {
+                        Some(id) => wanted(id),
+                        None => maybe(text),
+                    };
+                    if !keep {
+                        return None;
+                    }
+                    let object: Value = serde_json::from_slice(text).ok()?;
+                    let id = match &kept.id {
+                        Some(id) => ObjectId::clone(id),
+                        None => ObjectId::of(&object).filter(|id| wanted(id))?,
+                    };
+                    Some(Manifest {
+                        id,
+                        object,
+                        origin: kept.origin.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
 
 impl RenderCache {
     /// The commit whose manifests are kept.
     pub fn revision(&self) -> Option<&String> {
-        self.kept.as_ref().map(|(sha, _)| sha)
+        self.kept.as_ref().map(|kept| &kept.sha)
+    }
+
+    /// The manifests kept for commit `sha` whose keys are in `keys`, parsed alone;
+    /// `None` when `sha` is not the commit kept.
+    pub fn select(&self, sha: &str, keys: &HashSet<ObjectKey>) -> Option<ManifestSet> {
+        let kept = self.kept.as_ref().filter(|kept| kept.sha == sha)?;
+        // A wanted object's JSON holds its name as serde_json writes it: an object
+        // without one of those strings is not parsed at all.
+        let names: Vec<Vec<u8>> = keys
+            .iter()
+            .filter_map(|key| serde_json::to_vec(&key.name).ok())
+            .collect();
+        let maybe = |text: &[u8]| {
+            names
+                .iter()
+                .any(|name| text.windows(name.len()).any(|w| w == name.as_slice()))
+        };
+        Some(kept.read(maybe, |id| keys.contains(&id.key())))
     }
 
     /// The manifests at commit `sha`: the kept ones when it is the last rendered,
@@ -197,32 +296,15 @@ impl RenderCache {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ManifestSet, E>>,
     {
-        if let Some((kept, manifests)) = &self.kept
-            && kept == sha
+        if let Some(kept) = &self.kept
+            && kept.sha == sha
         {
-            return Ok(ManifestSet {
-                objects: manifests
-                    .iter()
-                    .filter_map(|(id, origin, json)| {
-                        Some(Manifest {
-                            id: id.clone(),
-                            object: serde_json::from_slice(json).ok()?,
-                            origin: origin.clone(),
-                        })
-                    })
-                    .collect(),
-            });
+            return Ok(kept.read(|_| true, |_| true));
         }
         let set = render().await?;
-        let manifests = set
-            .objects
-            .iter()
-            .filter_map(|m| {
-                let json = serde_json::to_vec(&m.object).ok()?.into_boxed_slice();
-                Some((m.id.clone(), m.origin.clone(), json))
-            })
-            .collect();
-        self.kept = Some((sha.to_string(), manifests));
+        // The old revision's text goes before the new one's is written.
+        self.kept = None;
+        self.kept = Some(Kept::new(sha, &set));
         Ok(set)
     }
 }
@@ -290,4 +372,147 @@ pub fn compare_offline(
     let extra = app.map(ExtraPolicy::OwnedBy).unwrap_or(ExtraPolicy::Ignore);
     // Hooks are not app objects: neither desired nor Extra.
     diff_sets(app_objects(desired), app_objects(live), extra, &options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(name: &str, value: Value) -> Manifest {
+        Manifest {
+            id: ObjectId {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+            },
+            object: serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "shop"},
+                "data": {"value": value},
+            }),
+            origin: Origin {
+                file: format!("{name}.yaml"),
+                document: 1,
+                line: 1,
+                item: None,
+            },
+        }
+    }
+
+    fn set(value: &str) -> ManifestSet {
+        // A hook named by generateName, and an object whose identity is not what its
+        // JSON declares: both are kept as rendered.
+        let mut hook = manifest("d", "hook".into());
+        hook.object["metadata"] = serde_json::json!({
+            "generateName": "migrate-", "namespace": "shop",
+            "annotations": {"tether.dev/hook": "PreSync"},
+        });
+        hook.id.name = "migrate-".into();
+        let mut undeclared = manifest("e", "other".into());
+        undeclared.id.namespace = Some("elsewhere".into());
+        ManifestSet {
+            objects: vec![
+                manifest("a", value.into()),
+                manifest("b", serde_json::json!({"nested": [1, "two", null]})),
+                manifest("c", "é \"quoted\"".into()),
+                hook,
+                undeclared,
+            ],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_kept_revision_reads_back_as_rendered_without_rendering() {
+        let mut cache = RenderCache::default();
+        let first = cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("one")) })
+            .await
+            .unwrap();
+        assert_eq!(first, set("one"));
+        assert_eq!(cache.revision().map(String::as_str), Some("sha-1"));
+        // Only the identity its JSON does not declare is kept beside it.
+        let kept = cache.kept.as_ref().expect("kept");
+        let ids: Vec<_> = kept
+            .objects
+            .iter()
+            .filter_map(|o| o.id.as_deref())
+            .collect();
+        assert_eq!(ids, [&set("one").objects[4].id]);
+        let again = cache
+            .manifests("sha-1", || async { Err(()) })
+            .await
+            .expect("the kept revision, no render");
+        assert_eq!(again, set("one"));
+    }
+
+    #[tokio::test]
+    async fn a_new_revision_renders_and_a_failed_render_keeps_the_old() {
+        let mut cache = RenderCache::default();
+        cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("one")) })
+            .await
+            .unwrap();
+        let failed = cache.manifests("sha-2", || async { Err("broken") }).await;
+        assert_eq!(failed, Err("broken"));
+        assert_eq!(cache.revision().map(String::as_str), Some("sha-1"));
+        let second = cache
+            .manifests("sha-2", || async { Ok::<_, &str>(set("two")) })
+            .await
+            .unwrap();
+        assert_eq!(second, set("two"));
+        let kept = cache
+            .manifests("sha-2", || async { Err("not called") })
+            .await
+            .unwrap();
+        assert_eq!(kept, set("two"));
+    }
+
+    /// A heal reads back only the kept objects it heals, and only at the commit kept:
+    /// by the identity kept beside the JSON or read from it, names with escapes too.
+    #[tokio::test]
+    async fn kept_manifests_are_selected_by_identity_at_their_commit_only() {
+        let mut cache = RenderCache::default();
+        cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("one")) })
+            .await
+            .unwrap();
+        let objects = set("one").objects;
+        let keys = |picked: &[&Manifest]| -> HashSet<ObjectKey> {
+            picked.iter().map(|m| m.id.key()).collect()
+        };
+        let picked = cache.select("sha-1", &keys(&[&objects[1], &objects[4]]));
+        assert_eq!(
+            picked,
+            Some(ManifestSet {
+                objects: vec![objects[1].clone(), objects[4].clone()]
+            })
+        );
+        // The same name in another namespace is not the object kept.
+        let mut elsewhere = objects[0].id.key();
+        elsewhere.namespace = Some("elsewhere".into());
+        assert_eq!(
+            cache.select("sha-1", &HashSet::from([elsewhere])),
+            Some(ManifestSet::default())
+        );
+        let mut quoted = objects[2].clone();
+        quoted.id.name = "c \"quoted\"".into();
+        quoted.object["metadata"]["name"] = quoted.id.name.clone().into();
+        cache
+            .manifests("sha-2", || async {
+                Ok::<_, ()>(ManifestSet {
+                    objects: vec![quoted.clone()],
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            cache.select("sha-2", &keys(&[&quoted])),
+            Some(ManifestSet {
+                objects: vec![quoted]
+            })
+        );
+        assert_eq!(cache.select("sha-1", &keys(&[&objects[0]])), None);
+    }
 }

@@ -36,8 +36,8 @@ use item::Plan;
 use plan::WaveError;
 use report::Phase;
 
-pub use observe::{Candidate, Observed, observe};
-pub use report::{Action, ObjectResult, SyncFailure, SyncReport};
+pub use observe::{Candidate, Observed, observe, observe_objects};
+pub use report::{Action, Lineage, ObjectResult, OwnerReference, SyncFailure, SyncReport};
 pub use report::{HookAction, HookResult};
 
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough
@@ -172,7 +172,7 @@ pub async fn sync(
         None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
     };
     let Observed {
-        mut items,
+        items,
         candidates,
         schema,
         mask,
@@ -183,31 +183,10 @@ pub async fn sync(
         schema: &schema,
         mask: &mask,
     };
-    let mut report = SyncReport {
-        app: options.app.to_string(),
-        revision: revision.map(str::to_string),
-        dry_run: options.dry_run,
-        objects: Vec::new(),
-        prune_refused: None,
-        health: Health::Healthy,
-        wait_failed: None,
-        validation_failed: false,
-        validation_retryable: false,
-        inventory: inventory.clone(),
-        hooks: Vec::new(),
-    };
-    let failures = items
-        .iter()
-        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
-        .count();
-    if failures > 0 {
-        report.validation_failed = true;
-        report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
-        let why = format!("not applied: {failures} objects failed validation");
-        report.objects = finish(items, &why);
-        report.health = report::worst(&report.objects);
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
         return Ok(report);
-    }
+    };
     if options.dry_run {
         for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
             report
@@ -337,20 +316,123 @@ pub async fn sync(
             run_sync_fail(cluster, &hooks, options, &mut report).await;
         }
     }
+    log_finished(&report, "sync", desired.len(), started);
+    Ok(report)
+}
+
+/// Heals some objects of a revision the app has applied in full: `desired` holds
+/// only the objects a live change touched. They are observed and decided as a sync
+/// decides them (the verdicts, the dry run and "one refusal means nothing is
+/// written" included) and the drifted ones applied in order; nothing else is read,
+/// nothing is pruned, no hook runs, and the inventory is written only if it did not
+/// cover these objects yet. The report holds these objects only: what the whole app
+/// looks like is the next full sync's to say.
+pub async fn heal(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+    revision: Option<&str>,
+    options: &SyncOptions<'_>,
+) -> Result<SyncReport, SyncError> {
+    let started = Instant::now();
+    let steps =
+        plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
+    let inventory = match options.inventory {
+        Some(known) => known.clone(),
+        None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
+    };
+    let Observed {
+        items,
+        schema,
+        mask,
+        ..
+    } = observe_objects(cluster, desired, options).await?;
+    let diff_options = DiffOptions {
+        mode: Mode::Online,
+        rules: options.rules,
+        schema: &schema,
+        mask: &mask,
+    };
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
+        return Ok(report);
+    };
+    if options.dry_run {
+        report.objects = finish(items, "");
+        report.health = report::worst(&report.objects);
+        return Ok(report);
+    }
+    let covering = inventory.covering(desired);
+    if covering.objects != inventory.objects {
+        write_inventory(cluster, &covering, options).await?;
+        report.inventory = covering;
+    }
+    let completed =
+        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    report.wait_failed = completed.err();
+    report.objects = finish(items, "not applied: an earlier step failed");
+    report.health = report::worst(&report.objects);
+    log_finished(&report, "heal", desired.len(), started);
+    Ok(report)
+}
+
+/// One log line for a sync or heal that wrote or failed (`what` says which).
+fn log_finished(report: &SyncReport, what: &'static str, objects: usize, started: Instant) {
     if report.changed() || report.failed() {
         tracing::info!(
-            app = options.app,
-            objects = desired.len(),
+            app = %report.app,
+            objects,
             created = report.count(Action::Created),
             configured = report.count(Action::Configured),
             pruned = report.count(Action::Pruned),
             failed = report.count(Action::Failed),
             conflicts = report.count(Action::Conflict),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "sync finished"
+            "{what} finished"
         );
     }
-    Ok(report)
+}
+
+/// A report of nothing done yet.
+fn new_report(
+    options: &SyncOptions<'_>,
+    revision: Option<&str>,
+    inventory: &Inventory,
+) -> SyncReport {
+    SyncReport {
+        app: options.app.to_string(),
+        revision: revision.map(str::to_string),
+        dry_run: options.dry_run,
+        objects: Vec::new(),
+        prune_refused: None,
+        health: Health::Healthy,
+        wait_failed: None,
+        validation_failed: false,
+        validation_retryable: false,
+        inventory: inventory.clone(),
+        hooks: Vec::new(),
+    }
+}
+
+/// One object the server did not validate means nothing is applied: the report
+/// then says so for every object, and the items are spent. Otherwise they are
+/// given back.
+fn refuse_invalid<'m>(
+    items: Vec<item::Item<'m>>,
+    report: &mut SyncReport,
+) -> Option<Vec<item::Item<'m>>> {
+    let failures = items
+        .iter()
+        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
+        .count();
+    if failures == 0 {
+        return Some(items);
+    }
+    report.validation_failed = true;
+    report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
+    let why = format!("not applied: {failures} objects failed validation");
+    report.objects = finish(items, &why);
+    report.health = report::worst(&report.objects);
+    None
 }
 
 /// Runs the SyncFail hooks of a sync that failed, with a time of their own (the
@@ -454,6 +536,7 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 message,
                 changes,
                 views,
+                lineage: item.latest.as_ref().map(Lineage::of).unwrap_or_default(),
             }
         })
         .collect()

@@ -100,14 +100,7 @@ pub async fn observe<'m>(
     inventory: &Inventory,
     options: &SyncOptions<'_>,
 ) -> Result<Observed<'m>, SyncError> {
-    let mut kinds: HashMap<GroupVersionKind, Option<Resolved>> = HashMap::new();
-    for manifest in &desired.objects {
-        let gvk = gvk_of(&manifest.id);
-        if let std::collections::hash_map::Entry::Vacant(slot) = kinds.entry(gvk) {
-            let resolved = cluster.resolve(slot.key()).await?;
-            slot.insert(resolved);
-        }
-    }
+    let kinds = resolve_kinds(cluster, desired).await?;
     let claimed = claimed_kinds(cluster, inventory, &kinds).await?;
     // Without a caller's view, one labelled list per kind finds the app's objects:
     // a re-sync of an app in sync reads a few lists, not one object at a time.
@@ -123,11 +116,41 @@ pub async fn observe<'m>(
         }
     };
     let items = read_items(cluster, desired, &kinds, desired_view, options).await?;
-    let schema = schemas_for(desired);
+    let mut observed = decided(cluster, view, items, desired, options).await;
+    if !options.app.is_empty() {
+        observed.candidates =
+            candidates(cluster, view, desired, inventory, &claimed, options).await?;
+    }
+    Ok(observed)
+}
+
+/// Observes only `desired` (some objects of an app, for a heal): what applying each
+/// would do, decided as [`observe`] decides it, with no prune candidates: which
+/// objects the app owns does not change by healing some of them, and finding them
+/// would read every object of the app's kinds.
+pub async fn observe_objects<'m>(
+    cluster: &Cluster,
+    desired: &'m ManifestSet,
+    options: &SyncOptions<'_>,
+) -> Result<Observed<'m>, SyncError> {
+    let kinds = resolve_kinds(cluster, desired).await?;
+    let view: &dyn LiveObjects = options.live.unwrap_or(&Unknown);
+    let items = read_items(cluster, desired, &kinds, view, options).await?;
+    Ok(decided(cluster, view, items, desired, options).await)
+}
+
+/// The items read, each with what applying it would do (see `decide`).
+async fn decided<'m>(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    items: Vec<Item<'m>>,
+    desired: &ManifestSet,
+    options: &SyncOptions<'_>,
+) -> Observed<'m> {
     let mut observed = Observed {
         items,
         candidates: Vec::new(),
-        schema,
+        schema: schemas_for(desired),
         mask: MaskKey::random(),
     };
     let diff_options = DiffOptions {
@@ -137,11 +160,23 @@ pub async fn observe<'m>(
         mask: &observed.mask,
     };
     decide::decide(cluster, view, &mut observed.items, &diff_options, options).await;
-    if !options.app.is_empty() {
-        observed.candidates =
-            candidates(cluster, view, desired, inventory, &claimed, options).await?;
+    observed
+}
+
+/// The kind serving each desired object's group, version and kind (`None`: not served).
+async fn resolve_kinds(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+) -> Result<HashMap<GroupVersionKind, Option<Resolved>>, ClusterError> {
+    let mut kinds: HashMap<GroupVersionKind, Option<Resolved>> = HashMap::new();
+    for manifest in &desired.objects {
+        let gvk = gvk_of(&manifest.id);
+        if let std::collections::hash_map::Entry::Vacant(slot) = kinds.entry(gvk) {
+            let resolved = cluster.resolve(slot.key()).await?;
+            slot.insert(resolved);
+        }
     }
-    Ok(observed)
+    Ok(kinds)
 }
 
 /// The kinds the app may have objects of: the desired ones, and those its inventory

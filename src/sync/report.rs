@@ -76,6 +76,58 @@ pub struct ObjectResult {
     pub changes: Vec<Change>,
     /// For a configured object, the masked views compared, for a unified diff.
     pub views: Option<Box<ObjectDiff>>,
+    /// The live object's uid and owners, when the pass saw it live.
+    pub lineage: Lineage,
+}
+
+/// Where a live object stands among others: its uid and `metadata.ownerReferences`,
+/// which the dashboard's tree follows (Deployment → ReplicaSet → Pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Lineage {
+    pub uid: Option<String>,
+    pub owners: Vec<OwnerReference>,
+}
+
+/// One entry of `metadata.ownerReferences`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    /// The managing controller (at most one owner is).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub controller: bool,
+}
+
+impl Lineage {
+    /// The lineage of a live object; entries without a uid are left out (the API
+    /// server refuses them, so only a hand-made object has one).
+    pub fn of(live: &serde_json::Value) -> Lineage {
+        let meta = &live["metadata"];
+        let text =
+            |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_string();
+        Lineage {
+            uid: meta["uid"].as_str().map(str::to_string),
+            owners: meta["ownerReferences"]
+                .as_array()
+                .map(|owners| {
+                    owners
+                        .iter()
+                        .filter(|o| o["uid"].as_str().is_some_and(|u| !u.is_empty()))
+                        .map(|o| OwnerReference {
+                            api_version: text(o, "apiVersion"),
+                            kind: text(o, "kind"),
+                            name: text(o, "name"),
+                            uid: text(o, "uid"),
+                            controller: o["controller"].as_bool().unwrap_or(false),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl ObjectResult {

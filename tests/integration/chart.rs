@@ -527,6 +527,68 @@ async fn one_replica_without_leader_election_drops_the_flag_and_the_lease_rights
 }
 
 #[tokio::test]
+async fn shards_run_every_replica_with_its_pod_ip_and_the_rights_of_shard_and_member_leases() {
+    let rendered = render(
+        "ops",
+        "replicaCount: 3\nshards: 6\nleaderElection: {enabled: false}\n",
+    );
+    assert_eq!(rendered.one("Deployment")["spec"]["replicas"], 3);
+    // Each shard is its own election: no single leader.
+    assert!(!rendered.args().contains(&"--leader-elect".to_string()));
+    let config = rendered.config();
+    assert_eq!(config["shards"], 6);
+    assert_eq!(config["leaderElection"]["namespace"], "ops");
+    let env = &rendered.container()["env"];
+    let pod_ip = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "POD_IP")
+        .expect("POD_IP for the status URL peers use");
+    assert_eq!(pod_ip["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+    let own = rules_of(rendered.one("Role"));
+    let leases = own
+        .iter()
+        .find(|(_, resources, _)| resources == &["leases"])
+        .expect("Lease rights");
+    assert_eq!(
+        leases.2,
+        [
+            "get", "list", "watch", "create", "update", "patch", "delete"
+        ]
+    );
+
+    // With leader election on too, sharding wins and the flag stays off.
+    let both = render("ops", "replicaCount: 2\nshards: 4\n");
+    assert!(!both.args().contains(&"--leader-elect".to_string()));
+    assert_eq!(both.config()["shards"], 4);
+    // One shard is no sharding: the config does not mention it, the Lease rights are
+    // the leader's, without delete.
+    let single = render("ops", "");
+    assert!(single.config().get("shards").is_none());
+    let own = rules_of(single.one("Role"));
+    let leases = own
+        .iter()
+        .find(|(_, resources, _)| resources == &["leases"])
+        .expect("the leader's Lease rights");
+    assert_eq!(
+        leases.2,
+        ["get", "list", "watch", "create", "update", "patch"]
+    );
+    assert!(
+        single.container()["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|e| e["name"] != "POD_IP")
+    );
+
+    let sandbox = install(&rendered, &["ops"]).await;
+    let live = get(&sandbox, "deployment", FULLNAME, Some("ops")).await;
+    assert_eq!(live["spec"]["replicas"], 3);
+}
+
+#[tokio::test]
 async fn webhook_api_and_git_secrets_are_mounted_from_existing_secrets_never_inlined() {
     let values = r#"
 webhookSecrets:
@@ -765,7 +827,12 @@ fn values_the_chart_cannot_honour_are_refused_naming_the_field() {
     for (values, expected) in [
         (
             "replicaCount: 3\nleaderElection: {enabled: false}\n",
-            "replicaCount > 1 needs leaderElection.enabled",
+            "replicaCount > 1 needs leaderElection.enabled or shards > 1",
+        ),
+        ("shards: 0\n", "shards must be at least 1"),
+        (
+            "shards: 2\nconfig:\n  shards: 3\n",
+            "config.shards is set by the chart: set shards",
         ),
         (
             "rbac: {scope: everywhere}\n",

@@ -87,8 +87,12 @@ impl tether::server::Control for NoWorkers {
     fn request_sync(&self, _: &str) -> bool {
         false
     }
-    fn set_suspended(&self, _: &str, _: bool) -> bool {
-        false
+    fn set_suspended(
+        &self,
+        _: &str,
+        _: bool,
+    ) -> futures::future::BoxFuture<'_, Result<bool, tether::server::service::SuspendError>> {
+        Box::pin(async { Ok(false) })
     }
     fn readiness(&self) -> Vec<(&'static str, bool)> {
         Vec::new()

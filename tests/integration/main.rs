@@ -28,6 +28,7 @@ mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;
 mod serve;
+mod shard;
 mod source;
 mod support;
 mod sync;

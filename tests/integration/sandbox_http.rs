@@ -307,6 +307,12 @@ async fn a_watch_with_bookmarks_ends_with_a_bookmark() {
     let bookmark = &events[1]["object"];
     assert_eq!(bookmark["kind"], "ConfigMap");
     assert_eq!(rv(bookmark), rv(&created));
+    // Counted as a watch the server ended at its timeout (one a client re-establishes).
+    eventually("the watch is counted as ended at its timeout", || async {
+        let watches = sandbox.sandbox.watches();
+        (watches.timed_out == 1 && watches.open.is_empty()).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

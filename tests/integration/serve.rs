@@ -47,6 +47,17 @@ impl Serve {
         config: &str,
         extra: &[&str],
     ) -> Serve {
+        Serve::start_with_env(sandbox, name, config, extra, &[]).await
+    }
+
+    /// [`Serve::start`], with these environment variables set for the process.
+    pub(crate) async fn start_with_env(
+        sandbox: &TestSandbox,
+        name: &str,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+    ) -> Serve {
         let dir = sandbox.dir.path();
         let path = dir.join(format!("{name}.yaml"));
         std::fs::write(&path, config).expect("write config");
@@ -60,6 +71,7 @@ impl Serve {
             .args(extra)
             .env("TETHER_CACHE_DIR", dir.join(format!("{name}-cache")))
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
@@ -1009,6 +1021,169 @@ async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
     assert!(
         requests.get("patch", "apps/deployments") <= 2,
         "{requests:?}"
+    );
+}
+
+/// Issue #18: a heal starts on the watch event, without waiting behind other apps'
+/// passes. With one pass at a time (`concurrency: 1`), another app's pass is stuck
+/// in a slow render (a `kubectl` on PATH that sleeps before `kubectl kustomize`);
+/// an edit of this app's ConfigMap is healed while that pass still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
+    const RENDER_DELAY: Duration = Duration::from_secs(5);
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("quick").await;
+    sandbox.namespace("slow").await;
+    let dir = sandbox.dir.path();
+    let origin = origin(
+        &sandbox,
+        &[("quick/cm.yaml", &configmap("cm", "quick", "git"))],
+    );
+    // The slow app has a repository of its own: its new commit moves it alone.
+    let slow = GitRepo::init(dir.join("srv/slow.git"));
+    slow.write("app/kustomization.yaml", "resources:\n  - cm.yaml\n");
+    slow.write("app/cm.yaml", &configmap("cm", "slow", "1"));
+    slow.commit("first");
+    let slow_url = origin.url.replace("apps.git", "slow.git");
+
+    let real = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .expect("kubectl on PATH");
+    let bin = dir.join("slow-bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let (marker, rendering) = (dir.join("render-slowly"), dir.join("rendering"));
+    let script = bin.join("kubectl");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = kustomize ] && [ -e '{marker}' ]; then\n  touch '{rendering}'\n  sleep {delay}\n  rm -f '{rendering}'\nfi\nexec '{real}' \"$@\"\n",
+            marker = marker.display(),
+            rendering = rendering.display(),
+            delay = RENDER_DELAY.as_secs(),
+            real = real.display(),
+        ),
+    )
+    .expect("write the kubectl wrapper");
+    let mut mode = std::fs::metadata(&script).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&script, mode).expect("chmod");
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+
+    let server = server_section(dir);
+    let config = format!(
+        "{server}concurrency: 1\napps:\n- name: quick\n  source: {{repo: \"{}\", ref: main, path: quick, interval: {POLL}}}\n  destination: {{namespace: quick}}\n  sync: {{automated: true, selfHeal: true}}\n- name: slow\n  source: {{repo: \"{slow_url}\", ref: main, path: app, interval: {POLL}}}\n  destination: {{namespace: slow}}\n  sync: {{automated: true}}\n",
+        origin.url
+    );
+    let path = path.to_string_lossy().into_owned();
+    let serve = Serve::start_with_env(&sandbox, "wait", &config, &[], &[("PATH", path)]).await;
+    for app in ["quick", "slow"] {
+        serve
+            .wait_status(app, "both apps are Synced", |s| s["sync"] == "Synced")
+            .await;
+    }
+
+    // The slow app's next commit renders slowly, holding the only pass permit.
+    std::fs::write(&marker, "").expect("marker");
+    slow.write("app/cm.yaml", &configmap("cm", "slow", "2"));
+    slow.commit("second");
+    assert_eq!(serve.push(&slow_url).await, reqwest::StatusCode::ACCEPTED);
+    eventually("the slow app's pass is rendering", || async {
+        rendering.exists().then_some(())
+    })
+    .await;
+
+    let began = std::time::Instant::now();
+    let edited = sandbox
+        .kubectl(&[
+            "patch",
+            "configmap",
+            "cm",
+            "-n",
+            "quick",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"key":"edited"}}"#,
+        ])
+        .await;
+    assert_eq!(edited.code, 0, "{}", edited.stderr);
+    eventually("the edit is healed", || async {
+        (data_key(&sandbox, "cm", "quick").await.as_deref() == Some("git")).then_some(())
+    })
+    .await;
+    let took = began.elapsed();
+    let log = serve.log();
+    assert!(
+        rendering.exists(),
+        "healed in {took:?}, but only after the slow pass ended:\n{log}"
+    );
+    assert!(took < RENDER_DELAY / 2, "healed in {took:?}:\n{log}");
+
+    // The slow pass itself completes, as it would have.
+    std::fs::remove_file(&marker).expect("remove marker");
+    eventually("the slow app's second commit is applied", || async {
+        (data_key(&sandbox, "cm", "slow").await.as_deref() == Some("2")).then_some(())
+    })
+    .await;
+    let status = serve.status("quick").await;
+    assert_eq!(status["sync"], "Synced", "{status}");
+}
+
+/// Issue #18: a resync (a full pass with nothing changed) reads everything it needs
+/// from the watch cache, the inventory as last written and the manifests kept for
+/// the commit: over several resync intervals the app passes again and again, and
+/// the API server sees no request but the open watches, and no write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_makes_no_request_and_no_write() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("still").await;
+    let origin = origin(
+        &sandbox,
+        &[
+            ("still/cm.yaml", &configmap("cm", "still", "git")),
+            ("still/web.yaml", &web_deployment("still")),
+        ],
+    );
+    let server = server_section(sandbox.dir.path());
+    let config = format!(
+        "{server}resyncInterval: 1s\napps:\n- name: still\n  source: {{repo: \"{}\", ref: main, path: still, interval: {POLL}}}\n  destination: {{namespace: still}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
+        origin.url
+    );
+    let serve = Serve::start(&sandbox, "still", &config, &[]).await;
+    serve
+        .wait_status("still", "still is Synced and Healthy", |s| {
+            s["sync"] == "Synced" && s["health"] == "Healthy"
+        })
+        .await;
+    // The Deployment controller's status writes settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    sandbox.sandbox.reset_requests();
+    let before = serve.status("still").await["history"]
+        .as_array()
+        .map_or(0, Vec::len);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let status = serve.status("still").await;
+    let after = status["history"].as_array().map_or(0, Vec::len);
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert!(
+        after >= before + 2,
+        "resyncs ran: {before} → {after}\n{log}"
+    );
+    assert_eq!(status["sync"], "Synced", "{status}");
+    assert_eq!(status["lastPass"]["result"], "Succeeded", "{status}");
+    assert_eq!(requests.writes(), 0, "{requests:?}\n{log}");
+    assert_eq!(
+        requests.total(),
+        requests.verb("watch"),
+        "only watches: {requests:?}\n{log}"
     );
 }
 

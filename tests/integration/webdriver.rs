@@ -233,6 +233,20 @@ impl Browser {
         .await;
     }
 
+    /// Makes the page see `prefers-color-scheme` as `scheme` (`dark`, `light`), through
+    /// the DevTools protocol chromedriver relays.
+    pub async fn color_scheme(&self, scheme: &str) {
+        self.command(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({
+                "cmd": "Emulation.setEmulatedMedia",
+                "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+            })),
+        )
+        .await;
+    }
+
     /// Saves a PNG of the window.
     pub async fn screenshot(&self, path: &Path) {
         use base64::Engine as _;

@@ -145,6 +145,13 @@ values.yaml, `config`). */}}
 {{- $_ := set $election "namespace" .Release.Namespace -}}
 {{- $_ := set $election "leaseName" (include "tether.fullname" .) -}}
 {{- end -}}
+{{- if hasKey $config "shards" -}}
+{{- fail "config.shards is set by the chart: set shards" -}}
+{{- end -}}
+{{- if gt (int .Values.shards) 1 -}}
+{{- $_ := set $election "namespace" .Release.Namespace -}}
+{{- $_ := set $config "shards" (int .Values.shards) -}}
+{{- end -}}
 {{- $_ := set $config "leaderElection" $election -}}
 {{- $creds := include "tether.gitCredentials" . | fromJson -}}
 {{- if and $creds .Values.git.credentials.applyToApps -}}

@@ -167,6 +167,59 @@ impl Leadership {
     }
 }
 
+/// A leadership that outlives any one elector: a shard's, held by successive electors
+/// as the shard comes and goes (`reconcile::shard`). Workers keep one [`Leadership`]
+/// of it for their whole life; with no elector seated, it says "not leading" and who
+/// was last seen holding the lease.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    state: Arc<watch::Sender<State>>,
+}
+
+impl Seat {
+    /// Not leading, and already known: a shard nobody here holds is a fact, not a wait.
+    pub fn new() -> Seat {
+        let (sender, _) = watch::channel(State {
+            known: true,
+            leader: false,
+            holder: None,
+        });
+        Seat {
+            state: Arc::new(sender),
+        }
+    }
+
+    pub fn leadership(&self) -> Leadership {
+        Leadership {
+            state: self.state.subscribe(),
+        }
+    }
+
+    /// Stops leading at once, whatever the elector seated here does next (it is being
+    /// dropped): the shards of a replica that goes away stop writing first.
+    pub fn step_down(&self, why: &str) {
+        step_down(&self.state, why);
+    }
+
+    /// Records who holds the lease while no elector of ours is seated. Never claims
+    /// leadership, and never touches a seat whose elector leads.
+    pub fn observe_holder(&self, holder: Option<String>) {
+        self.state.send_if_modified(|state| {
+            if state.leader || state.holder == holder {
+                return false;
+            }
+            state.holder = holder;
+            true
+        });
+    }
+}
+
+impl Default for Seat {
+    fn default() -> Self {
+        Seat::new()
+    }
+}
+
 /// The election as a background task. [`Elector::release`] stops it cleanly; dropping
 /// it without `release` stops it as a crash would: this replica stops leading at once,
 /// and the lease is left to expire.
@@ -184,7 +237,28 @@ impl Elector {
     /// Starts electing. Must be called within a Tokio runtime.
     pub fn spawn(cluster: Arc<Cluster>, config: LeaderConfig) -> (Elector, Leadership) {
         let (sender, receiver) = watch::channel(State::default());
-        let state = Arc::new(sender);
+        let elector = Elector::spawn_into(cluster, config, Arc::new(sender), None);
+        (elector, Leadership { state: receiver })
+    }
+
+    /// Starts electing for `seat`: its leadership follows this elector until it is
+    /// released or dropped. `observed` is the Lease as the caller has watched it so
+    /// far: an expiry it has already timed is not waited out a second time.
+    pub fn spawn_seated(
+        cluster: Arc<Cluster>,
+        config: LeaderConfig,
+        seat: &Seat,
+        observed: Option<Observation>,
+    ) -> Elector {
+        Elector::spawn_into(cluster, config, seat.state.clone(), observed)
+    }
+
+    fn spawn_into(
+        cluster: Arc<Cluster>,
+        config: LeaderConfig,
+        state: Arc<watch::Sender<State>>,
+        observed: Option<Observation>,
+    ) -> Elector {
         let stop = CancellationToken::new();
         let let_go = CancellationToken::new();
         let release_time = config.renew_deadline.min(MAX_RELEASE_TIME);
@@ -195,19 +269,18 @@ impl Elector {
             stop: stop.clone(),
             let_go: let_go.clone(),
             kind: None,
-            observed: None,
+            observed,
             lease: None,
             last_renew: None,
         };
         let task = tokio::spawn(runner.run());
-        let elector = Elector {
+        Elector {
             state,
             stop,
             let_go,
             task: Some(task),
             release_time,
-        };
-        (elector, Leadership { state: receiver })
+        }
     }
 
     /// Another view of this elector's leadership.
@@ -714,26 +787,59 @@ impl Runner {
     async fn release(&mut self) {
         self.last_renew = None;
         step_down(&self.state, "stopping");
-        let (Some(kind), Some(lease)) = (self.kind.clone(), self.lease.clone()) else {
+        let Some(kind) = self.kind.clone() else {
             return;
         };
-        let record = LeaseRecord::from_lease(&lease);
-        if record.holder.as_deref() != Some(self.config.identity.as_str()) {
-            return;
-        }
-        let released = with_record(&lease, &released_record(&record, Utc::now()));
         let bound = self.config.renew_deadline.min(MAX_RELEASE_TIME);
-        match tokio::time::timeout(bound, self.cluster.replace(&kind, &released)).await {
-            Ok(Ok(_)) => tracing::info!(lease = %self.config.lease_name, "released the lease"),
+        let lease = &self.config.lease_name;
+        match tokio::time::timeout(bound, self.let_go(&kind)).await {
+            Ok(Ok(true)) => tracing::info!(lease = %lease, "released the lease"),
+            Ok(Ok(false)) => {
+                tracing::debug!(lease = %lease, "the lease is not ours; nothing to release")
+            }
             Ok(Err(ClusterError::Api { code: 409, .. })) => {
-                tracing::info!(lease = %self.config.lease_name, "the lease changed hands already; nothing to release")
+                tracing::info!(lease = %lease, "the lease changed hands already; nothing to release")
             }
             Ok(Err(err)) => {
-                tracing::warn!(lease = %self.config.lease_name, error = %err, "cannot release the lease; it will expire instead")
+                tracing::warn!(lease = %lease, error = %err, "cannot release the lease; it will expire instead")
             }
             Err(_) => {
-                tracing::warn!(lease = %self.config.lease_name, "releasing the lease timed out; it will expire instead")
+                tracing::warn!(lease = %lease, "releasing the lease timed out; it will expire instead")
             }
+        }
+    }
+
+    /// Writes the released record while the Lease names this replica: over the Lease as
+    /// last seen, else (not seen, seen held by another, or a 409) over a fresh read. A
+    /// stop can cut an attempt short after its write landed, leaving the copy here
+    /// stale; without the second look the lease would be left to expire. True when
+    /// released, false when it is not ours.
+    async fn let_go(&self, kind: &Resolved) -> Result<bool, ClusterError> {
+        let identity = self.config.identity.as_str();
+        let ours =
+            |lease: &Value| LeaseRecord::from_lease(lease).holder.as_deref() == Some(identity);
+        let write = |lease: &Value| {
+            let record = LeaseRecord::from_lease(lease);
+            with_record(lease, &released_record(&record, Utc::now()))
+        };
+        if let Some(lease) = self.lease.as_ref().filter(|l| ours(l)) {
+            match self.cluster.replace(kind, &write(lease)).await {
+                Ok(_) => return Ok(true),
+                Err(ClusterError::Api { code: 409, .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let namespace = self.config.namespace.as_str();
+        match self
+            .cluster
+            .get(kind, Some(namespace), &self.config.lease_name)
+            .await?
+        {
+            Some(lease) if ours(&lease) => {
+                self.cluster.replace(kind, &write(&lease)).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 }

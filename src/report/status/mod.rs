@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::sync::health::Health;
-use crate::sync::{ObjectResult, SyncReport};
+use crate::sync::{ObjectResult, OwnerReference, SyncReport};
 use tokio::sync::broadcast;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -194,6 +194,32 @@ pub struct ResourceState {
     pub health: Option<Health>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub health_message: String,
+    /// The live object's uid, when it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its `metadata.ownerReferences`: the dashboard's tree follows them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+impl ResourceState {
+    fn of(object: &ObjectResult) -> ResourceState {
+        ResourceState {
+            api_version: object.id.api_version(),
+            kind: object.id.kind.clone(),
+            namespace: object.id.namespace.clone(),
+            name: object.id.name.clone(),
+            status: object.standing(),
+            health: object.health.as_ref().map(|h| h.health),
+            health_message: object
+                .health
+                .as_ref()
+                .map(|h| h.message.clone())
+                .unwrap_or_default(),
+            uid: object.lineage.uid.clone(),
+            owner_references: object.lineage.owners.clone(),
+        }
+    }
 }
 
 /// One app's status.
@@ -299,24 +325,59 @@ impl AppStatus {
         self.objects = report.objects.iter().filter(|o| o.health.is_some()).count();
         self.health = report.health;
         self.drifted = report.remaining_drift().map(DriftedObject::of).collect();
-        self.resources = report
-            .objects
+        self.resources = report.objects.iter().map(ResourceState::of).collect();
+        self.record_synced(report.failed(), now);
+        self.record_health(report.health, now);
+    }
+
+    /// Takes in what a heal of some objects did (or found, when they needed no
+    /// write): their entries change, the others' stay as the last sync recorded them,
+    /// and the app is as healthy as its least healthy object.
+    pub fn record_heal(&mut self, report: &SyncReport, now: DateTime<Utc>) {
+        for object in &report.objects {
+            let state = ResourceState::of(object);
+            let same = |api_version: &str, kind: &str, namespace: &Option<String>, name: &str| {
+                api_version == state.api_version
+                    && kind == state.kind
+                    && *namespace == state.namespace
+                    && name == state.name
+            };
+            self.drifted
+                .retain(|d| !same(&d.api_version, &d.kind, &d.namespace, &d.name));
+            match self
+                .resources
+                .iter_mut()
+                .find(|r| same(&r.api_version, &r.kind, &r.namespace, &r.name))
+            {
+                Some(known) => *known = state,
+                None => self.resources.push(state),
+            }
+        }
+        self.drifted
+            .extend(report.remaining_drift().map(DriftedObject::of));
+        self.record_synced(report.failed(), now);
+        let health = self
+            .resources
             .iter()
-            .map(|o| ResourceState {
-                api_version: o.id.api_version(),
-                kind: o.id.kind.clone(),
-                namespace: o.id.namespace.clone(),
-                name: o.id.name.clone(),
-                status: o.standing(),
-                health: o.health.as_ref().map(|h| h.health),
-                health_message: o
-                    .health
-                    .as_ref()
-                    .map(|h| h.message.clone())
-                    .unwrap_or_default(),
-            })
-            .collect();
-        self.sync = if self.drifted.is_empty() && !report.failed() {
+            .filter_map(|r| r.health)
+            .max()
+            .unwrap_or(Health::Healthy);
+        self.record_health(health, now);
+    }
+
+    fn record_health(&mut self, health: Health, now: DateTime<Utc>) {
+        self.health = health;
+        let healthy = if health == Health::Healthy {
+            "True"
+        } else {
+            "False"
+        };
+        self.set_condition("Healthy", healthy, health.as_str(), "", now);
+    }
+
+    /// Synced when nothing is left drifted and the pass did not fail.
+    fn record_synced(&mut self, failed: bool, now: DateTime<Utc>) {
+        self.sync = if self.drifted.is_empty() && !failed {
             SyncStatus::Synced
         } else {
             SyncStatus::OutOfSync
@@ -330,12 +391,6 @@ impl AppStatus {
             ),
         };
         self.set_condition("Synced", status, reason, &message, now);
-        let healthy = if self.health == Health::Healthy {
-            "True"
-        } else {
-            "False"
-        };
-        self.set_condition("Healthy", healthy, self.health.as_str(), "", now);
     }
 }
 
@@ -439,6 +494,108 @@ impl Statuses {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::Status;
+    use crate::manifest::ObjectId;
+    use crate::sync::Action;
+    use crate::sync::health::Assessment;
+
+    fn object(name: &str, action: Action, drift: Status, health: Health) -> ObjectResult {
+        ObjectResult {
+            id: ObjectId {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("web".into()),
+                name: name.into(),
+            },
+            action,
+            drift: Some(drift),
+            health: Some(Assessment {
+                health,
+                message: String::new(),
+            }),
+            message: String::new(),
+            changes: Vec::new(),
+            views: None,
+            lineage: Default::default(),
+        }
+    }
+
+    fn report(objects: Vec<ObjectResult>) -> SyncReport {
+        SyncReport {
+            app: "web".into(),
+            revision: None,
+            dry_run: false,
+            // As a sync reports it: the worst of its objects.
+            health: objects
+                .iter()
+                .filter_map(|o| o.health.as_ref().map(|h| h.health))
+                .max()
+                .unwrap_or(Health::Healthy),
+            objects,
+            prune_refused: None,
+            wait_failed: None,
+            validation_failed: false,
+            validation_retryable: false,
+            inventory: Default::default(),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// A heal reports only the objects it looked at: their entries change, the
+    /// others' stay, and the app's sync and health follow from all of them.
+    #[test]
+    fn a_heal_changes_only_its_objects_entries_and_the_app_follows_them_all() {
+        let now = DateTime::from_timestamp(1_000, 0).unwrap();
+        let mut status = AppStatus::new("web");
+        status.record_sync(
+            &report(vec![
+                object("a", Action::Unchanged, Status::InSync, Health::Healthy),
+                object("b", Action::Unchanged, Status::InSync, Health::Progressing),
+            ]),
+            now,
+        );
+        assert_eq!(status.sync, SyncStatus::Synced);
+        assert_eq!(status.health, Health::Progressing);
+
+        // b became Healthy (a controller's status): no write, the app is Healthy.
+        status.record_heal(
+            &report(vec![object(
+                "b",
+                Action::Unchanged,
+                Status::InSync,
+                Health::Healthy,
+            )]),
+            now,
+        );
+        assert_eq!(status.health, Health::Healthy);
+        assert_eq!(status.resources.len(), 2);
+        assert_eq!(status.sync, SyncStatus::Synced);
+
+        // a drifted and its heal was refused: it is drifted, the app OutOfSync.
+        let mut refused = object("a", Action::Failed, Status::Modified, Health::Healthy);
+        refused.message = "conflict".into();
+        status.record_heal(&report(vec![refused]), now);
+        assert_eq!(status.sync, SyncStatus::OutOfSync);
+        assert_eq!(status.drifted.len(), 1);
+        assert_eq!(status.drifted[0].name, "a");
+        assert_eq!(status.resources[0].status, "Failed");
+        assert_eq!(status.resources[1].status, "InSync");
+
+        // Healed at the next attempt: nothing is left drifted.
+        status.record_heal(
+            &report(vec![object(
+                "a",
+                Action::Configured,
+                Status::Modified,
+                Health::Healthy,
+            )]),
+            now,
+        );
+        assert_eq!(status.sync, SyncStatus::Synced);
+        assert!(status.drifted.is_empty());
+        assert_eq!(status.resources.len(), 2);
+    }
 
     #[test]
     fn a_condition_moves_its_transition_time_only_when_its_status_changes() {
@@ -544,6 +701,7 @@ mod tests {
             message: String::new(),
             changes: views.drift.changes().to_vec(),
             views: Some(Box::new(views)),
+            lineage: Default::default(),
         };
         let drifted = DriftedObject::of(&object);
         assert!(

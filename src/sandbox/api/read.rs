@@ -233,6 +233,7 @@ impl State {
         let (sender, lines) = tokio::sync::mpsc::channel::<Bytes>(256);
         let state = self.clone();
         tokio::spawn(async move {
+            let mut open = OpenWatch::new(state.clone(), timeout);
             let mut receiver: broadcast::Receiver<Arc<Event>> = receiver;
             for line in initial {
                 if sender.send(line).await.is_err() {
@@ -273,6 +274,7 @@ impl State {
                         }
                     }
                     _ = tokio::time::sleep_until(deadline) => {
+                        open.timed_out = true;
                         if bookmarks {
                             let bookmark = bookmark_line(&resource, state.store.resource_version());
                             let _ = sender.send(in_format(format, bookmark)).await;
@@ -365,6 +367,32 @@ fn served_as_stored(resource: &ResourceType, stored: &Stored) -> bool {
         }
     }
     true
+}
+
+/// A watch as the counters see it: open until dropped, however its task ends.
+struct OpenWatch {
+    state: Arc<State>,
+    timeout: Duration,
+    timed_out: bool,
+}
+
+impl OpenWatch {
+    fn new(state: Arc<State>, timeout: Duration) -> OpenWatch {
+        state.counters.watch_opened(timeout);
+        OpenWatch {
+            state,
+            timeout,
+            timed_out: false,
+        }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.state
+            .counters
+            .watch_closed(self.timeout, self.timed_out);
+    }
 }
 
 /// Label and field selectors of a list or watch.

@@ -4,14 +4,20 @@
 //! change feed (`/api/v1/events`, server-sent events).
 //!
 //! The assets are hand-written, dependency-free HTML, JavaScript and CSS: what the
-//! browser runs is what is in `assets/`, so there is nothing to rebuild.
+//! browser runs is what is in `assets/`, so there is nothing to rebuild. They are
+//! gzipped once, at first use, and sent so to every browser that accepts gzip; the
+//! API's answers are compressed as they go (`server::router`).
+
+pub mod tree;
 
 use std::convert::Infallible;
+use std::io::Write;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
@@ -22,6 +28,69 @@ use crate::report::status::{AppStatus, Statuses};
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const DASHBOARD_JS: &str = include_str!("assets/dashboard.js");
 const DASHBOARD_CSS: &str = include_str!("assets/dashboard.css");
+
+/// One asset, as written and gzipped (once, the first time a browser asks for it).
+struct Asset {
+    plain: &'static str,
+    gzipped: LazyLock<Vec<u8>>,
+    content_type: &'static str,
+}
+
+impl Asset {
+    const fn new(plain: &'static str, content_type: &'static str, gzip: fn() -> Vec<u8>) -> Asset {
+        Asset {
+            plain,
+            gzipped: LazyLock::new(gzip),
+            content_type,
+        }
+    }
+}
+
+static INDEX: Asset = Asset::new(INDEX_HTML, "text/html; charset=utf-8", || gzip(INDEX_HTML));
+static SCRIPT: Asset = Asset::new(DASHBOARD_JS, "text/javascript; charset=utf-8", || {
+    gzip(DASHBOARD_JS)
+});
+static STYLE: Asset = Asset::new(DASHBOARD_CSS, "text/css; charset=utf-8", || {
+    gzip(DASHBOARD_CSS)
+});
+
+/// `text` gzipped at the best level: done once per asset, so the slowest level costs
+/// nothing that repeats.
+fn gzip(text: &str) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    // Writing to a Vec cannot fail; should it, the plain text is served instead.
+    encoder
+        .write_all(text.as_bytes())
+        .and_then(|()| encoder.finish())
+        .unwrap_or_default()
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (RFC 9110 §12.5.3: `gzip`,
+/// `x-gzip` or `*`, with a non-zero weight; `identity` alone, or none, does not).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or_default().trim();
+            let weight = parts
+                .filter_map(|p| {
+                    p.trim()
+                        .strip_prefix("q=")
+                        .or_else(|| p.trim().strip_prefix("Q="))
+                })
+                .filter_map(|q| q.trim().parse::<f32>().ok())
+                .next()
+                .unwrap_or(1.0);
+            ["gzip", "x-gzip", "*"]
+                .iter()
+                .any(|g| name.eq_ignore_ascii_case(g))
+                && weight > 0.0
+        })
+}
 
 /// The page loads only its own script and style sheet and talks only to this server:
 /// nothing injected through an app's name or a commit subject can load or send
@@ -62,33 +131,33 @@ pub const SUMMARY_COLUMNS: [&str; 13] = [
 /// The page and its assets.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route(
-            "/",
-            get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }),
-        )
+        .route("/", get(|h: HeaderMap| async move { asset(&INDEX, &h) }))
         .route(
             "/assets/dashboard.js",
-            get(|| async { asset(DASHBOARD_JS, "text/javascript; charset=utf-8") }),
+            get(|h: HeaderMap| async move { asset(&SCRIPT, &h) }),
         )
         .route(
             "/assets/dashboard.css",
-            get(|| async { asset(DASHBOARD_CSS, "text/css; charset=utf-8") }),
+            get(|h: HeaderMap| async move { asset(&STYLE, &h) }),
         )
 }
 
-fn asset(body: &'static str, content_type: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            // A new binary may bring new assets: revalidate, never trust a stale copy.
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
+fn asset(asset: &'static Asset, request: &HeaderMap) -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, asset.content_type),
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        // A new binary may bring new assets: revalidate, never trust a stale copy.
+        (header::CACHE_CONTROL, "no-cache"),
+        (header::VARY, "accept-encoding"),
+    ];
+    let gzipped: &'static [u8] = asset.gzipped.as_slice();
+    if accepts_gzip(request) && !gzipped.is_empty() {
+        (headers, [(header::CONTENT_ENCODING, "gzip")], gzipped).into_response()
+    } else {
+        (headers, asset.plain).into_response()
+    }
 }
 
 /// The provider's commit page without the SHA (`https://github.com/org/repo/commit/`)

@@ -39,6 +39,90 @@ async fn the_page_and_the_assets_it_names_are_served_with_a_strict_policy() {
     assert_eq!(get("/assets/other.js").await.0, StatusCode::NOT_FOUND);
 }
 
+async fn get_with(path: &str, accept: Option<&str>) -> (axum::http::HeaderMap, Vec<u8>) {
+    let mut request = Request::get(path);
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT_ENCODING, accept);
+    }
+    let response = routes::<()>()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (headers, body.to_vec())
+}
+
+fn gunzip(bytes: &[u8]) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_string(&mut text)
+        .expect("gzip");
+    text
+}
+
+#[tokio::test]
+async fn the_assets_are_sent_gzipped_to_a_browser_that_takes_gzip_and_plain_otherwise() {
+    for (path, text) in [
+        ("/", INDEX_HTML),
+        ("/assets/dashboard.js", DASHBOARD_JS),
+        ("/assets/dashboard.css", DASHBOARD_CSS),
+    ] {
+        let (headers, body) = get_with(path, Some("gzip, deflate, br, zstd")).await;
+        assert_eq!(headers[header::CONTENT_ENCODING], "gzip", "{path}");
+        assert_eq!(headers[header::VARY], "accept-encoding", "{path}");
+        assert!(body.len() < text.len() / 2, "{path}: {} bytes", body.len());
+        assert_eq!(gunzip(&body), text, "{path}");
+        for refused in [
+            None,
+            Some("identity"),
+            Some("gzip;q=0, br"),
+            Some("deflate"),
+        ] {
+            let (headers, body) = get_with(path, refused).await;
+            assert!(
+                headers.get(header::CONTENT_ENCODING).is_none(),
+                "{path} {refused:?}"
+            );
+            assert_eq!(body, text.as_bytes(), "{path} {refused:?}");
+        }
+    }
+}
+
+#[test]
+fn gzip_is_taken_by_name_or_star_with_a_weight_above_zero() {
+    let accepts = |value: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT_ENCODING, value.parse().unwrap());
+        accepts_gzip(&headers)
+    };
+    for yes in [
+        "gzip",
+        "GZIP",
+        "br, gzip;q=0.5",
+        "x-gzip",
+        "*",
+        "deflate, * ; q=0.1",
+    ] {
+        assert!(accepts(yes), "{yes}");
+    }
+    for no in [
+        "",
+        "identity",
+        "br",
+        "gzip;q=0",
+        "gzip; q=0.0",
+        "*;q=0",
+        "gzipx",
+    ] {
+        assert!(!accepts(no), "{no}");
+    }
+    assert!(!accepts_gzip(&HeaderMap::new()));
+}
+
 #[test]
 fn the_assets_load_nothing_from_elsewhere_and_stay_small() {
     for (name, text) in [

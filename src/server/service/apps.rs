@@ -25,7 +25,7 @@ use crate::config::{
 use crate::manifest::ManifestSet;
 use crate::metrics::METRICS;
 use crate::ownership::inventory_name;
-use crate::reconcile::leader::Leadership;
+use crate::reconcile::shard::Ownership;
 use crate::report::status::{AppStatus, PassResult, Statuses};
 use crate::source::Triggers;
 use crate::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
@@ -168,7 +168,7 @@ pub(super) fn spawn_status_writer(
     objects: AppObjects,
     cluster: Arc<Cluster>,
     statuses: Statuses,
-    leadership: Leadership,
+    ownership: Ownership,
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
@@ -178,9 +178,6 @@ pub(super) fn spawn_status_writer(
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tick.tick() => {}
-            }
-            if !leadership.is_leader() {
-                continue;
             }
             let Some(kind) = objects
                 .kind
@@ -195,6 +192,8 @@ pub(super) fn spawn_status_writer(
                 let entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
                 entries
                     .iter()
+                    // Written by whoever may write for the app: the leader, or its shard's holder.
+                    .filter(|(id, _)| ownership.is_writer(id))
                     .filter_map(|(id, entry)| {
                         let next = render_status(entry, statuses.get(id).as_ref());
                         (entry.written.as_ref() != Some(&next)).then(|| (id.clone(), next))
@@ -432,7 +431,7 @@ impl Contexts {
             }
             return;
         }
-        if !app.finalized && self.leadership.is_leader() {
+        if !app.finalized && self.ownership.is_writer(&id) {
             let mut finalizers: Vec<Value> = object
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
@@ -574,8 +573,8 @@ impl Contexts {
             return;
         }
         self.stop_app_object(&id, triggers).await;
-        if !self.leadership.is_leader() {
-            // The leader finishes it; this one only lets go.
+        if !self.ownership.is_writer(&id) {
+            // The leader (or the shard's holder) finishes it; this one only lets go.
             self.app_objects
                 .finalizing
                 .lock()

@@ -203,6 +203,7 @@ fn result(id: &ObjectId, action: Action, drift: Option<Status>) -> ObjectResult 
         message: String::new(),
         changes: Vec::new(),
         views: None,
+        lineage: Default::default(),
     }
 }
 

@@ -5,6 +5,7 @@
 "use strict";
 
 const TOKEN_KEY = "tether.apiToken";
+const TREE_REFRESH_MS = 10000;
 const FILTERS = [
   ["all", "All apps"],
   ["OutOfSync", "Out of sync"],
@@ -21,7 +22,12 @@ const state = {
   query: "",
   app: null, // the full status of the app on screen
   route: { view: "apps" },
-  waiters: [], // requests waiting for a token
+  waiters: [], // requests waiting for a token: { resolve, reject }
+  shown: false, // whether a view has been rendered (else the page says "Loading…")
+  declined: false, // the token prompt was closed without a token
+  tree: null, // { app, body }: the last object tree read, shown until the next one
+  collapsed: new Set(), // tree items the person collapsed, by key
+  treeFocus: null, // the key of the tree item that takes the focus
 };
 
 const $ = (id) => document.getElementById(id);
@@ -39,13 +45,19 @@ function headers() {
   return token ? { Authorization: "Bearer " + token } : {};
 }
 
-class Unauthorized extends Error {}
+// The person closed the token prompt: what asked for the token is abandoned.
+class Cancelled extends Error {
+  constructor() { super("no API token given"); }
+}
 
-// A request; a 401 asks for the token and tries again once it is given.
-async function api(path, options = {}) {
+// A request; a 401 asks for the token and tries again once it is given. A request
+// the person did not ask for (`quiet`: the live stream, refreshes) does not ask again
+// once they closed the prompt without a token.
+async function api(path, { quiet = false, ...options } = {}) {
   for (;;) {
     const res = await fetch(path, { ...options, headers: { ...headers(), ...(options.headers || {}) } });
     if (res.status !== 401) return res;
+    if (quiet && state.declined) throw new Cancelled();
     const had = sessionStorage.getItem(TOKEN_KEY);
     await askToken(had ? "The token was refused. Enter the token server.apiToken names." : null);
   }
@@ -63,7 +75,7 @@ function askToken(message) {
     dialog.showModal();
     $("token-input").focus();
   }
-  return new Promise((resolve) => state.waiters.push(resolve));
+  return new Promise((resolve, reject) => state.waiters.push({ resolve, reject }));
 }
 
 function setupToken() {
@@ -72,14 +84,25 @@ function setupToken() {
     const token = $("token-input").value.trim();
     if (!token) return;
     sessionStorage.setItem(TOKEN_KEY, token);
+    state.declined = false;
+    $("notice").textContent = "";
     $("token-dialog").close();
     $("token-message").classList.remove("error");
     const waiters = state.waiters.splice(0);
-    waiters.forEach((w) => w());
+    waiters.forEach((w) => w.resolve());
     restartEvents();
   });
   $("token-cancel").addEventListener("click", () => $("token-dialog").close());
-  $("token-button").addEventListener("click", () => askToken(null));
+  // Closed without a token (Cancel, Escape): every request waiting for one gives up,
+  // and the page stays as it was.
+  $("token-dialog").addEventListener("close", () => {
+    const waiters = state.waiters.splice(0);
+    if (!waiters.length) return;
+    state.declined = true;
+    waiters.forEach((w) => w.reject(new Cancelled()));
+    notify("No API token given: nothing was sent. Use “API token” to enter it.");
+  });
+  $("token-button").addEventListener("click", () => askToken(null).then(() => route(), () => {}));
 }
 
 function notify(message) {
@@ -265,19 +288,142 @@ async function loadApp(name) {
   return res.json();
 }
 
-function resourceTree(resources) {
-  // Grouped by kind; children follow ownerReferences where the status knows them.
+async function loadTree(name) {
+  const res = await api(`/api/v1/apps/${encodeURIComponent(name)}/tree`, { quiet: true });
+  if (!res.ok) throw new Error(`the object tree answered ${res.status}`);
+  return res.json();
+}
+
+// The app's objects as a tree (WAI-ARIA tree pattern): kinds, then each object of
+// the app, then what its controllers made (ReplicaSets, Pods, Jobs) by
+// ownerReferences. The app's own objects show their standing and health, the rest
+// their health. Until the tree is read, the status's own objects stand in.
+function nodeKey(n) {
+  return n.managed || !n.uid ? `${n.kind}/${n.namespace || ""}/${n.name}` : n.uid;
+}
+
+function treeItem(n, level) {
+  const key = nodeKey(n);
+  const kids = n.children || [];
+  const open = kids.length > 0 && !state.collapsed.has(key);
+  const badges = n.managed ? `${standingBadge(n.status)} ${healthBadge(n.health)}` : healthBadge(n.health);
+  const more = n.omitted ? `<li role="none" class="muted small">and ${n.omitted} more</li>` : "";
+  const group = kids.length ? `<ul role="group"${open ? "" : " hidden"}>${kids.map((c) => treeItem(c, level + 1)).join("")}${more}</ul>` : "";
+  return `<li role="treeitem" tabindex="-1" aria-level="${level}" data-key="${esc(key)}"${kids.length ? ` aria-expanded="${open}"` : ""}>
+<span class="node">${badges} <span class="kind">${esc(n.kind)}</span>
+<span class="mono">${esc(n.namespace ? n.namespace + "/" : "")}${esc(n.name)}</span>
+${n.healthMessage ? `<span class="muted small">${esc(n.healthMessage)}</span>` : ""}</span>${group}</li>`;
+}
+
+function objectTree(name, roots, errors) {
   const byKind = new Map();
-  for (const r of resources) {
+  for (const r of roots) {
     if (!byKind.has(r.kind)) byKind.set(r.kind, []);
     byKind.get(r.kind).push(r);
   }
   const kinds = [...byKind.keys()].sort();
   if (!kinds.length) return '<p class="muted">No objects yet.</p>';
-  return kinds.map((k) => `<h3>${esc(k)} <span class="muted small">(${byKind.get(k).length})</span></h3>
-<ul class="tree">${byKind.get(k).map((r) => `<li>${standingBadge(r.status)} ${healthBadge(r.health)}
-<span class="mono">${esc(r.namespace ? r.namespace + "/" : "")}${esc(r.name)}</span>
-${r.healthMessage ? `<span class="muted small">${esc(r.healthMessage)}</span>` : ""}</li>`).join("")}</ul>`).join("");
+  const items = kinds.map((k) => {
+    const key = `kind:${k}`;
+    const open = !state.collapsed.has(key);
+    return `<li role="treeitem" tabindex="-1" aria-level="1" data-key="${esc(key)}" aria-expanded="${open}">
+<span class="node"><strong>${esc(k)}</strong> <span class="muted small">(${byKind.get(k).length})</span></span>
+<ul role="group"${open ? "" : " hidden"}>${byKind.get(k).map((n) => treeItem(n, 2)).join("")}</ul></li>`;
+  }).join("");
+  const partial = (errors || []).length
+    ? `<p class="small b-warn badge" role="note">Partial: ${esc(errors.join("; "))}</p>` : "";
+  return `${partial}<ul class="tree" role="tree" id="object-tree" aria-label="Objects of ${esc(name)}, by kind and owner">${items}</ul>`;
+}
+
+// The key of the tree item that has the focus, if one has.
+function focusedTreeKey() {
+  const active = document.activeElement;
+  return active?.closest?.("#object-tree") ? active.dataset.key : null;
+}
+
+function renderTree(name, body, focusKey) {
+  const box = $("objects");
+  if (!box) return;
+  const focused = focusKey || focusedTreeKey();
+  box.innerHTML = objectTree(name, body.roots, body.errors);
+  const items = [...box.querySelectorAll('[role="treeitem"]')];
+  if (!items.length) return;
+  const key = focused || state.treeFocus;
+  const current = items.find((i) => i.dataset.key === key && visible(i)) || items[0];
+  current.tabIndex = 0;
+  if (focused) current.focus();
+  box.querySelector('[role="tree"]').addEventListener("keydown", treeKeys);
+  box.querySelector('[role="tree"]').addEventListener("click", (e) => {
+    const item = e.target.closest('[role="treeitem"]');
+    if (!item) return;
+    moveTo(item);
+    toggle(item);
+  });
+}
+
+function visible(item) {
+  return !item.closest("[hidden]");
+}
+
+function moveTo(item) {
+  const tree = item.closest('[role="tree"]');
+  tree.querySelectorAll('[role="treeitem"]').forEach((i) => { i.tabIndex = -1; });
+  item.tabIndex = 0;
+  item.focus();
+  state.treeFocus = item.dataset.key;
+}
+
+function toggle(item, open) {
+  if (!item.hasAttribute("aria-expanded")) return false;
+  const now = item.getAttribute("aria-expanded") === "true";
+  const next = open ?? !now;
+  if (next === now) return false;
+  item.setAttribute("aria-expanded", String(next));
+  item.querySelector(':scope > [role="group"]').hidden = !next;
+  if (next) state.collapsed.delete(item.dataset.key);
+  else state.collapsed.add(item.dataset.key);
+  return true;
+}
+
+function treeKeys(e) {
+  const item = e.target.closest('[role="treeitem"]');
+  if (!item) return;
+  const shown = [...e.currentTarget.querySelectorAll('[role="treeitem"]')].filter(visible);
+  const at = shown.indexOf(item);
+  const go = (i) => { if (shown[i]) moveTo(shown[i]); };
+  switch (e.key) {
+    case "ArrowDown": go(at + 1); break;
+    case "ArrowUp": go(at - 1); break;
+    case "Home": go(0); break;
+    case "End": go(shown.length - 1); break;
+    case "ArrowRight":
+      if (!toggle(item, true)) {
+        const child = item.querySelector(':scope > [role="group"] > [role="treeitem"]');
+        if (child && item.getAttribute("aria-expanded") === "true") moveTo(child);
+      }
+      break;
+    case "ArrowLeft":
+      if (!toggle(item, false)) {
+        const parent = item.parentElement.closest('[role="treeitem"]');
+        if (parent) moveTo(parent);
+      }
+      break;
+    case "Enter": case " ": toggle(item); break;
+    default: return;
+  }
+  e.preventDefault();
+}
+
+async function refreshTree(name) {
+  try {
+    const body = await loadTree(name);
+    state.tree = { app: name, body };
+    if (state.route.view === "app" && state.route.name === name) renderTree(name, body);
+  } catch (e) {
+    if (e instanceof Cancelled) return;
+    const box = $("objects");
+    if (box && !box.querySelector('[role="tree"]')) notify(`Could not read the object tree: ${e.message}`);
+  }
 }
 
 // The object's unified diff when the status has it, else one hunk per field.
@@ -309,13 +455,15 @@ ${diffLines(d.changes, d.diff)}` : `<p class="small" style="padding:0 12px">${es
 }
 
 function renderApp(a) {
-  const suspended = !a.automation.acting && /^suspended from the API/.test(a.automation.reason || "");
+  // From the API, the App's spec or the file: each says "suspended …".
+  const suspended = !a.automation.acting && /^suspended/.test(a.automation.reason || "");
   const pass = a.lastPass;
   const conditions = a.conditions.map((c) => `<tr><th scope="row">${esc(c.type)}</th><td>${esc(c.status)}</td>
 <td>${esc(c.reason)}</td><td>${esc(c.message)}</td><td>${when(Date.parse(c.lastTransitionTime))}</td></tr>`).join("");
   const history = (a.history || []).map((p) => `<tr><td>${when(Date.parse(p.finishedAt))}</td><td>${resultBadge(p.result)}</td>
 <td class="num">${duration(p.durationMs)}</td><td class="num">${p.changed}</td><td class="small">${esc(p.error || "")}</td></tr>`).join("");
   const rev = a.revision;
+  const treeKey = focusedTreeKey();
   $("main").innerHTML = `<h1><span>${esc(a.name)}</span> ${syncBadge(a.sync)} ${healthBadge(a.health)}
 <span class="actions"><button type="button" id="sync" class="primary">Sync</button>
 <button type="button" id="suspend">${suspended ? "Resume" : "Suspend"}</button></span></h1>
@@ -329,12 +477,17 @@ function renderApp(a) {
 ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
 <h2>Drift</h2>
 <div id="drift">${a.drifted.length ? a.drifted.map(driftedObject).join("") : '<p class="muted">Nothing differs from Git.</p>'}</div>
-<div class="grid"><section><h2>Objects</h2>${resourceTree(a.resources || [])}</section>
+<div class="grid"><section><h2>Objects</h2><div id="objects"></div></section>
 <section><h2>Conditions</h2><table><thead><tr><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Reason</th>
 <th scope="col">Message</th><th scope="col">Since</th></tr></thead><tbody>${conditions}</tbody></table>
 <h2>Last passes</h2><table id="history"><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
 <th scope="col" class="num">Took</th><th scope="col" class="num">Changed</th><th scope="col">Error</th></tr></thead>
 <tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table></section></div>`;
+  state.shown = true;
+  // The last tree read stays until the next one arrives.
+  if (state.tree && state.tree.app === a.name) renderTree(a.name, state.tree.body, treeKey);
+  else renderTree(a.name, { roots: (a.resources || []).map((r) => ({ ...r, managed: true, children: [] })) }, treeKey);
+  refreshTree(a.name);
   $("sync").addEventListener("click", () => act(a.name, "sync", "Sync requested"));
   $("suspend").addEventListener("click", () => act(a.name, suspended ? "resume" : "suspend", suspended ? "Resumed" : "Suspended"));
 }
@@ -347,7 +500,7 @@ async function act(name, action, done) {
     const body = await res.json().catch(() => ({}));
     notify(res.ok ? `${done}: ${name}` : `${action} refused: ${body.error || res.status}`);
   } catch (e) {
-    notify(`${action} failed: ${e.message}`);
+    notify(e instanceof Cancelled ? `${action} cancelled: no API token given` : `${action} failed: ${e.message}`);
   } finally {
     if (button) button.disabled = false;
   }
@@ -359,7 +512,7 @@ function scheduleApp(name) {
   appPending = setTimeout(async () => {
     appPending = null;
     if (state.route.view !== "app" || state.route.name !== name) return;
-    const a = await loadApp(name);
+    const a = await loadApp(name).catch(() => null);
     if (a && state.route.view === "app" && state.route.name === name) {
       const focused = document.activeElement?.id;
       renderApp(a);
@@ -398,7 +551,7 @@ function onEvent(type, data) {
 
 // Server-sent events over fetch, as EventSource cannot send the Authorization header.
 async function streamEvents(signal) {
-  const res = await api("/api/v1/events", { signal, headers: { Accept: "text/event-stream" } });
+  const res = await api("/api/v1/events", { signal, quiet: true, headers: { Accept: "text/event-stream" } });
   if (!res.ok || !res.body) throw new Error(`the event stream answered ${res.status}`);
   setLive(true, "live");
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -436,6 +589,11 @@ function restartEvents() {
         await streamEvents(controller.signal);
       } catch (e) {
         if (controller.signal.aborted) return;
+        // No token given: the stream waits for one (entering it restarts it).
+        if (e instanceof Cancelled) {
+          setLive(false, "paused: no API token");
+          return;
+        }
       }
       setLive(false, "reconnecting");
       await new Promise((r) => setTimeout(r, 1000));
@@ -471,9 +629,20 @@ async function route() {
       await loadApps();
       if (state.route.view !== "apps") return;
       renderAppsShell();
+      state.shown = true;
       if (!performance.getEntriesByName("apps-rendered").length) performance.mark("apps-rendered");
     }
   } catch (e) {
+    if (e instanceof Cancelled) {
+      // What was on screen stays; a page with nothing yet says what it needs.
+      if (!state.shown) {
+        $("main").innerHTML = `<h1>API token needed</h1>
+<p>This server shows its apps to whoever has the token its configuration names (<code>server.apiToken</code>).</p>
+<p><button type="button" id="token-again" class="primary">Enter the API token</button></p>`;
+        $("token-again").addEventListener("click", () => askToken(null).then(() => route(), () => {}));
+      }
+      return;
+    }
     $("main").innerHTML = `<p class="b-bad badge">Could not load: ${esc(e.message)}</p>`;
   }
 }
@@ -489,6 +658,12 @@ window.addEventListener("hashchange", async () => {
 setInterval(() => {
   if (state.route.view === "apps") scheduleRows();
 }, 30000);
+
+// What controllers make (Pods coming and going) changes no app's status, so an open
+// app view reads its tree again now and then, while the tab is in sight.
+setInterval(() => {
+  if (state.route.view === "app" && !document.hidden) refreshTree(state.route.name);
+}, TREE_REFRESH_MS);
 
 setupToken();
 route();
