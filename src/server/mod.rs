@@ -180,7 +180,11 @@ async fn list_apps(
             let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
             axum::Json(json!({ "apps": apps })).into_response()
         }
-        Some("summary") => axum::Json(dashboard::summary(&state.statuses)).into_response(),
+        Some("summary") => {
+            let summary = dashboard::summary(&state.statuses);
+            let summary = peers::complete_summary(summary, state.control.as_ref(), &headers).await;
+            axum::Json(summary).into_response()
+        }
         Some(other) => (
             StatusCode::BAD_REQUEST,
             axum::Json(json!({
@@ -191,8 +195,13 @@ async fn list_apps(
     }
 }
 
-async fn events(State(state): State<ServerState>) -> Response {
-    dashboard::events(state.statuses.clone())
+/// The live feed: this replica's apps, and with shards the others' through their
+/// holders' own feeds (see [`peers::relay`]), so the page on any replica sees them all.
+async fn events(State(state): State<ServerState>, headers: HeaderMap) -> Response {
+    let relayed = peers::relay(state.control.clone(), state.statuses.clone(), &headers);
+    let control = state.control.clone();
+    let ours = move |app: &str| control.owner(app).is_none_or(|o| o.local);
+    dashboard::events(state.statuses.clone(), ours, relayed)
 }
 
 async fn suspend_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
