@@ -103,11 +103,14 @@ pub fn router(
         .merge(api)
         .merge(dashboard::routes())
         .with_state(ServerState {
-            statuses,
-            control,
+            statuses: statuses.clone(),
+            control: control.clone(),
             trees: TreeCache::default(),
         })
-        .merge(webhooks)
+        .merge(webhooks.layer(middleware::from_fn_with_state(
+            (control, statuses),
+            peers::forward_webhooks,
+        )))
         // gzip for whoever accepts it: 5,000 apps' list is ~700 KB of JSON, ~10 times
         // less gzipped. Event streams, tiny answers and the assets (gzipped once, in
         // `dashboard`) are left as they are.

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 use super::Control;
 use super::dashboard::SUMMARY_COLUMNS;
 use crate::reconcile::shard::Owner;
+use crate::report::status::Statuses;
+use crate::source::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// Marks a request one replica forwards to another.
 pub const FORWARDED_HEADER: &str = "x-tether-forwarded";
@@ -415,6 +417,105 @@ async fn post(
     Ok((code, body))
 }
 
+/// The other replicas holding some app now, by identity: where each answers.
+fn live_peers(control: &dyn Control, statuses: &Statuses) -> BTreeMap<String, String> {
+    let mut peers = BTreeMap::new();
+    for name in statuses.map_all(|s| s.name.clone()) {
+        if let Some(Owner {
+            holder: Some(holder),
+            url: Some(url),
+            local: false,
+            ..
+        }) = control.owner(&name)
+        {
+            peers.insert(holder, url);
+        }
+    }
+    peers
+}
+
+/// A Git provider's webhook, taken here and passed on to every other replica holding
+/// apps (marked as forwarded, with its headers and body as sent, so each checks the
+/// signature itself): a replica fetches only the sources of the apps it holds, so the
+/// one the provider reached (through a Service, any of them) would otherwise wake
+/// only its own. The provider gets this replica's answer; a delivery this replica
+/// refuses (signature, size, shape) goes no further.
+pub async fn forward_webhooks(
+    State((control, statuses)): State<(Arc<dyn Control>, Statuses)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let small = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n <= DEFAULT_WEBHOOK_BODY_LIMIT);
+    if is_forwarded(request.headers()) || !small {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, DEFAULT_WEBHOOK_BODY_LIMIT).await else {
+        let error = json!({ "error": "the body is larger than it said" });
+        return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+    };
+    let path = parts.uri.path().to_string();
+    let headers = parts.headers.clone();
+    let response = next
+        .run(Request::from_parts(
+            parts,
+            axum::body::Body::from(body.clone()),
+        ))
+        .await;
+    if response.status().is_success() {
+        let peers = live_peers(control.as_ref(), &statuses);
+        for (holder, url) in peers {
+            let (headers, body, url) = (headers.clone(), body.clone(), format!("{url}{path}"));
+            tokio::spawn(async move {
+                if let Err(err) = post_webhook(&url, headers, body).await {
+                    tracing::warn!(peer = %holder, error = %err, "a webhook was not passed on");
+                }
+            });
+        }
+    }
+    response
+}
+
+/// Posts a webhook's delivery to a peer as the provider sent it.
+async fn post_webhook(
+    url: &str,
+    mut headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Result<(), ForwardError> {
+    for hop in [
+        header::HOST,
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::CONNECTION,
+    ] {
+        headers.remove(hop);
+    }
+    let response = client()?
+        .post(url)
+        .headers(headers)
+        .header(FORWARDED_HEADER, "1")
+        .body(body)
+        .send()
+        .await
+        .map_err(|source| ForwardError::Request {
+            url: url.to_string(),
+            source,
+        })?;
+    let code = response.status();
+    if !code.is_success() {
+        return Err(ForwardError::Status {
+            url: url.to_string(),
+            code: code.as_u16(),
+        });
+    }
+    Ok(())
+}
+
 /// How often a replica serving an event stream looks again at who holds the apps it
 /// does not, to follow a shard that moved: well under a lease duration.
 pub const RELAY_REFRESH: Duration = Duration::from_millis(500);
@@ -460,7 +561,7 @@ impl Drop for Following {
 /// forwarded request, or without shards; it stops when the receiver is dropped.
 pub fn relay(
     control: Arc<dyn Control>,
-    statuses: crate::report::status::Statuses,
+    statuses: Statuses,
     headers: &HeaderMap,
 ) -> Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
     if is_forwarded(headers) {
@@ -471,18 +572,7 @@ pub fn relay(
     tokio::spawn(async move {
         let mut following: BTreeMap<String, Following> = BTreeMap::new();
         loop {
-            let mut peers: BTreeMap<String, String> = BTreeMap::new();
-            for name in statuses.map_all(|s| s.name.clone()) {
-                if let Some(Owner {
-                    holder: Some(holder),
-                    url: Some(url),
-                    local: false,
-                    ..
-                }) = control.owner(&name)
-                {
-                    peers.insert(holder, url);
-                }
-            }
+            let peers = live_peers(control.as_ref(), &statuses);
             following.retain(|holder, f| peers.get(holder) == Some(&f.url));
             for (holder, url) in peers {
                 if following.contains_key(&holder) {
