@@ -806,16 +806,40 @@ async fn app_event(
 /// stream, relayed, within a second of reaching the holder's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_on_any_replica_shows_every_app_live() {
+    const TOKEN: &str = "fleet-token";
     let (sandbox, origin) = setup().await;
+    let token = sandbox.dir.path().join("api-token");
+    std::fs::write(&token, TOKEN).expect("write the token");
+    let with_token = |port| {
+        config(Some(&origin.url), port).replacen(
+            "server:\n",
+            &format!("server:\n  apiToken: {{secretFile: {}}}\n", token.display()),
+            1,
+        )
+    };
     let replicas = [
-        start_replica(&sandbox, &origin.url, "replica-a").await,
-        start_replica(&sandbox, &origin.url, "replica-b").await,
+        start_replica_configured(&sandbox, "replica-a", with_token).await,
+        start_replica_configured(&sandbox, "replica-b", with_token).await,
     ];
     let all: Vec<&Replica> = replicas.iter().collect();
     let held = wait_for_split(&sandbox, &all).await;
     let apps: Vec<String> = (0..APPS).map(app_name).collect();
     wait_healed(&sandbox, &apps).await;
     let (a, b) = (&replicas[0], &replicas[1]);
+    // The page's token goes with every request, and on to the peers.
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().expect("a header"),
+    );
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("a client");
+    let refused = reqwest::get(format!("{}/api/v1/events", a.url))
+        .await
+        .expect("the event stream answers");
+    assert_eq!(refused.status(), reqwest::StatusCode::UNAUTHORIZED);
     let theirs: Vec<&String> = apps
         .iter()
         .filter(|app| held[shard_of(app, SHARDS) as usize] == b.user)
@@ -824,41 +848,45 @@ async fn the_dashboard_on_any_replica_shows_every_app_live() {
 
     // The summary on A: every app, B's as B says (Synced and acting, which A's own
     // idle copy of them is not), and B's summary the same.
-    let summary_of = |url: String| async move {
-        eventually("every app Synced and acting in the summary", || async {
-            let body: Value = reqwest::get(format!("{url}/api/v1/apps?view=summary"))
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            let columns: Vec<&str> = body["columns"]
-                .as_array()?
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
-            let at = |c: &str| columns.iter().position(|x| *x == c);
-            let (name, sync, acting) = (at("name")?, at("sync")?, at("acting")?);
-            let rows = body["apps"].as_array()?;
-            let complete = rows.len() == APPS
-                && rows
+    let summary_of = |url: String| {
+        let client = client.clone();
+        async move {
+            eventually("every app Synced and acting in the summary", || async {
+                let body: Value = client
+                    .get(format!("{url}/api/v1/apps?view=summary"))
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                let columns: Vec<&str> = body["columns"]
+                    .as_array()?
                     .iter()
-                    .all(|r| r[sync] == "Synced" && r[acting] == true);
-            let names: BTreeSet<String> = rows
-                .iter()
-                .filter_map(|r| r[name].as_str().map(str::to_string))
-                .collect();
-            complete.then_some(names)
-        })
-        .await
+                    .filter_map(Value::as_str)
+                    .collect();
+                let at = |c: &str| columns.iter().position(|x| *x == c);
+                let (name, sync, acting) = (at("name")?, at("sync")?, at("acting")?);
+                let rows = body["apps"].as_array()?;
+                let complete = rows.len() == APPS
+                    && rows
+                        .iter()
+                        .all(|r| r[sync] == "Synced" && r[acting] == true);
+                let names: BTreeSet<String> = rows
+                    .iter()
+                    .filter_map(|r| r[name].as_str().map(str::to_string))
+                    .collect();
+                complete.then_some(names)
+            })
+            .await
+        }
     };
     let every: BTreeSet<String> = apps.iter().cloned().collect();
     assert_eq!(summary_of(a.url.clone()).await, every);
     assert_eq!(summary_of(b.url.clone()).await, every);
 
-    // A's event stream follows B's: connected once it says `reset` (reload, as what
-    // B changed before was not seen).
-    let client = reqwest::Client::new();
+    // A's event stream follows B's: connected (B took the token) once it says
+    // `reset` (reload, as what B changed before was not seen).
     let open = |url: String| {
         let client = client.clone();
         async move {
