@@ -451,7 +451,9 @@ pub async fn forward_webhooks(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|n| n <= DEFAULT_WEBHOOK_BODY_LIMIT);
-    if is_forwarded(request.headers()) || !small {
+    // Without shards every replica fetches every source: nothing to pass on.
+    let sharded = control.owner("").is_some();
+    if is_forwarded(request.headers()) || !small || !sharded {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -564,7 +566,8 @@ pub fn relay(
     statuses: Statuses,
     headers: &HeaderMap,
 ) -> Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
-    if is_forwarded(headers) {
+    // Sharding is on for every app or none: any name tells which.
+    if is_forwarded(headers) || control.owner("").is_none() {
         return None;
     }
     let auth = headers.get(header::AUTHORIZATION).cloned();
