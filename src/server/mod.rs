@@ -103,11 +103,14 @@ pub fn router(
         .merge(api)
         .merge(dashboard::routes())
         .with_state(ServerState {
-            statuses,
-            control,
+            statuses: statuses.clone(),
+            control: control.clone(),
             trees: TreeCache::default(),
         })
-        .merge(webhooks)
+        .merge(webhooks.layer(middleware::from_fn_with_state(
+            (control, statuses),
+            peers::forward_webhooks,
+        )))
         // gzip for whoever accepts it: 5,000 apps' list is ~700 KB of JSON, ~10 times
         // less gzipped. Event streams, tiny answers and the assets (gzipped once, in
         // `dashboard`) are left as they are.
@@ -180,7 +183,11 @@ async fn list_apps(
             let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
             axum::Json(json!({ "apps": apps })).into_response()
         }
-        Some("summary") => axum::Json(dashboard::summary(&state.statuses)).into_response(),
+        Some("summary") => {
+            let summary = dashboard::summary(&state.statuses);
+            let summary = peers::complete_summary(summary, state.control.as_ref(), &headers).await;
+            axum::Json(summary).into_response()
+        }
         Some(other) => (
             StatusCode::BAD_REQUEST,
             axum::Json(json!({
@@ -191,8 +198,13 @@ async fn list_apps(
     }
 }
 
-async fn events(State(state): State<ServerState>) -> Response {
-    dashboard::events(state.statuses.clone())
+/// The live feed: this replica's apps, and with shards the others' through their
+/// holders' own feeds (see [`peers::relay`]), so the page on any replica sees them all.
+async fn events(State(state): State<ServerState>, headers: HeaderMap) -> Response {
+    let relayed = peers::relay(state.control.clone(), state.statuses.clone(), &headers);
+    let control = state.control.clone();
+    let ours = move |app: &str| control.owner(app).is_none_or(|o| o.local);
+    dashboard::events(state.statuses.clone(), ours, relayed)
 }
 
 async fn suspend_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

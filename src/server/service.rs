@@ -597,6 +597,30 @@ impl Contexts {
     /// Starts an app's worker. An app whose cluster or identity cannot be set up
     /// (a kubeconfig Secret missing or malformed) does not start: its status says
     /// why, and the next reload tries again; the other apps run on.
+    /// Whether this replica holds `app`, for its source: with shards, only the shard's
+    /// holder fetches (the others' idle apps cost no fetch); otherwise always, so a
+    /// follower of `--leader-elect` keeps its sources warm for a takeover.
+    fn held(&self, app: &str, stop: CancellationToken) -> tokio::sync::watch::Receiver<bool> {
+        if self.ownership.owner(app).is_none() {
+            return tokio::sync::watch::channel(true).1;
+        }
+        let mut leadership = self.ownership.for_app(app);
+        let (tx, rx) = tokio::sync::watch::channel(leadership.is_leader());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    () = leadership.changed() => {}
+                }
+                tx.send_if_modified(|held| {
+                    let now = leadership.is_leader();
+                    std::mem::replace(held, now) != now
+                });
+            }
+        });
+        rx
+    }
+
     async fn start(
         &mut self,
         app: &AppConfig,
@@ -619,11 +643,12 @@ impl Contexts {
         let source = app.source();
         let trigger = triggers.register(&source);
         let source_cancel = self.workers.child_token();
-        let (rx, source_task) = SourceWatcher::spawn(
+        let (rx, source_task) = SourceWatcher::spawn_while(
             self.sources.clone(),
             source,
             app.poll_config(),
             trigger,
+            self.held(&app.name, source_cancel.clone()),
             source_cancel.clone(),
         );
         let cluster = shared.cluster.clone();

@@ -253,6 +253,13 @@ pub struct SourceState {
 /// webhooks.
 pub struct SourceWatcher;
 
+/// Resolves when `held` changes; never, once nothing can change it any more.
+async fn held_changed(held: &mut watch::Receiver<bool>) {
+    if held.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 impl SourceWatcher {
     /// Spawn the watcher task. It stops when `shutdown` is cancelled.
     pub fn spawn(
@@ -262,6 +269,23 @@ impl SourceWatcher {
         trigger: Trigger,
         shutdown: CancellationToken,
     ) -> (watch::Receiver<SourceState>, JoinHandle<()>) {
+        // Always wanted: the receiver keeps `true` after its sender is gone.
+        let held = watch::channel(true).1;
+        Self::spawn_while(cache, source, config, trigger, held, shutdown)
+    }
+
+    /// Spawn the watcher task, fetching only while `held` is true: a replica fetches
+    /// nothing for an app another replica's shard holds (issue #18). Becoming held
+    /// syncs at once, without waiting a poll interval; webhooks and polls while not
+    /// held are left to the holder. It stops when `shutdown` is cancelled.
+    pub fn spawn_while(
+        cache: SourceCache,
+        source: Source,
+        config: PollConfig,
+        trigger: Trigger,
+        mut held: watch::Receiver<bool>,
+        shutdown: CancellationToken,
+    ) -> (watch::Receiver<SourceState>, JoinHandle<()>) {
         let (tx, rx) = watch::channel(SourceState::default());
         let handle = tokio::spawn(async move {
             let mut wake = trigger.subscribe();
@@ -269,6 +293,27 @@ impl SourceWatcher {
             let mut syncs = 0u64;
             let mut run_sync = true;
             loop {
+                if !*held.borrow_and_update() {
+                    // Idle: another replica holds the app; resume at once when it
+                    // comes back. What was fetched is withdrawn meanwhile, so a pass
+                    // on its return waits for a fresh fetch instead of applying a
+                    // revision the holder may have moved past.
+                    tx.send_if_modified(|state| {
+                        let stale =
+                            state.revision.is_some() || state.status != SourceStatus::default();
+                        *state = SourceState {
+                            syncs,
+                            ..SourceState::default()
+                        };
+                        stale
+                    });
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = held_changed(&mut held) => {}
+                    }
+                    run_sync = true;
+                    continue;
+                }
                 if run_sync {
                     // Pushes seen from here on are covered by this sync.
                     wake.borrow_and_update();
@@ -304,6 +349,11 @@ impl SourceWatcher {
                             _ = shutdown.cancelled() => return,
                             _ = tokio::time::sleep(config.coalesce) => {}
                         }
+                        run_sync = true;
+                    }
+                    _ = held_changed(&mut held) => {
+                        // Lost (idle at the top of the loop), or lost and held again:
+                        // then what moved meanwhile is fetched at once.
                         run_sync = true;
                     }
                     _ = tokio::time::sleep(config.next_wait()) => {

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::serve::{configmap, origin};
-use crate::support::{POLL_TIMEOUT, TestSandbox, eventually};
+use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 
 /// The timings the issue asks for: lease 2 s, renew 1.5 s, retry 0.3 s.
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -118,10 +118,19 @@ async fn start_replica(sandbox: &TestSandbox, repo: &str, user: &str) -> Replica
 }
 
 async fn start_replica_with(sandbox: &TestSandbox, repo: Option<&str>, user: &str) -> Replica {
+    start_replica_configured(sandbox, user, |port| config(repo, port)).await
+}
+
+/// A replica whose configuration is `config(port)`, given the port it listens on.
+async fn start_replica_configured(
+    sandbox: &TestSandbox,
+    user: &str,
+    config: impl FnOnce(u16) -> String,
+) -> Replica {
     let port = free_port();
     let dir = sandbox.dir.path();
     let path = dir.join(format!("{user}.yaml"));
-    std::fs::write(&path, config(repo, port)).expect("write the configuration");
+    std::fs::write(&path, config(port)).expect("write the configuration");
     let options = ServeOptions {
         config: path,
         kubeconfig: Some(kubeconfig_as(sandbox, user)),
@@ -739,4 +748,487 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
     // and 5), and each replica holds three.
     let writers: BTreeSet<&String> = by_app.values().flatten().collect();
     assert_eq!(writers.len(), 2, "{by_app:?}");
+}
+
+/// The next event of a server-sent event stream (comments skipped), within `within`:
+/// its type and its data.
+async fn next_sse(
+    stream: &mut reqwest::Response,
+    buffer: &mut String,
+    within: Duration,
+) -> (String, String) {
+    let deadline = Instant::now() + within;
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut kind = String::from("message");
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event:") {
+                    kind = name.trim().to_string();
+                } else if let Some(part) = line.strip_prefix("data:") {
+                    data.push_str(part.trim_start());
+                }
+            }
+            if !data.is_empty() {
+                return (kind, data);
+            }
+        }
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk())
+            .await
+            .expect("an event in time")
+            .expect("the stream reads")
+            .expect("the stream stays open");
+        buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+    }
+}
+
+/// Reads `stream` until an `app` event for `app`: its data, and when it came.
+async fn app_event(
+    stream: &mut reqwest::Response,
+    buffer: &mut String,
+    app: &str,
+) -> (Value, Instant) {
+    loop {
+        let (kind, data) = next_sse(stream, buffer, POLL_TIMEOUT).await;
+        if kind != "app" {
+            continue;
+        }
+        let event: Value = serde_json::from_str(&data).expect("JSON");
+        if event["name"] == app {
+            return (event, Instant::now());
+        }
+    }
+}
+
+/// Issue #18 with the dashboard (#17): the page opened on one replica reads every
+/// app's row from the app's holder, and another replica's change reaches its event
+/// stream, relayed, within a second of reaching the holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_on_any_replica_shows_every_app_live() {
+    const TOKEN: &str = "fleet-token";
+    let (sandbox, origin) = setup().await;
+    let token = sandbox.dir.path().join("api-token");
+    std::fs::write(&token, TOKEN).expect("write the token");
+    let with_token = |port| {
+        config(Some(&origin.url), port).replacen(
+            "server:\n",
+            &format!("server:\n  apiToken: {{secretFile: {}}}\n", token.display()),
+            1,
+        )
+    };
+    let replicas = [
+        start_replica_configured(&sandbox, "replica-a", with_token).await,
+        start_replica_configured(&sandbox, "replica-b", with_token).await,
+    ];
+    let all: Vec<&Replica> = replicas.iter().collect();
+    let held = wait_for_split(&sandbox, &all).await;
+    let apps: Vec<String> = (0..APPS).map(app_name).collect();
+    wait_healed(&sandbox, &apps).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    // The page's token goes with every request, and on to the peers.
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().expect("a header"),
+    );
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("a client");
+    let refused = reqwest::get(format!("{}/api/v1/events", a.url))
+        .await
+        .expect("the event stream answers");
+    assert_eq!(refused.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let theirs: Vec<&String> = apps
+        .iter()
+        .filter(|app| held[shard_of(app, SHARDS) as usize] == b.user)
+        .collect();
+    assert!(!theirs.is_empty(), "{held:?}");
+
+    // The summary on A: every app, B's as B says (Synced and acting, which A's own
+    // idle copy of them is not), and B's summary the same.
+    let summary_of = |url: String| {
+        let client = client.clone();
+        async move {
+            eventually("every app Synced and acting in the summary", || async {
+                let body: Value = client
+                    .get(format!("{url}/api/v1/apps?view=summary"))
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                let columns: Vec<&str> = body["columns"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let at = |c: &str| columns.iter().position(|x| *x == c);
+                let (name, sync, acting) = (at("name")?, at("sync")?, at("acting")?);
+                let rows = body["apps"].as_array()?;
+                let complete = rows.len() == APPS
+                    && rows
+                        .iter()
+                        .all(|r| r[sync] == "Synced" && r[acting] == true);
+                let names: BTreeSet<String> = rows
+                    .iter()
+                    .filter_map(|r| r[name].as_str().map(str::to_string))
+                    .collect();
+                complete.then_some(names)
+            })
+            .await
+        }
+    };
+    let every: BTreeSet<String> = apps.iter().cloned().collect();
+    assert_eq!(summary_of(a.url.clone()).await, every);
+    assert_eq!(summary_of(b.url.clone()).await, every);
+
+    // A's event stream follows B's: connected (B took the token) once it says
+    // `reset` (reload, as what B changed before was not seen).
+    let open = |url: String| {
+        let client = client.clone();
+        async move {
+            let stream = client
+                .get(format!("{url}/api/v1/events"))
+                .send()
+                .await
+                .expect("the event stream answers");
+            assert_eq!(stream.headers()["content-type"], "text/event-stream");
+            stream
+        }
+    };
+    let mut on_a = open(a.url.clone()).await;
+    let mut on_b = open(b.url.clone()).await;
+    let (mut buffer_a, mut buffer_b) = (String::new(), String::new());
+    loop {
+        let (kind, _) = next_sse(&mut on_a, &mut buffer_a, POLL_TIMEOUT).await;
+        if kind == "reset" {
+            break;
+        }
+    }
+    let app = theirs[0].as_str();
+    let drifted = Instant::now();
+    drift(&sandbox, app).await;
+    let (at_b, seen_b) = app_event(&mut on_b, &mut buffer_b, app).await;
+    let (at_a, seen_a) = app_event(&mut on_a, &mut buffer_a, app).await;
+    let relayed = seen_a.saturating_duration_since(seen_b);
+    println!(
+        "a change on B reached B's event stream {:?} and A's {:?} after the drift (relay {relayed:?})",
+        seen_b - drifted,
+        seen_a - drifted
+    );
+    assert_eq!(at_a, at_b, "A relays B's event as B sent it");
+    assert_eq!(at_a["acting"], true, "{at_a}");
+    assert!(
+        relayed < Duration::from_secs(1),
+        "relayed after {relayed:?}"
+    );
+    assert!(
+        seen_a - drifted < Duration::from_secs(1) + SLACK,
+        "A saw it {:?} after the drift",
+        seen_a - drifted
+    );
+}
+
+/// The repositories asked for through a proxy in front of a `git daemon`, in order:
+/// one replica's Git traffic, which the daemon, seeing only 127.0.0.1, cannot tell
+/// apart from another's.
+#[derive(Clone, Default)]
+struct GitRequests(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl GitRequests {
+    fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.0.lock().expect("the record"))
+            .into_iter()
+            .collect()
+    }
+}
+
+/// A TCP proxy to the daemon on `daemon_port` recording the repository each
+/// connection asks for (the first pkt-line of the git protocol:
+/// `git-upload-pack /app-3.git\0host=…\0`); its port.
+async fn recording_proxy(daemon_port: u16, requests: GitRequests) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let requests = requests.clone();
+            tokio::spawn(async move {
+                let mut length = [0u8; 4];
+                inbound.read_exact(&mut length).await.ok()?;
+                let size = usize::from_str_radix(std::str::from_utf8(&length).ok()?, 16).ok()?;
+                let mut line = vec![0u8; size.checked_sub(4)?];
+                inbound.read_exact(&mut line).await.ok()?;
+                let text = String::from_utf8_lossy(&line);
+                let repo = text.split('\0').next()?.split(' ').nth(1)?;
+                let repo = repo.trim_start_matches('/').trim_end_matches(".git");
+                requests.0.lock().ok()?.push(repo.to_string());
+                let mut outbound = tokio::net::TcpStream::connect(("127.0.0.1", daemon_port))
+                    .await
+                    .ok()?;
+                outbound.write_all(&length).await.ok()?;
+                outbound.write_all(&line).await.ok()?;
+                tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
+                    .await
+                    .ok()
+            });
+        }
+    });
+    port
+}
+
+/// One repository per app (`<app>.git`, its ConfigMap at `apps/<app>/cm.yaml`), read
+/// through `proxy`.
+fn config_per_app(proxy: u16, port: u16) -> String {
+    let mut text = config(Some("unused"), port);
+    text.truncate(text.find("apps:\n").expect("an apps section") + "apps:\n".len());
+    for i in 0..APPS {
+        let name = app_name(i);
+        text.push_str(&format!(
+            "- name: {name}\n  source: {{repo: \"git://127.0.0.1:{proxy}/{name}.git\", ref: main, path: apps/{name}, interval: 1h}}\n  destination: {{namespace: {NAMESPACE}}}\n  sync: {{automated: true, selfHeal: true}}\n"
+        ));
+    }
+    text
+}
+
+/// Issue #18, idle replicas cost nothing: a replica fetches only the repositories of
+/// the apps it holds. A joining replica fetches its share at once (polls are an hour
+/// apart) and the other then fetches nothing; when the newcomer dies, the survivor
+/// fetches the dead one's repositories at once, and applies what they hold now, not
+/// what it had fetched before handing them over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_fetches_only_the_repositories_of_the_apps_it_holds() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace(NAMESPACE).await;
+    let root = sandbox.dir.path().join("per-app");
+    let apps: Vec<String> = (0..APPS).map(app_name).collect();
+    let repos: Vec<GitRepo> = apps
+        .iter()
+        .map(|app| {
+            let repo = GitRepo::init(root.join(format!("{app}.git")));
+            repo.write(
+                &format!("apps/{app}/cm.yaml"),
+                &configmap(app, NAMESPACE, "v1"),
+            );
+            repo.commit("first");
+            repo
+        })
+        .collect();
+    let daemon = GitDaemon::start(&root);
+    let daemon_port: u16 = daemon
+        .url("x")
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next()?.parse().ok())
+        .expect("the daemon's port");
+    let (to_a, to_b) = (GitRequests::default(), GitRequests::default());
+    let proxy_a = recording_proxy(daemon_port, to_a.clone()).await;
+    let proxy_b = recording_proxy(daemon_port, to_b.clone()).await;
+
+    // Alone, A holds every shard and fetches every repository.
+    let a =
+        start_replica_configured(&sandbox, "replica-a", |port| config_per_app(proxy_a, port)).await;
+    wait_for_split(&sandbox, &[&a]).await;
+    wait_healed(&sandbox, &apps).await;
+    let every: BTreeSet<String> = apps.iter().cloned().collect();
+    assert_eq!(to_a.take(), every);
+
+    // B joins and fetches exactly its share, at once; A, which handed it over, asks
+    // for nothing more.
+    let b =
+        start_replica_configured(&sandbox, "replica-b", |port| config_per_app(proxy_b, port)).await;
+    let held = wait_for_split(&sandbox, &[&a, &b]).await;
+    let of = |user: &str| -> BTreeSet<String> {
+        apps.iter()
+            .filter(|app| held[shard_of(app, SHARDS) as usize] == user)
+            .cloned()
+            .collect()
+    };
+    let (of_a, of_b) = (of("replica-a"), of("replica-b"));
+    assert!(!of_a.is_empty() && !of_b.is_empty(), "{held:?}");
+    let fetched_b = eventually("B fetches its share", || async {
+        let seen: BTreeSet<String> = to_b.0.lock().ok()?.iter().cloned().collect();
+        (seen == of_b).then_some(seen)
+    })
+    .await;
+    println!(
+        "B fetched {} repositories of {}: {fetched_b:?}",
+        fetched_b.len(),
+        APPS
+    );
+    // Its passes are done once its apps say Synced from B itself.
+    eventually("B's apps Synced on B", || async {
+        let body: Value = reqwest::get(format!("{}/api/v1/apps", b.url))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let apps = body["apps"].as_array()?;
+        apps.iter()
+            .filter(|x| of_b.contains(x["name"].as_str().unwrap_or_default()))
+            .all(|x| x["sync"] == "Synced")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(to_a.take(), BTreeSet::new(), "A fetched after handing over");
+    assert_eq!(to_b.take(), of_b, "B fetched beyond its share");
+
+    // Every repository moves on; nobody polls for an hour. B dies: A takes its shards
+    // and fetches their repositories at once, applying the new commit; its own apps,
+    // never re-fetched, stay where they were.
+    for (app, repo) in apps.iter().zip(&repos) {
+        repo.write(
+            &format!("apps/{app}/cm.yaml"),
+            &configmap(app, NAMESPACE, "v2"),
+        );
+        repo.commit("second");
+    }
+    let mut b = b;
+    b.kill();
+    let orphaned: Vec<String> = of_b.iter().cloned().collect();
+    let deadline = Instant::now() + POLL_TIMEOUT * 2;
+    loop {
+        let mut moved = true;
+        for app in &orphaned {
+            moved &= value_of(&sandbox, app).await.as_deref() == Some("v2");
+        }
+        if moved {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{orphaned:?} not moved to v2 by A"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        to_a.take(),
+        of_b,
+        "A fetched what it took over, and only that"
+    );
+    assert_eq!(to_b.take(), BTreeSet::new(), "a dead replica fetched");
+    for app in &of_a {
+        assert_eq!(
+            value_of(&sandbox, app).await.as_deref(),
+            Some("v1"),
+            "{app}"
+        );
+    }
+    let mut a = a;
+    a.stop().await;
+}
+
+/// Issue #18, webhooks with shards: a provider reaches one replica (through a
+/// Service, any of them), which answers it and passes the delivery on to the others,
+/// so every holder fetches at once the apps it holds (polls are an hour apart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_to_one_replica_wakes_every_holders_sources() {
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+    const SECRET: &str = "shard-webhook-secret";
+    let (sandbox, origin) = setup().await;
+    let secret = sandbox.dir.path().join("webhook-secret");
+    std::fs::write(&secret, SECRET).expect("write the secret");
+    let with_webhooks = |port| {
+        config(Some(&origin.url), port).replacen(
+            "server:\n",
+            &format!(
+                "server:\n  webhooks:\n    generic: {{secretFile: {}}}\n",
+                secret.display()
+            ),
+            1,
+        )
+    };
+    let a = start_replica_configured(&sandbox, "replica-a", with_webhooks).await;
+    let b = start_replica_configured(&sandbox, "replica-b", with_webhooks).await;
+    let held = wait_for_split(&sandbox, &[&a, &b]).await;
+    let apps: Vec<String> = (0..APPS).map(app_name).collect();
+    wait_healed(&sandbox, &apps).await;
+    assert!(held.contains(&b.user), "{held:?}");
+    // A's view of who holds what catches up with the Leases within a retry period;
+    // until then it passes deliveries to whoever it last saw holding them.
+    eventually("A sees both holders", || async {
+        let body: Value = reqwest::get(format!("{}/api/v1/apps", a.url))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let apps = body["apps"].as_array()?;
+        let owners: BTreeSet<&str> = apps.iter().filter_map(|x| x["owner"].as_str()).collect();
+        (apps.iter().all(|x| x["sync"] == "Synced") && owners.len() == 2).then_some(())
+    })
+    .await;
+
+    for app in &apps {
+        origin.repo.write(
+            &format!("apps/{app}/cm.yaml"),
+            &configmap(app, NAMESPACE, "v2"),
+        );
+    }
+    origin.repo.commit("second");
+    let push = |signature: String| {
+        let body =
+            serde_json::json!({"repository": origin.url, "ref": "refs/heads/main"}).to_string();
+        let url = format!("{}/webhooks/generic", a.url);
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("x-signature", signature)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("the webhook is answered")
+                .status()
+        }
+    };
+    // A forged delivery is refused by A, and goes no further.
+    assert_eq!(
+        push("sha256=00".into()).await,
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+    let body = serde_json::json!({"repository": origin.url, "ref": "refs/heads/main"}).to_string();
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("a key");
+    mac.update(body.as_bytes());
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    sandbox.sandbox.reset_requests();
+    let pushed = Instant::now();
+    assert_eq!(push(signature).await, reqwest::StatusCode::ACCEPTED);
+    let deadline = pushed + POLL_TIMEOUT;
+    loop {
+        let mut moved = Vec::new();
+        for app in &apps {
+            if value_of(&sandbox, app).await.as_deref() == Some("v2") {
+                moved.push(app.clone());
+            }
+        }
+        if moved.len() == APPS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {moved:?} moved to v2, held by {:?}",
+            moved
+                .iter()
+                .map(|app| &held[shard_of(app, SHARDS) as usize])
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "a webhook to A moved every app of both replicas in {:?}",
+        pushed.elapsed()
+    );
+    let written = writers(&sandbox);
+    for app in &apps {
+        let holder = &held[shard_of(app, SHARDS) as usize];
+        let by: BTreeSet<&String> = written.get(app).into_iter().flatten().collect();
+        assert!(by.iter().all(|w| *w == holder), "{app} written by {by:?}");
+    }
 }

@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 
 use crate::report::status::{AppStatus, Statuses};
 
@@ -270,30 +271,45 @@ fn event(name: &str, data: &Value) -> Bytes {
 
 /// `GET /api/v1/events`: a `text/event-stream` of `app` events (an app's summary,
 /// sent when its status changes), `removed` (an app's name) and `reset` (the stream
-/// fell behind: reload every app). It ends when the service stops
-/// ([`Statuses::close_feed`]).
-pub(super) fn events(statuses: Statuses) -> Response {
+/// fell behind: reload every app). With shards, this replica's own events are those of
+/// the apps `ours` says it answers for, and `relayed` brings the other replicas'
+/// (`peers::relay`). It ends when the service stops ([`Statuses::close_feed`]).
+pub(super) fn events(
+    statuses: Statuses,
+    ours: impl Fn(&str) -> bool + Send + 'static,
+    relayed: Option<mpsc::Receiver<Bytes>>,
+) -> Response {
     let feed = statuses.subscribe();
     let hello = Bytes::from(format!(
         "retry: {RECONNECT_MS}\nevent: hello\ndata: {{}}\n\n"
     ));
     let stream = futures::stream::unfold(
-        (Some(hello), feed, statuses),
-        |(first, mut feed, statuses)| async move {
+        (Some(hello), feed, statuses, ours, relayed),
+        |(first, mut feed, statuses, ours, mut relayed)| async move {
             if let Some(hello) = first {
-                return Some((Ok::<_, Infallible>(hello), (None, feed, statuses)));
+                return Some((
+                    Ok::<_, Infallible>(hello),
+                    (None, feed, statuses, ours, relayed),
+                ));
             }
-            let chunk = match tokio::time::timeout(KEEPALIVE, feed.recv()).await {
-                Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                Ok(Ok(Some(name))) => match statuses.with(&name, summary_object) {
-                    Some(app) => event("app", &app),
-                    None => event("removed", &json!(name)),
-                },
-                Ok(Err(RecvError::Lagged(_))) => event("reset", &json!({})),
-                // The service is stopping: the browser reconnects to whoever serves next.
-                Ok(Ok(None)) | Ok(Err(RecvError::Closed)) => return None,
+            let chunk = loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(KEEPALIVE) => break Bytes::from_static(b": keepalive\n\n"),
+                    Some(theirs) = next_relayed(&mut relayed) => break theirs,
+                    got = feed.recv() => match got {
+                        Ok(Some(name)) if !ours(&name) => continue,
+                        Ok(Some(name)) => match statuses.with(&name, summary_object) {
+                            Some(app) => break event("app", &app),
+                            None => break event("removed", &json!(name)),
+                        },
+                        Err(RecvError::Lagged(_)) => break event("reset", &json!({})),
+                        // The service is stopping: the browser reconnects to whoever
+                        // serves next.
+                        Ok(None) | Err(RecvError::Closed) => return None,
+                    },
+                }
             };
-            Some((Ok(chunk), (None, feed, statuses)))
+            Some((Ok(chunk), (None, feed, statuses, ours, relayed)))
         },
     );
     let mut response = Body::from_stream(stream).into_response();
@@ -304,6 +320,20 @@ pub(super) fn events(statuses: Statuses) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
+}
+
+/// The next event relayed from a peer; never, without a relay or once it stopped.
+async fn next_relayed(relayed: &mut Option<mpsc::Receiver<Bytes>>) -> Option<Bytes> {
+    match relayed {
+        Some(receiver) => match receiver.recv().await {
+            Some(event) => Some(event),
+            None => {
+                *relayed = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -246,7 +246,7 @@ async fn next_event(
 #[tokio::test]
 async fn the_event_stream_sends_each_change_and_each_removal() {
     let statuses = Statuses::default();
-    let response = events(statuses.clone());
+    let response = events(statuses.clone(), |_| true, None);
     assert_eq!(
         response.headers()[header::CONTENT_TYPE],
         "text/event-stream"
@@ -279,4 +279,32 @@ async fn the_event_stream_sends_each_change_and_each_removal() {
         .await
         .expect("the stream ends in time");
     assert!(end.is_none(), "{end:?}");
+}
+
+#[tokio::test]
+async fn the_event_stream_carries_its_own_apps_and_what_peers_relay() {
+    let statuses = Statuses::default();
+    let (relay, relayed) = tokio::sync::mpsc::channel(4);
+    let response = events(statuses.clone(), |app| app != "theirs", Some(relayed));
+    let mut stream = response.into_body().into_data_stream();
+    next_event(&mut stream).await;
+    // Another replica's app as this one sees it: not sent, its holder says.
+    statuses.update("theirs", |_| {});
+    let from_peer = "event: app\ndata: {\"name\":\"theirs\",\"sync\":\"Synced\"}\n\n";
+    relay
+        .send(Bytes::from_static(from_peer.as_bytes()))
+        .await
+        .expect("the stream reads");
+    assert_eq!(next_event(&mut stream).await, from_peer);
+    passed(&statuses, "ours", None);
+    let event = next_event(&mut stream).await;
+    assert!(event.starts_with("event: app\ndata: {"), "{event}");
+    assert!(event.contains("\"name\":\"ours\""), "{event}");
+    // A relay that stops leaves the replica's own events flowing.
+    drop(relay);
+    statuses.remove("ours");
+    assert_eq!(
+        next_event(&mut stream).await,
+        "event: removed\ndata: \"ours\"\n\n"
+    );
 }
