@@ -299,15 +299,18 @@ impl Elector {
         self.let_go.cancel();
         self.stop.cancel();
         step_down(&self.state, "stopping");
-        if let Some(mut task) = self.task.take() {
-            let bound = self.release_time * 2;
-            if tokio::time::timeout(bound, &mut task).await.is_err() {
-                tracing::warn!(
-                    "releasing the lease took longer than {bound:?}; it will expire instead"
-                );
-                task.abort();
-            }
+        if let Some(task) = self.task.take() {
+            join_within(task, self.release_time * 2, "the lease").await;
         }
+    }
+}
+
+/// Waits for a releasing task at most `bound`: past it the task is aborted, and what
+/// it held simply expires (a SIGTERM is not held up beyond a kubelet's patience).
+pub(super) async fn join_within(mut task: JoinHandle<()>, bound: Duration, held: &str) {
+    if tokio::time::timeout(bound, &mut task).await.is_err() {
+        tracing::warn!("releasing {held} took longer than {bound:?}; left to expire instead");
+        task.abort();
     }
 }
 

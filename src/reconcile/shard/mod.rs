@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::leader::{
     Decision, Elector, LeaderConfig, Leadership, LeaseRecord, MAX_RELEASE_TIME, Observation, Seat,
-    decide, next_record, observe,
+    decide, join_within, next_record, observe,
 };
 use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::metrics::METRICS;
@@ -408,14 +408,8 @@ impl Sharding {
     pub async fn release(mut self) {
         self.let_go.cancel();
         self.stop.cancel();
-        if let Some(mut task) = self.task.take() {
-            let bound = self.bound * 2;
-            if tokio::time::timeout(bound, &mut task).await.is_err() {
-                tracing::warn!(
-                    "releasing the shards took longer than {bound:?}; they will expire instead"
-                );
-                task.abort();
-            }
+        if let Some(task) = self.task.take() {
+            join_within(task, self.bound * 2, "the shards").await;
         }
     }
 }
