@@ -10,13 +10,16 @@
 //! `cargo bench --bench apps` prints a table and writes
 //! `target/bench-results/apps.json`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use support::git;
 use tether::sandbox::{Sandbox, SandboxOptions};
 
 const APPS: usize = 1_000;
@@ -30,25 +33,6 @@ const STEADY_WINDOW: Duration = Duration::from_secs(10);
 const WARM_UP: Duration = Duration::from_secs(5);
 const APPS_NAMESPACE: &str = "fleet";
 const OBJECTS_NAMESPACE: &str = "fleet-objects";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The repository: `apps/<i>/cm-<j>.yaml`, served from disk (`file://`).
 fn repository(dir: &Path) -> String {

@@ -16,12 +16,14 @@
 //! Kustomize is `kubectl kustomize` from PATH (tether's default); Helm is `TETHER_HELM`,
 //! else the one `.ci/install-helm` installs, else `helm` from PATH.
 
+mod support;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::git;
 use tether::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
 use tether::source::{Revision, Source, SourceCache};
 use tether::sync::desired::{DesiredError, RenderCache, read_revision};
@@ -33,20 +35,6 @@ const KUSTOMIZE_OBJECTS: usize = 200;
 const HELM_OBJECTS: usize = 100;
 /// The warm render stage's budget.
 const WARM_TARGET: Duration = Duration::from_millis(5);
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn write(root: &Path, rel: &str, text: &str) {
     let path = root.join(rel);

@@ -21,10 +21,11 @@
 //! bench exits 1. `-- --quick` runs 5 apps, a 22 s steady window over a 20 s resync
 //! interval, 20 heals and 5 webhooks, in about 35 s.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -34,6 +35,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use support::{
+    GitDaemon, clock_ticks_per_second, free_port, git, ms, percentile, proc_stat_ticks,
+    proc_status_mib, verdict,
+};
 use tether::sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
 
 const APPS: usize = 100;
@@ -82,81 +87,6 @@ const STEADY_RSS_MIB: f64 = 100.0;
 
 // ---------------------------------------------------------------------------------
 // Git: a real repository on disk and a real `git daemon` serving it.
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// A `git daemon` serving a directory, killed by PID on drop.
-struct GitDaemon {
-    child: Child,
-    port: u16,
-}
-
-impl GitDaemon {
-    fn start(root: &Path) -> GitDaemon {
-        let exec = Command::new("git")
-            .arg("--exec-path")
-            .output()
-            .expect("git --exec-path");
-        let binary = PathBuf::from(String::from_utf8_lossy(&exec.stdout).trim()).join("git-daemon");
-        let port = free_port();
-        // The daemon itself, not `git daemon`, so that its PID is the one killed.
-        let child = Command::new(binary)
-            .args([
-                "--reuseaddr",
-                "--export-all",
-                "--listen=127.0.0.1",
-                &format!("--port={port}"),
-                &format!("--base-path={}", root.display()),
-                &root.display().to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git daemon");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "git daemon never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        GitDaemon { child, port }
-    }
-
-    fn url(&self, name: &str) -> String {
-        format!("git://127.0.0.1:{}/{name}", self.port)
-    }
-}
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn init_repo(dir: &Path) {
     std::fs::create_dir_all(dir).expect("mkdir");
@@ -229,33 +159,6 @@ fn signed_push(url: &str) -> (String, String) {
 // ---------------------------------------------------------------------------------
 // The tether process: CPU time and memory from /proc.
 
-fn proc_stat_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    // Fields after the command name (which may hold spaces) start after ") ".
-    let rest = &stat[stat.rfind(')').expect("stat has a command") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; 12 and 13 after the name.
-    let utime: u64 = fields[11].parse().expect("utime");
-    let stime: u64 = fields[12].parse().expect("stime");
-    utime + stime
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
-}
-
-/// A memory figure (`VmRSS`, `VmHWM`) of the process, in MiB.
-fn proc_status_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("the field is present");
-    kib / 1024.0
-}
-
 /// The tether process: `pid` itself, or under a wrapper, its descendant named tether.
 fn tether_pid(pid: u32) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -282,25 +185,6 @@ fn tether_pid(pid: u32) -> u32 {
         assert!(Instant::now() < deadline, "no tether process under {pid}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-// ---------------------------------------------------------------------------------
-// Figures.
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Nearest-rank percentile of samples in milliseconds.
-fn percentile(samples: &[f64], p: f64) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "pass" } else { "FAIL" }
 }
 
 /// Passes so far by app, from the service's `tether_reconcile_passes_total`.
