@@ -168,21 +168,29 @@ async fn api_status(serve: &Serve) -> Value {
         .expect("status is JSON")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token() {
+/// The quickstart's app served by `tether serve` on a sandbox whose controllers run,
+/// once it is Synced and Healthy, with its configuration (the origin repository lives
+/// as long as it is kept).
+async fn quickstart_served(name: &str) -> (TestSandbox, Origin, String, Serve) {
     let sandbox = TestSandbox::start_with(SandboxOptions {
         simulate_controllers: Some(Duration::from_millis(50)),
         ..SandboxOptions::default()
     })
     .await;
     sandbox.namespace(NAMESPACE).await;
-    let (_origin, config) = quickstart(&sandbox);
-    let serve = Serve::start(&sandbox, "dashboard", &config, &[]).await;
+    let (origin, config) = quickstart(&sandbox);
+    let serve = Serve::start(&sandbox, name, &config, &[]).await;
     crate::support::eventually("hello is Synced and Healthy", || async {
         let s = api_status(&serve).await;
         (s["sync"] == "Synced" && s["health"] == "Healthy").then_some(())
     })
     .await;
+    (sandbox, origin, config, serve)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token() {
+    let (sandbox, _origin, _config, serve) = quickstart_served("dashboard").await;
     // For the app view's tree (and its screenshot).
     make_pods(&sandbox, NAMESPACE, "hello-web", 2).await;
 
@@ -442,19 +450,7 @@ async fn configmap_data(sandbox: &TestSandbox, name: &str) -> Option<Value> {
 /// cluster, so a restarted `tether serve` still holds the app, and Resume clears it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
-    let sandbox = TestSandbox::start_with(SandboxOptions {
-        simulate_controllers: Some(Duration::from_millis(50)),
-        ..SandboxOptions::default()
-    })
-    .await;
-    sandbox.namespace(NAMESPACE).await;
-    let (_origin, config) = quickstart(&sandbox);
-    let serve = Serve::start(&sandbox, "dashboard-tree", &config, &[]).await;
-    crate::support::eventually("hello is Synced and Healthy", || async {
-        let s = api_status(&serve).await;
-        (s["sync"] == "Synced" && s["health"] == "Healthy").then_some(())
-    })
-    .await;
+    let (sandbox, _origin, config, serve) = quickstart_served("dashboard-tree").await;
     let rs = make_pods(&sandbox, NAMESPACE, "hello-web", 2).await;
     // Each object of the app carries its uid (and owners, where it has them).
     let status = api_status(&serve).await;

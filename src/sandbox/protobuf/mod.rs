@@ -66,17 +66,9 @@ pub fn has_message(api_version: &str, kind: &str) -> bool {
 
 /// Encodes an object (or list, or `Status`) in the `k8s\0` + `runtime.Unknown` envelope.
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    let schema = Schema::get()?;
+    let raw = encode_message(object, 256)?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
-    let index = schema
-        .kind(api_version, kind)
-        .ok_or_else(|| ProtobufError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
-    let mut raw = Vec::with_capacity(256);
-    codec::encode(schema, index, object, &mut raw)?;
     Ok(envelope(api_version, kind, &raw))
 }
 
