@@ -162,12 +162,22 @@ pub struct RenderArgs {
     pub set: Vec<String>,
 
     /// The helm command that renders charts.
-    #[arg(long, env = "TETHER_HELM", default_value = "helm")]
+    #[arg(
+        long,
+        env = "TETHER_HELM",
+        default_value = "helm",
+        hide_env_values = true
+    )]
     pub helm: String,
 
     /// Builds kustomizations: `kubectl` runs `kubectl kustomize`, anything else is a
     /// standalone kustomize run as `<command> build`.
-    #[arg(long, env = "TETHER_KUSTOMIZE", default_value = "kubectl")]
+    #[arg(
+        long,
+        env = "TETHER_KUSTOMIZE",
+        default_value = "kubectl",
+        hide_env_values = true
+    )]
     pub kustomize: String,
 
     /// Let kustomizations name remote bases (URLs), which kustomize fetches itself.
