@@ -822,7 +822,14 @@ impl Worker {
             return blocked(format!("this replica is not the leader{leader}"));
         }
         if self.config.suspend {
-            return blocked("suspended (suspend: true): drift is reported, not corrected".into());
+            // Named as its definition spells it: the file's key, or the App's spec.
+            let field = match self.config.tenant_namespace {
+                Some(_) => "spec.suspend",
+                None => "suspend",
+            };
+            return blocked(format!(
+                "suspended ({field}: true): drift is reported, not corrected"
+            ));
         }
         if self.suspended.load(Ordering::SeqCst) {
             return blocked("suspended from the API: drift is reported, not corrected".into());

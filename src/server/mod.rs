@@ -222,6 +222,11 @@ async fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Resp
             axum::Json(json!({ "status": status, "app": name })).into_response()
         }
         Ok(false) => not_found(name),
+        Err(err @ SuspendError::Declared(_)) => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({ "error": err.to_string() })),
+        )
+            .into_response(),
         // The cluster refused or could not be reached: nothing changed.
         Err(err) => (
             StatusCode::BAD_GATEWAY,

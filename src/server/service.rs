@@ -134,13 +134,18 @@ impl Control for Apps {
     ) -> futures::future::BoxFuture<'_, Result<bool, SuspendError>> {
         let app = app.to_string();
         Box::pin(async move {
-            let known = self
+            let declared = match self
                 .running
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&app);
-            if !known {
-                return Ok(false);
+                .get(&app)
+            {
+                None => return Ok(false),
+                // An App's `spec.suspend` is what Resume writes; a file's is not.
+                Some(r) => r.handle.config.suspend && r.handle.config.tenant_namespace.is_none(),
+            };
+            if declared && !suspended {
+                return Err(SuspendError::Declared(app));
             }
             self.suspensions.record(&app, suspended).await?;
             // At once here; other replicas (and an App's restarted worker) from the

@@ -886,7 +886,8 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        (s["lastPass"].is_object() && reason.starts_with("suspended (suspend: true)")).then_some(())
+        (s["lastPass"].is_object() && reason.starts_with("suspended (spec.suspend: true)"))
+            .then_some(())
     })
     .await;
     assert_eq!(post(&serve, "resume").await, reqwest::StatusCode::OK);

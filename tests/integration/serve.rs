@@ -459,8 +459,20 @@ async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
     assert!(
         frozen["automation"]["reason"]
             .as_str()
-            .is_some_and(|r| r.starts_with("suspended")),
+            .is_some_and(|r| r.starts_with("suspended (suspend: true)")),
         "{frozen}"
+    );
+    // Only the file lifts the file's `suspend`: the API refuses a Resume and says where.
+    let resume = reqwest::Client::new()
+        .post(format!("{}/api/v1/apps/frozen/resume", serve.url))
+        .send()
+        .await
+        .expect("the API answers");
+    assert_eq!(resume.status(), reqwest::StatusCode::CONFLICT);
+    let body: Value = resume.json().await.expect("JSON");
+    assert_eq!(
+        body["error"],
+        "frozen is suspended by the configuration file (`suspend: true`); resume it there"
     );
     serve
         .wait_status("flaky", "flaky is Synced", |s| s["sync"] == "Synced")

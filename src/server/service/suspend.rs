@@ -31,6 +31,10 @@ pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
 /// Why a Suspend or Resume could not be recorded; nothing changed then.
 #[derive(Debug, thiserror::Error)]
 pub enum SuspendError {
+    /// The configuration file says `suspend: true`: only the file can resume the app,
+    /// and a Resume from the API would be a promise the next pass breaks.
+    #[error("{0} is suspended by the configuration file (`suspend: true`); resume it there")]
+    Declared(String),
     /// The cluster does not serve the kind that records it (the App CRD is gone):
     /// needs a change.
     #[error("the cluster does not serve {0}")]

@@ -457,6 +457,8 @@ ${diffLines(d.changes, d.diff)}` : `<p class="small" style="padding:0 12px">${es
 function renderApp(a) {
   // From the API, the App's spec or the file: each says "suspended …".
   const suspended = !a.automation.acting && /^suspended/.test(a.automation.reason || "");
+  // The file's `suspend: true` is lifted in the file only: the API refuses a Resume.
+  const declared = suspended && /^suspended \(suspend: true\)/.test(a.automation.reason);
   const pass = a.lastPass;
   const conditions = a.conditions.map((c) => `<tr><th scope="row">${esc(c.type)}</th><td>${esc(c.status)}</td>
 <td>${esc(c.reason)}</td><td>${esc(c.message)}</td><td>${when(Date.parse(c.lastTransitionTime))}</td></tr>`).join("");
@@ -466,7 +468,7 @@ function renderApp(a) {
   const treeKey = focusedTreeKey();
   $("main").innerHTML = `<h1><span>${esc(a.name)}</span> ${syncBadge(a.sync)} ${healthBadge(a.health)}
 <span class="actions"><button type="button" id="sync" class="primary">Sync</button>
-<button type="button" id="suspend">${suspended ? "Resume" : "Suspend"}</button></span></h1>
+<button type="button" id="suspend"${declared ? ' disabled title="Suspended by the configuration file (suspend: true): resume it there"' : ""}>${suspended ? "Resume" : "Suspend"}</button></span></h1>
 <dl class="summary">
 <div><dt>Revision</dt><dd>${rev ? revision(rev.sha, rev.subject, a.commitUrlPrefix) : revision(null)}</dd></div>
 <div><dt>Last pass</dt><dd>${pass ? `${resultBadge(pass.result)} ${when(Date.parse(pass.finishedAt))} · ${duration(pass.durationMs)}` : resultBadge(null)}</dd></div>
