@@ -49,6 +49,10 @@ use crate::windows::{self, Verdict};
 /// server) and lets the app report it instead of holding its worker for good.
 const PASS_DEADLINE: Duration = Duration::from_secs(10 * 60);
 
+/// Heals at once per pass permit (`concurrency`): a heal is one or a few applies,
+/// a pass up to [`crate::sync::DEFAULT_REQUEST_CONCURRENCY`] requests at a time.
+pub const HEALS_PER_PASS: usize = 4;
+
 /// What every worker shares.
 pub struct Shared {
     pub cluster: Arc<Cluster>,
@@ -60,6 +64,11 @@ pub struct Shared {
     pub inventory_namespace: String,
     /// Bounds how many apps run a pass at once.
     pub passes: Arc<Semaphore>,
+    /// Bounds how many heals run at once ([`HEALS_PER_PASS`] per pass permit): they
+    /// do not queue behind passes, but a storm of live changes across many apps
+    /// (a namespace emptied, a careless `kubectl apply` across the fleet) must not
+    /// open thousands of requests to the API server at once.
+    pub heals: Arc<Semaphore>,
     pub resync_interval: Duration,
     pub notifier: Notifier,
     pub commit_statuses: CommitStatusReporter,
@@ -647,6 +656,9 @@ impl Worker {
             // Not one of Git's objects (a prune candidate): the full pass decides.
             return false;
         }
+        let Ok(_permit) = self.shared.heals.clone().acquire_owned().await else {
+            return false;
+        };
         let options = self.sync_options(sha, true);
         let healing = heal(&self.shared.cluster, &desired, Some(sha), &options);
         let Some(healed) = self.leadership.while_leading(healing).await else {

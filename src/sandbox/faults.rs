@@ -76,6 +76,19 @@ pub struct Counters {
     /// Watches the server ended at their `timeoutSeconds`: each is one the client
     /// establishes again (a `watch` request) if it still wants the events.
     watch_timeouts: AtomicU64,
+    /// Requests other than watches being answered now, and the most at once since
+    /// the reset: what a client's bounds on concurrency look like from the server.
+    in_flight: AtomicU64,
+    peak_in_flight: AtomicU64,
+}
+
+/// One request being answered, counted in [`Counters`] until dropped.
+pub struct InFlight<'a>(&'a Counters);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Watches as the server holds and ends them (see [`Counters::watches`]).
@@ -127,6 +140,18 @@ impl Counters {
             .iter()
             .cloned()
             .collect()
+    }
+
+    /// Counts a request (not a watch) in flight until the guard is dropped.
+    pub fn enter(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+
+    /// The most requests (watches aside) answered at once since the reset.
+    pub fn peak_in_flight(&self) -> u64 {
+        self.peak_in_flight.load(Ordering::Relaxed)
     }
 
     pub fn add_serving_time(&self, spent: Duration) {
@@ -190,6 +215,8 @@ impl Counters {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
+        self.peak_in_flight
+            .store(self.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
         // Open watches are a state, not a count since the reset.
         self.watch_timeouts.store(0, Ordering::Relaxed);
     }
@@ -291,6 +318,23 @@ mod tests {
         counters.reset();
         assert_eq!(counters.snapshot().total(), 0);
         assert!(counters.writes().is_empty());
+    }
+
+    #[test]
+    fn requests_in_flight_keep_their_peak_until_a_reset_to_those_still_open() {
+        let counters = Counters::default();
+        let first = counters.enter();
+        let second = counters.enter();
+        drop(second);
+        let third = counters.enter();
+        assert_eq!(counters.peak_in_flight(), 2);
+        drop(third);
+        counters.reset();
+        // One is still being answered.
+        assert_eq!(counters.peak_in_flight(), 1);
+        drop(first);
+        let _fourth = counters.enter();
+        assert_eq!(counters.peak_in_flight(), 1);
     }
 
     #[test]

@@ -199,6 +199,12 @@ impl Sandbox {
         self.state.counters.writes()
     }
 
+    /// The most API requests (watches aside) answered at once since the start or
+    /// [`Sandbox::reset_requests`], injected latency included.
+    pub fn peak_in_flight(&self) -> u64 {
+        self.state.counters.peak_in_flight()
+    }
+
     pub fn reset_requests(&self) {
         self.state.counters.reset();
     }
@@ -304,6 +310,7 @@ async fn handle(state: Arc<State>, request: hyper::Request<Incoming>) -> Respons
     if api_request {
         state.counters.record(verb, &api::resource_of(&path));
     }
+    let _in_flight = (api_request && verb != "watch").then(|| state.counters.enter());
 
     let latency = state.faults.latency();
     if !latency.is_zero() {

@@ -266,6 +266,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         statuses: statuses.clone(),
         ownership,
         passes: Arc::new(Semaphore::new(config.concurrency)),
+        heals: Arc::new(Semaphore::new(config.concurrency * app::HEALS_PER_PASS)),
         workers: workers.clone(),
         apps: apps.clone(),
         notifier: Notifier::start(DeliveryOptions::default()).map_err(ServeError::Delivery)?,
@@ -360,6 +361,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     tracing::info!(budget = ?budget, "stopping: finishing passes in flight");
     // No new pass starts from here: a worker waiting for a permit gets none and ends.
     contexts.passes.close();
+    contexts.heals.close();
     let running: Vec<Running> = {
         let mut map = apps.running.lock().unwrap_or_else(|p| p.into_inner());
         map.drain().map(|(_, r)| r).collect()
@@ -456,6 +458,7 @@ struct Contexts {
     statuses: Statuses,
     ownership: Ownership,
     passes: Arc<Semaphore>,
+    heals: Arc<Semaphore>,
     workers: CancellationToken,
     apps: Arc<Apps>,
     notifier: Notifier,
@@ -509,6 +512,7 @@ impl Contexts {
             ownership: self.ownership.clone(),
             inventory_namespace: config.inventory_namespace.clone(),
             passes: self.passes.clone(),
+            heals: self.heals.clone(),
             resync_interval: config.resync_interval,
             notifier: self.notifier.clone(),
             commit_statuses: self.commit_statuses.clone(),
@@ -562,6 +566,7 @@ impl Contexts {
                 ownership: base.ownership.clone(),
                 inventory_namespace: base.inventory_namespace.clone(),
                 passes: base.passes.clone(),
+                heals: base.heals.clone(),
                 resync_interval: base.resync_interval,
                 notifier: base.notifier.clone(),
                 commit_statuses: base.commit_statuses.clone(),

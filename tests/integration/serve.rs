@@ -878,6 +878,86 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
 }
 
 /// The Deployment `web` (2 replicas) in `namespace`, as the heal tests keep it in Git.
+/// Heals skip the pass queue, but not without bound: an emptied namespace wakes every
+/// app at once, and at most `concurrency × 4` heals (here 4) write at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_live_changes_heals_a_bounded_number_of_apps_at_once() {
+    const APPS: usize = 12;
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("storm").await;
+    let files: Vec<(String, String)> = (0..APPS)
+        .map(|i| {
+            let name = format!("storm-{i}");
+            (format!("{name}/cm.yaml"), configmap(&name, "storm", "1"))
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let origin = origin(&sandbox, &files);
+    let server = server_section(sandbox.dir.path());
+    let apps: String = (0..APPS)
+        .map(|i| {
+            format!(
+                "- name: storm-{i}\n  source: {{repo: \"{}\", ref: main, path: storm-{i}, interval: {POLL}}}\n  destination: {{namespace: storm}}\n  sync: {{automated: true, selfHeal: true}}\n",
+                origin.url
+            )
+        })
+        .collect();
+    let config = format!("{server}concurrency: 1\napps:\n{apps}");
+    let serve = Serve::start(&sandbox, "storm", &config, &[]).await;
+    for i in 0..APPS {
+        let app = format!("storm-{i}");
+        serve
+            .wait_status(&app, "every app Synced", |s| s["sync"] == "Synced")
+            .await;
+    }
+
+    // Every write takes 200 ms, so unbounded heals would all be in flight together.
+    sandbox.sandbox.set_latency(Duration::from_millis(200));
+    sandbox.sandbox.reset_requests();
+    let emptied = sandbox
+        .delete("/api/v1/namespaces/storm/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dtether")
+        .await;
+    assert!(emptied.status.is_success(), "{:?}", emptied.status);
+    // Counted in-process, so this test's own reads do not add to the peak.
+    eventually("every app has written its heal", || async {
+        let heals = sandbox
+            .sandbox
+            .writes()
+            .iter()
+            .filter(|w| w.verb == "patch" && w.path.contains("/configmaps/storm-"))
+            .count();
+        (heals == APPS).then_some(())
+    })
+    .await;
+    let requests = sandbox.sandbox.requests();
+    let log = serve.log();
+    assert_eq!(
+        requests.verb("dryrun:patch"),
+        0,
+        "healed, not passed: {requests:?}\n{log}"
+    );
+    let peak = sandbox.sandbox.peak_in_flight();
+    assert!(peak <= 4, "{peak} requests at once: {requests:?}\n{log}");
+    assert!(
+        peak >= 2,
+        "the heals ran one by one ({peak}): {requests:?}\n{log}"
+    );
+    sandbox.sandbox.set_latency(Duration::ZERO);
+    for i in 0..APPS {
+        let name = format!("storm-{i}");
+        assert_eq!(
+            data_key(&sandbox, &name, "storm").await.as_deref(),
+            Some("1"),
+            "{name}"
+        );
+    }
+    sandbox.sandbox.set_latency(Duration::ZERO);
+    assert_eq!(serve.stop().await, Some(0));
+}
+
 fn web_deployment(namespace: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {namespace}\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n"
