@@ -9,6 +9,7 @@
 pub mod api;
 pub mod controller_settings;
 pub mod controllers;
+pub mod conversion;
 pub mod defaults;
 pub mod faults;
 pub mod fields;

@@ -27,6 +27,18 @@ const BUILTIN: &[(&str, &str, &str)] = &[
         "v2",
         include_str!("../../assets/discovery/apis_autoscaling_v2.json"),
     ),
+    // Not recorded as resource lists either: written from the recorded aggregated
+    // discovery. Both kinds are stored in another version (see `conversion`).
+    (
+        "autoscaling",
+        "v1",
+        include_str!("../../assets/discovery/apis_autoscaling_v1.json"),
+    ),
+    (
+        "events.k8s.io",
+        "v1",
+        include_str!("../../assets/discovery/apis_events.k8s.io_v1.json"),
+    ),
     (
         "networking.k8s.io",
         "v1",
@@ -105,9 +117,10 @@ impl ResourceType {
         }
     }
 
+    /// Where its objects are stored: events.k8s.io Events share core Events' storage.
     pub fn key(&self) -> ResourceKey {
         ResourceKey {
-            group: self.group.clone(),
+            group: super::conversion::storage_group(&self.group, &self.plural).to_string(),
             resource: self.plural.clone(),
         }
     }
@@ -625,7 +638,7 @@ mod tests {
         );
         let autoscaling = registry.group("autoscaling").unwrap();
         assert_eq!(autoscaling["kind"], "APIGroup");
-        assert_eq!(autoscaling["versions"].as_array().unwrap().len(), 1);
+        assert_eq!(autoscaling["versions"].as_array().unwrap().len(), 2);
         assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
     }
 

@@ -580,6 +580,7 @@ impl Schemas {
                     "apis_apiextensions.k8s.io_v1.json"
                 ),
                 embedded!("apps", "v1", "apis_apps_v1.json"),
+                embedded!("autoscaling", "v1", "apis_autoscaling_v1.json"),
                 embedded!("autoscaling", "v2", "apis_autoscaling_v2.json"),
                 embedded!("batch", "v1", "apis_batch_v1.json"),
                 embedded!(
@@ -587,6 +588,7 @@ impl Schemas {
                     "v1",
                     "apis_coordination.k8s.io_v1.json"
                 ),
+                embedded!("events.k8s.io", "v1", "apis_events.k8s.io_v1.json"),
                 embedded!("networking.k8s.io", "v1", "apis_networking.k8s.io_v1.json"),
                 embedded!("policy", "v1", "apis_policy_v1.json"),
                 embedded!(

@@ -1320,3 +1320,264 @@ async fn rollout_pause_holds_a_template_change_until_resume() {
     );
     assert_eq!(sets.len(), 2);
 }
+
+/// kubectl 1.32's `autoscale` writes autoscaling/v1 (`targetCPUUtilizationPercentage`);
+/// kube-apiserver stores it as autoscaling/v2 and serves it in both versions.
+#[tokio::test]
+async fn autoscale_creates_an_hpa_served_at_autoscaling_v1_and_v2() {
+    let (sandbox, _) = deployed("kc-hpa").await;
+    let out = sandbox
+        .kubectl(&[
+            "autoscale",
+            "deployment",
+            "web",
+            "-n",
+            "kc-hpa",
+            "--min=1",
+            "--max=3",
+            "--cpu-percent=50",
+            "-v=6",
+        ])
+        .await
+        .ok();
+    assert_eq!(
+        out.stdout.trim(),
+        "horizontalpodautoscaler.autoscaling/web autoscaled"
+    );
+    assert!(
+        out.stderr.contains(
+            "POST https://127.0.0.1:"
+        ) && out
+            .stderr
+            .contains("/apis/autoscaling/v1/namespaces/kc-hpa/horizontalpodautoscalers?fieldManager=kubectl-autoscale 201 Created"),
+        "kubectl 1.32 creates at autoscaling/v1: {}",
+        out.stderr
+    );
+
+    // `get hpa` reads the preferred version (v2) and prints kube-apiserver's columns.
+    let out = sandbox.kubectl(&["get", "hpa", "-n", "kc-hpa"]).await.ok();
+    let table = rows(&out.stdout);
+    assert_eq!(
+        table[0],
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        table[1][..6],
+        ["web", "Deployment/web", "cpu: <unknown>/50%", "1", "3", "0"]
+    );
+    // The same columns at v1: one printer for the stored object.
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "-n",
+            "kc-hpa",
+        ])
+        .await
+        .ok();
+    assert_eq!(rows(&out.stdout)[1][..6], table[1][..6]);
+
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+            "-o",
+            "yaml",
+        ])
+        .await
+        .ok();
+    assert!(
+        out.stdout.contains("apiVersion: autoscaling/v1"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("  targetCPUUtilizationPercentage: 50"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("metrics"), "{}", out.stdout);
+    // kubectl expands a short name to its group's preferred version: `hpa.v1.autoscaling`
+    // reads v2 (the discovery is the recorded one, so kube-apiserver sees the same).
+    let out = sandbox
+        .kubectl(&[
+            "get",
+            "hpa.v1.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+            "-o",
+            "yaml",
+            "-v=6",
+        ])
+        .await
+        .ok();
+    assert!(
+        out.stderr
+            .contains("/apis/autoscaling/v2/namespaces/kc-hpa/horizontalpodautoscalers/web 200"),
+        "{}",
+        out.stderr
+    );
+    let v2 = get_json(
+        &sandbox,
+        &[
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+        ],
+    )
+    .await;
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}])
+    );
+    assert_eq!(v2["spec"]["minReplicas"], 1);
+    assert!(v2["metadata"].get("annotations").is_none());
+
+    // A v2 HPA with what v1 cannot say: a memory metric and a behavior.
+    let file = sandbox.write_file(
+        "hpa-v2.yaml",
+        "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web
+  namespace: kc-hpa
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+  - type: Resource
+    resource: {name: memory, target: {type: AverageValue, averageValue: 500Mi}}
+  behavior:
+    scaleDown: {stabilizationWindowSeconds: 60}
+",
+    );
+    sandbox.kubectl(&["replace", "-f", &file]).await.ok();
+    let v1 = get_json(
+        &sandbox,
+        &[
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+        ],
+    )
+    .await;
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    let annotations = &v1["metadata"]["annotations"];
+    let carried: Value = serde_json::from_str(
+        annotations["autoscaling.alpha.kubernetes.io/metrics"]
+            .as_str()
+            .expect("the memory metric travels in an annotation"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        carried,
+        json!([{"type": "Resource", "resource": {"name": "memory", "targetAverageValue": "500Mi"}}])
+    );
+    let behavior: Value = serde_json::from_str(
+        annotations["autoscaling.alpha.kubernetes.io/behavior"]
+            .as_str()
+            .expect("the behavior travels in an annotation"),
+    )
+    .expect("JSON");
+    assert_eq!(behavior["ScaleDown"]["StabilizationWindowSeconds"], 60);
+
+    // A read-modify-write through v1 keeps what v1 cannot say.
+    let mut edited = v1.clone();
+    edited["spec"]["maxReplicas"] = json!(5);
+    let file = sandbox.write_file("hpa-v1.json", &edited.to_string());
+    sandbox.kubectl(&["replace", "-f", &file]).await.ok();
+    let v2 = get_json(
+        &sandbox,
+        &[
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+        ],
+    )
+    .await;
+    assert_eq!(v2["spec"]["maxReplicas"], 5);
+    let metrics: Vec<&str> = v2["spec"]["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter_map(|m| m["resource"]["name"].as_str())
+        .collect();
+    assert_eq!(metrics, ["memory", "cpu"], "the carried metric comes first");
+    assert_eq!(
+        v2["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+        60
+    );
+    assert!(
+        v2["metadata"].get("annotations").is_none(),
+        "the carrying annotations are not stored: {}",
+        v2["metadata"]
+    );
+
+    // A v1 merge patch changes the CPU target and leaves the memory metric alone.
+    sandbox
+        .kubectl(&[
+            "patch",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"targetCPUUtilizationPercentage":70}}"#,
+        ])
+        .await
+        .ok();
+    let v2 = get_json(
+        &sandbox,
+        &[
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+        ],
+    )
+    .await;
+    assert_eq!(
+        v2["spec"]["metrics"][1]["resource"],
+        json!({"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}})
+    );
+    assert_eq!(v2["spec"]["metrics"][0]["resource"]["name"], "memory");
+
+    let out = sandbox
+        .kubectl(&[
+            "delete",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+        ])
+        .await
+        .ok();
+    assert_eq!(
+        out.stdout.trim(),
+        "horizontalpodautoscaler.autoscaling \"web\" deleted"
+    );
+    let gone = sandbox
+        .kubectl(&["get", "hpa", "web", "-n", "kc-hpa"])
+        .await;
+    assert_eq!(gone.code, 1, "{gone:?}");
+}

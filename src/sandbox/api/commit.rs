@@ -8,6 +8,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::{Request, State, Target, field_manager, is_dry_run, is_strict, now};
+use crate::sandbox::conversion;
 use crate::sandbox::defaults;
 use crate::sandbox::fields::{self, UpdateOptions};
 use crate::sandbox::registry::{self, ResourceType};
@@ -87,12 +88,22 @@ impl State {
 
     /// The write pipeline shared by create, update, patch and apply, one named step per
     /// stage kube-apiserver runs.
-    pub(super) fn commit(&self, write: Write) -> Result<(StatusCode, Value), ApiError> {
+    pub(super) fn commit(&self, mut write: Write) -> Result<(StatusCode, Value), ApiError> {
+        // A kind served in a version it is not stored in goes through the pipeline in
+        // its storage version, and is answered in the version it was written in.
+        if let Some(storage) = self.storage_type(&write.resource) {
+            let served = std::mem::replace(&mut write.resource, storage);
+            let new = std::mem::take(&mut write.new);
+            write.new = conversion::to_storage(&served, new);
+            return self
+                .commit(write)
+                .map(|(code, value)| (code, conversion::answer(&served, value)));
+        }
         let Write {
             resource,
             key,
             old,
-            mut new,
+            new,
             manager,
             ownership_tracked,
             dry_run,
@@ -101,6 +112,7 @@ impl State {
         } = write;
         let old_value = old.as_ref().map(|s| s.value());
         let schema = self.schema_of(&resource);
+        let mut new = conversion::to_storage(&resource, new);
 
         if old.is_none() {
             self.require_namespace(&resource, &key.0)?;
@@ -136,6 +148,13 @@ impl State {
             }
             _ => self.store_created(&resource, &key, new, dry_run),
         }
+    }
+
+    /// The type a kind is stored as, when it is served in another version.
+    fn storage_type(&self, resource: &ResourceType) -> Option<Arc<ResourceType>> {
+        let (group, version) =
+            conversion::storage_version(&resource.group, &resource.version, &resource.kind)?;
+        self.registry().by_kind(group, version, &resource.kind)
     }
 
     /// Defaults as the real server does: a custom resource is pruned to its CRD's

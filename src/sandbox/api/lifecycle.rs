@@ -10,6 +10,7 @@ use super::commit::conflict;
 use super::read::Filter;
 use super::write::parse_json;
 use super::{Reply, Request, State, Target, is_dry_run, now};
+use crate::sandbox::conversion;
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::{self, ApiError};
 use crate::sandbox::store::{ObjectKey, Stored};
@@ -50,7 +51,7 @@ impl State {
             policy.as_deref(),
             dry_run,
         )
-        .map(|(code, value)| Reply::Json(code, value))
+        .map(|(code, value)| Reply::Json(code, conversion::answer(&target.resource, value)))
     }
 
     /// Deletes one object: at once, or by marking it with a deletionTimestamp while
@@ -313,7 +314,7 @@ impl State {
         for (key, stored) in items.into_iter().filter(|(k, s)| filter.matches(k, s)) {
             let value = stored.value();
             self.delete_object(&target.resource, &key, stored, None, dry_run)?;
-            deleted.push(value);
+            deleted.push(conversion::answer(&target.resource, value));
         }
         Ok(Reply::ok(json!({
             "kind": target.resource.list_kind(),

@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use super::commit::order_object;
 use super::scale::scale_of;
 use super::{Body, Reply, State, Target};
+use crate::sandbox::conversion;
 use crate::sandbox::protobuf::{self, Format};
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::selector::{FieldSelector, LabelSelector, extra_fields};
@@ -418,7 +419,11 @@ impl Filter {
                 .get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
-            extra_fields(&resource.group, &resource.plural),
+            // Selected on the stored object: events.k8s.io Events by core's fields.
+            extra_fields(
+                conversion::storage_group(&resource.group, &resource.plural),
+                &resource.plural,
+            ),
         )
         .map_err(ApiError::BadRequest)?;
         Ok(Filter { labels, fields })
@@ -434,12 +439,16 @@ impl Filter {
 }
 
 /// The object as served in the requested version (a CRD's versions share storage and
-/// differ only in apiVersion: conversion strategy `None`).
+/// differ only in apiVersion: conversion strategy `None`; a built-in kind stored in
+/// another version is converted).
 pub(super) fn object_json(resource: &ResourceType, stored: &Stored) -> Bytes {
     if served_as_stored(resource, stored) {
         return stored.json.clone();
     }
     let mut value = stored.value();
+    if !conversion::served_as_stored(resource) {
+        value = conversion::to_served(resource, value);
+    }
     value["apiVersion"] = resource.api_version().into();
     order_object(&mut value);
     Bytes::from(serde_json::to_vec(&value).unwrap_or_default())

@@ -21,6 +21,7 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 
 use super::{Body, Reply};
+use crate::sandbox::conversion;
 use crate::sandbox::registry::ResourceType;
 use crate::sandbox::status::ApiError;
 
@@ -141,7 +142,10 @@ impl Printer {
                 });
             return Some(Printer::Custom(columns));
         }
-        if let Some(columns) = columns_of(&resource.group, &resource.kind) {
+        // A kind stored in another version prints as its stored form does (one
+        // printer for the internal type).
+        let group = conversion::storage_group(&resource.group, &resource.plural);
+        if let Some(columns) = columns_of(group, &resource.kind) {
             return Some(Printer::Builtin(resource.clone(), columns));
         }
         let default = matches!(
@@ -190,6 +194,13 @@ impl Printer {
             .unwrap_or(json!(""));
         let mut cells = vec![name];
         match self {
+            Printer::Builtin(resource, _) if !conversion::served_as_stored(resource) => {
+                let stored = conversion::to_storage(resource, object.clone());
+                cells.extend(builtin_cells(resource, &stored, now));
+                if name_last(resource) {
+                    cells.rotate_left(1);
+                }
+            }
             Printer::Builtin(resource, _) => {
                 cells.extend(builtin_cells(resource, object, now));
                 if name_last(resource) {
@@ -284,7 +295,7 @@ impl Printer {
 /// An Event's table leads with when it was last seen; its name comes last, in wide
 /// output only (`eventColumnDefinitions`).
 fn name_last(resource: &ResourceType) -> bool {
-    resource.is("", "Event")
+    resource.kind == "Event" && resource.key().group.is_empty()
 }
 
 /// The columns after Name of the kinds printed here, as kube-apiserver's printers
@@ -455,7 +466,8 @@ fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<
         };
         (join("name"), join("image"))
     };
-    match (resource.group.as_str(), resource.kind.as_str()) {
+    let group = conversion::storage_group(&resource.group, &resource.plural);
+    match (group, resource.kind.as_str()) {
         ("apps", "Deployment") => {
             let (containers, images) = template("/spec/template/spec");
             vec![

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::commit::{Write, conflict, object_name};
 use super::scale::scale_of;
 use super::{Reply, Request, State, Target, field_manager, is_dry_run, is_strict, now};
+use crate::sandbox::conversion;
 use crate::sandbox::fields::{self, ApplyError, ApplyOptions};
 use crate::sandbox::protobuf::{self, Format};
 use crate::sandbox::registry::ResourceType;
@@ -83,7 +84,7 @@ impl State {
             return self.apply(target, request);
         }
         let stored = self.stored(target)?;
-        let live = stored.value();
+        let live = conversion::answer(resource, stored.value());
         let patched_source = if target.subresource.as_deref() == Some("scale") {
             scale_of(&live)
         } else {
@@ -179,7 +180,9 @@ impl State {
             ));
         }
         let stored = self.store.get(&resource.key(), &target.key());
-        let live = stored.as_ref().map(|s| s.value());
+        let live = stored
+            .as_ref()
+            .map(|s| conversion::answer(resource, s.value()));
         let schema = self.schema_of(resource);
         let now = now();
         let api_version = resource.api_version();
@@ -227,7 +230,12 @@ impl State {
     /// this resourceVersion; otherwise the value, for `answer` to write.
     fn written(&self, target: &Target, request: &Request, code: StatusCode, value: Value) -> Reply {
         let resource = &target.resource;
-        if request.format != Format::Protobuf || resource.custom {
+        // A converted kind is encoded from the answer: the store keeps only the stored
+        // version's encoding.
+        if request.format != Format::Protobuf
+            || resource.custom
+            || !conversion::served_as_stored(resource)
+        {
             return Reply::Json(code, value);
         }
         let metadata = &value["metadata"];

@@ -175,6 +175,18 @@ fn every_served_kind_round_trips_and_matches_k8s_pb() {
     let schema = Schema::get().expect("schema table");
     let kinds = served_kinds();
     assert!(kinds.len() > 90, "only {} kinds found", kinds.len());
+    // The kinds served in a version they are not stored in are served in protobuf too.
+    for (api_version, kind) in [
+        ("autoscaling/v1", "HorizontalPodAutoscaler"),
+        ("autoscaling/v1", "HorizontalPodAutoscalerList"),
+        ("events.k8s.io/v1", "Event"),
+        ("events.k8s.io/v1", "EventList"),
+    ] {
+        assert!(
+            kinds.iter().any(|(v, k, _)| v == api_version && k == kind),
+            "{api_version} {kind} is not among the served kinds"
+        );
+    }
     for (api_version, kind, definition) in &kinds {
         let index = schema
             .kind(api_version, kind)
@@ -814,4 +826,32 @@ fn reasoned_protobuf_fixtures() {
         }
     }
     assert!(checked >= 10, "only {checked} protobuf bodies checked");
+}
+
+#[test]
+fn converted_kinds_round_trip_in_protobuf_as_served() {
+    use crate::sandbox::conversion;
+    let v1 = conversion::hpa_v2_to_v1(json!({
+        "kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                 "minReplicas": 1, "maxReplicas": 3,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}},
+                             {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "1Gi"}}}]},
+        "status": {"currentReplicas": 1, "desiredReplicas": 1}
+    }));
+    let event = conversion::event_to_events(json!({
+        "kind": "Event", "apiVersion": "v1",
+        "metadata": {"name": "web.1", "namespace": "default"},
+        "involvedObject": {"kind": "Deployment", "name": "web", "namespace": "default"},
+        "reason": "ScalingReplicaSet", "message": "Scaled up", "source": {"component": "deployment-controller"},
+        "firstTimestamp": "2026-11-24T09:00:00Z", "lastTimestamp": "2026-11-24T09:00:00Z", "count": 1,
+        "type": "Normal", "eventTime": "2026-11-24T09:00:00.123456Z", "reportingComponent": "deployment-controller", "reportingInstance": "kcm-0"
+    }));
+    for object in [v1, event] {
+        let bytes = encode_object(&object).expect("encodes");
+        let decoded = decode_object(&bytes).expect("decodes");
+        // Go's zero values (a null time, an empty source) read back as unset.
+        assert_eq!(without_nulls(&decoded), without_nulls(&object), "{object}");
+    }
 }
