@@ -1581,3 +1581,213 @@ spec:
         .await;
     assert_eq!(gone.code, 1, "{gone:?}");
 }
+
+/// core/v1 and events.k8s.io/v1 Events are one storage with renamed fields: an Event
+/// written in either version reads back in the other, and kubectl's `get events`,
+/// `get events.v1.events.k8s.io` and `describe` see both.
+#[tokio::test]
+async fn events_written_at_either_version_read_back_at_the_other() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("kc-ev").await;
+    let config = sandbox
+        .post(
+            "/api/v1/namespaces/kc-ev/configmaps",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}),
+        )
+        .await
+        .json();
+    let uid = config["metadata"]["uid"].as_str().expect("a uid");
+    let regarding = json!({"kind": "ConfigMap", "namespace": "kc-ev", "name": "settings", "uid": uid, "apiVersion": "v1"});
+
+    // events.k8s.io/v1 → core/v1.
+    let created = sandbox
+        .post(
+            "/apis/events.k8s.io/v1/namespaces/kc-ev/events",
+            &json!({
+                "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "settings.new"},
+                "eventTime": "2026-11-24T09:00:00.123456Z",
+                "reportingController": "example.com/syncer",
+                "reportingInstance": "syncer-0",
+                "action": "Sync",
+                "reason": "Synced",
+                "regarding": regarding,
+                "note": "settings synced from git",
+                "type": "Normal"
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let created = created.json();
+    assert_eq!(created["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(created["note"], "settings synced from git");
+    assert_eq!(created["deprecatedSource"], json!({}));
+    let core = sandbox
+        .get("/api/v1/namespaces/kc-ev/events/settings.new")
+        .await
+        .json();
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["involvedObject"], regarding);
+    assert_eq!(core["message"], "settings synced from git");
+    assert_eq!(core["reportingComponent"], "example.com/syncer");
+    assert_eq!(core["reportingInstance"], "syncer-0");
+    assert_eq!(core["eventTime"], "2026-11-24T09:00:00.123456Z");
+    assert_eq!(core["source"], json!({}));
+    assert_eq!(core["firstTimestamp"], Value::Null);
+    assert!(core.get("note").is_none() && core.get("regarding").is_none());
+    assert_eq!(
+        core["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
+        "one object, not two"
+    );
+
+    // core/v1 → events.k8s.io/v1, as a recorder of the old API writes it.
+    let written = sandbox
+        .post(
+            "/api/v1/namespaces/kc-ev/events",
+            &json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "settings.old"},
+                "involvedObject": regarding,
+                "reason": "Drifted",
+                "message": "settings changed outside git",
+                "source": {"component": "tether", "host": "node-1"},
+                "firstTimestamp": "2026-11-24T09:01:00Z",
+                "lastTimestamp": "2026-11-24T09:02:00Z",
+                "count": 3,
+                "type": "Warning"
+            }),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.text());
+    let event = sandbox
+        .get("/apis/events.k8s.io/v1/namespaces/kc-ev/events/settings.old")
+        .await
+        .json();
+    assert_eq!(event["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(event["regarding"], regarding);
+    assert_eq!(event["note"], "settings changed outside git");
+    assert_eq!(
+        event["deprecatedSource"],
+        json!({"component": "tether", "host": "node-1"})
+    );
+    assert_eq!(event["deprecatedFirstTimestamp"], "2026-11-24T09:01:00Z");
+    assert_eq!(event["deprecatedLastTimestamp"], "2026-11-24T09:02:00Z");
+    assert_eq!(event["deprecatedCount"], 3);
+    assert_eq!(event["eventTime"], Value::Null);
+    assert!(event.get("message").is_none() && event.get("involvedObject").is_none());
+    let listed = sandbox
+        .get("/apis/events.k8s.io/v1/namespaces/kc-ev/events")
+        .await
+        .json();
+    assert_eq!(listed["kind"], "EventList");
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(listed["items"][0]["note"], "settings synced from git");
+
+    // events.k8s.io/v1 asks more of a new Event than core/v1 does.
+    let refused = sandbox
+        .post(
+            "/apis/events.k8s.io/v1/namespaces/kc-ev/events",
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "bad"},
+                    "regarding": regarding, "note": "no time", "deprecatedCount": 1}),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    let status = refused.json();
+    assert_eq!(
+        status["message"],
+        "Event.events.k8s.io \"bad\" is invalid: [eventTime: Required value, type: Invalid value: \"\": has invalid value: , deprecatedCount: Invalid value: \"\": needs to be unset]"
+    );
+
+    // kubectl: both resources print kube-apiserver's Event columns.
+    for resource in ["events", "events.v1.events.k8s.io"] {
+        let out = sandbox
+            .kubectl(&["get", resource, "-n", "kc-ev"])
+            .await
+            .ok();
+        let table = rows(&out.stdout);
+        assert_eq!(
+            table[0],
+            ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            "{resource}"
+        );
+        let reasons: Vec<(&str, &str, &str)> = table[1..]
+            .iter()
+            .map(|r| (r[1].as_str(), r[2].as_str(), r[4].as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("Normal", "Synced", "settings synced from git"),
+                ("Warning", "Drifted", "settings changed outside git")
+            ],
+            "{resource}"
+        );
+        assert!(table[1..].iter().all(|r| r[3] == "configmap/settings"));
+    }
+    let yaml = sandbox
+        .kubectl(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "settings.old",
+            "-n",
+            "kc-ev",
+            "-o",
+            "yaml",
+        ])
+        .await
+        .ok();
+    assert!(
+        yaml.stdout.contains("apiVersion: events.k8s.io/v1"),
+        "{}",
+        yaml.stdout
+    );
+    assert!(
+        yaml.stdout.contains("note: settings changed outside git"),
+        "{}",
+        yaml.stdout
+    );
+
+    // `describe` finds both by the core fields it selects on.
+    let out = sandbox
+        .kubectl(&["describe", "configmap", "settings", "-n", "kc-ev"])
+        .await
+        .ok();
+    let events: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .collect();
+    assert!(
+        events.iter().any(|l| l.contains("Synced")
+            && l.contains("example.com/syncer")
+            && l.contains("settings synced from git")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        events
+            .iter()
+            .any(|l| l.contains("Drifted") && l.contains("(x3 over") && l.contains("tether")),
+        "{}",
+        out.stdout
+    );
+
+    // A delete at either version removes the one object.
+    sandbox
+        .kubectl(&[
+            "delete",
+            "events.v1.events.k8s.io",
+            "settings.old",
+            "-n",
+            "kc-ev",
+        ])
+        .await
+        .ok();
+    assert_eq!(
+        sandbox
+            .get("/api/v1/namespaces/kc-ev/events/settings.old")
+            .await
+            .status,
+        404
+    );
+}

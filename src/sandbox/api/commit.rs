@@ -92,6 +92,18 @@ impl State {
         // A kind served in a version it is not stored in goes through the pipeline in
         // its storage version, and is answered in the version it was written in.
         if let Some(storage) = self.storage_type(&write.resource) {
+            if write.old.is_none() && write.resource.is("events.k8s.io", "Event") {
+                let errors = validate::events::validate_create(&write.new);
+                if !errors.is_empty() {
+                    let name = write.key.1.clone();
+                    return Err(ApiError::Invalid {
+                        message: validate::invalid_message("Event.events.k8s.io", &name, &errors),
+                        kind: write.resource.kind.clone(),
+                        name,
+                        causes: errors.iter().map(cause).collect(),
+                    });
+                }
+            }
             let served = std::mem::replace(&mut write.resource, storage);
             let new = std::mem::take(&mut write.new);
             write.new = conversion::to_storage(&served, new);

@@ -39,6 +39,7 @@ use workloads::{validate_cron_job, validate_hpa, validate_job_spec, validate_wor
 pub(crate) mod cel;
 mod core;
 mod crd;
+pub mod events;
 mod go_format;
 mod meta;
 mod names;
