@@ -1446,6 +1446,26 @@ async fn autoscale_creates_an_hpa_served_at_autoscaling_v1_and_v2() {
     );
     assert_eq!(v2["spec"]["minReplicas"], 1);
     assert!(v2["metadata"].get("annotations").is_none());
+    // Field ownership is recorded in the version kubectl wrote in.
+    let shown = get_json(
+        &sandbox,
+        &[
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-n",
+            "kc-hpa",
+            "--show-managed-fields",
+        ],
+    )
+    .await;
+    let entry = &shown["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "kubectl-autoscale");
+    assert_eq!(entry["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        entry["fieldsV1"]["f:spec"]["f:targetCPUUtilizationPercentage"],
+        json!({}),
+        "{entry}"
+    );
 
     // A v2 HPA with what v1 cannot say: a memory metric and a behavior.
     let file = sandbox.write_file(
@@ -1635,6 +1655,10 @@ async fn events_written_at_either_version_read_back_at_the_other() {
     assert_eq!(core["source"], json!({}));
     assert_eq!(core["firstTimestamp"], Value::Null);
     assert!(core.get("note").is_none() && core.get("regarding").is_none());
+    // Owned in the version it was written in, with that version's field names.
+    let entry = &core["metadata"]["managedFields"][0];
+    assert_eq!(entry["apiVersion"], "events.k8s.io/v1");
+    assert!(entry["fieldsV1"].get("f:note").is_some(), "{entry}");
     assert_eq!(
         core["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
         "one object, not two"

@@ -107,6 +107,7 @@ impl State {
             let served = std::mem::replace(&mut write.resource, storage);
             let new = std::mem::take(&mut write.new);
             write.new = conversion::to_storage(&served, new);
+            write.written_as = Some(served.clone());
             return self
                 .commit(write)
                 .map(|(code, value)| (code, conversion::answer(&served, value)));
@@ -121,6 +122,7 @@ impl State {
             dry_run,
             strict,
             subresource,
+            written_as,
         } = write;
         let old_value = old.as_ref().map(|s| s.value());
         let schema = self.schema_of(&resource);
@@ -141,15 +143,31 @@ impl State {
         }
         self.apply_defaults(&resource, &mut new, old_value.as_ref());
         self.check_valid(&resource, &schema, &key.1, &new, old_value.as_ref(), strict)?;
-        if !ownership_tracked {
-            record_ownership(
+        match (&written_as, ownership_tracked) {
+            (_, true) => {}
+            (Some(served), false) => {
+                let old_served = old_value
+                    .as_ref()
+                    .map(|old| conversion::to_served(served, old.clone()));
+                let mut new_served = conversion::to_served(served, new.clone());
+                record_ownership(
+                    served,
+                    &self.schema_of(served),
+                    &manager,
+                    subresource.as_deref(),
+                    old_served.as_ref(),
+                    &mut new_served,
+                );
+                new["metadata"]["managedFields"] = new_served["metadata"]["managedFields"].take();
+            }
+            (None, false) => record_ownership(
                 &resource,
                 &schema,
                 &manager,
                 subresource.as_deref(),
                 old_value.as_ref(),
                 &mut new,
-            );
+            ),
         }
         set_generation(&resource, &mut new, old_value.as_ref());
         order_object(&mut new);
@@ -539,6 +557,9 @@ pub(super) struct Write {
     pub(super) dry_run: bool,
     pub(super) strict: bool,
     pub(super) subresource: Option<String>,
+    /// The version the client wrote in, when the kind is stored in another: field
+    /// ownership is recorded in it, as kube-apiserver's field manager records it.
+    pub(super) written_as: Option<Arc<ResourceType>>,
 }
 
 impl Write {
@@ -577,6 +598,7 @@ impl Write {
             new,
             manager: manager.to_string(),
             ownership_tracked: false,
+            written_as: None,
             dry_run: false,
             strict: false,
             subresource: None,
