@@ -8,6 +8,8 @@
 //! The `protobuf/` exchanges are reasoned from their JSON twins, not recorded (their
 //! README line and `reason.py`): their bodies are `{"base64", "decoded"}`, the bytes
 //! sent as they are and the sandbox's protobuf answer compared in its decoded form.
+//! The `conversion/` exchanges are reasoned too: a recorded object read in another
+//! version kube-apiserver serves it in.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -73,6 +75,8 @@ const ORDER: &[&str] = &[
     "apply/persistentvolumeclaim-data",
     "apply/poddisruptionbudget-web",
     "apply/horizontalpodautoscaler-web",
+    "conversion/get-hpa-v1",
+    "protobuf/get-hpa-v1",
     "apply/lease-leader",
     "apply/customresourcedefinition-widgets.example.com",
     "apply/widget-w1",
@@ -559,6 +563,7 @@ async fn replay_order_follows_the_recorded_resource_versions() {
         "status",
         "watch",
         "protobuf",
+        "conversion",
     ] {
         for entry in std::fs::read_dir(dir.join(folder)).expect("a fixture folder") {
             let name = entry

@@ -763,3 +763,137 @@ async fn the_scale_subresource_speaks_protobuf_and_kubectl_scale_uses_it() {
     .await;
     assert_eq!(deployment["spec"]["replicas"], 3);
 }
+
+/// The kinds served in a version they are not stored in speak protobuf in the version
+/// asked: a protobuf create at autoscaling/v1 (as `kubectl autoscale` sends it), v1
+/// and v2 reads of the one object, an events.k8s.io list, and a watch at
+/// events.k8s.io/v1 that sees an Event written at core/v1.
+#[tokio::test]
+async fn converted_kinds_speak_protobuf_in_the_version_asked() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("pb-conv").await;
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "minReplicas": 1, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}});
+    let created = crate::support::read(
+        sandbox
+            .request(
+                Method::POST,
+                "/apis/autoscaling/v1/namespaces/pb-conv/horizontalpodautoscalers",
+            )
+            .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
+            .header(reqwest::header::ACCEPT, MEDIA_TYPE)
+            .body(protobuf::encode_object(&hpa).expect("encodes")),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    assert_eq!(created.content_type, MEDIA_TYPE);
+    let answered = protobuf::decode_object(&created.body).expect("a protobuf HPA");
+    assert_eq!(answered["apiVersion"], "autoscaling/v1");
+    assert_eq!(answered["spec"]["targetCPUUtilizationPercentage"], 50);
+
+    let v1 = with_accept(
+        &sandbox,
+        "/apis/autoscaling/v1/namespaces/pb-conv/horizontalpodautoscalers/web",
+        MEDIA_TYPE,
+    )
+    .await;
+    assert_eq!(v1.content_type, MEDIA_TYPE);
+    let v1 = protobuf::decode_object(&v1.body).expect("a protobuf v1 HPA");
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    let json_v1 = stored(
+        &sandbox,
+        "/apis/autoscaling/v1/namespaces/pb-conv/horizontalpodautoscalers/web",
+    )
+    .await;
+    assert_eq!(v1["spec"], json_v1["spec"]);
+    let v2 = with_accept(
+        &sandbox,
+        "/apis/autoscaling/v2/namespaces/pb-conv/horizontalpodautoscalers",
+        MEDIA_TYPE,
+    )
+    .await;
+    let v2 = protobuf::decode_object(&v2.body).expect("a protobuf v2 list");
+    assert_eq!(v2["kind"], "HorizontalPodAutoscalerList");
+    assert_eq!(
+        v2["items"][0]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        50
+    );
+    let v1_list = with_accept(
+        &sandbox,
+        "/apis/autoscaling/v1/namespaces/pb-conv/horizontalpodautoscalers",
+        MEDIA_TYPE,
+    )
+    .await;
+    assert_eq!(v1_list.content_type, MEDIA_TYPE);
+    let v1_list = protobuf::decode_object(&v1_list.body).expect("a protobuf v1 list");
+    assert_eq!(v1_list["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        v1_list["items"][0]["spec"]["targetCPUUtilizationPercentage"],
+        50
+    );
+
+    // A watch at events.k8s.io/v1, then an Event written at core/v1.
+    let mut response = sandbox
+        .request(
+            Method::GET,
+            "/apis/events.k8s.io/v1/namespaces/pb-conv/events?watch=true&timeoutSeconds=5",
+        )
+        .header(reqwest::header::ACCEPT, MEDIA_TYPE)
+        .send()
+        .await
+        .expect("the watch opens");
+    assert_eq!(
+        response.headers()[reqwest::header::CONTENT_TYPE],
+        WATCH_MEDIA_TYPE
+    );
+    let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "web.1"},
+        "involvedObject": {"kind": "HorizontalPodAutoscaler", "name": "web", "namespace": "pb-conv"},
+        "reason": "SuccessfulRescale", "message": "New size: 2", "type": "Normal",
+        "source": {"component": "horizontal-pod-autoscaler"}, "count": 1,
+        "firstTimestamp": "2026-11-24T09:00:00Z", "lastTimestamp": "2026-11-24T09:00:00Z"});
+    let written = sandbox
+        .send(
+            Method::POST,
+            "/api/v1/namespaces/pb-conv/events",
+            Some(MEDIA_TYPE),
+            Some(protobuf::encode_object(&event).expect("encodes")),
+        )
+        .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.text());
+    let mut pending = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (event_type, object) = loop {
+        if let Ok((event_type, object, _)) = protobuf::read_watch_frame(&pending) {
+            break (event_type, object);
+        }
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("a frame arrives")
+            .expect("the stream reads")
+            .expect("the stream is open");
+        pending.extend_from_slice(&chunk);
+    };
+    assert_eq!(event_type, "ADDED");
+    assert_eq!(object["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(object["note"], "New size: 2");
+    assert_eq!(object["regarding"]["kind"], "HorizontalPodAutoscaler");
+    assert_eq!(object["deprecatedCount"], 1);
+
+    let list = with_accept(
+        &sandbox,
+        "/apis/events.k8s.io/v1/namespaces/pb-conv/events",
+        MEDIA_TYPE,
+    )
+    .await;
+    assert_eq!(list.content_type, MEDIA_TYPE);
+    let list = protobuf::decode_object(&list.body).expect("a protobuf EventList");
+    assert_eq!(list["kind"], "EventList");
+    assert_eq!(list["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(
+        list["items"][0]["deprecatedSource"]["component"],
+        "horizontal-pod-autoscaler"
+    );
+}
