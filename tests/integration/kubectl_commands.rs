@@ -1408,6 +1408,16 @@ async fn autoscale_creates_an_hpa_served_at_autoscaling_v1_and_v2() {
         out.stdout
     );
     assert!(!out.stdout.contains("metrics"), "{}", out.stdout);
+    // The v1 schema is served for `explain`.
+    let out = sandbox
+        .kubectl(&["explain", "hpa.spec", "--api-version=autoscaling/v1"])
+        .await
+        .ok();
+    assert!(
+        out.stdout.contains("targetCPUUtilizationPercentage"),
+        "{}",
+        out.stdout
+    );
     // kubectl expands a short name to its group's preferred version: `hpa.v1.autoscaling`
     // reads v2 (the discovery is the recorded one, so kube-apiserver sees the same).
     let out = sandbox
