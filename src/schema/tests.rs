@@ -93,7 +93,9 @@ fn every_embedded_group_version_parses_and_serves_its_kinds() {
         ("", "v1", "Pod"),
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         ("apps", "v1", "StatefulSet"),
+        ("autoscaling", "v1", "HorizontalPodAutoscaler"),
         ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+        ("events.k8s.io", "v1", "Event"),
         ("batch", "v1", "CronJob"),
         ("coordination.k8s.io", "v1", "Lease"),
         ("networking.k8s.io", "v1", "Ingress"),
@@ -106,7 +108,7 @@ fn every_embedded_group_version_parses_and_serves_its_kinds() {
             .unwrap_or_else(|| panic!("{g}/{v} {k} missing"));
         assert!(schema.root().declares("metadata"), "{k}");
     }
-    assert_eq!(schemas.group_versions().count(), 9);
+    assert_eq!(schemas.group_versions().count(), 11);
     assert!(schemas.get("apps", "v1", "NoSuchKind").is_none());
     assert!(schemas.get("example.com", "v1", "Widget").is_none());
     assert!(schemas.get("apps", "v2", "Deployment").is_none());
