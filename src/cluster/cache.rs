@@ -309,7 +309,7 @@ impl LiveObjects for Cache {
         // adopt): sync's dry run finds it there and plans an update, labels included.
         match kind.and_then(|objects| objects.get(&name_of(key))) {
             // Bytes this cache serialized itself: they parse.
-            Some(json) => serde_json::from_slice(json).ok().map(Some),
+            Some(json) => serde_json::from_slice(&json).ok().map(Some),
             None => Some(None),
         }
     }
@@ -324,9 +324,8 @@ impl LiveObjects for Cache {
         };
         Some(
             objects
-                .iter()
-                .filter(|(_, held, _)| *held == Some(app))
-                .filter_map(|(_, _, json)| serde_json::from_slice(json).ok())
+                .owned_by(app)
+                .filter_map(|json| serde_json::from_slice(&json).ok())
                 .collect(),
         )
     }
@@ -363,13 +362,13 @@ fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<C
     let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
     let mut changes = Vec::new();
     let old = objects.remove(gk).unwrap_or_default();
-    for (name, app, _) in old.iter() {
+    for (name, app) in old.iter() {
         if listed.get(name).is_none() {
             changes.push(changed(gk, name, app));
         }
     }
-    for (name, app, json) in listed.iter() {
-        if old.get(name) != Some(json) || old.app(name) != app {
+    for (name, app) in listed.iter() {
+        if old.get(name) != listed.get(name) || old.app(name) != app {
             changes.push(changed(gk, name, app));
         }
     }
