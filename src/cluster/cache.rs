@@ -8,8 +8,9 @@
 //! bytes: a parsed object costs about twice its text in small allocations, and a pass
 //! parses only the objects of its own app. They are held by kind, then by namespace
 //! and name, so the kind is not repeated in every entry (at 100,000 objects, that
-//! and the spare capacity of one large table were megabytes); a kind's JSON lies in
-//! a few large chunks rather than one allocation per object ([`store`]).
+//! and the spare capacity of one large table were megabytes); a kind's JSON is
+//! deflated against its first object and lies in a few large chunks rather than one
+//! allocation per object ([`store`]).
 
 mod store;
 
@@ -376,4 +377,42 @@ fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<C
     listed.shrink();
     objects.insert(gk.clone(), listed);
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+
+    fn configmaps() -> Resolved {
+        Resolved {
+            resource: ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap")),
+            namespaced: true,
+        }
+    }
+
+    /// A list's items may come without apiVersion and kind: the object held has the
+    /// watch's, and its app label, written once from the typed object.
+    #[test]
+    fn a_listed_object_is_held_with_its_kind_and_app() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop",
+                "labels": {"tether.dev/app": "shop", "app.kubernetes.io/managed-by": "tether"}},
+            "data": {"key": "v"},
+        }))
+        .expect("an object");
+        let ((namespace, name), stored) = keyed(&configmaps(), object).expect("keyed");
+        assert_eq!((namespace.as_deref(), &*name), (Some("shop"), "web"));
+        assert_eq!(stored.app.as_deref(), Some("shop"));
+        let held: Value = serde_json::from_slice(&stored.json).expect("JSON");
+        assert_eq!(held["apiVersion"], "v1");
+        assert_eq!(held["kind"], "ConfigMap");
+        assert_eq!(held["data"]["key"], "v");
+        assert_eq!(crate::ownership::app_of(&held), Some("shop"));
+
+        let unnamed: DynamicObject =
+            serde_json::from_value(serde_json::json!({"metadata": {}})).expect("an object");
+        assert!(keyed(&configmaps(), unnamed).is_none(), "no name, not held");
+    }
 }
