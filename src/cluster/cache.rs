@@ -8,14 +8,18 @@
 //! bytes: a parsed object costs about twice its text in small allocations, and a pass
 //! parses only the objects of its own app. They are held by kind, then by namespace
 //! and name, so the kind is not repeated in every entry (at 100,000 objects, that
-//! and the spare capacity of one large table were megabytes).
+//! and the spare capacity of one large table were megabytes); a kind's JSON is
+//! deflated against its first object and lies in a few large chunks rather than one
+//! allocation per object ([`store`]).
+
+mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, TypeMeta};
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
@@ -24,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Cluster, LiveObjects, Resolved};
 use crate::manifest::ObjectKey;
 use crate::ownership::MANAGED_SELECTOR;
+use store::KindObjects;
 
 /// How long a first pass waits for a new watch's initial list before reading the
 /// server directly instead.
@@ -42,11 +47,11 @@ pub struct Changed {
     pub key: ObjectKey,
 }
 
-/// One object as held: its app label, and the object as compact JSON.
-#[derive(PartialEq, Eq)]
+/// One object as it arrives: its app label, and the object as compact JSON (copied
+/// into its kind's chunks by [`KindObjects::insert`]).
 struct Stored {
     app: Option<Box<str>>,
-    json: Box<[u8]>,
+    json: Vec<u8>,
 }
 
 /// Kinds are keyed by (group, kind): one stored object, whatever version addresses it.
@@ -81,7 +86,7 @@ fn changed(gk: &GroupKind, name: &Name, app: Option<&str>) -> Changed {
 
 struct Inner {
     cluster: Arc<Cluster>,
-    objects: RwLock<HashMap<GroupKind, HashMap<Name, Stored>>>,
+    objects: RwLock<HashMap<GroupKind, KindObjects>>,
     /// Kinds whose watch has delivered its initial list, with a flag per watch.
     kinds: Mutex<HashMap<GroupKind, watch::Receiver<bool>>>,
     events: broadcast::Sender<Changed>,
@@ -157,7 +162,7 @@ impl Cache {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .map(HashMap::len)
+            .map(KindObjects::len)
             .sum()
     }
 
@@ -227,7 +232,7 @@ async fn follow(
     let stream = watcher::watcher(api.clone(), config);
     futures::pin_mut!(stream);
     // Objects listed since the last Init: at InitDone they replace the kind's.
-    let mut listing: Option<HashMap<Name, Stored>> = None;
+    let mut listing: Option<KindObjects> = None;
     let mut listed = false;
     loop {
         let event = tokio::select! {
@@ -238,10 +243,14 @@ async fn follow(
             return Followed::Shutdown;
         };
         match event {
-            Ok(Event::Init) => listing = Some(HashMap::new()),
+            Ok(Event::Init) => listing = Some(KindObjects::default()),
             Ok(Event::InitApply(object)) => {
-                if let Some((name, value)) = keyed(kind, object) {
-                    listing.get_or_insert_with(HashMap::new).insert(name, value);
+                if let Some((name, stored)) = keyed(kind, object) {
+                    listing.get_or_insert_default().insert(
+                        name,
+                        stored.app.as_deref(),
+                        &stored.json,
+                    );
                 }
             }
             Ok(Event::InitDone) => {
@@ -261,7 +270,7 @@ async fn follow(
                         .unwrap_or_else(|p| p.into_inner())
                         .entry(gk.clone())
                         .or_default()
-                        .insert(name, stored);
+                        .insert(name, stored.app.as_deref(), &stored.json);
                     let _ = inner.events.send(change);
                 }
             }
@@ -301,7 +310,7 @@ impl LiveObjects for Cache {
         // adopt): sync's dry run finds it there and plans an update, labels included.
         match kind.and_then(|objects| objects.get(&name_of(key))) {
             // Bytes this cache serialized itself: they parse.
-            Some(stored) => serde_json::from_slice(&stored.json).ok().map(Some),
+            Some(json) => serde_json::from_slice(&json).ok().map(Some),
             None => Some(None),
         }
     }
@@ -316,53 +325,94 @@ impl LiveObjects for Cache {
         };
         Some(
             objects
-                .values()
-                .filter(|stored| stored.app.as_deref() == Some(app))
-                .filter_map(|stored| serde_json::from_slice(&stored.json).ok())
+                .owned_by(app)
+                .filter_map(|json| serde_json::from_slice(&json).ok())
                 .collect(),
         )
     }
 }
 
-fn keyed(kind: &Resolved, object: DynamicObject) -> Option<(Name, Stored)> {
+fn keyed(kind: &Resolved, mut object: DynamicObject) -> Option<(Name, Stored)> {
     let name: Box<str> = object.metadata.name.as_deref()?.into();
     let name = (object.metadata.namespace.as_deref().map(Box::from), name);
-    let mut value = serde_json::to_value(object).ok()?;
     // A list's items may carry no apiVersion and kind; the watch knows them.
-    if let Some(map) = value.as_object_mut() {
-        map.entry("apiVersion")
-            .or_insert_with(|| kind.resource.api_version.clone().into());
-        map.entry("kind")
-            .or_insert_with(|| kind.resource.kind.clone().into());
-    }
+    object.types.get_or_insert_with(|| TypeMeta {
+        api_version: kind.resource.api_version.clone(),
+        kind: kind.resource.kind.clone(),
+    });
+    // Written straight from the typed object: no second tree of it as a Value.
     let stored = Stored {
-        app: app_of(&value),
-        json: serde_json::to_vec(&value).ok()?.into_boxed_slice(),
+        app: app_of(&object),
+        json: serde_json::to_vec(&object).ok()?,
     };
     Some((name, stored))
 }
 
-fn app_of(value: &Value) -> Option<Box<str>> {
-    crate::ownership::app_of(value).map(Box::from)
+/// The app label, as `ownership::app_of` reads it from the object's JSON.
+fn app_of(object: &DynamicObject) -> Option<Box<str>> {
+    object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(crate::ownership::APP_LABEL)
+        .map(|app| Box::from(app.as_str()))
 }
 
 /// Replaces every object of one kind with a fresh listing; returns what changed.
-fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: HashMap<Name, Stored>) -> Vec<Changed> {
+fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<Changed> {
     let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
     let mut changes = Vec::new();
     let old = objects.remove(gk).unwrap_or_default();
-    for (name, stored) in &old {
-        if !listed.contains_key(name) {
-            changes.push(changed(gk, name, stored.app.as_deref()));
+    for (name, app) in old.iter() {
+        if listed.get(name).is_none() {
+            changes.push(changed(gk, name, app));
         }
     }
-    for (name, stored) in &listed {
-        if old.get(name) != Some(stored) {
-            changes.push(changed(gk, name, stored.app.as_deref()));
+    for (name, app) in listed.iter() {
+        if old.get(name) != listed.get(name) || old.app(name) != app {
+            changes.push(changed(gk, name, app));
         }
     }
     // The listing grew as it arrived; it is kept without the spare room.
-    listed.shrink_to_fit();
+    listed.shrink();
     objects.insert(gk.clone(), listed);
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+
+    fn configmaps() -> Resolved {
+        Resolved {
+            resource: ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap")),
+            namespaced: true,
+        }
+    }
+
+    /// A list's items may come without apiVersion and kind: the object held has the
+    /// watch's, and its app label, written once from the typed object.
+    #[test]
+    fn a_listed_object_is_held_with_its_kind_and_app() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop",
+                "labels": {"tether.dev/app": "shop", "app.kubernetes.io/managed-by": "tether"}},
+            "data": {"key": "v"},
+        }))
+        .expect("an object");
+        let ((namespace, name), stored) = keyed(&configmaps(), object).expect("keyed");
+        assert_eq!((namespace.as_deref(), &*name), (Some("shop"), "web"));
+        assert_eq!(stored.app.as_deref(), Some("shop"));
+        let held: Value = serde_json::from_slice(&stored.json).expect("JSON");
+        assert_eq!(held["apiVersion"], "v1");
+        assert_eq!(held["kind"], "ConfigMap");
+        assert_eq!(held["data"]["key"], "v");
+        assert_eq!(crate::ownership::app_of(&held), Some("shop"));
+
+        let unnamed: DynamicObject =
+            serde_json::from_value(serde_json::json!({"metadata": {}})).expect("an object");
+        assert!(keyed(&configmaps(), unnamed).is_none(), "no name, not held");
+    }
 }

@@ -182,18 +182,26 @@ pub struct RenderCache {
     kept: Option<Kept>,
 }
 
-/// One revision's objects: every object's JSON in one buffer, and per object where it
-/// came from and where its JSON lies. One allocation for all the text, both exactly
-/// sized: a thousand apps keep these for as long as they run, and many small
-/// long-lived allocations between a pass's short-lived ones are what fragments the
-/// heap. An object's identity is read back from its JSON; only one that differs from
-/// what the JSON declares is kept beside it.
+/// One revision's objects: every object's JSON in one buffer, deflated, and per
+/// object where it came from and where its JSON lies. One allocation for all the
+/// text, both exactly sized: a thousand apps keep these for as long as they run, and
+/// many small long-lived allocations between a pass's short-lived ones are what
+/// fragments the heap. An app's manifests repeat each other, so deflated they take a
+/// few times less; inflating them back takes a fraction of parsing them. An object's
+/// identity is read back from its JSON; only one that differs from what the JSON
+/// declares is kept beside it.
 #[derive(Debug)]
 struct Kept {
     sha: String,
-    json: Box<[u8]>,
+    deflated: Box<[u8]>,
+    /// Bytes of JSON `deflated` holds.
+    len: usize,
     objects: Box<[KeptObject]>,
 }
+
+/// Deflate's fastest level: manifests of one app repeat each other, and the first
+/// level finds that.
+const KEPT_LEVEL: u8 = 1;
 
 #[derive(Debug)]
 struct KeptObject {
@@ -223,25 +231,29 @@ impl Kept {
         }
         Kept {
             sha: sha.to_string(),
-            json: json.into_boxed_slice(),
+            deflated: miniz_oxide::deflate::compress_to_vec(&json, KEPT_LEVEL).into_boxed_slice(),
+            len: json.len(),
             objects: objects.into_boxed_slice(),
         }
     }
 
-    /// The kept objects `wanted` picks, parsed back. An object whose identity is read
-    /// from its JSON is first looked at as text (`maybe`), so a heal of one object does
-    /// not parse the revision's every other object to find it.
+    /// The kept objects `wanted` picks, parsed back; `None` if the text does not
+    /// inflate (this module never writes such). An object whose identity is read from
+    /// its JSON is first looked at as text (`maybe`), so a heal of one object does not
+    /// parse the revision's every other object to find it.
     fn read(
         &self,
         maybe: impl Fn(&[u8]) -> bool,
         wanted: impl Fn(&ObjectId) -> bool,
-    ) -> ManifestSet {
-        ManifestSet {
+    ) -> Option<ManifestSet> {
+        let json =
+            miniz_oxide::inflate::decompress_to_vec_with_limit(&self.deflated, self.len).ok()?;
+        Some(ManifestSet {
             objects: self
                 .objects
                 .iter()
                 .filter_map(|kept| {
-                    let text = self.json.get(kept.json.clone())?;
+                    let text = json.get(kept.json.clone())?;
                     let keep = match &kept.id {
                         Some(id) => wanted(id),
                         None => maybe(text),
@@ -261,7 +273,7 @@ impl Kept {
                     })
                 })
                 .collect(),
-        }
+        })
     }
 }
 
@@ -272,7 +284,7 @@ impl RenderCache {
     }
 
     /// The manifests kept for commit `sha` whose keys are in `keys`, parsed alone;
-    /// `None` when `sha` is not the commit kept.
+    /// `None` when `sha` is not the commit kept (or its text does not read back).
     pub fn select(&self, sha: &str, keys: &HashSet<ObjectKey>) -> Option<ManifestSet> {
         let kept = self.kept.as_ref().filter(|kept| kept.sha == sha)?;
         // A wanted object's JSON holds its name as serde_json writes it: an object
@@ -286,7 +298,7 @@ impl RenderCache {
                 .iter()
                 .any(|name| text.windows(name.len()).any(|w| w == name.as_slice()))
         };
-        Some(kept.read(maybe, |id| keys.contains(&id.key())))
+        kept.read(maybe, |id| keys.contains(&id.key()))
     }
 
     /// The manifests at commit `sha`: the kept ones when it is the last rendered,
@@ -298,8 +310,9 @@ impl RenderCache {
     {
         if let Some(kept) = &self.kept
             && kept.sha == sha
+            && let Some(set) = kept.read(|_| true, |_| true)
         {
-            return Ok(kept.read(|_| true, |_| true));
+            return Ok(set);
         }
         let set = render().await?;
         // The old revision's text goes before the new one's is written.
@@ -514,5 +527,44 @@ mod tests {
             })
         );
         assert_eq!(cache.select("sha-1", &keys(&[&objects[0]])), None);
+    }
+
+    /// Kept text is deflated: an app's manifests repeat each other. Text that does
+    /// not inflate is never read as an empty revision: the pass renders again, and a
+    /// heal leaves the object to it.
+    #[tokio::test]
+    async fn a_kept_revision_is_deflated_and_one_that_does_not_inflate_is_rendered_again() {
+        let many = ManifestSet {
+            objects: (0..200)
+                .map(|i| manifest(&format!("cm-{i}"), format!("v{i}").into()))
+                .collect(),
+        };
+        let mut cache = RenderCache::default();
+        cache
+            .manifests("sha-1", || async { Ok::<_, ()>(many.clone()) })
+            .await
+            .unwrap();
+        let kept = cache.kept.as_mut().expect("kept");
+        assert!(
+            kept.deflated.len() * 4 < kept.len,
+            "{} bytes kept for {} of JSON",
+            kept.deflated.len(),
+            kept.len
+        );
+        kept.deflated = Box::from(&kept.deflated[..kept.deflated.len() / 2]);
+        let key = HashSet::from([many.objects[0].id.key()]);
+        assert_eq!(cache.select("sha-1", &key), None);
+        let again = cache
+            .manifests("sha-1", || async { Ok::<_, ()>(set("rendered")) })
+            .await
+            .unwrap();
+        assert_eq!(again, set("rendered"), "rendered again, not read as empty");
+        assert_eq!(
+            cache
+                .manifests("sha-1", || async { Err(()) })
+                .await
+                .unwrap(),
+            set("rendered")
+        );
     }
 }
