@@ -8,8 +8,9 @@
 //!   costs about 40 ms of CPU per object and would measure kubectl, not the server.
 //! - Protobuf next to its JSON twin: the per-request cost of creating and getting a
 //!   ConfigMap and a Deployment over HTTPS, each request timed alone, the two formats
-//!   interleaved so that both see the same machine, with the sandbox's own share of
-//!   each; and the sandbox's codec alone against serde_json for the object as stored.
+//!   interleaved so that both see the same machine (pairs alternate which goes first),
+//!   with the sandbox's own share of each; and the sandbox's codec alone against
+//!   serde_json, for the object as stored and for the bodies of the creates.
 //!   Each request is timed as a typed client makes it: from its object to bytes, the
 //!   exchange, and the answer read back into an object, each format by its generated
 //!   code as real clients do it: JSON by `k8s-openapi`'s serde types (kube-rs),
@@ -220,7 +221,10 @@ async fn measure(
     };
     let url = format!("{}{path}", sandbox.url());
     for i in 0..requests * 2 {
-        let format = if i % 2 == 0 {
+        // Pairs alternate which format goes first (JSON, protobuf, protobuf, JSON, …), so
+        // that neither always follows the other's requests.
+        let protobuf_first = (i / 2) % 2 == 1;
+        let format = if (i % 2 == 0) != protobuf_first {
             Format::Json
         } else {
             Format::Protobuf
@@ -403,6 +407,32 @@ fn main() {
     let object = stored;
     let encoded = protobuf::encode_object(&object).expect("encodes");
     let json_bytes = serde_json::to_vec(&object).expect("JSON");
+    // The bodies of creates as the clients send them, read by the sandbox.
+    let bodies = [
+        (
+            "ConfigMap",
+            typed_json::<k8s_openapi::api::core::v1::ConfigMap>(&config_map(0))(),
+            typed_protobuf::<k8s_pb::api::core::v1::ConfigMap>(&config_map(0))(),
+        ),
+        (
+            "Deployment",
+            typed_json::<k8s_openapi::api::apps::v1::Deployment>(&deployment(0))(),
+            typed_protobuf::<k8s_pb::api::apps::v1::Deployment>(&deployment(0))(),
+        ),
+    ];
+    let body_figures = bodies.iter().flat_map(|(kind, json_body, protobuf_body)| {
+        [
+            (
+                format!("{kind} body from protobuf (sandbox)"),
+                codec(|| drop(protobuf::decode_object(protobuf_body))),
+            ),
+            (
+                format!("{kind} body from JSON (sandbox)"),
+                codec(|| drop(serde_json::from_slice::<Value>(json_body))),
+            ),
+        ]
+    });
+    let body_figures: Vec<(String, f64)> = body_figures.collect();
     let to_pb = typed_protobuf::<k8s_pb::api::apps::v1::Deployment>(&object);
     let to_json = typed_json::<k8s_openapi::api::apps::v1::Deployment>(&object);
     let codec_figures = [
@@ -524,6 +554,10 @@ fn main() {
         "{:<40} {:>10}",
         "codec alone, stored object, median (µs)", ""
     );
+    let codec_figures = codec_figures
+        .into_iter()
+        .map(|(what, us)| (what.to_string(), us))
+        .chain(body_figures);
     for (what, us) in codec_figures {
         println!("{what:<40} {us:>10.1}");
         results.insert(

@@ -64,14 +64,9 @@ pub struct Encoded {
 
 impl Encoded {
     fn of(value: &Value, capacity: usize) -> Option<Encoded> {
-        let raw = protobuf::encode_message(value, capacity).ok()?;
-        let api_version = value["apiVersion"].as_str().unwrap_or_default();
-        let kind = value["kind"].as_str().unwrap_or_default();
-        let enveloped = protobuf::envelope(api_version, kind, &raw);
-        // The envelope ends with two empty fields (contentEncoding, contentType).
-        let end = enveloped.len() - 4;
+        let (enveloped, message) = protobuf::encode_enveloped(value, capacity).ok()?;
         Some(Encoded {
-            message: end - raw.len()..end,
+            message,
             enveloped: Bytes::from(enveloped),
         })
     }

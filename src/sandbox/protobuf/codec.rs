@@ -6,6 +6,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use super::ProtobufError;
@@ -89,9 +90,10 @@ fn encode_fields(
                 let entries = value
                     .as_object()
                     .ok_or_else(|| type_error(message, field.json, "an object"))?;
-                // Go writes map entries sorted by key.
-                let mut keys: Vec<&String> = entries.keys().collect();
-                keys.sort();
+                // Go writes map entries sorted by key; the pairs are sorted together so
+                // that no value is looked up again by its key.
+                let mut sorted: Vec<(&String, &Value)> = entries.iter().collect();
+                sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 let value_field = Field {
                     tag: 2,
                     json: field.json,
@@ -99,10 +101,10 @@ fn encode_fields(
                     label: Label::Optional,
                     keep_zero: true,
                 };
-                for key in keys {
+                for (key, value) in sorted {
                     wire::put_nested(out, field.tag, |entry| {
                         wire::put_bytes(entry, 1, key.as_bytes());
-                        encode_field(schema, message, &value_field, &entries[key], entry)
+                        encode_field(schema, message, &value_field, value, entry)
                     })?;
                 }
             }
@@ -234,14 +236,11 @@ fn encode_special(
             .ok_or(ProtobufError::Schema(PROPS.into()))
     };
     match special {
-        Special::Quantity => {
-            let text = match value {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                _ => return Err(type_error(message, "", "a quantity string")),
-            };
-            wire::put_bytes(out, 1, text.as_bytes());
-        }
+        Special::Quantity => match value {
+            Value::String(s) => wire::put_bytes(out, 1, s.as_bytes()),
+            Value::Number(n) => wire::put_bytes(out, 1, n.to_string().as_bytes()),
+            _ => return Err(type_error(message, "", "a quantity string")),
+        },
         // Go writes all three fields: type, intVal, strVal.
         Special::IntOrString => {
             let (kind, int, text) = match value {
@@ -286,9 +285,11 @@ fn encode_special(
             wire::put_key(out, 1, wire::VARINT);
             wire::put_varint(out, nanos as u64);
         }
+        // Written in place: a managedFields entry's fieldsV1 is most of a small object.
         Special::RawExtension | Special::FieldsV1 | Special::Json => {
-            let raw = serde_json::to_vec(value).map_err(ProtobufError::Json)?;
-            wire::put_bytes(out, 1, &raw);
+            wire::put_nested(out, 1, |out| {
+                serde_json::to_writer(out, value).map_err(ProtobufError::Json)
+            })?;
         }
         Special::PropsOrArray => match value {
             Value::Array(items) => {
@@ -356,7 +357,36 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
     if let Some(special) = message.special {
         return decode_special(schema, message, special, bytes);
     }
-    let mut object = Map::new();
+    let mut object = Map::with_capacity(field_count(bytes)?);
+    decode_into(schema, index, bytes, &mut object)?;
+    Ok(Some(Value::Object(object)))
+}
+
+/// How many JSON keys a message's bytes make at most: a repeated field's run of items
+/// is one key. Counted first so that each object is allocated once at its size: a
+/// request body is dozens of small objects, and growing each, as a JSON parser must,
+/// cost more than this extra pass over the field keys.
+pub fn field_count(bytes: &[u8]) -> Result<usize, ProtobufError> {
+    let mut reader = Reader::new(bytes);
+    let (mut count, mut last) = (0, 0);
+    while let Some(tag) = reader.skip_field()? {
+        if tag != last {
+            count += 1;
+            last = tag;
+        }
+    }
+    Ok(count)
+}
+
+/// Decodes the fields of message `index` into `object`: its own, or its parent's for a
+/// Go embedded struct, whose keys are spread into the parent's object.
+pub fn decode_into(
+    schema: &Schema,
+    index: usize,
+    bytes: &[u8],
+    object: &mut Map<String, Value>,
+) -> Result<(), ProtobufError> {
+    let message = &schema.messages[index];
     let mut reader = Reader::new(bytes);
     while let Some((tag, raw)) = reader.next_field()? {
         // Fields this table does not know (newer than k8s-pb) are skipped, as Go skips them.
@@ -369,35 +399,81 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
                     object.insert(field.json.to_string(), value);
                 }
             }
-            Label::Inline => {
-                if let Some(Value::Object(inner)) = decode_field(schema, message, field, raw)? {
-                    object.extend(inner);
+            Label::Inline => match (field.ty, raw) {
+                (Type::Message(inner), wire::Field::Bytes(bytes))
+                    if schema.messages[inner].special.is_none() =>
+                {
+                    decode_into(schema, inner, bytes, object)?;
                 }
-            }
+                _ => {
+                    if let Some(Value::Object(inner)) = decode_field(schema, message, field, raw)? {
+                        object.extend(inner);
+                    }
+                }
+            },
             Label::Repeated => {
-                let value = decode_field(schema, message, field, raw)?.unwrap_or(Value::Null);
-                let slot = object
-                    .entry(field.json.to_string())
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let Value::Array(items) = slot {
-                    items.push(value);
+                // Go writes a repeated field's items one after another: the run is read
+                // here, into an array of its size, and its key is hashed once.
+                let mut items = Vec::with_capacity(1 + reader.clone().run_of(tag)?);
+                items.push(decode_field(schema, message, field, raw)?.unwrap_or(Value::Null));
+                while let Some(raw) = next_of(&mut reader, tag)? {
+                    items.push(decode_field(schema, message, field, raw)?.unwrap_or(Value::Null));
+                }
+                match object.entry(field.json) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(Value::Array(items));
+                    }
+                    Entry::Occupied(mut slot) => {
+                        if let Value::Array(before) = slot.get_mut() {
+                            before.extend(items);
+                        }
+                    }
                 }
             }
             Label::Map => {
-                let wire::Field::Bytes(entry) = raw else {
-                    return Err(type_error(message, field.json, "a map entry"));
-                };
-                let (key, value) = decode_entry(schema, message, field, entry)?;
-                let slot = object
-                    .entry(field.json.to_string())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(map) = slot {
+                let mut map = Map::with_capacity(1 + reader.clone().run_of(tag)?);
+                let mut raw = raw;
+                loop {
+                    let wire::Field::Bytes(entry) = raw else {
+                        return Err(type_error(message, field.json, "a map entry"));
+                    };
+                    let (key, value) = decode_entry(schema, message, field, entry)?;
                     map.insert(key, value);
+                    match next_of(&mut reader, tag)? {
+                        Some(next) => raw = next,
+                        None => break,
+                    }
+                }
+                match object.entry(field.json) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(Value::Object(map));
+                    }
+                    Entry::Occupied(mut slot) => {
+                        if let Value::Object(before) = slot.get_mut() {
+                            before.extend(map);
+                        }
+                    }
                 }
             }
         }
     }
-    Ok(Some(Value::Object(object)))
+    Ok(())
+}
+
+/// The next field if it is numbered `tag` (the reader moves past it), else `None` (the
+/// reader stays).
+fn next_of<'a>(
+    reader: &mut Reader<'a>,
+    tag: u32,
+) -> Result<Option<wire::Field<'a>>, ProtobufError> {
+    let mut ahead = reader.clone();
+    match ahead.next_field()? {
+        Some((next, raw)) if next == tag => {
+            *reader = ahead;
+            Ok(Some(raw))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn decode_entry(
@@ -488,22 +564,53 @@ fn number(f: f64) -> Value {
     }
 }
 
-/// The length-delimited fields of a message, by number, in wire order.
-type Delimited = Vec<(u32, Vec<u8>)>;
+/// The fields of a small special message: varints 1 to 3 and the last length-delimited
+/// field of each of numbers 1 to 3, borrowed; and, for the special types that repeat
+/// one (`collect`), all of them in wire order.
+struct Small<'a> {
+    ints: [u64; 3],
+    last: [Option<&'a [u8]>; 3],
+    all: Vec<(u32, &'a [u8])>,
+}
 
-/// The fields of a small special message: varints 1 to 3 by number, and the rest.
-fn varints(bytes: &[u8]) -> Result<([u64; 3], Delimited), ProtobufError> {
-    let mut ints = [0u64; 3];
-    let mut delimited = Vec::new();
-    let mut reader = Reader::new(bytes);
-    while let Some((tag, raw)) = reader.next_field()? {
-        match raw {
-            wire::Field::Varint(n) if (1..=3).contains(&tag) => ints[tag as usize - 1] = n,
-            wire::Field::Bytes(b) => delimited.push((tag, b.to_vec())),
-            _ => {}
+impl<'a> Small<'a> {
+    fn read(bytes: &'a [u8], collect: bool) -> Result<Small<'a>, ProtobufError> {
+        let mut small = Small {
+            ints: [0; 3],
+            last: [None; 3],
+            all: Vec::new(),
+        };
+        let mut reader = Reader::new(bytes);
+        while let Some((tag, raw)) = reader.next_field()? {
+            let slot = (1..=3).contains(&tag).then(|| tag as usize - 1);
+            match (raw, slot) {
+                (wire::Field::Varint(n), Some(slot)) => small.ints[slot] = n,
+                (wire::Field::Bytes(b), slot) => {
+                    if let Some(slot) = slot {
+                        small.last[slot] = Some(b);
+                    }
+                    if collect {
+                        small.all.push((tag, b));
+                    }
+                }
+                _ => {}
+            }
         }
+        Ok(small)
     }
-    Ok((ints, delimited))
+
+    /// The last length-delimited field `tag` (1 to 3).
+    fn bytes(&self, tag: u32) -> Option<&'a [u8]> {
+        self.last[tag as usize - 1]
+    }
+
+    /// Every length-delimited field `tag`, in wire order.
+    fn every(&self, tag: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
+        self.all
+            .iter()
+            .filter(move |(t, _)| *t == tag)
+            .map(|(_, b)| *b)
+    }
 }
 
 fn decode_special(
@@ -512,22 +619,23 @@ fn decode_special(
     special: Special,
     bytes: &[u8],
 ) -> Result<Option<Value>, ProtobufError> {
-    let (ints, delimited) = varints(bytes)?;
+    let collect = matches!(
+        special,
+        Special::PropsOrArray | Special::Items | Special::PropsOrStringArray
+    );
+    let small = Small::read(bytes, collect)?;
+    let ints = small.ints;
+    let utf8 = |b: &[u8], field: &str| {
+        String::from_utf8(b.to_vec()).map_err(|_| type_error(message, field, "UTF-8 text"))
+    };
     let text = |tag: u32| -> Result<Option<String>, ProtobufError> {
-        delimited
-            .iter()
-            .rev()
-            .find(|(t, _)| *t == tag)
-            .map(|(_, b)| {
-                String::from_utf8(b.clone()).map_err(|_| type_error(message, "", "UTF-8 text"))
-            })
-            .transpose()
+        small.bytes(tag).map(|b| utf8(b, "")).transpose()
     };
     let raw_json = |tag: u32| -> Result<Option<Value>, ProtobufError> {
-        match delimited.iter().rev().find(|(t, _)| *t == tag) {
+        match small.bytes(tag) {
             None => Ok(None),
-            Some((_, raw)) if raw.starts_with(super::MAGIC) => super::decode_object(raw).map(Some),
-            Some((_, raw)) => serde_json::from_slice(raw)
+            Some(raw) if raw.starts_with(super::MAGIC) => super::decode_object(raw).map(Some),
+            Some(raw) => serde_json::from_slice(raw)
                 .map(Some)
                 .map_err(ProtobufError::Json),
         }
@@ -565,52 +673,32 @@ fn decode_special(
         Special::Duration => Some(Value::String(format_duration(ints[0] as i64))),
         Special::RawExtension | Special::FieldsV1 | Special::Json => raw_json(1)?,
         Special::PropsOrArray => {
-            let items: Vec<&Vec<u8>> = delimited
-                .iter()
-                .filter(|(t, _)| *t == 2)
-                .map(|(_, b)| b)
-                .collect();
+            let items: Vec<&[u8]> = small.every(2).collect();
             if items.is_empty() {
-                match delimited.iter().rev().find(|(t, _)| *t == 1) {
-                    Some((_, raw)) => Some(props(raw)?),
-                    None => None,
-                }
+                small.bytes(1).map(props).transpose()?
             } else {
                 Some(Value::Array(
-                    items
-                        .into_iter()
-                        .map(|b| props(b))
-                        .collect::<Result<_, _>>()?,
+                    items.into_iter().map(props).collect::<Result<_, _>>()?,
                 ))
             }
         }
-        Special::PropsOrBool => match delimited.iter().rev().find(|(t, _)| *t == 2) {
-            Some((_, raw)) => Some(props(raw)?),
+        Special::PropsOrBool => match small.bytes(2) {
+            Some(raw) => Some(props(raw)?),
             None => Some(Value::Bool(ints[0] != 0)),
         },
         Special::Items => Some(Value::Array(
-            delimited
-                .iter()
-                .filter(|(t, _)| *t == 1)
-                .map(|(_, b)| {
-                    String::from_utf8(b.clone())
-                        .map(Value::String)
-                        .map_err(|_| type_error(message, "items", "UTF-8 text"))
-                })
+            small
+                .every(1)
+                .map(|b| utf8(b, "items").map(Value::String))
                 .collect::<Result<_, _>>()?,
         )),
         Special::PropsOrStringArray => {
-            let items: Vec<Value> = delimited
-                .iter()
-                .filter(|(t, _)| *t == 2)
-                .map(|(_, b)| {
-                    String::from_utf8(b.clone())
-                        .map(Value::String)
-                        .map_err(|_| type_error(message, "property", "UTF-8 text"))
-                })
+            let items: Vec<Value> = small
+                .every(2)
+                .map(|b| utf8(b, "property").map(Value::String))
                 .collect::<Result<_, _>>()?;
-            match delimited.iter().rev().find(|(t, _)| *t == 1) {
-                Some((_, raw)) if items.is_empty() => Some(props(raw)?),
+            match small.bytes(1) {
+                Some(raw) if items.is_empty() => Some(props(raw)?),
                 _ => Some(Value::Array(items)),
             }
         }

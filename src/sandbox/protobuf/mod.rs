@@ -66,18 +66,16 @@ pub fn has_message(api_version: &str, kind: &str) -> bool {
 
 /// Encodes an object (or list, or `Status`) in the `k8s\0` + `runtime.Unknown` envelope.
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    let raw = encode_message(object, 256)?;
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    Ok(envelope(api_version, kind, &raw))
+    encode_enveloped(object, 256).map(|(bytes, _)| bytes)
 }
 
-/// The bare message of an object of a built-in kind, without the envelope: what the
-/// store keeps beside an object's JSON, so that every protobuf answer of it (get, list
-/// item, watch frame) is a copy of bytes rather than a parse and an encoding.
-/// `capacity`: the bytes to reserve, e.g. the object's JSON length (its protobuf is
-/// shorter), so that the buffer is neither grown nor left much larger than it.
-pub fn encode_message(object: &Value, capacity: usize) -> Result<Vec<u8>, ProtobufError> {
+/// [`encode_object`] into one buffer of `capacity` bytes, the message written in place
+/// inside the envelope rather than copied into it; with where the bare message lies (a
+/// list's item). What the store keeps of an object written or read in protobuf.
+pub fn encode_enveloped(
+    object: &Value,
+    capacity: usize,
+) -> Result<(Vec<u8>, std::ops::Range<usize>), ProtobufError> {
     let schema = Schema::get()?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
@@ -87,12 +85,35 @@ pub fn encode_message(object: &Value, capacity: usize) -> Result<Vec<u8>, Protob
             api_version: api_version.to_string(),
             kind: kind.to_string(),
         })?;
-    let mut raw = Vec::with_capacity(capacity);
-    codec::encode(schema, index, object, &mut raw)?;
-    Ok(raw)
+    let mut out = Vec::with_capacity(capacity + api_version.len() + kind.len() + 24);
+    out.extend_from_slice(MAGIC);
+    put_type_meta(&mut out, api_version, kind);
+    let mut len = 0;
+    wire::put_nested(&mut out, 2, |out| {
+        let start = out.len();
+        codec::encode(schema, index, object, out)?;
+        len = out.len() - start;
+        Ok::<_, ProtobufError>(())
+    })?;
+    let end = out.len();
+    wire::put_bytes(&mut out, 3, b"");
+    wire::put_bytes(&mut out, 4, b"");
+    Ok((out, end - len..end))
 }
 
-/// A list of built-in objects from their bare messages ([`encode_message`]): the
+/// `runtime.Unknown`'s field 1, `TypeMeta{apiVersion, kind}`, its length known ahead.
+fn put_type_meta(out: &mut Vec<u8>, api_version: &str, kind: &str) {
+    let len: usize = [api_version, kind]
+        .iter()
+        .map(|s| 1 + wire::varint_len(s.len() as u64) + s.len())
+        .sum();
+    wire::put_key(out, 1, wire::LENGTH_DELIMITED);
+    wire::put_varint(out, len as u64);
+    wire::put_bytes(out, 1, api_version.as_bytes());
+    wire::put_bytes(out, 2, kind.as_bytes());
+}
+
+/// A list of built-in objects from their bare messages ([`encode_enveloped`]): the
 /// list's `ListMeta` and its items, enveloped as `kind` (e.g. `ConfigMapList`).
 pub fn encode_list<'a>(
     api_version: &str,
@@ -130,12 +151,9 @@ pub fn encode_list<'a>(
 /// `k8s\0` + `runtime.Unknown{typeMeta, raw, contentEncoding: "", contentType: ""}`,
 /// every field written as Go writes it (the two empty strings included).
 pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
-    wire::put_bytes(&mut type_meta, 1, api_version.as_bytes());
-    wire::put_bytes(&mut type_meta, 2, kind.as_bytes());
-    let mut out = Vec::with_capacity(raw.len() + type_meta.len() + 16);
+    let mut out = Vec::with_capacity(raw.len() + api_version.len() + kind.len() + 24);
     out.extend_from_slice(MAGIC);
-    wire::put_bytes(&mut out, 1, &type_meta);
+    put_type_meta(&mut out, api_version, kind);
     wire::put_bytes(&mut out, 2, raw);
     wire::put_bytes(&mut out, 3, b"");
     wire::put_bytes(&mut out, 4, b"");
@@ -181,12 +199,18 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value, ProtobufError> {
             api_version: api_version.clone(),
             kind: kind.clone(),
         })?;
-    let decoded = codec::decode(schema, index, raw)?.unwrap_or(Value::Object(Map::new()));
-    let mut object = Map::new();
+    // The fields go straight into the object that starts with the type meta, rather
+    // than into one of their own that is then copied over.
+    let mut object = Map::with_capacity(2 + codec::field_count(raw)?);
     object.insert("kind".into(), Value::String(kind));
     object.insert("apiVersion".into(), Value::String(api_version));
-    if let Value::Object(fields) = decoded {
-        object.extend(fields);
+    match schema.messages[index].special {
+        None => codec::decode_into(schema, index, raw, &mut object)?,
+        Some(_) => {
+            if let Some(Value::Object(fields)) = codec::decode(schema, index, raw)? {
+                object.extend(fields);
+            }
+        }
     }
     Ok(Value::Object(object))
 }

@@ -121,7 +121,9 @@ pub struct Message {
     /// Ordered by field number, the order Go writes them in.
     pub fields: Vec<Field>,
     by_json: Map<&'static str, usize>,
-    by_tag: Map<u32, usize>,
+    /// Field index + 1 by field number (0: no such field): numbers are small and dense,
+    /// and the decoder looks one up for every field it reads.
+    by_tag: Vec<u16>,
     /// JSON keys that belong to an inline field's message.
     inline_keys: Vec<&'static str>,
 }
@@ -136,8 +138,12 @@ impl Message {
         self.by_json.contains_key(key) || self.inline_keys.contains(&key)
     }
 
+    #[inline]
     pub fn field_by_tag(&self, tag: u32) -> Option<&Field> {
-        self.by_tag.get(&tag).map(|&i| &self.fields[i])
+        match self.by_tag.get(tag as usize) {
+            Some(&i) if i > 0 => self.fields.get(usize::from(i) - 1),
+            _ => None,
+        }
     }
 }
 
@@ -234,7 +240,14 @@ impl Schema {
                 .enumerate()
                 .map(|(i, f)| (f.json, i))
                 .collect();
-            let by_tag = fields.iter().enumerate().map(|(i, f)| (f.tag, i)).collect();
+            let top = fields.iter().map(|f| f.tag as usize).max().unwrap_or(0);
+            if top > 4096 || fields.len() >= usize::from(u16::MAX) {
+                return Err(format!("{name}: field numbers too large for the table"));
+            }
+            let mut by_tag = vec![0u16; top + 1];
+            for (i, f) in fields.iter().enumerate() {
+                by_tag[f.tag as usize] = (i + 1) as u16;
+            }
             messages.push(Message {
                 special: special(name),
                 name: name.clone(),

@@ -855,3 +855,120 @@ fn converted_kinds_round_trip_in_protobuf_as_served() {
         assert_eq!(without_nulls(&decoded), without_nulls(&object), "{object}");
     }
 }
+
+#[test]
+fn split_runs_of_repeated_and_map_fields_gather_into_one_key() {
+    // Go writes a repeated field's items and a map's entries one after another; the
+    // format allows them apart, and a decoder must then gather them, in wire order, as
+    // Go's does. ConfigMap: metadata (1), data (2, map), binaryData (3, map).
+    let mut meta = Vec::new();
+    wire::put_bytes(&mut meta, 1, b"split");
+    // ObjectMeta.finalizers (14), split by generateName (2).
+    wire::put_bytes(&mut meta, 14, b"a");
+    wire::put_bytes(&mut meta, 14, b"b");
+    wire::put_bytes(&mut meta, 2, b"gen-");
+    wire::put_bytes(&mut meta, 14, b"c");
+    let entry = |key: &str, value: &str| {
+        let mut entry = Vec::new();
+        wire::put_bytes(&mut entry, 1, key.as_bytes());
+        wire::put_bytes(&mut entry, 2, value.as_bytes());
+        entry
+    };
+    let mut config_map = Vec::new();
+    wire::put_bytes(&mut config_map, 2, &entry("k1", "v1"));
+    wire::put_bytes(&mut config_map, 2, &entry("k2", "v2"));
+    wire::put_bytes(&mut config_map, 1, &meta);
+    wire::put_bytes(&mut config_map, 2, &entry("k3", "v3"));
+    // A later entry of a key already read replaces its value, as Go's map does.
+    wire::put_bytes(&mut config_map, 2, &entry("k1", "again"));
+    let bytes = super::envelope("v1", "ConfigMap", &config_map);
+    let decoded = decode_object(&bytes).expect("decodes");
+    assert_eq!(
+        decoded,
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "data": {"k1": "again", "k2": "v2", "k3": "v3"},
+            "metadata": {"name": "split", "finalizers": ["a", "b", "c"], "generateName": "gen-"}})
+    );
+    let keys: Vec<&String> = decoded["data"].as_object().expect("data").keys().collect();
+    assert_eq!(keys, ["k1", "k2", "k3"], "wire order, first place kept");
+}
+
+#[test]
+fn field_numbers_past_the_table_are_skipped_and_bad_runs_are_errors() {
+    // A field newer than the table, numbered beyond any it knows, is read past.
+    let mut config_map = Vec::new();
+    wire::put_bytes(&mut config_map, 4000, b"future");
+    wire::put_bytes(&mut config_map, 2, b"\x0a\x01k\x12\x01v");
+    wire::put_key(&mut config_map, 123_456, wire::VARINT);
+    wire::put_varint(&mut config_map, 7);
+    let bytes = super::envelope("v1", "ConfigMap", &config_map);
+    assert_eq!(
+        decode_object(&bytes).expect("decodes"),
+        json!({"kind": "ConfigMap", "apiVersion": "v1", "data": {"k": "v"}})
+    );
+    // A run of map entries whose second is truncated is an error, not a short map.
+    let mut broken = Vec::new();
+    wire::put_bytes(&mut broken, 2, b"\x0a\x01k\x12\x01v");
+    broken.extend_from_slice(b"\x12\x09\x0a\x01");
+    let bytes = super::envelope("v1", "ConfigMap", &broken);
+    assert!(matches!(
+        decode_object(&bytes),
+        Err(ProtobufError::Truncated)
+    ));
+    // A map entry that is a varint is refused.
+    let mut varint = Vec::new();
+    wire::put_bytes(&mut varint, 2, b"\x0a\x01k\x12\x01v");
+    wire::put_key(&mut varint, 2, wire::VARINT);
+    wire::put_varint(&mut varint, 1);
+    let bytes = super::envelope("v1", "ConfigMap", &varint);
+    assert!(matches!(
+        decode_object(&bytes),
+        Err(ProtobufError::Type { .. })
+    ));
+}
+
+#[test]
+fn an_object_is_encoded_in_place_inside_its_envelope() {
+    // The store keeps the enveloped bytes and takes list items from inside them: the
+    // one-buffer encoding must be the envelope around the bare message, byte for byte,
+    // with the range naming exactly that message, short or long (a length of two bytes).
+    let schema = Schema::get().expect("schema table");
+    let long = "x".repeat(300);
+    for config_map in [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"},
+            "data": {"long": long}}),
+    ] {
+        let (bytes, range) = encode_enveloped(&config_map, 0).expect("encodes");
+        let index = schema.kind("v1", "ConfigMap").expect("a message");
+        let mut raw = Vec::new();
+        codec::encode(schema, index, &config_map, &mut raw).expect("encodes");
+        assert_eq!(&bytes[range.clone()], &raw[..]);
+        assert_eq!(bytes, envelope("v1", "ConfigMap", &raw));
+        assert_eq!(bytes, encode_object(&config_map).expect("encodes"));
+        assert_eq!(decode_object(&bytes).expect("decodes"), config_map);
+    }
+    let custom = json!({"apiVersion": "example.com/v1", "kind": "Widget"});
+    assert!(matches!(
+        encode_enveloped(&custom, 0),
+        Err(ProtobufError::UnknownKind { .. })
+    ));
+}
+
+#[test]
+fn varint_lengths_match_what_is_written() {
+    for value in [
+        0,
+        1,
+        127,
+        128,
+        16_383,
+        16_384,
+        u64::from(u32::MAX),
+        u64::MAX,
+    ] {
+        let mut out = Vec::new();
+        wire::put_varint(&mut out, value);
+        assert_eq!(wire::varint_len(value), out.len(), "{value}");
+    }
+}

@@ -16,6 +16,11 @@ pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+/// How many bytes [`put_varint`] writes for `value`.
+pub fn varint_len(value: u64) -> usize {
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 pub fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
     put_varint(out, (u64::from(tag) << 3) | u64::from(wire_type));
 }
@@ -59,6 +64,7 @@ pub fn put_nested<E>(
 }
 
 /// A field as read off the wire.
+#[derive(Clone, Copy)]
 pub enum Field<'a> {
     Varint(u64),
     Fixed64(u64),
@@ -67,7 +73,8 @@ pub enum Field<'a> {
     Bytes(&'a [u8]),
 }
 
-/// Reads a message's fields in wire order.
+/// Reads a message's fields in wire order. A clone reads ahead without moving this one.
+#[derive(Clone)]
 pub struct Reader<'a> {
     rest: &'a [u8],
 }
@@ -77,7 +84,15 @@ impl<'a> Reader<'a> {
         Reader { rest: bytes }
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64, ProtobufError> {
+        // Keys and most lengths are one byte.
+        if let Some((&byte, rest)) = self.rest.split_first()
+            && byte < 0x80
+        {
+            self.rest = rest;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let (&byte, rest) = self.rest.split_first().ok_or(ProtobufError::Truncated)?;
@@ -92,6 +107,7 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], ProtobufError> {
         if self.rest.len() < n {
             return Err(ProtobufError::Truncated);
@@ -101,7 +117,23 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// Steps over the next field: its number, or `None` at the end of the message.
+    pub fn skip_field(&mut self) -> Result<Option<u32>, ProtobufError> {
+        Ok(self.next_field()?.map(|(tag, _)| tag))
+    }
+
+    /// How many fields numbered `tag` come next, one after another: the rest of a
+    /// repeated field's run, as Go writes it.
+    pub fn run_of(mut self, tag: u32) -> Result<usize, ProtobufError> {
+        let mut count = 0;
+        while self.skip_field()? == Some(tag) {
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// The next field's number and value, or `None` at the end of the message.
+    #[inline]
     pub fn next_field(&mut self) -> Result<Option<(u32, Field<'a>)>, ProtobufError> {
         if self.rest.is_empty() {
             return Ok(None);
