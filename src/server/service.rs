@@ -16,13 +16,13 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::cache::Cache;
+use crate::cluster::cache::{Cache, ShardMap};
 use crate::cluster::{Bookkeeping, Cluster, ClusterError, ClusterKey};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::reconcile::app::{self, AppHandle, Shared};
 use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
-use crate::reconcile::shard::{Ownership, ShardConfig, Sharding};
+use crate::reconcile::shard::{Ownership, ShardConfig, Sharding, shard_of};
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
@@ -180,6 +180,11 @@ impl Control for Apps {
 
     fn owner(&self, app: &str) -> Option<crate::reconcile::shard::Owner> {
         self.ownership.owner(app)
+    }
+
+    fn cache_objects(&self) -> usize {
+        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        caches.iter().map(|(_, cache)| cache.len()).sum()
     }
 }
 
@@ -497,7 +502,18 @@ impl Contexts {
             tracing::info!(cluster = %key, app = %app.name, "connected to another cluster");
         }
         let stop = self.workers.child_token();
-        let cache = Cache::new(cluster.clone(), stop.child_token());
+        let cache = match self.ownership.shard_leaderships() {
+            Some(seats) => {
+                let map = ShardMap {
+                    count: self.ownership.shards(),
+                    shard_of,
+                };
+                let cache = Cache::sharded(cluster.clone(), stop.child_token(), map);
+                spawn_holder(cache.clone(), seats, stop.child_token());
+                cache
+            }
+            None => Cache::new(cluster.clone(), stop.child_token()),
+        };
         self.apps
             .caches
             .lock()
@@ -737,6 +753,29 @@ impl Contexts {
         }
         Ok(())
     }
+}
+
+/// Tells a sharded cache which shards this replica holds, as they come and go: it
+/// keeps only their apps' objects.
+fn spawn_holder(cache: Cache, mut seats: Vec<Leadership>, cancel: CancellationToken) {
+    if seats.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            let held = (0u32..)
+                .zip(&seats)
+                .filter(|(_, seat)| seat.is_leader())
+                .map(|(shard, _)| shard)
+                .collect();
+            cache.hold(&held);
+            let changes = seats.iter_mut().map(|seat| Box::pin(seat.changed()));
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = futures::future::select_all(changes) => {}
+            }
+        }
+    });
 }
 
 /// Tells the app whose object changed which one did.
