@@ -314,6 +314,8 @@ async fn follow(
     futures::pin_mut!(stream);
     let mut relist = inner.relist.subscribe();
     relist.mark_unchanged();
+    // Namespaces are held whatever the shards: a gained shard needs no new list of them.
+    let relists = inner.shards.is_some() && !is_namespace(gk);
     // Objects listed since the last Init: at InitDone they replace the kind's.
     let mut listing: Option<HashMap<Name, Stored>> = None;
     // With shards: the hashes of the listed objects left out.
@@ -322,7 +324,7 @@ async fn follow(
     loop {
         let event = tokio::select! {
             _ = inner.shutdown.cancelled() => return Followed::Shutdown,
-            Ok(()) = relist.changed() => return Followed::Relist,
+            Ok(()) = relist.changed(), if relists => return Followed::Relist,
             event = stream.next() => event,
         };
         let Some(event) = event else {
@@ -637,11 +639,6 @@ impl Cache {
             .kinds
             .get(gk)
             .is_some_and(|kind| kind.elsewhere.contains(&hash))
-    }
-
-    /// The shards whose apps' objects are held; None without shards (every app's).
-    pub fn shards_held(&self) -> Option<BTreeSet<u32>> {
-        Some(self.shard_state()?.held.clone())
     }
 }
 
