@@ -167,6 +167,9 @@ impl Cache {
                 .write()
                 .unwrap_or_else(|p| p.into_inner());
             for (gk, held_objects) in objects.iter_mut() {
+                if is_namespace(gk) {
+                    continue;
+                }
                 let kind = state.kinds.entry(gk.clone()).or_default();
                 held_objects.retain(|name, stored| {
                     let keep = shards.admits(&state.held, gk, stored_owner(stored).as_deref());
@@ -679,13 +682,15 @@ fn finish_listing(
         return replace_kind(inner, gk, fresh);
     };
     let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
-    fresh.retain(|name, stored| {
-        let keep = shards.admits(&state.held, gk, stored_owner(stored).as_deref());
-        if !keep {
-            elsewhere.insert(shards.hash(name.0.as_deref(), &name.1));
-        }
-        keep
-    });
+    if !is_namespace(gk) {
+        fresh.retain(|name, stored| {
+            let keep = shards.admits(&state.held, gk, stored_owner(stored).as_deref());
+            if !keep {
+                elsewhere.insert(shards.hash(name.0.as_deref(), &name.1));
+            }
+            keep
+        });
+    }
     state.finish_listing(gk, elsewhere);
     // Under the shard lock: a shard cannot be lost between the check and the insert.
     replace_kind(inner, gk, fresh)

@@ -761,19 +761,23 @@ fn spawn_holder(cache: Cache, mut seats: Vec<Leadership>, cancel: CancellationTo
     if seats.is_empty() {
         return;
     }
+    let held = |seats: &[Leadership]| {
+        (0u32..)
+            .zip(seats)
+            .filter(|(_, seat)| seat.is_leader())
+            .map(|(shard, _)| shard)
+            .collect()
+    };
+    // Before any watch starts: a first list with no shard held would be thrown away.
+    cache.hold(&held(&seats));
     tokio::spawn(async move {
         loop {
-            let held = (0u32..)
-                .zip(&seats)
-                .filter(|(_, seat)| seat.is_leader())
-                .map(|(shard, _)| shard)
-                .collect();
-            cache.hold(&held);
             let changes = seats.iter_mut().map(|seat| Box::pin(seat.changed()));
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = futures::future::select_all(changes) => {}
             }
+            cache.hold(&held(&seats));
         }
     });
 }
