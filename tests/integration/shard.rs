@@ -1691,8 +1691,10 @@ async fn a_shard_handed_back_and_forth_prunes_each_dropped_object_once() {
     assert_eq!(deleted, expected, "each extra deleted once, by its holder");
     assert_eq!(kept(&configmap_uids(&sandbox).await), Vec::<String>::new());
 
-    // B leaves: its shards come back to A, whose cache dropped their objects and
-    // lists them again. The extras come back, then go again.
+    // A's cache drops B's shards' objects (a lost shard's are kept a few lease
+    // durations, in case it comes straight back); then B leaves, and they come back to
+    // A, which lists them again. The extras come back, then go again.
+    wait_for_cache_split(&sandbox, &[&a, &b]).await;
     b.stop().await;
     wait_for_split(&sandbox, &[&a]).await;
     commit_extras(&repos, &apps, true);
