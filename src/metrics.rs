@@ -132,6 +132,26 @@ impl Metrics {
         out
     }
 
+    /// [`Metrics::render`], with the gauges this service keeps itself rather than in
+    /// the process-wide registry (several services can share a process, as replicas
+    /// in tests do): `tether_cache_objects`, the objects its watch caches hold.
+    pub fn render_with(&self, cache_objects: usize) -> String {
+        let mut own = Registry::with_prefix("tether");
+        let gauge = Gauge::<i64>::default();
+        gauge.set(i64::try_from(cache_objects).unwrap_or(i64::MAX));
+        own.register(
+            "cache_objects",
+            "Objects held in this replica's watch caches (with shards: its apps' only)",
+            gauge,
+        );
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &own);
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
+        out
+    }
+
     /// Whether this replica holds `shard`'s Lease.
     pub fn shard_owned(&self, shard: u32, owned: bool) {
         self.shard_owned
@@ -239,6 +259,15 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_gauge_is_rendered_before_the_end_of_the_exposition() {
+        let text = Metrics::new().render_with(1234);
+        assert!(text.contains("\ntether_cache_objects 1234\n"), "{text}");
+        assert!(text.contains("# TYPE tether_cache_objects gauge"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    }
 
     #[test]
     fn renders_prometheus_text_with_labels() {

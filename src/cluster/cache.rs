@@ -11,10 +11,20 @@
 //! and the spare capacity of one large table were megabytes); a kind's JSON is
 //! deflated against its first object and lies in a few large chunks rather than one
 //! allocation per object ([`store`]).
+//!
+//! With `shards: N` ([`Cache::sharded`]) a replica holds only the objects of the apps
+//! whose shards it holds ([`Cache::hold`]): memory follows its share, not the cluster.
+//! An object it leaves out is still accounted for, as a 128-bit hash of its namespace
+//! and name, so that "not here" never reads as "absent": a lookup of a left-out object,
+//! and a by-app scan of an app whose objects are not all here (its shard not held, or
+//! gained but not yet listed), answer "not known" and the caller reads the server.
+//! Gaining a shard restarts the kinds' watches (see [`Cache::hold`] for why); losing
+//! one drops its objects at once, and their changes are no longer announced.
 
 mod store;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasher as _, RandomState};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -27,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, LiveObjects, Resolved};
 use crate::manifest::ObjectKey;
-use crate::ownership::MANAGED_SELECTOR;
+use crate::ownership::{APP_LABEL, INVENTORY_LABEL, MANAGED_SELECTOR};
 use store::KindObjects;
 
 /// How long a first pass waits for a new watch's initial list before reading the
@@ -91,6 +101,10 @@ struct Inner {
     kinds: Mutex<HashMap<GroupKind, watch::Receiver<bool>>>,
     events: broadcast::Sender<Changed>,
     shutdown: CancellationToken,
+    /// Which apps' objects are held, with `shards: N`; None: every app's.
+    shards: Option<Sharded>,
+    /// Bumped when a shard is gained: every kind's watch lists again.
+    relist: watch::Sender<u64>,
 }
 
 /// The cache; cheap to clone.
@@ -101,6 +115,25 @@ pub struct Cache {
 
 impl Cache {
     pub fn new(cluster: Arc<Cluster>, shutdown: CancellationToken) -> Cache {
+        Cache::with_shards(cluster, shutdown, None)
+    }
+
+    /// A cache that holds only the objects of apps in the shards it is told it holds
+    /// ([`Cache::hold`]; none at first). With one shard, the same as [`Cache::new`].
+    pub fn sharded(cluster: Arc<Cluster>, shutdown: CancellationToken, map: ShardMap) -> Cache {
+        let shards = (map.count > 1).then(|| Sharded {
+            map,
+            hashers: (RandomState::new(), RandomState::new()),
+            state: RwLock::new(ShardState::default()),
+        });
+        Cache::with_shards(cluster, shutdown, shards)
+    }
+
+    fn with_shards(
+        cluster: Arc<Cluster>,
+        shutdown: CancellationToken,
+        shards: Option<Sharded>,
+    ) -> Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
@@ -108,7 +141,54 @@ impl Cache {
                 kinds: Mutex::new(HashMap::new()),
                 events: broadcast::channel(EVENT_BUFFER).0,
                 shutdown,
+                shards,
+                relist: watch::channel(0).0,
             }),
+        }
+    }
+
+    /// Holds the objects of the apps in `held` from now on. A lost shard's objects are
+    /// dropped at once (left-out ones are remembered by hash). A gained shard's are
+    /// listed by restarting every kind's watch, and its apps are "not known" until
+    /// that list is in: a list of everything tether manages, not a list by label of
+    /// the gained apps, because a list merged into a running watch would be a snapshot
+    /// older than events already applied (resourceVersions may not be compared), and
+    /// could bring back a deleted object or an old state; a restarted watch replaces
+    /// the kind with one consistent list, as after a 410 Gone. At 100,000 objects that
+    /// is one full list per kind per gain, the cost of a replica's start, and gains
+    /// happen when a replica joins or dies; meanwhile reads of the gained apps go to
+    /// the server, and the other apps keep reading the cache.
+    pub fn hold(&self, held: &BTreeSet<u32>) {
+        let Some(shards) = &self.inner.shards else {
+            return;
+        };
+        let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *state;
+        let (gained, lost) = state.hold(held);
+        if lost {
+            let mut objects = self
+                .inner
+                .objects
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            for (gk, held_objects) in objects.iter_mut() {
+                if is_namespace(gk) {
+                    continue;
+                }
+                let kind = state.kinds.entry(gk.clone()).or_default();
+                // The memory comes back, not just the entries.
+                held_objects.retain(|name, app, json| {
+                    let keep = shards.admits(&state.held, gk, held_owner(app, json).as_deref());
+                    if !keep {
+                        kind.elsewhere
+                            .insert(shards.hash(name.0.as_deref(), &name.1));
+                    }
+                    keep
+                });
+            }
+        }
+        if gained {
+            self.inner.relist.send_modify(|generation| *generation += 1);
         }
     }
 
@@ -191,12 +271,18 @@ impl Cache {
             let mut delay = WATCH_RETRY_MIN;
             loop {
                 let outcome = follow(&inner, &gk, &kind, &api, config.clone(), &synced).await;
+                if matches!(outcome, Followed::Relist) {
+                    // Still current for the shards held before; the gained ones are
+                    // not known until the new list is in.
+                    delay = WATCH_RETRY_MIN;
+                    continue;
+                }
                 // Until the next full list, what the cache holds of this kind may be
                 // stale: passes read the server, and /readyz says so.
                 synced.send_replace(false);
                 match outcome {
                     Followed::Shutdown => return,
-                    Followed::Listed => delay = WATCH_RETRY_MIN,
+                    Followed::Listed | Followed::Relist => delay = WATCH_RETRY_MIN,
                     Followed::Failed => {}
                 }
                 tokio::select! {
@@ -216,6 +302,8 @@ enum Followed {
     Listed,
     /// It failed before listing.
     Failed,
+    /// A shard was gained: its objects need a new list.
+    Relist,
 }
 
 /// Follows one watch stream (list, then watch) into the cache until it fails or the
@@ -231,35 +319,62 @@ async fn follow(
 ) -> Followed {
     let stream = watcher::watcher(api.clone(), config);
     futures::pin_mut!(stream);
+    let mut relist = inner.relist.subscribe();
+    relist.mark_unchanged();
+    // Namespaces are held whatever the shards: a gained shard needs no new list of them.
+    let relists = inner.shards.is_some() && !is_namespace(gk);
     // Objects listed since the last Init: at InitDone they replace the kind's.
     let mut listing: Option<KindObjects> = None;
+    // With shards: the hashes of the listed objects left out.
+    let mut elsewhere: HashSet<u128> = HashSet::new();
     let mut listed = false;
     loop {
         let event = tokio::select! {
             _ = inner.shutdown.cancelled() => return Followed::Shutdown,
+            Ok(()) = relist.changed(), if relists => return Followed::Relist,
             event = stream.next() => event,
         };
         let Some(event) = event else {
             return Followed::Shutdown;
         };
         match event {
-            Ok(Event::Init) => listing = Some(KindObjects::default()),
-            Ok(Event::InitApply(object)) => {
-                if let Some((name, stored)) = keyed(kind, object) {
-                    listing.get_or_insert_default().insert(
-                        name,
-                        stored.app.as_deref(),
-                        &stored.json,
-                    );
-                }
+            Ok(Event::Init) => {
+                listing = Some(KindObjects::default());
+                elsewhere.clear();
+                start_listing(inner, gk);
             }
+            Ok(Event::InitApply(object)) => match left_out(inner, gk, &object) {
+                Some(hash) => {
+                    elsewhere.insert(hash);
+                }
+                None => {
+                    if let Some((name, stored)) = keyed(kind, object) {
+                        listing.get_or_insert_default().insert(
+                            name,
+                            stored.app.as_deref(),
+                            &stored.json,
+                        );
+                    }
+                }
+            },
             Ok(Event::InitDone) => {
                 let fresh = listing.take().unwrap_or_default();
-                for change in replace_kind(inner, gk, fresh) {
+                let left = std::mem::take(&mut elsewhere);
+                for change in finish_listing(inner, gk, fresh, left) {
                     let _ = inner.events.send(change);
                 }
                 listed = true;
                 synced.send_replace(true);
+            }
+            Ok(Event::Apply(object)) if inner.shards.is_some() => {
+                if let Some(change) = apply_sharded(inner, gk, kind, object) {
+                    let _ = inner.events.send(change);
+                }
+            }
+            Ok(Event::Delete(object)) if inner.shards.is_some() => {
+                if let Some(change) = delete_sharded(inner, gk, &object) {
+                    let _ = inner.events.send(change);
+                }
             }
             Ok(Event::Apply(object)) => {
                 if let Some((name, stored)) = keyed(kind, object) {
@@ -304,13 +419,17 @@ impl LiveObjects for Cache {
         if !self.is_synced(&key.group, &key.kind) {
             return None;
         }
+        let shard_state = self.shard_state();
         let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
-        let kind = objects.get(&(key.group.clone(), key.kind.clone()));
+        let gk = (key.group.clone(), key.kind.clone());
+        let kind = objects.get(&gk);
         // An object absent here may still exist unlabelled (one tether is about to
         // adopt): sync's dry run finds it there and plans an update, labels included.
         match kind.and_then(|objects| objects.get(&name_of(key))) {
             // Bytes this cache serialized itself: they parse.
             Some(json) => serde_json::from_slice(&json).ok().map(Some),
+            // Left out here (another replica's app): not known, never absent.
+            None if self.left_out(shard_state.as_deref(), &gk, key) => None,
             None => Some(None),
         }
     }
@@ -319,8 +438,16 @@ impl LiveObjects for Cache {
         if !self.is_synced(group, kind) {
             return None;
         }
+        let gk = (group.to_string(), kind.to_string());
+        // Held through the scan: a shard lost meanwhile cannot empty it halfway.
+        let shard_state = self.shard_state();
+        if let (Some(shards), Some(state)) = (&self.inner.shards, shard_state.as_deref())
+            && !state.knows_all(&gk, shards.shard(app))
+        {
+            return None;
+        }
         let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
-        let Some(objects) = objects.get(&(group.to_string(), kind.to_string())) else {
+        let Some(objects) = objects.get(&gk) else {
             return Some(Vec::new());
         };
         Some(
@@ -379,6 +506,261 @@ fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<C
     changes
 }
 
+/// How apps map to shards: the shard module's hash, given from above (the cache sits
+/// below the loop that owns shards, and must not compute them its own way).
+#[derive(Debug, Clone, Copy)]
+pub struct ShardMap {
+    /// The number of shards; one or none holds everything.
+    pub count: u32,
+    /// An app's shard from its identity (the `tether.dev/app` label's value).
+    pub shard_of: fn(&str, u32) -> u32,
+}
+
+/// Admission by shard, with what is known of each kind.
+struct Sharded {
+    map: ShardMap,
+    /// Two keyed hashers make a 128-bit hash of a left-out object's namespace and name:
+    /// a collision (about 2^-128 per pair) would only make a lookup "not known".
+    hashers: (RandomState, RandomState),
+    state: RwLock<ShardState>,
+}
+
+/// Which shards are held, and per kind which of them are complete here. Locked before
+/// `Inner::objects` wherever both are taken.
+#[derive(Debug, Default)]
+struct ShardState {
+    held: BTreeSet<u32>,
+    kinds: HashMap<GroupKind, KindShards>,
+}
+
+#[derive(Debug, Default)]
+struct KindShards {
+    /// Shards whose objects of this kind are all here: held without a break since the
+    /// start of the kind's last complete list.
+    complete: BTreeSet<u32>,
+    /// The same for a list in progress, from its start; it becomes `complete` when done.
+    listing: Option<BTreeSet<u32>>,
+    /// Hashes of the objects of this kind left out (held elsewhere).
+    elsewhere: HashSet<u128>,
+}
+
+impl ShardState {
+    /// Holds `held` from now on; returns whether a shard was gained, and one lost. A
+    /// shard not held stops being complete in every kind and in every list under way,
+    /// so one gained back counts as known only after a list that began after it.
+    fn hold(&mut self, held: &BTreeSet<u32>) -> (bool, bool) {
+        let gained = held.difference(&self.held).next().is_some();
+        let lost = self.held.difference(held).next().is_some();
+        self.held = held.clone();
+        for kind in self.kinds.values_mut() {
+            kind.complete.retain(|s| held.contains(s));
+            if let Some(listing) = &mut kind.listing {
+                listing.retain(|s| held.contains(s));
+            }
+        }
+        (gained, lost)
+    }
+
+    /// A list of `gk` begins: the shards held now are the ones it can complete.
+    fn start_listing(&mut self, gk: &GroupKind) {
+        let held = self.held.clone();
+        self.kinds.entry(gk.clone()).or_default().listing = Some(held);
+    }
+
+    /// A list of `gk` is in: its shards are complete, `elsewhere` what it left out.
+    fn finish_listing(&mut self, gk: &GroupKind, elsewhere: HashSet<u128>) {
+        let kind = self.kinds.entry(gk.clone()).or_default();
+        kind.complete = kind.listing.take().unwrap_or_default();
+        kind.elsewhere = elsewhere;
+    }
+
+    /// Whether every object of `gk` in `shard` is here.
+    fn knows_all(&self, gk: &GroupKind, shard: u32) -> bool {
+        self.held.contains(&shard)
+            && self
+                .kinds
+                .get(gk)
+                .is_some_and(|kind| kind.complete.contains(&shard))
+    }
+}
+
+impl Sharded {
+    fn shard(&self, app: &str) -> u32 {
+        (self.map.shard_of)(app, self.map.count)
+    }
+
+    /// Whether an object of `gk` belonging to `owner` is held here: Namespaces and
+    /// objects of no app always (see [`owner_of`]), an app's when its shard is held.
+    fn admits(&self, held: &BTreeSet<u32>, gk: &GroupKind, owner: Option<&str>) -> bool {
+        is_namespace(gk) || owner.is_none_or(|app| held.contains(&self.shard(app)))
+    }
+
+    fn hash(&self, namespace: Option<&str>, name: &str) -> u128 {
+        let high = self.hashers.0.hash_one((namespace, name));
+        let low = self.hashers.1.hash_one((namespace, name));
+        (u128::from(high) << 64) | u128::from(low)
+    }
+}
+
+fn is_namespace(gk: &GroupKind) -> bool {
+    gk.0.is_empty() && gk.1 == "Namespace"
+}
+
+/// The app an object belongs to, for admission: its `tether.dev/app` label, or for an
+/// inventory ConfigMap the app it records (read from the server, never from here, and
+/// one per app: it follows its app). Other objects of no app (member Leases, an object
+/// whose app label was removed by hand) are few and kept on every replica: a lookup of
+/// a desired object that lost its label then still answers from here.
+fn owner_of(labels: &std::collections::BTreeMap<String, String>) -> Option<&str> {
+    labels
+        .get(APP_LABEL)
+        .or_else(|| labels.get(INVENTORY_LABEL))
+        .map(String::as_str)
+}
+
+/// [`owner_of`] for an object as held: its app, or read from its JSON (inflated only
+/// for the few objects of no app).
+fn held_owner(app: Option<&str>, json: impl FnOnce() -> Vec<u8>) -> Option<String> {
+    if let Some(app) = app {
+        return Some(app.to_string());
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        labels: std::collections::BTreeMap<String, String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: Meta,
+    }
+    let object: Object = serde_json::from_slice(&json()).ok()?;
+    owner_of(&object.metadata.labels).map(str::to_string)
+}
+
+impl Cache {
+    /// The shard state, read-locked, with shards; None without.
+    fn shard_state(&self) -> Option<std::sync::RwLockReadGuard<'_, ShardState>> {
+        let shards = self.inner.shards.as_ref()?;
+        Some(shards.state.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether `key`, absent here, is an object left out (another replica's app).
+    fn left_out(&self, state: Option<&ShardState>, gk: &GroupKind, key: &ObjectKey) -> bool {
+        let (Some(shards), Some(state)) = (&self.inner.shards, state) else {
+            return false;
+        };
+        let hash = shards.hash(key.namespace.as_deref(), &key.name);
+        state
+            .kinds
+            .get(gk)
+            .is_some_and(|kind| kind.elsewhere.contains(&hash))
+    }
+}
+
+/// A list of `gk` begins.
+fn start_listing(inner: &Inner, gk: &GroupKind) {
+    if let Some(shards) = &inner.shards {
+        shards
+            .state
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .start_listing(gk);
+    }
+}
+
+/// The hash of a listed object to leave out, or None to keep it.
+fn left_out(inner: &Inner, gk: &GroupKind, object: &DynamicObject) -> Option<u128> {
+    let shards = inner.shards.as_ref()?;
+    let state = shards.state.read().unwrap_or_else(|p| p.into_inner());
+    if shards.admits(&state.held, gk, owner_of_object(object)) {
+        return None;
+    }
+    let name = object.metadata.name.as_deref()?;
+    Some(shards.hash(object.metadata.namespace.as_deref(), name))
+}
+
+fn owner_of_object(object: &DynamicObject) -> Option<&str> {
+    object.metadata.labels.as_ref().and_then(owner_of)
+}
+
+/// A list is in: what it kept replaces the kind, less what a shard lost meanwhile.
+fn finish_listing(
+    inner: &Inner,
+    gk: &GroupKind,
+    mut fresh: KindObjects,
+    mut elsewhere: HashSet<u128>,
+) -> Vec<Changed> {
+    let Some(shards) = &inner.shards else {
+        return replace_kind(inner, gk, fresh);
+    };
+    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    if !is_namespace(gk) {
+        fresh.retain(|name, app, json| {
+            let keep = shards.admits(&state.held, gk, held_owner(app, json).as_deref());
+            if !keep {
+                elsewhere.insert(shards.hash(name.0.as_deref(), &name.1));
+            }
+            keep
+        });
+    }
+    state.finish_listing(gk, elsewhere);
+    // Under the shard lock: a shard cannot be lost between the check and the insert.
+    replace_kind(inner, gk, fresh)
+}
+
+/// A watch event of an object, with shards: held, or remembered as left out.
+fn apply_sharded(
+    inner: &Inner,
+    gk: &GroupKind,
+    kind: &Resolved,
+    object: DynamicObject,
+) -> Option<Changed> {
+    let shards = inner.shards.as_ref()?;
+    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    let admitted = shards.admits(&state.held, gk, owner_of_object(&object));
+    let hash = shards.hash(
+        object.metadata.namespace.as_deref(),
+        object.metadata.name.as_deref()?,
+    );
+    let elsewhere = &mut state.kinds.entry(gk.clone()).or_default().elsewhere;
+    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let held = objects.entry(gk.clone()).or_default();
+    if admitted {
+        let (name, stored) = keyed(kind, object)?;
+        elsewhere.remove(&hash);
+        let change = changed(gk, &name, stored.app.as_deref());
+        held.insert(name, stored.app.as_deref(), &stored.json);
+        Some(change)
+    } else {
+        elsewhere.insert(hash);
+        // Relabelled to another replica's app: gone from its old app's view.
+        let name = (
+            object.metadata.namespace.as_deref().map(Box::from),
+            Box::from(object.metadata.name.as_deref()?),
+        );
+        let app = held.app(&name).map(str::to_string);
+        held.remove(&name)
+            .then(|| changed(gk, &name, app.as_deref()))
+    }
+}
+
+/// A deletion, with shards: announced only when the object was held here.
+fn delete_sharded(inner: &Inner, gk: &GroupKind, object: &DynamicObject) -> Option<Changed> {
+    let shards = inner.shards.as_ref()?;
+    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    let namespace = object.metadata.namespace.as_deref();
+    let name = object.metadata.name.as_deref()?;
+    if let Some(kind) = state.kinds.get_mut(gk) {
+        kind.elsewhere.remove(&shards.hash(namespace, name));
+    }
+    let name = (namespace.map(Box::from), Box::from(name));
+    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let held = objects.get_mut(gk)?;
+    let app = held.app(&name).map(str::to_string);
+    held.remove(&name)
+        .then(|| changed(gk, &name, app.as_deref()))
+}
+
 #[cfg(test)]
 mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
@@ -414,5 +796,130 @@ mod tests {
         let unnamed: DynamicObject =
             serde_json::from_value(serde_json::json!({"metadata": {}})).expect("an object");
         assert!(keyed(&configmaps(), unnamed).is_none(), "no name, not held");
+    }
+
+    fn set(shards: &[u32]) -> BTreeSet<u32> {
+        shards.iter().copied().collect()
+    }
+
+    fn gk(kind: &str) -> GroupKind {
+        (String::new(), kind.to_string())
+    }
+
+    /// Shard of "a<digit>" is the digit: a readable stand-in for the shard hash.
+    fn by_digit(app: &str, count: u32) -> u32 {
+        app.chars().last().and_then(|c| c.to_digit(10)).unwrap_or(0) % count
+    }
+
+    fn sharded(count: u32) -> Sharded {
+        Sharded {
+            map: ShardMap {
+                count,
+                shard_of: by_digit,
+            },
+            hashers: (RandomState::new(), RandomState::new()),
+            state: RwLock::new(ShardState::default()),
+        }
+    }
+
+    #[test]
+    fn admission_keeps_namespaces_and_objects_of_no_app_and_the_held_shards_apps() {
+        let shards = sharded(3);
+        let held = set(&[1]);
+        assert!(shards.admits(&held, &gk("ConfigMap"), Some("a1")));
+        assert!(
+            shards.admits(&held, &gk("ConfigMap"), Some("a4")),
+            "4 mod 3 is 1"
+        );
+        assert!(!shards.admits(&held, &gk("ConfigMap"), Some("a2")));
+        assert!(shards.admits(&held, &gk("ConfigMap"), None));
+        assert!(shards.admits(&held, &gk("Namespace"), Some("a2")));
+        assert!(!shards.admits(&set(&[]), &gk("Secret"), Some("a0")));
+    }
+
+    #[test]
+    fn an_inventory_follows_its_app_and_the_app_label_wins() {
+        let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(owner_of(&labels(&[(INVENTORY_LABEL, "a1")])), Some("a1"));
+        assert_eq!(
+            owner_of(&labels(&[(APP_LABEL, "a2"), (INVENTORY_LABEL, "a1")])),
+            Some("a2")
+        );
+        assert_eq!(owner_of(&labels(&[("tether.dev/role", "member")])), None);
+        let inventory = br#"{"metadata":{"name":"tether-inventory-a1","labels":{"tether.dev/inventory":"a1"}},"data":{}}"#;
+        assert_eq!(
+            held_owner(None, || inventory.to_vec()).as_deref(),
+            Some("a1")
+        );
+        let unread = || -> Vec<u8> { panic!("an app's object is not inflated") };
+        assert_eq!(held_owner(Some("a2"), unread).as_deref(), Some("a2"));
+    }
+
+    #[test]
+    fn a_gained_shard_is_known_only_after_a_list_that_began_once_it_was_held() {
+        let mut state = ShardState::default();
+        let cm = gk("ConfigMap");
+        assert_eq!(state.hold(&set(&[0])), (true, false));
+        state.start_listing(&cm);
+        state.finish_listing(&cm, HashSet::new());
+        assert!(state.knows_all(&cm, 0));
+        // Gained: not known in a kind listed before.
+        assert_eq!(state.hold(&set(&[0, 1])), (true, false));
+        assert!(state.knows_all(&cm, 0));
+        assert!(!state.knows_all(&cm, 1));
+        // A list that began before the gain completes only what was held then.
+        state.start_listing(&cm);
+        assert_eq!(state.hold(&set(&[0, 1, 2])), (true, false));
+        state.finish_listing(&cm, HashSet::new());
+        assert!(state.knows_all(&cm, 1));
+        assert!(!state.knows_all(&cm, 2));
+        // Never listed: nothing known.
+        assert!(!state.knows_all(&gk("Secret"), 0));
+    }
+
+    #[test]
+    fn a_shard_lost_during_a_list_and_gained_back_is_not_known_from_that_list() {
+        let mut state = ShardState::default();
+        let cm = gk("ConfigMap");
+        state.hold(&set(&[0, 1]));
+        state.start_listing(&cm);
+        // Lost and back while the list runs: objects of it may have been left out.
+        assert_eq!(state.hold(&set(&[0])), (false, true));
+        assert_eq!(state.hold(&set(&[0, 1])), (true, false));
+        state.finish_listing(&cm, HashSet::new());
+        assert!(state.knows_all(&cm, 0));
+        assert!(!state.knows_all(&cm, 1));
+        // A lost shard is not known, even in a kind listed with it.
+        state.start_listing(&cm);
+        state.finish_listing(&cm, HashSet::new());
+        assert!(state.knows_all(&cm, 1));
+        assert_eq!(state.hold(&set(&[0])), (false, true));
+        assert!(!state.knows_all(&cm, 1));
+        assert_eq!(state.hold(&set(&[0])), (false, false), "no change");
+    }
+
+    #[test]
+    fn a_left_out_name_hashes_the_same_from_a_key_and_from_an_object() {
+        let shards = sharded(2);
+        let name: Name = (Some("ns".into()), "web".into());
+        let key = key_of(&gk("ConfigMap"), &name);
+        assert_eq!(
+            shards.hash(name.0.as_deref(), &name.1),
+            shards.hash(key.namespace.as_deref(), &key.name)
+        );
+        assert_ne!(
+            shards.hash(Some("ns"), "web"),
+            shards.hash(None, "web"),
+            "a cluster-scoped name is another object"
+        );
+        assert_ne!(
+            shards.hash(Some("ns"), "web"),
+            shards.hash(Some("nsw"), "eb")
+        );
     }
 }

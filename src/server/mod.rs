@@ -54,6 +54,10 @@ pub trait Control: Send + Sync {
     fn owner(&self, _app: &str) -> Option<crate::reconcile::shard::Owner> {
         None
     }
+    /// How many objects this service's watch caches hold (`tether_cache_objects`).
+    fn cache_objects(&self) -> usize {
+        0
+    }
 }
 
 /// The bearer token of a request (`Authorization: Bearer <token>`). The scheme is
@@ -150,13 +154,13 @@ async fn readyz(State(state): State<ServerState>) -> Response {
     (code, body).into_response()
 }
 
-async fn metrics() -> Response {
+async fn metrics(State(state): State<ServerState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::metrics::METRICS.render(),
+        crate::metrics::METRICS.render_with(state.control.cache_objects()),
     )
         .into_response()
 }

@@ -7,7 +7,7 @@ mod suspend;
 
 pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,13 +16,13 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::cache::Cache;
+use crate::cluster::cache::{Cache, ShardMap};
 use crate::cluster::{Bookkeeping, Cluster, ClusterError, ClusterKey};
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::metrics::METRICS;
 use crate::reconcile::app::{self, AppHandle, Shared};
 use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
-use crate::reconcile::shard::{Ownership, ShardConfig, Sharding};
+use crate::reconcile::shard::{Ownership, ShardConfig, Sharding, shard_of};
 use crate::report::commit_status::CommitStatusReporter;
 use crate::report::delivery::{DeliveryError, DeliveryOptions};
 use crate::report::notify::Notifier;
@@ -180,6 +180,11 @@ impl Control for Apps {
 
     fn owner(&self, app: &str) -> Option<crate::reconcile::shard::Owner> {
         self.ownership.owner(app)
+    }
+
+    fn cache_objects(&self) -> usize {
+        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        caches.iter().map(|(_, cache)| cache.len()).sum()
     }
 }
 
@@ -497,7 +502,19 @@ impl Contexts {
             tracing::info!(cluster = %key, app = %app.name, "connected to another cluster");
         }
         let stop = self.workers.child_token();
-        let cache = Cache::new(cluster.clone(), stop.child_token());
+        let cache = match self.ownership.shard_leaderships() {
+            Some(seats) => {
+                let map = ShardMap {
+                    count: self.ownership.shards(),
+                    shard_of,
+                };
+                let cache = Cache::sharded(cluster.clone(), stop.child_token(), map);
+                let linger = config.leader_election.lease_duration * CACHE_LINGER_LEASES;
+                spawn_holder(cache.clone(), seats, linger, stop.child_token());
+                cache
+            }
+            None => Cache::new(cluster.clone(), stop.child_token()),
+        };
         self.apps
             .caches
             .lock()
@@ -739,6 +756,79 @@ impl Contexts {
     }
 }
 
+/// How long a sharded cache keeps the objects of a shard after losing it, in lease
+/// durations (60 s with the default 15 s lease). A shard lost because a renewal missed
+/// its deadline (an API server slow under load) usually comes back within a few retry
+/// periods; dropping it at once would cost a full list per kind on its return, more
+/// load on the server that was already late, and so more lost renewals (seen at 100,000
+/// objects on a loaded machine). A shard handed to another replica frees its memory
+/// this much later.
+const CACHE_LINGER_LEASES: u32 = 4;
+
+/// The shards a cache keeps: those held, and those lost less than `linger` ago (their
+/// loss times in `lost`, updated here); with when the next of these runs out.
+fn kept_shards(
+    held: &BTreeSet<u32>,
+    lost: &mut BTreeMap<u32, Instant>,
+    previous: &BTreeSet<u32>,
+    now: Instant,
+    linger: Duration,
+) -> (BTreeSet<u32>, Option<Instant>) {
+    for shard in previous.difference(held) {
+        lost.entry(*shard).or_insert(now);
+    }
+    lost.retain(|shard, at| !held.contains(shard) && now.saturating_duration_since(*at) < linger);
+    let kept = held.iter().chain(lost.keys()).copied().collect();
+    let next = lost.values().map(|at| *at + linger).min();
+    (kept, next)
+}
+
+/// Tells a sharded cache which shards this replica holds, as they come and go: it
+/// keeps only their apps' objects (and, for `linger`, a lost shard's).
+fn spawn_holder(
+    cache: Cache,
+    mut seats: Vec<Leadership>,
+    linger: Duration,
+    cancel: CancellationToken,
+) {
+    if seats.is_empty() {
+        return;
+    }
+    let held = |seats: &[Leadership]| -> BTreeSet<u32> {
+        (0u32..)
+            .zip(seats)
+            .filter(|(_, seat)| seat.is_leader())
+            .map(|(shard, _)| shard)
+            .collect()
+    };
+    // Before any watch starts: a first list with no shard held would be thrown away.
+    let mut previous = held(&seats);
+    cache.hold(&previous);
+    tokio::spawn(async move {
+        let mut lost = BTreeMap::new();
+        let mut expiry: Option<Instant> = None;
+        loop {
+            let changes = seats.iter_mut().map(|seat| Box::pin(seat.changed()));
+            let expired = async {
+                match expiry {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = futures::future::select_all(changes) => {}
+                () = expired => {}
+            }
+            let now = held(&seats);
+            let (kept, next) = kept_shards(&now, &mut lost, &previous, Instant::now(), linger);
+            cache.hold(&kept);
+            previous = now;
+            expiry = next;
+        }
+    });
+}
+
 /// Tells the app whose object changed which one did.
 fn spawn_dispatcher(cache: Cache, apps: Arc<Apps>, cancel: CancellationToken) {
     let mut events = cache.subscribe();
@@ -786,4 +876,40 @@ fn hangup_signals() -> tokio::sync::mpsc::Receiver<()> {
     #[cfg(not(unix))]
     drop(tx);
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_shard_is_kept_for_the_linger_then_dropped_and_a_return_cancels_it() {
+        let linger = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let set = |s: &[u32]| s.iter().copied().collect::<BTreeSet<u32>>();
+        let mut lost = BTreeMap::new();
+        // Shard 1 lost: still kept, until t0 + linger.
+        let (kept, next) = kept_shards(&set(&[0]), &mut lost, &set(&[0, 1]), t0, linger);
+        assert_eq!(kept, set(&[0, 1]));
+        assert_eq!(next, Some(t0 + linger));
+        // Later, nothing changed but time: kept until then, dropped after.
+        let at = t0 + Duration::from_secs(59);
+        let (kept, _) = kept_shards(&set(&[0]), &mut lost, &set(&[0]), at, linger);
+        assert_eq!(kept, set(&[0, 1]));
+        let (kept, next) = kept_shards(&set(&[0]), &mut lost, &set(&[0]), t0 + linger, linger);
+        assert_eq!(kept, set(&[0]));
+        assert_eq!(next, None);
+        // Lost and back within the linger: held, nothing pending.
+        let (_, _) = kept_shards(&set(&[]), &mut lost, &set(&[0]), t0, linger);
+        let (kept, next) = kept_shards(
+            &set(&[0]),
+            &mut lost,
+            &set(&[]),
+            t0 + Duration::from_secs(5),
+            linger,
+        );
+        assert_eq!(kept, set(&[0]));
+        assert_eq!(next, None);
+        assert!(lost.is_empty());
+    }
 }

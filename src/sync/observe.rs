@@ -318,6 +318,23 @@ async fn list_owned(
     Ok(listed)
 }
 
+/// The objects of one kind labelled for `app`, from the server; none when this
+/// identity may not list them across namespaces (as [`list_owned`] takes it).
+async fn list_labelled(
+    cluster: &Cluster,
+    kind: &Resolved,
+    app: &str,
+) -> Result<Vec<Value>, ClusterError> {
+    match cluster
+        .list(kind, None, &format!("{APP_LABEL}={app}"))
+        .await
+    {
+        Ok(objects) => Ok(objects),
+        Err(ClusterError::Api { code: 403, .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
 /// Reads every desired object's live state, `options.concurrency` at a time. Hooks
 /// are not the app's objects: `tether diff` leaves them out (`sync` has already).
 async fn read_items<'m>(
@@ -380,7 +397,14 @@ async fn candidates(
         found.insert(id.key(), (id, None));
     }
     for ((group, kind), resolved) in claimed {
-        for object in view.owned(group, kind, options.app).unwrap_or_default() {
+        let owned = match view.owned(group, kind, options.app) {
+            Some(owned) => owned,
+            // The caller's cache does not hold all of the app's objects of this kind
+            // (not listed yet, or the app's shard just arrived): the server says.
+            None if options.live.is_some() => list_labelled(cluster, resolved, options.app).await?,
+            None => Vec::new(),
+        };
+        for object in owned {
             let Some(key) = key_of(group, kind, &object) else {
                 continue;
             };

@@ -136,6 +136,25 @@ impl KindObjects {
         true
     }
 
+    /// Keeps only the objects `keep` accepts, given each one's name, app and a way to
+    /// read its JSON (inflated only when asked), and gives back the memory of the rest.
+    pub(super) fn retain(
+        &mut self,
+        mut keep: impl FnMut(&Name, Option<&str>, &dyn Fn() -> Vec<u8>) -> bool,
+    ) {
+        let dropped: Vec<Name> = self
+            .index
+            .iter()
+            .filter(|(name, slot)| !keep(name, slot.app.as_deref(), &|| self.json(slot)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &dropped {
+            self.remove(name);
+        }
+        self.apps.retain(|app| Arc::strong_count(app) > 1);
+        self.shrink();
+    }
+
     /// Gives back the spare room of a complete listing: until the next change, its
     /// last chunk is all the kind will hold.
     pub(super) fn shrink(&mut self) {
@@ -316,6 +335,42 @@ mod tests {
         assert!(!kind.remove(&name(None, "x")), "removed once");
         assert_eq!(kind.get(&name(None, "x")), None);
         assert_eq!(kind.len(), 0);
+    }
+
+    /// How a lost shard's objects go: kept by name and app, JSON read only for the
+    /// objects of no app (an inventory names its app in its labels).
+    #[test]
+    fn retain_keeps_what_it_is_told_and_reads_json_of_unlabelled_objects_only() {
+        let mut kind = KindObjects::default();
+        for i in 0..100 {
+            let app = format!("app{}", i % 2);
+            kind.insert(
+                name(Some("ns"), &format!("o{i}")),
+                Some(&app),
+                &json("o", 300),
+            );
+        }
+        kind.insert(name(Some("ns"), "inventory"), None, &json("inventory", 10));
+        let mut read = Vec::new();
+        kind.retain(|name, app, object| match app {
+            Some(app) => app == "app0",
+            None => {
+                read.push((name.clone(), object()));
+                false
+            }
+        });
+        assert_eq!(
+            read,
+            vec![(name(Some("ns"), "inventory"), json("inventory", 10))]
+        );
+        assert_eq!(kind.len(), 50);
+        assert!(kind.iter().all(|(_, app)| app == Some("app0")));
+        assert_eq!(kind.get(&name(Some("ns"), "o4")), Some(json("o", 300)));
+        assert_eq!(kind.get(&name(Some("ns"), "o5")), None);
+        assert!(
+            kind.apps.iter().all(|app| &**app == "app0"),
+            "app1 is forgotten"
+        );
     }
 
     #[test]

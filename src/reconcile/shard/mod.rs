@@ -308,6 +308,12 @@ impl Ownership {
         self.shards.as_ref().map_or(1, |s| s.count())
     }
 
+    /// Each shard's leadership, by shard (whether this replica holds it, as it
+    /// changes); None without sharding.
+    pub fn shard_leaderships(&self) -> Option<Vec<Leadership>> {
+        self.shards.as_ref().map(|s| s.seats.clone())
+    }
+
     /// Whether this replica knows who may write (for /readyz).
     pub fn is_known(&self) -> bool {
         match &self.shards {
