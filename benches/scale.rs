@@ -222,6 +222,9 @@ struct Memory {
     anon: f64,
     /// Mapped files: the binary and its libraries, Git packs.
     file: f64,
+    /// Of those, the pages of `tether` itself (code, read-only data): what a build's
+    /// size and profile decide.
+    binary: f64,
     threads: f64,
 }
 
@@ -232,15 +235,44 @@ fn memory(pid: u32) -> Memory {
         hwm: mib("VmHWM"),
         anon: mib("RssAnon"),
         file: mib("RssFile"),
+        binary: binary_rss_kib(pid) / 1024.0,
         threads: proc_status(pid, "Threads"),
     }
+}
+
+/// Resident KiB of the file pages of the process's own executable, from
+/// `/proc/<pid>/smaps`; 0 where it cannot be read.
+fn binary_rss_kib(pid: u32) -> f64 {
+    let (Ok(exe), Ok(smaps)) = (
+        std::fs::read_link(format!("/proc/{pid}/exe")),
+        std::fs::read_to_string(format!("/proc/{pid}/smaps")),
+    ) else {
+        return 0.0;
+    };
+    let exe = exe.display().to_string();
+    let mut in_binary = false;
+    let mut kib = 0.0;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: range, permissions, offset, device, inode, path.
+            in_binary = fields.nth(4) == Some(exe.as_str());
+        } else if in_binary && (first == "Rss:" || first == "Anonymous:") {
+            // Relocated data the process wrote is anonymous, counted there.
+            let value: f64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            kib += if first == "Rss:" { value } else { -value };
+        }
+    }
+    kib
 }
 
 impl Memory {
     fn to_json(self) -> Value {
         json!({
             "rss_mib": self.rss, "high_water_mark_mib": self.hwm,
-            "anon_mib": self.anon, "file_mib": self.file, "threads": self.threads,
+            "anon_mib": self.anon, "file_mib": self.file, "binary_mib": self.binary,
+            "threads": self.threads,
         })
     }
 }
@@ -722,8 +754,8 @@ async fn cost(fleet: Fleet, quick: bool) -> bool {
     );
     for (i, m) in memories.iter().enumerate() {
         println!(
-            "replica {i}: RSS {:.1} MiB (anonymous {:.1}, files {:.1}), high-water mark {:.1} MiB, {} threads",
-            m.rss, m.anon, m.file, m.hwm, m.threads
+            "replica {i}: RSS {:.1} MiB (anonymous {:.1}, files {:.1} of which the binary {:.1}), high-water mark {:.1} MiB, {} threads",
+            m.rss, m.anon, m.file, m.binary, m.hwm, m.threads
         );
     }
     let results = json!({
@@ -787,9 +819,11 @@ async fn curve() -> bool {
         let m = memory(served.replicas[0].pid);
         let objects = apps * objects_per_app;
         eprintln!(
-            "{apps} apps, {objects} objects: Synced in {:.1}s, RSS {:.1} MiB",
+            "{apps} apps, {objects} objects: Synced in {:.1}s, RSS {:.1} MiB (anonymous {:.1}, the binary {:.1})",
             served.first_sync.as_secs_f64(),
-            m.rss
+            m.rss,
+            m.anon,
+            m.binary
         );
         // Bytes of anonymous memory: the binary's mapped pages do not grow with load.
         points.push((apps, objects, m.anon * 1024.0 * 1024.0));

@@ -6,7 +6,7 @@
 //! (`$ref`s become arena indices, so recursive types such as `JSONSchemaProps` cost
 //! nothing to walk and never loop). [`Schemas::builtin`] serves the built-in kinds from
 //! the OpenAPI documents recorded from a real kube-apiserver (`assets/openapi-v3/`),
-//! each document parsed the first time one of its kinds is asked for.
+//! each kind converted the first time it is asked for, from the components it reaches.
 //!
 //! Navigation is by [`Node`]: `schema.root().field("spec")?.field("template")…`, and
 //! [`Node::kind`] tells how a value at that place merges ([`NodeKind`], [`ListType`]).
@@ -364,10 +364,16 @@ fn with_object_meta(arena: &mut Arena, root: TypeId) -> TypeId {
     root
 }
 
+/// ObjectMeta alone, converted once: what a custom resource's schema imports.
 fn object_meta_arena() -> Option<(&'static Arena, TypeId)> {
-    let doc = Schemas::builtin().document("", "v1")?;
-    let id = *doc.named.get(OBJECT_META)?;
-    Some((doc.arena.as_ref(), id))
+    static OBJECT_META_ARENA: OnceLock<Option<(Arena, TypeId)>> = OnceLock::new();
+    let (arena, id) = OBJECT_META_ARENA
+        .get_or_init(|| {
+            let doc = Schemas::builtin().document("", "v1")?;
+            Some(openapi::convert_component(&doc.components, OBJECT_META))
+        })
+        .as_ref()?;
+    Some((arena, *id))
 }
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -530,12 +536,23 @@ impl<'a> Node<'a> {
     }
 }
 
-/// One OpenAPI document converted: its arena and where its kinds are.
+/// One OpenAPI document, indexed but not converted: its components as slices of the
+/// embedded text, and which component each of its kinds is. A kind's schema is
+/// converted the first time it is asked for, with only the components it reaches: the
+/// core group's document is 1.6 MB of JSON, its whole arena most of a megabyte, and a
+/// parsed copy of it several megabytes, while a fleet of ConfigMaps needs a few dozen
+/// types.
 #[derive(Debug)]
 struct Document {
-    arena: Arc<Arena>,
-    named: HashMap<String, TypeId>,
-    kinds: HashMap<String, TypeId>,
+    components: openapi::Components,
+    kinds: HashMap<String, Kind>,
+}
+
+/// A kind of a document: its component, and its schema once converted.
+#[derive(Debug)]
+struct Kind {
+    component: String,
+    converted: OnceLock<Schema>,
 }
 
 struct Embedded {
@@ -567,8 +584,8 @@ macro_rules! embedded {
 
 impl Schemas {
     /// All built-in group versions recorded from the real API server. Each document
-    /// is parsed the first time one of its kinds is asked for, so holding this costs
-    /// nothing at start.
+    /// is indexed the first time one of its kinds is asked for, and each kind converted
+    /// then, so holding this costs nothing at start.
     pub fn builtin() -> &'static Schemas {
         static BUILTIN: OnceLock<Schemas> = OnceLock::new();
         BUILTIN.get_or_init(|| Schemas {
@@ -607,19 +624,23 @@ impl Schemas {
             .find(|d| d.group == group && d.version == version)?;
         embedded
             .parsed
-            .get_or_init(|| openapi::convert_document(embedded.json, group, version))
+            .get_or_init(|| openapi::index_document(embedded.json, group, version))
             .as_ref()
     }
 
     /// The schema of a built-in kind; `None` for kinds this catalogue does not hold.
     pub fn get(&self, group: &str, version: &str, kind: &str) -> Option<Schema> {
         let doc = self.document(group, version)?;
-        let root = *doc.kinds.get(kind)?;
-        Some(Schema {
-            arena: Arc::clone(&doc.arena),
-            root,
-            typed_zero: true,
-        })
+        let found = doc.kinds.get(kind)?;
+        let schema = found.converted.get_or_init(|| {
+            let (arena, root) = openapi::convert_component(&doc.components, &found.component);
+            Schema {
+                arena: Arc::new(arena),
+                root,
+                typed_zero: true,
+            }
+        });
+        Some(schema.clone())
     }
 
     /// The schema of a built-in kind by `apiVersion` (`apps/v1`, `v1`).

@@ -3,57 +3,87 @@
 //! documents.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::OnceLock;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{
-    Arena, Document, FieldDef, Fields, ListType, PatchStrategy, ScalarType, TypeDef, TypeId,
+    Arena, Document, FieldDef, Fields, Kind, ListType, PatchStrategy, ScalarType, TypeDef, TypeId,
 };
 
 const REF_PREFIX: &str = "#/components/schemas/";
 
-/// Converts one embedded OpenAPI document; `None` if it is not valid JSON (the
-/// documents are embedded at build time, so a test would catch that).
-pub(super) fn convert_document(json: &str, group: &str, version: &str) -> Option<Document> {
-    let doc: Value = serde_json::from_str(json).ok()?;
-    let components = doc.get("components")?.get("schemas")?.as_object()?;
+/// The named components of one embedded document, unparsed: each a slice of the
+/// embedded text, parsed when a conversion reaches it.
+pub(super) type Components = HashMap<String, &'static RawValue>;
+
+/// The top of an OpenAPI v3 document, as far as the index reads it.
+#[derive(Deserialize)]
+struct RawDocument<'a> {
+    #[serde(borrow)]
+    components: RawComponents<'a>,
+}
+
+#[derive(Deserialize)]
+struct RawComponents<'a> {
+    #[serde(borrow)]
+    schemas: HashMap<String, &'a RawValue>,
+}
+
+/// Of a component, only the kinds it is (serde skips the rest unparsed).
+#[derive(Deserialize)]
+struct KindsOf {
+    #[serde(rename = "x-kubernetes-group-version-kind", default)]
+    kinds: Vec<GroupVersionKind>,
+}
+
+#[derive(Deserialize)]
+struct GroupVersionKind {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    kind: String,
+}
+
+/// Indexes one embedded OpenAPI document: its components and which of them are the
+/// kinds of `group`/`version`; `None` if it is not valid JSON (the documents are
+/// embedded at build time, so a test would catch that).
+pub(super) fn index_document(json: &'static str, group: &str, version: &str) -> Option<Document> {
+    let doc: RawDocument = serde_json::from_str(json).ok()?;
+    let components = doc.components.schemas;
+    let mut kinds = HashMap::new();
+    for (name, raw) in &components {
+        let Ok(of) = serde_json::from_str::<KindsOf>(raw.get()) else {
+            continue;
+        };
+        for gvk in of.kinds {
+            if gvk.group == group && gvk.version == version {
+                kinds.insert(
+                    gvk.kind,
+                    Kind {
+                        component: name.to_string(),
+                        converted: OnceLock::new(),
+                    },
+                );
+            }
+        }
+    }
+    Some(Document { components, kinds })
+}
+
+/// Converts the component `name` and what it reaches into an arena of its own.
+pub(super) fn convert_component(components: &Components, name: &str) -> (Arena, TypeId) {
     let mut arena = Arena::new();
     let mut converter = Converter {
         arena: &mut arena,
         named: HashMap::new(),
         components: Some(components),
     };
-    let names: Vec<&String> = components.keys().collect();
-    for name in &names {
-        converter.resolve_name(name);
-    }
-    let mut kinds = HashMap::new();
-    for (name, schema) in components {
-        let Some(gvks) = schema
-            .get("x-kubernetes-group-version-kind")
-            .and_then(Value::as_array)
-        else {
-            continue;
-        };
-        for gvk in gvks {
-            let g = gvk.get("group").and_then(Value::as_str).unwrap_or("");
-            let v = gvk.get("version").and_then(Value::as_str).unwrap_or("");
-            if g == group
-                && v == version
-                && let Some(kind) = gvk.get("kind").and_then(Value::as_str)
-                && let Some(&id) = converter.named.get(name.as_str())
-            {
-                kinds.insert(kind.to_string(), id);
-            }
-        }
-    }
-    let named = std::mem::take(&mut converter.named);
-    Some(Document {
-        arena: Arc::new(arena),
-        named,
-        kinds,
-    })
+    let root = converter.resolve_name(name);
+    (arena, root)
 }
 
 /// Converts an inline schema (a CRD version's `openAPIV3Schema`) into `arena`.
@@ -69,7 +99,7 @@ pub(super) fn convert_inline(arena: &mut Arena, schema: &Value) -> TypeId {
 struct Converter<'a> {
     arena: &'a mut Arena,
     named: HashMap<String, TypeId>,
-    components: Option<&'a Map<String, Value>>,
+    components: Option<&'a Components>,
 }
 
 impl Converter<'_> {
@@ -86,12 +116,15 @@ impl Converter<'_> {
         if let Some(&id) = self.named.get(name) {
             return id;
         }
-        let Some(schema) = self.components.and_then(|c| c.get(name)) else {
+        let Some(raw) = self.components.and_then(|c| c.get(name)) else {
+            return Arena::UNTYPED;
+        };
+        let Ok(schema) = serde_json::from_str::<Value>(raw.get()) else {
             return Arena::UNTYPED;
         };
         let id = self.arena.push(TypeDef::Pending);
         self.named.insert(name.to_string(), id);
-        let def = self.convert_def(schema, id);
+        let def = self.convert_def(&schema, id);
         self.arena.types[id] = def;
         id
     }

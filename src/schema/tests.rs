@@ -114,6 +114,39 @@ fn every_embedded_group_version_parses_and_serves_its_kinds() {
     assert!(schemas.get("apps", "v2", "Deployment").is_none());
 }
 
+/// Regression (issue #18, memory): a kind's schema holds what it reaches, not its whole
+/// document; the first ConfigMap of `tether serve` converted all of the core group's
+/// types and parsed its 1.6 MB document whole, megabytes for a few dozen types.
+#[test]
+fn a_kind_converts_only_the_types_it_reaches() {
+    let schemas = Schemas::builtin();
+    let cm = schemas.get("", "v1", "ConfigMap").expect("ConfigMap");
+    let pod = schemas.get("", "v1", "Pod").expect("Pod");
+    let doc = schemas.document("", "v1").expect("the core document");
+    // ConfigMap: itself, ObjectMeta and what that holds (owner references, managed
+    // fields, times): a few dozen types, where the document has hundreds of components
+    // and a Pod alone reaches hundreds of types.
+    assert!(doc.components.len() > 200, "{}", doc.components.len());
+    assert!(cm.arena.types.len() < 60, "{}", cm.arena.types.len());
+    assert!(pod.arena.types.len() > cm.arena.types.len());
+    assert_eq!(
+        path(cm.root(), &["data"]).kind(),
+        NodeKind::Map { atomic: false }
+    );
+    assert_eq!(
+        path(pod.root(), &["spec", "containers"]).kind(),
+        NodeKind::List(&ListType::Map {
+            keys: vec!["name".into()]
+        })
+    );
+    // A kind is converted once: a second look shares the first one's arena.
+    let again = schemas.get("", "v1", "ConfigMap").expect("ConfigMap");
+    assert!(Arc::ptr_eq(&cm.arena, &again.arena));
+    // A component that is no kind of this group version is not served as one.
+    assert!(schemas.get("", "v1", "ObjectMeta").is_none());
+    assert!(schemas.get("", "v1", "Deployment").is_none());
+}
+
 #[test]
 fn recursive_types_resolve_without_looping() {
     let crd = Schemas::builtin()
