@@ -1,7 +1,6 @@
 //! The `tether` binary: parse the command line, run one command, map how it ended to
 //! an exit code, in this one place. Everything else lives in the library.
 
-mod allocator;
 mod cli;
 
 use std::process::ExitCode;
@@ -13,7 +12,7 @@ use cli::{Cli, Error, Outcome};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    allocator::configure();
+    cli::allocator::configure();
     match run(Cli::parse()) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(err) => {

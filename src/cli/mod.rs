@@ -2,6 +2,7 @@
 //! arguments here, hands them to the stage that does the work, and says how the
 //! command ended as an [`Outcome`] or an [`Error`] for `main` to map to an exit code.
 
+pub mod allocator;
 mod diff;
 mod exit;
 mod sandbox;
