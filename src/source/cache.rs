@@ -295,15 +295,16 @@ impl SourceCache {
     }
 
     /// The cheap check: ask the remote where the reference points (one `ls-remote` of
-    /// the advertised refs, no pack transfer) and compare with the local clone. `true`
-    /// when a fetch would bring something new (or the clone does not exist yet).
+    /// the advertised refs, no pack transfer) and compare with the revision this source
+    /// last synced. `true` when a sync would bring something new (or it never synced).
+    /// Not with the shared clone: another app's source of the same repository may have
+    /// fetched the new commit already, and this one would then never take it.
     pub async fn remote_moved(&self, source: &Source) -> Result<bool, SourceError> {
+        let known = self.last_good(source).map(|revision| revision.sha);
         if source.is_pinned() {
             // A commit SHA never moves: only a missing object needs a fetch.
-            let status = self.status(source);
-            return Ok(status.last_good.is_none());
+            return Ok(known.is_none());
         }
-        let entry = self.entry(&source.repo_key());
         let url = source.url.clone();
         let source = self
             .resolve_auth(source)
@@ -313,11 +314,8 @@ impl SourceCache {
         let job_watchdog = watchdog.clone();
         let task = tokio::task::spawn_blocking(move || {
             let remote = ls_remote(&source.url, &source.auth, &source.reference, &job_watchdog)?;
-            let local = Repository::open_bare(&entry.dir)
-                .ok()
-                .and_then(|repo| resolve_local(&repo, &source.reference).ok().flatten());
-            Ok(match (remote, local) {
-                (Some(r), Some(l)) => r != l,
+            Ok(match (remote, known) {
+                (Some(remote), Some(known)) => remote.to_string() != known,
                 (None, _) => true, // let the sync report the missing ref
                 (_, None) => true,
             })

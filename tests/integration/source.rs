@@ -206,6 +206,36 @@ async fn git_daemon_serves_incremental_fetches() {
     assert!(cache.remote_moved(&source).await.expect("ls-remote"));
 }
 
+/// Apps of one repository share its clone: one app's source fetching a new commit
+/// must not hide it from another's cheap check (which then never synced it).
+#[tokio::test]
+async fn a_commit_fetched_for_one_source_still_moves_another_of_its_repository() {
+    let origin = Origin::new();
+    origin.write("other/app.yaml", "other\n");
+    origin.commit("a second app");
+    let daemon = GitDaemon::start(&origin.root);
+    let (_d, cache) = cache();
+    let first = Source::new(daemon.url("app"), "main", "deploy");
+    let second = Source::new(daemon.url("app"), "main", "other");
+    assert!(
+        cache.remote_moved(&second).await.expect("ls-remote"),
+        "never synced"
+    );
+    cache.sync(&first).await.expect("first");
+    cache.sync(&second).await.expect("second");
+    assert!(!cache.remote_moved(&second).await.expect("ls-remote"));
+
+    let sha = origin.commit("for both");
+    cache.sync(&first).await.expect("the first fetches it");
+    assert!(!cache.remote_moved(&first).await.expect("ls-remote"));
+    assert!(
+        cache.remote_moved(&second).await.expect("ls-remote"),
+        "the second has not taken it yet"
+    );
+    assert_eq!(cache.sync(&second).await.expect("second").sha, sha);
+    assert!(!cache.remote_moved(&second).await.expect("ls-remote"));
+}
+
 #[tokio::test]
 async fn smart_http_with_basic_auth_and_token_from_files() {
     let origin = Origin::new();
