@@ -35,10 +35,14 @@ use tether::sandbox::{Sandbox, SandboxOptions};
 const REQUESTS: usize = 1_000;
 const APPLIED: usize = 1_000;
 /// `--quick`: enough requests for a stable median on the dev profile, and room for its
-/// unoptimised codec (the full run allows none).
+/// unoptimised codec (the full run allows only its noise, [`NOISE`]).
 const QUICK_REQUESTS: usize = 60;
 const QUICK_APPLIED: usize = 100;
 const QUICK_TOLERANCE: f64 = 0.25;
+/// The full run's allowance: the same request's median of 1,000 moves by 1–2 % from run
+/// to run (seven runs at load average 1–2), so "no more than JSON" is judged beyond that
+/// noise, not by which side of equal a run of two equal costs happens to fall.
+const NOISE: f64 = 0.02;
 /// `--quick`'s budget for the sandbox's own time per request: a dev build's server is
 /// several times slower than a release build's.
 const QUICK_SERVING_BUDGET_US: f64 = 3_000.0;
@@ -356,7 +360,7 @@ fn main() {
             QUICK_TOLERANCE,
             QUICK_SERVING_BUDGET_US,
         ),
-        false => (REQUESTS, APPLIED, 0.0, SERVING_BUDGET_US),
+        false => (REQUESTS, APPLIED, NOISE, SERVING_BUDGET_US),
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -515,11 +519,7 @@ fn main() {
         "JSON",
         "protobuf",
         "(of which the sandbox)",
-        if quick {
-            format!(" + {:.0} %", tolerance * 100.0)
-        } else {
-            String::new()
-        }
+        format!(" + {:.0} %", tolerance * 100.0)
     );
     for (kind, figures) in [("ConfigMap", &config_maps), ("Deployment", &deployments)] {
         for (verb, times, server) in [
