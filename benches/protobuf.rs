@@ -514,12 +514,12 @@ fn main() {
         }),
     );
     println!(
-        "{:<40} {:>10} {:>10}   {:<24} target: protobuf <= JSON{}",
+        "{:<40} {:>10} {:>10}   {:<24} target: protobuf <= JSON + {:.0} %",
         "median per request (µs)",
         "JSON",
         "protobuf",
         "(of which the sandbox)",
-        format!(" + {:.0} %", tolerance * 100.0)
+        tolerance * 100.0
     );
     for (kind, figures) in [("ConfigMap", &config_maps), ("Deployment", &deployments)] {
         for (verb, times, server) in [
