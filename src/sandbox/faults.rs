@@ -205,6 +205,12 @@ impl Counters {
         )
     }
 
+    /// Starts the peak again from the requests in flight now.
+    pub fn reset_peak_in_flight(&self) {
+        self.peak_in_flight
+            .store(self.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
     pub fn reset(&self) {
         self.counts
             .lock()
@@ -215,8 +221,7 @@ impl Counters {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
-        self.peak_in_flight
-            .store(self.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.reset_peak_in_flight();
         // Open watches are a state, not a count since the reset.
         self.watch_timeouts.store(0, Ordering::Relaxed);
     }

@@ -206,6 +206,12 @@ impl Sandbox {
         self.state.counters.peak_in_flight()
     }
 
+    /// Starts [`Sandbox::peak_in_flight`] again from the requests in flight now, so a
+    /// test can leave out its own request.
+    pub fn reset_peak_in_flight(&self) {
+        self.state.counters.reset_peak_in_flight();
+    }
+
     pub fn reset_requests(&self) {
         self.state.counters.reset();
     }
