@@ -228,11 +228,16 @@ impl Worker {
             let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
                 .and_then(|at| (at - Utc::now()).to_std().ok())
                 .map(|d| Instant::now() + d);
+            // An app another replica holds has no retry or staleness to act on here: its
+            // pass returns at once (`elsewhere`) and moves neither deadline, so one that
+            // had passed would wake this loop again at once, forever (a core spent on a
+            // replica that lost the shard of an app whose last pass failed).
+            let here = !self.held_elsewhere();
             let deadline = [
                 Some(next_resync),
-                self.retry_at,
+                self.retry_at.filter(|_| here),
                 windows_change,
-                self.stale_at(),
+                self.stale_at().filter(|_| here),
             ]
             .into_iter()
             .flatten()
@@ -446,10 +451,7 @@ impl Worker {
     /// so this one reads nothing (no manifests, no dry runs, no watches) and only
     /// says who does. Its status API forwards to that replica (`server`).
     fn elsewhere(&mut self) -> bool {
-        let Some(owner) = self.shared.ownership.owner(&self.config.name) else {
-            return false;
-        };
-        if owner.local {
+        if !self.held_elsewhere() {
             return false;
         }
         // What the owner writes meanwhile is read afresh if the shard comes back, and
@@ -466,6 +468,14 @@ impl Worker {
             };
         });
         true
+    }
+
+    /// Whether another replica's shard holds this app (see [`Worker::elsewhere`]).
+    fn held_elsewhere(&self) -> bool {
+        self.shared
+            .ownership
+            .owner(&self.config.name)
+            .is_some_and(|owner| !owner.local)
     }
 
     /// Shows the source's standing: ready, or failing since when (the condition's

@@ -153,8 +153,12 @@ impl Serve {
             .status()
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("running").to_string();
+        let pid = self.pid().to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &pid])
             .status()

@@ -663,6 +663,93 @@ async fn two_serve_processes_export_the_shards_they_hold_and_hand_them_over_on_s
     assert_eq!(first.stop().await, Some(0));
 }
 
+/// The CPU time `pid` has used so far, in seconds (utime + stime of /proc/<pid>/stat).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // The fields after the command's closing parenthesis: state is the first, utime
+    // and stime the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("a stat line")
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    // SAFETY: sysconf reads a constant of the system; no memory is shared.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks as f64 / per_second as f64
+}
+
+/// Regression: a replica that lost the shard of an app whose last pass failed spun on
+/// it, a pass that returned at once (the app is held elsewhere) against a retry
+/// deadline it never moved, a core busy with no request made (seen in the scale
+/// bench's steady window as 34–190 % of a core on a replica that gave shards away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_gave_away_failing_apps_stays_idle() {
+    // Each app's ConfigMap is another app's already: every pass fails, and is retried
+    // (that app may let go).
+    let (sandbox, origin) = setup().await;
+    for i in 0..APPS {
+        let name = app_name(i);
+        let taken = sandbox
+            .post(
+                &format!("/api/v1/namespaces/{NAMESPACE}/configmaps"),
+                &serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "tether",
+                            "tether.dev/app": "someone-else",
+                        },
+                    },
+                }),
+            )
+            .await;
+        assert_eq!(
+            taken.status,
+            reqwest::StatusCode::CREATED,
+            "{}",
+            taken.text()
+        );
+    }
+    let config = config(Some(&origin.url), 0);
+    let first = crate::serve::Serve::start(&sandbox, "first", &config, &[]).await;
+    for i in 0..APPS {
+        let failing = first
+            .wait_status(&app_name(i), "the pass fails and is retried", |s| {
+                s["lastPass"]["result"] == "Failed"
+            })
+            .await;
+        assert!(failing["nextAttempt"].is_string(), "{failing}");
+    }
+    let second = crate::serve::Serve::start(&sandbox, "second", &config, &[]).await;
+    let all: BTreeSet<u32> = (0..SHARDS).collect();
+    eventually("the two processes split the shards", || async {
+        let a = owned_shards(&first.url).await?;
+        let b = owned_shards(&second.url).await?;
+        (!b.is_empty() && a.is_disjoint(&b) && a.union(&b).eq(all.iter())).then_some(())
+    })
+    .await;
+    // The retries scheduled before the split come due (1 s doubling: a few seconds at
+    // most by now), then the first process is watched while nothing happens.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let window = Duration::from_secs(2);
+    let before = cpu_seconds(first.pid());
+    tokio::time::sleep(window).await;
+    let busy = 100.0 * (cpu_seconds(first.pid()) - before) / window.as_secs_f64();
+    println!("the first process after the split: {busy:.1} % of a core");
+    assert!(
+        busy < 25.0,
+        "{busy:.1} % of a core with nothing to do:\n{}",
+        first.log()
+    );
+    assert_eq!(second.stop().await, Some(0));
+    assert_eq!(first.stop().await, Some(0));
+}
+
 /// App objects are sharded by `<namespace>.<name>`: each App's objects, finalizer and
 /// status are written by its shard's holder only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
