@@ -231,7 +231,9 @@ impl Worker {
             // An app another replica holds has no retry or staleness to act on here: its
             // pass returns at once (`elsewhere`) and moves neither deadline, so one that
             // had passed would wake this loop again at once, forever (a core spent on a
-            // replica that lost the shard of an app whose last pass failed).
+            // replica that lost the shard of an app whose last pass failed). The source
+            // is withdrawn while held elsewhere, which clears its staleness too, but only
+            // once a fetch under way has ended.
             let here = !self.held_elsewhere();
             let deadline = [
                 Some(next_resync),
