@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::registry::ResourceType;
+use super::registry::{ResourceType, storage_version};
 
 /// v2 metrics v1 has no field for, in autoscaling/v1's `MetricSpec` shape.
 pub const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
@@ -33,27 +33,6 @@ const ROUND_TRIP_ANNOTATIONS: [&str; 4] = [
 
 /// autoscaling/v1's implicit target when a v1 HPA names none (`DefaultCPUUtilization`).
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
-
-/// The group and version a served kind is stored in, when it is not its own.
-pub fn storage_version(
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Option<(&'static str, &'static str)> {
-    match (group, version, kind) {
-        ("autoscaling", "v1", "HorizontalPodAutoscaler") => Some(("autoscaling", "v2")),
-        ("events.k8s.io", "v1", "Event") => Some(("", "v1")),
-        _ => None,
-    }
-}
-
-/// The group whose storage a resource shares: events.k8s.io Events are core Events.
-pub fn storage_group<'a>(group: &'a str, plural: &str) -> &'a str {
-    match (group, plural) {
-        ("events.k8s.io", "events") => "",
-        _ => group,
-    }
-}
 
 /// Whether objects of `resource` are served as stored.
 pub fn served_as_stored(resource: &ResourceType) -> bool {

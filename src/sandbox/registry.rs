@@ -108,6 +108,27 @@ pub struct ResourceType {
     pub custom: bool,
 }
 
+/// The group and version a served kind is stored in, when it is not its own.
+pub fn storage_version(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(&'static str, &'static str)> {
+    match (group, version, kind) {
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => Some(("autoscaling", "v2")),
+        ("events.k8s.io", "v1", "Event") => Some(("", "v1")),
+        _ => None,
+    }
+}
+
+/// The group whose storage a resource shares: events.k8s.io Events are core Events.
+pub fn storage_group<'a>(group: &'a str, plural: &str) -> &'a str {
+    match (group, plural) {
+        ("events.k8s.io", "events") => "",
+        _ => group,
+    }
+}
+
 impl ResourceType {
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -120,7 +141,7 @@ impl ResourceType {
     /// Where its objects are stored: events.k8s.io Events share core Events' storage.
     pub fn key(&self) -> ResourceKey {
         ResourceKey {
-            group: super::conversion::storage_group(&self.group, &self.plural).to_string(),
+            group: storage_group(&self.group, &self.plural).to_string(),
             resource: self.plural.clone(),
         }
     }
@@ -694,5 +715,27 @@ mod tests {
         registry.remove_custom("widgets.example.com");
         assert!(registry.find("example.com", "v1", "widgets").is_none());
         assert!(registry.group("example.com").is_none());
+    }
+
+    #[test]
+    fn only_the_two_kinds_are_stored_elsewhere() {
+        assert_eq!(
+            storage_version("autoscaling", "v1", "HorizontalPodAutoscaler"),
+            Some(("autoscaling", "v2"))
+        );
+        assert_eq!(
+            storage_version("events.k8s.io", "v1", "Event"),
+            Some(("", "v1"))
+        );
+        assert_eq!(
+            storage_version("autoscaling", "v2", "HorizontalPodAutoscaler"),
+            None
+        );
+        assert_eq!(storage_version("", "v1", "Event"), None);
+        assert_eq!(storage_group("events.k8s.io", "events"), "");
+        assert_eq!(
+            storage_group("autoscaling", "horizontalpodautoscalers"),
+            "autoscaling"
+        );
     }
 }

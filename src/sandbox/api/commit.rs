@@ -183,7 +183,7 @@ impl State {
     /// The type a kind is stored as, when it is served in another version.
     fn storage_type(&self, resource: &ResourceType) -> Option<Arc<ResourceType>> {
         let (group, version) =
-            conversion::storage_version(&resource.group, &resource.version, &resource.kind)?;
+            registry::storage_version(&resource.group, &resource.version, &resource.kind)?;
         self.registry().by_kind(group, version, &resource.kind)
     }
 

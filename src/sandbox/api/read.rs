@@ -20,7 +20,7 @@ use super::scale::scale_of;
 use super::{Body, Reply, State, Target};
 use crate::sandbox::conversion;
 use crate::sandbox::protobuf::{self, Format};
-use crate::sandbox::registry::ResourceType;
+use crate::sandbox::registry::{self, ResourceType};
 use crate::sandbox::selector::{FieldSelector, LabelSelector, extra_fields};
 use crate::sandbox::status::ApiError;
 use crate::sandbox::store::{Encoded, Event, ObjectKey, Stored, WatchStart};
@@ -421,7 +421,7 @@ impl Filter {
                 .unwrap_or_default(),
             // Selected on the stored object: events.k8s.io Events by core's fields.
             extra_fields(
-                conversion::storage_group(&resource.group, &resource.plural),
+                registry::storage_group(&resource.group, &resource.plural),
                 &resource.plural,
             ),
         )

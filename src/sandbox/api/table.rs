@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Body, Reply};
 use crate::sandbox::conversion;
-use crate::sandbox::registry::ResourceType;
+use crate::sandbox::registry::{self, ResourceType};
 use crate::sandbox::status::ApiError;
 
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
@@ -144,7 +144,7 @@ impl Printer {
         }
         // A kind stored in another version prints as its stored form does (one
         // printer for the internal type).
-        let group = conversion::storage_group(&resource.group, &resource.plural);
+        let group = registry::storage_group(&resource.group, &resource.plural);
         if let Some(columns) = columns_of(group, &resource.kind) {
             return Some(Printer::Builtin(resource.clone(), columns));
         }
@@ -466,7 +466,7 @@ fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<
         };
         (join("name"), join("image"))
     };
-    let group = conversion::storage_group(&resource.group, &resource.plural);
+    let group = registry::storage_group(&resource.group, &resource.plural);
     match (group, resource.kind.as_str()) {
         ("apps", "Deployment") => {
             let (containers, images) = template("/spec/template/spec");

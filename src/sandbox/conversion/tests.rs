@@ -327,25 +327,3 @@ fn an_events_k8s_io_event_is_stored_as_a_core_event() {
         assert_eq!(&back[key], value, "{key} survives the round trip");
     }
 }
-
-#[test]
-fn only_the_two_kinds_are_stored_elsewhere() {
-    assert_eq!(
-        storage_version("autoscaling", "v1", "HorizontalPodAutoscaler"),
-        Some(("autoscaling", "v2"))
-    );
-    assert_eq!(
-        storage_version("events.k8s.io", "v1", "Event"),
-        Some(("", "v1"))
-    );
-    assert_eq!(
-        storage_version("autoscaling", "v2", "HorizontalPodAutoscaler"),
-        None
-    );
-    assert_eq!(storage_version("", "v1", "Event"), None);
-    assert_eq!(storage_group("events.k8s.io", "events"), "");
-    assert_eq!(
-        storage_group("autoscaling", "horizontalpodautoscalers"),
-        "autoscaling"
-    );
-}
