@@ -427,19 +427,7 @@ async fn protobuf_watch_frames_carry_enveloped_objects() {
         )
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
-    let mut pending = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let (event_type, object) = loop {
-        if let Ok((event_type, object, _)) = protobuf::read_watch_frame(&pending) {
-            break (event_type, object);
-        }
-        let chunk = tokio::time::timeout_at(deadline, response.chunk())
-            .await
-            .expect("a frame arrives")
-            .expect("the stream reads")
-            .expect("the stream is open");
-        pending.extend_from_slice(&chunk);
-    };
+    let (event_type, object) = first_watch_frame(&mut response).await;
     assert_eq!(event_type, "ADDED");
     assert_eq!(object["kind"], "ConfigMap");
     assert_eq!(object["metadata"]["name"], "framed");
@@ -863,19 +851,7 @@ async fn converted_kinds_speak_protobuf_in_the_version_asked() {
         )
         .await;
     assert_eq!(written.status, StatusCode::CREATED, "{}", written.text());
-    let mut pending = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let (event_type, object) = loop {
-        if let Ok((event_type, object, _)) = protobuf::read_watch_frame(&pending) {
-            break (event_type, object);
-        }
-        let chunk = tokio::time::timeout_at(deadline, response.chunk())
-            .await
-            .expect("a frame arrives")
-            .expect("the stream reads")
-            .expect("the stream is open");
-        pending.extend_from_slice(&chunk);
-    };
+    let (event_type, object) = first_watch_frame(&mut response).await;
     assert_eq!(event_type, "ADDED");
     assert_eq!(object["apiVersion"], "events.k8s.io/v1");
     assert_eq!(object["note"], "New size: 2");
@@ -896,4 +872,22 @@ async fn converted_kinds_speak_protobuf_in_the_version_asked() {
         list["items"][0]["deprecatedSource"]["component"],
         "horizontal-pod-autoscaler"
     );
+}
+
+/// The first frame of a protobuf watch, read as its chunks arrive (10 s at most): its
+/// event type and object.
+async fn first_watch_frame(response: &mut reqwest::Response) -> (String, Value) {
+    let mut pending = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok((event_type, object, _)) = protobuf::read_watch_frame(&pending) {
+            return (event_type, object);
+        }
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("a frame arrives")
+            .expect("the stream reads")
+            .expect("the stream is open");
+        pending.extend_from_slice(&chunk);
+    }
 }
