@@ -541,7 +541,7 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
             &configmap("private", "live", "p"),
         )],
     );
-    let http = tether_core::source::HttpGit::start(
+    let http = crate::source::HttpGit::start(
         &sandbox.dir.path().join("srv"),
         Some(&format!("tether:{RIGHT}")),
     );
