@@ -130,7 +130,11 @@ fn kustomizations_are_rendered_by_kubectl() -> anyhow::Result<()> {
     assert_eq!(set.objects[0].origin.file, "app/kustomization.yaml");
 
     // An object without a name: kustomize itself refuses it.
-    write(tmp.path(), "app/unnamed.yaml", "apiVersion: v1\nkind: ConfigMap\n")?;
+    write(
+        tmp.path(),
+        "app/unnamed.yaml",
+        "apiVersion: v1\nkind: ConfigMap\n",
+    )?;
     write(
         tmp.path(),
         "app/kustomization.yaml",

@@ -109,11 +109,13 @@ async fn remote_bases_spelt_every_way_are_refused_before_kustomize_runs() {
         let dir = app_dir(
             &sandbox,
             &format!("remote-{i}"),
-            &[(
-                "app/kustomization.yaml",
-                format!("resources:\n  - cm.yaml\n  - '{reference}'\n"),
-            ),
-            ("app/cm.yaml", configmap("local", "default", "x"))],
+            &[
+                (
+                    "app/kustomization.yaml",
+                    format!("resources:\n  - cm.yaml\n  - '{reference}'\n"),
+                ),
+                ("app/cm.yaml", configmap("local", "default", "x")),
+            ],
         );
         let path = dir.join("app");
         let run = tether(&sandbox, "diff", &["--path", path.to_str().expect("utf-8")]).await;
@@ -165,8 +167,11 @@ async fn a_hanging_renderer_is_killed_with_its_children_and_frees_the_pass_slot(
         ),
     )
     .expect("write shim");
-    std::fs::set_permissions(&kubectl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    std::fs::set_permissions(
+        &kubectl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
     let path = format!(
         "{}:{}",
         shim.display(),
@@ -184,8 +189,8 @@ async fn a_hanging_renderer_is_killed_with_its_children_and_frees_the_pass_slot(
         app("hang"),
         app("plain")
     );
-    let serve = Serve::start_with_env(&sandbox, "render-timeout", &config, &[], &[("PATH", path)])
-        .await;
+    let serve =
+        Serve::start_with_env(&sandbox, "render-timeout", &config, &[], &[("PATH", path)]).await;
     let hung = serve
         .wait_status("hang", "hang reports the render timeout", |s| {
             s["lastPass"]["error"]
@@ -214,7 +219,10 @@ fn failing_chart(sandbox: &TestSandbox, name: &str, template: &str) -> std::path
         sandbox,
         name,
         &[
-            ("web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+            (
+                "web/Chart.yaml",
+                "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+            ),
             ("web/values.yaml", "auth:\n  password: hunter2-values\n"),
             ("web/templates/cm.yaml", template),
         ],
@@ -257,12 +265,7 @@ async fn helm_errors_name_the_template_and_value_and_mask_credentials() {
     let run = tether(
         &sandbox,
         "diff",
-        &[
-            "--path",
-            leaky.to_str().expect("utf-8"),
-            "--helm",
-            helm,
-        ],
+        &["--path", leaky.to_str().expect("utf-8"), "--helm", helm],
     )
     .await;
     assert_eq!(run.code, Some(2), "{run:?}");

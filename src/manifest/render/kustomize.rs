@@ -261,7 +261,11 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
     // chart home and values files are paths.
     for item in items("helmCharts") {
         for key in ["repo", "valuesFile"] {
-            if let Some(v) = item.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()) {
+            if let Some(v) = item
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
                 out.push(("helmCharts", v.to_string()));
             }
         }
@@ -271,7 +275,11 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
     }
     for item in items("helmChartInflationGenerator") {
         for key in ["chartRepoUrl", "chartHome", "values"] {
-            if let Some(v) = item.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()) {
+            if let Some(v) = item
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
                 out.push(("helmChartInflationGenerator", v.to_string()));
             }
         }

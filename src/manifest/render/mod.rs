@@ -376,7 +376,11 @@ fn template_in_copy(
     );
     drop(tmp);
     out.map_err(|e| {
-        let values = renderers.helm.values.iter().map(|v| ("values.yaml", v.as_bytes()));
+        let values = renderers
+            .helm
+            .values
+            .iter()
+            .map(|v| ("values.yaml", v.as_bytes()));
         let files = under(map, &prefix).chain(values);
         KnownSecrets::from_files(files, &renderers.helm.set).mask_error(e)
     })
@@ -536,10 +540,11 @@ fn build_in_copy(
     drop(tmp);
     out.map_err(|e| {
         let prefixes: Vec<String> = used.dirs.iter().map(|d| join(d, "")).collect();
-        let files = prefixes
-            .iter()
-            .flat_map(|p| under(map, p))
-            .chain(used.files.iter().filter_map(|f| Some((f.as_str(), *map.get(f)?))));
+        let files = prefixes.iter().flat_map(|p| under(map, p)).chain(
+            used.files
+                .iter()
+                .filter_map(|f| Some((f.as_str(), *map.get(f)?))),
+        );
         KnownSecrets::from_files(files, &[]).mask_error(e)
     })
 }

@@ -210,7 +210,9 @@ fn collect(value: &Value, secret: bool, out: &mut Vec<String>) {
 
 /// The values of a kustomization's `secretGenerator` literals (`key=value`).
 fn literals(kustomization: &Value, out: &mut Vec<String>) {
-    let generators = kustomization.get("secretGenerator").and_then(Value::as_array);
+    let generators = kustomization
+        .get("secretGenerator")
+        .and_then(Value::as_array);
     for generator in generators.into_iter().flatten() {
         let literals = generator.get("literals").and_then(Value::as_array);
         for literal in literals.into_iter().flatten().filter_map(Value::as_str) {
@@ -388,10 +390,7 @@ fn key_at(line: &str, i: usize, go: bool) -> Option<(&str, usize)> {
     let next = bytes.get(j).copied();
     let separates = go
         || quoted
-        || matches!(
-            next,
-            None | Some(b' ' | b'\t' | b'"' | b'\'' | b'{' | b'[')
-        )
+        || matches!(next, None | Some(b' ' | b'\t' | b'"' | b'\'' | b'{' | b'['))
         || line[j..].starts_with("map[");
     separates.then_some((key, j))
 }
@@ -418,7 +417,10 @@ fn mask_value(
     }
     if rest.starts_with('|') || rest.starts_with('>') {
         let indicator = rest.split_whitespace().next().unwrap_or(rest);
-        if indicator[1..].chars().all(|c| matches!(c, '-' | '+') || c.is_ascii_digit()) {
+        if indicator[1..]
+            .chars()
+            .all(|c| matches!(c, '-' | '+') || c.is_ascii_digit())
+        {
             out.push_str(rest);
             return (line.len(), Some(true));
         }

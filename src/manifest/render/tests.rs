@@ -403,10 +403,7 @@ fn remote_references_are_refused_by_a_positive_rule_in_every_field() {
             "configMapGenerator",
             "configMapGenerator:\n  - name: x\n    files:\n      - 'key={}'\n",
         ),
-        (
-            "helmCharts",
-            "helmCharts:\n  - name: web\n    repo: '{}'\n",
-        ),
+        ("helmCharts", "helmCharts:\n  - name: web\n    repo: '{}'\n"),
         ("openapi", "openapi:\n  path: '{}'\n"),
     ];
     for (field, template) in fields {
@@ -470,13 +467,21 @@ fn only_paths_naming_something_inside_the_revision_are_accepted() {
         }
     }
     let repo = files(&[
-        ("app/kustomization.yaml", "resources:\n  - ./cm.yaml\n  - ../base\n"),
+        (
+            "app/kustomization.yaml",
+            "resources:\n  - ./cm.yaml\n  - ../base\n",
+        ),
         ("app/cm.yaml", CM_A),
         ("base/kustomization.yaml", BASE_K),
         ("base/cm.yaml", CM_B),
     ]);
-    let set = render_tree(&repo, "app", &Renderers::default(), &ParseOptions::default())
-        .expect("local paths build");
+    let set = render_tree(
+        &repo,
+        "app",
+        &Renderers::default(),
+        &ParseOptions::default(),
+    )
+    .expect("local paths build");
     assert_eq!(names(&set), ["a", "b"]);
 }
 
@@ -488,7 +493,12 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
     let root = outside.path().join("copy");
     fs::create_dir(&root).expect("mkdir");
     let at = Location::file("app");
-    for key in ["app/../../escaped.yaml", "/escaped.yaml", "../escaped.yaml", ""] {
+    for key in [
+        "app/../../escaped.yaml",
+        "/escaped.yaml",
+        "../escaped.yaml",
+        "",
+    ] {
         let err = write_in_copy(&root, key, b"x", &at).expect_err(key);
         assert_eq!(
             err.to_string(),
@@ -502,7 +512,11 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
     assert!(root.join("app/cm.yaml").is_file());
 
     // Through both private copies, deep enough to reach `/` from any temp folder.
-    let escape = format!("{}tmp/tether-escape-{}", "../".repeat(32), std::process::id());
+    let escape = format!(
+        "{}tmp/tether-escape-{}",
+        "../".repeat(32),
+        std::process::id()
+    );
     let target = Path::new("/tmp").join(format!("tether-escape-{}", std::process::id()));
     for (marker, text) in [
         ("kustomization.yaml", BASE_K),
@@ -538,16 +552,15 @@ fn a_renderer_that_hangs_is_stopped_at_the_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let hang = dir.path().join("kustomize-hang");
     fs::write(&hang, "#!/bin/sh\nsleep 300\n").expect("write");
-    fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let renderers = Renderers {
         kustomize: KustomizeCommand::standalone(&hang.display().to_string()),
         timeout: Duration::from_millis(300),
         ..Renderers::default()
     };
     let repo = files(&[("app/kustomization.yaml", BASE_K), ("app/cm.yaml", CM_A)]);
-    let err = render_tree(&repo, "app", &renderers, &ParseOptions::default())
-        .expect_err("times out");
+    let err =
+        render_tree(&repo, "app", &renderers, &ParseOptions::default()).expect_err("times out");
     assert!(err.is_retryable(), "{err}");
     assert_eq!(
         err.0[0].to_string(),
