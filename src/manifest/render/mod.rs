@@ -132,8 +132,8 @@ pub(super) fn build_on_disk(
 /// most this many, each within [`super::MAX_FILE_BYTES`].
 const MAX_KNOWN_FILES: usize = 10_000;
 
-/// The secret values of the manifest files under `dirs` (symlinks not followed)
-/// and of `files`.
+/// The secret values of the manifest files under `dirs` (symlinks and dot-folders
+/// not followed) and of `files`.
 fn known_on_disk(
     dirs: impl Iterator<Item = PathBuf>,
     files: impl Iterator<Item = PathBuf>,
@@ -146,9 +146,13 @@ fn known_on_disk(
             if paths.len() >= MAX_KNOWN_FILES {
                 break;
             }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue; // `.git` and its packs: no manifest in there
+            }
             match entry.file_type() {
                 Ok(t) if t.is_dir() => stack.push(entry.path()),
-                Ok(t) if t.is_file() => paths.push(entry.path()),
+                Ok(t) if t.is_file() && is_manifest_file(&name) => paths.push(entry.path()),
                 _ => {}
             }
         }

@@ -165,42 +165,41 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_renderer_past_its_time_is_killed_with_the_children_it_started() {
+    /// Runs a shell that starts `child` in the background, then does `then`; what
+    /// `run` answered, and the child's pid.
+    fn with_child(
+        child: &str,
+        then: &str,
+        timeout: Duration,
+    ) -> (Result<Finished, RunError>, String) {
         let dir = tempfile::tempdir().expect("tempdir");
         let pid_file = dir.path().join("child.pid");
-        let script = format!(
-            "sleep 300 & echo $! > {}; echo started >&2; wait",
-            pid_file.display()
-        );
-        let got = run(
-            Command::new("sh").args(["-c", &script]),
-            Duration::from_millis(500),
-        );
+        let script = format!("{child} & echo $! > {}; {then}", pid_file.display());
+        let got = run(Command::new("sh").args(["-c", &script]), timeout);
+        let pid = std::fs::read_to_string(&pid_file).expect("the script started its child");
+        (got, pid.trim().to_string())
+    }
+
+    #[test]
+    fn a_renderer_past_its_time_is_killed_with_the_children_it_started() {
+        let (got, child) = with_child("sleep 300", "wait", Duration::from_millis(500));
         assert!(matches!(got, Err(RunError::TimedOut)), "{got:?}");
-        let child = std::fs::read_to_string(&pid_file).expect("the script started its child");
-        assert!(!alive(child.trim()), "the renderer's child outlived it");
+        assert!(!alive(&child), "the renderer's child outlived it");
     }
 
     #[test]
     fn a_renderer_that_ends_leaves_no_process_behind_and_its_output_is_kept() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pid_file = dir.path().join("child.pid");
         // The background child keeps no pipe open: only the group kill ends it.
-        let script = format!(
-            "sleep 300 >/dev/null 2>&1 & echo $! > {}; echo out; echo err >&2; exit 3",
-            pid_file.display()
-        );
-        let done = run(
-            Command::new("sh").args(["-c", &script]),
+        let (got, child) = with_child(
+            "sleep 300 >/dev/null 2>&1",
+            "echo out; echo err >&2; exit 3",
             Duration::from_secs(60),
-        )
-        .expect("runs");
+        );
+        let done = got.expect("runs");
         assert_eq!(done.status.code(), Some(3));
         assert_eq!(done.stdout, b"out\n");
         assert_eq!(done.stderr, b"err\n");
-        let child = std::fs::read_to_string(&pid_file).expect("the script started its child");
-        assert!(!alive(child.trim()), "the renderer's child outlived it");
+        assert!(!alive(&child), "the renderer's child outlived it");
     }
 
     #[test]

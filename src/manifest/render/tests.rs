@@ -16,6 +16,16 @@ fn names(set: &ManifestSet) -> Vec<String> {
     set.objects.iter().map(|m| m.id.name.clone()).collect()
 }
 
+/// The errors of rendering `repo` at `app` with the default renderers.
+fn app_errors(repo: &[(String, Vec<u8>)]) -> Vec<String> {
+    errors(render_tree(
+        repo,
+        "app",
+        &Renderers::default(),
+        &ParseOptions::default(),
+    ))
+}
+
 fn errors(result: Result<ManifestSet, ManifestErrors>) -> Vec<String> {
     match result {
         Ok(set) => panic!("expected errors, got {:?}", names(&set)),
@@ -112,12 +122,7 @@ fn remote_bases_and_references_leaving_the_repository_are_refused() {
         "app/kustomization.yaml",
         "resources:\n  - https://github.com/example/repo//base?ref=v1\n",
     )]);
-    let errs = errors(render_tree(
-        &remote,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&remote);
     assert!(errs[0].contains("remote base"), "{errs:?}");
     assert!(
         errs[0].starts_with("app/kustomization.yaml: resources names"),
@@ -128,24 +133,14 @@ fn remote_bases_and_references_leaving_the_repository_are_refused() {
         ("app/kustomization.yaml", "resources:\n  - ../../../etc\n"),
         ("app/cm.yaml", CM_A),
     ]);
-    let errs = errors(render_tree(
-        &outside,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&outside);
     assert!(errs[0].contains("outside the repository"), "{errs:?}");
 
     let absolute = files(&[(
         "app/kustomization.yaml",
         "configMapGenerator:\n  - name: x\n    files:\n      - key=/etc/passwd\n",
     )]);
-    let errs = errors(render_tree(
-        &absolute,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&absolute);
     assert!(errs[0].contains("outside the repository"), "{errs:?}");
 }
 
@@ -174,12 +169,7 @@ fn a_missing_renderer_and_a_failing_build_name_the_kustomization() {
         ("app/kustomization.yaml", "resources:\n  - cm.yaml\n"),
         ("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\n"),
     ]);
-    let errs = errors(render_tree(
-        &broken,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&broken);
     assert!(
         errs[0].starts_with("app: kustomize build failed: "),
         "{errs:?}"
@@ -416,12 +406,7 @@ fn remote_references_are_refused_by_a_positive_rule_in_every_field() {
                 ("app/github.com/org/repo/kustomization.yaml", BASE_K),
                 ("app/github.com/org/repo/cm.yaml", CM_A),
             ]);
-            let errs = errors(render_tree(
-                &repo,
-                "app",
-                &Renderers::default(),
-                &ParseOptions::default(),
-            ));
+            let errs = app_errors(&repo);
             assert_eq!(
                 errs,
                 [format!(
@@ -529,12 +514,7 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
             ("app/cm.yaml", CM_A),
             (escaping.as_str(), CM_B),
         ]);
-        let errs = errors(render_tree(
-            &repo,
-            "app",
-            &Renderers::default(),
-            &ParseOptions::default(),
-        ));
+        let errs = app_errors(&repo);
         assert_eq!(
             errs,
             [format!(
@@ -585,12 +565,7 @@ fn a_kustomize_error_shows_what_failed_and_no_secret_value() {
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  token: hunter2-in-git\n",
         ),
     ]);
-    let errs = errors(render_tree(
-        &repo,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&repo);
     assert_eq!(
         errs,
         [
