@@ -137,7 +137,11 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
-                renderers: &app.renderers().for_cluster(version, apis),
+                renderers: &tether_diff::manifest::Renderers {
+                    timeout: config.render_timeout,
+                    ..app.renderers()
+                }
+                .for_cluster(version, apis),
             };
             let source = app.source();
             let desired = read_desired(

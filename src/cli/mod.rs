@@ -187,6 +187,11 @@ pub struct RenderArgs {
     /// Let kustomizations name remote bases (URLs), which kustomize fetches itself.
     #[arg(long)]
     pub allow_remote_bases: bool,
+
+    /// How long one kustomize or helm run may take before it, and every process it
+    /// started, is killed.
+    #[arg(long, default_value = "2m", value_parser = tether_controller::config::parse_duration)]
+    pub render_timeout: std::time::Duration,
 }
 
 impl RenderArgs {
@@ -217,6 +222,7 @@ impl RenderArgs {
                 api_versions: Vec::new(),
             },
             release: app.unwrap_or(dir_name).to_string(),
+            timeout: self.render_timeout,
         }
     }
 }

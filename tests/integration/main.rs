@@ -24,6 +24,7 @@ mod notify;
 mod protobuf;
 mod quickstart;
 mod render;
+mod render_safety;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

@@ -129,10 +129,16 @@ fn kustomizations_are_rendered_by_kubectl() -> anyhow::Result<()> {
     );
     assert_eq!(set.objects[0].origin.file, "app/kustomization.yaml");
 
+    // An object without a name: kustomize itself refuses it.
+    write(
+        tmp.path(),
+        "app/unnamed.yaml",
+        "apiVersion: v1\nkind: ConfigMap\n",
+    )?;
     write(
         tmp.path(),
         "app/kustomization.yaml",
-        "resources: [missing.yaml]\n",
+        "resources: [unnamed.yaml]\n",
     )?;
     let Err(errs) = read_dir(tmp.path(), &ParseOptions::default()) else {
         anyhow::bail!("expected an error");

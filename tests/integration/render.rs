@@ -110,10 +110,17 @@ async fn a_broken_kustomization_from_git_exits_2_naming_it_and_applies_nothing()
     let sandbox = TestSandbox::start().await;
     let (_repo, _daemon, url) = example_repo(
         &sandbox,
-        &[(
-            "overlays/broken/kustomization.yaml",
-            "resources:\n  - ../../base\n  - missing.yaml\n",
-        )],
+        &[
+            (
+                "overlays/broken/kustomization.yaml",
+                "resources:\n  - ../../base\n  - unnamed.yaml\n",
+            ),
+            // An object without a name: kustomize itself refuses it.
+            (
+                "overlays/broken/unnamed.yaml",
+                "apiVersion: v1\nkind: ConfigMap\n",
+            ),
+        ],
     );
     let run = tether(
         &sandbox,

@@ -1585,7 +1585,12 @@ async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one
         ),
         (
             "overlays/broken/kustomization.yaml",
-            "resources:\n  - ../../base\n  - missing.yaml\n".to_string(),
+            "resources:\n  - ../../base\n  - unnamed.yaml\n".to_string(),
+        ),
+        // An object without a name: kustomize itself refuses it.
+        (
+            "overlays/broken/unnamed.yaml",
+            "apiVersion: v1\nkind: ConfigMap\n".to_string(),
         ),
     ];
     let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();

@@ -384,12 +384,23 @@ pub struct Run {
 /// Runs `tether <command> --kubeconfig <sandbox> <args>` as a process; async, so an
 /// in-process sandbox keeps serving while it runs.
 pub async fn tether(sandbox: &TestSandbox, command: &str, args: &[&str]) -> Run {
+    tether_with_env(sandbox, command, args, &[]).await
+}
+
+/// [`tether`], with these environment variables set for the process.
+pub async fn tether_with_env(
+    sandbox: &TestSandbox,
+    command: &str,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Run {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
         .arg(command)
         .arg("--kubeconfig")
         .arg(&sandbox.kubeconfig)
         .args(args)
         .env("TETHER_CACHE_DIR", sandbox.dir.path().join("git-cache"))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .await
         .expect("tether runs");

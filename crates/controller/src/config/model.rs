@@ -80,6 +80,9 @@ pub struct Config {
     pub concurrency: usize,
     /// Periodic full resync of every app.
     pub resync_interval: Duration,
+    /// How long one renderer run (kustomize, helm) may take before it and every
+    /// process it started are killed.
+    pub render_timeout: Duration,
     pub leader_election: LeaderElectionConfig,
     /// Apps split across replicas by a stable hash of their identity, each shard held
     /// as a Lease (`reconcile::shard`). 1: no sharding; more implies leader election's
@@ -334,6 +337,7 @@ impl Default for Config {
             inventory_namespace: DEFAULT_INVENTORY_NAMESPACE.to_string(),
             concurrency: DEFAULT_APP_CONCURRENCY,
             resync_interval: DEFAULT_RESYNC_INTERVAL,
+            render_timeout: tether_diff::manifest::DEFAULT_RENDER_TIMEOUT,
             leader_election: LeaderElectionConfig::default(),
             shards: DEFAULT_SHARDS,
             apps: Vec::new(),

@@ -35,6 +35,7 @@ pub struct Config {
     pub inventory_namespace: Option<S<String>>,
     pub concurrency: Option<S<i64>>,
     pub resync_interval: Option<S<String>>,
+    pub render_timeout: Option<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub leader_election: LeaderElection,
     pub shards: Option<S<i64>>,

@@ -43,6 +43,11 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         raw.resync_interval.as_ref(),
         DEFAULT_RESYNC_INTERVAL,
     );
+    let render_timeout = check.duration(
+        "renderTimeout",
+        raw.render_timeout.as_ref(),
+        tether_diff::manifest::DEFAULT_RENDER_TIMEOUT,
+    );
     let server = resolve_server(&raw.server, check);
     let leader_election =
         resolve_leader_election(&raw.leader_election, &inventory_namespace, check);
@@ -70,6 +75,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         inventory_namespace,
         concurrency,
         resync_interval,
+        render_timeout,
         leader_election,
         shards,
         apps,

@@ -155,6 +155,7 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(c.server.webhooks.secrets().count(), 0);
     assert_eq!(c.concurrency, DEFAULT_APP_CONCURRENCY);
     assert_eq!(c.resync_interval, DEFAULT_RESYNC_INTERVAL);
+    assert_eq!(c.render_timeout, tether_diff::manifest::DEFAULT_RENDER_TIMEOUT);
     assert_eq!(c.leader_election, LeaderElectionConfig::default());
     assert_eq!(c.shards, DEFAULT_SHARDS);
     assert!(c.apps.is_empty());
@@ -986,5 +987,18 @@ fn a_credentials_secret_is_not_mixed_with_env_or_file_keys() {
              secretRef: {name: x, key: password}\n"
         )
         .contains("unknown field")
+    );
+}
+
+/// Issue #24: how long a renderer may run is the operator's to set, and never zero.
+#[test]
+fn the_render_timeout_is_read_and_must_be_positive() {
+    assert_eq!(
+        parse("renderTimeout: 30s\napps: []\n").render_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        problems("renderTimeout: 0s\napps: []\n"),
+        ["tether.yaml:1: renderTimeout: \"0s\" must be positive"]
     );
 }

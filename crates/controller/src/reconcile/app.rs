@@ -70,6 +70,8 @@ pub struct Shared {
     /// open thousands of requests to the API server at once.
     pub heals: Arc<Semaphore>,
     pub resync_interval: Duration,
+    /// How long one renderer run may take (`renderTimeout`).
+    pub render_timeout: Duration,
     pub notifier: Notifier,
     pub commit_statuses: CommitStatusReporter,
 }
@@ -787,7 +789,11 @@ impl Worker {
                     &revision,
                     &self.config.destination.namespace,
                     Some(&scopes),
-                    &self.config.renderers().for_cluster(version, apis),
+                    &tether_diff::manifest::Renderers {
+                        timeout: self.shared.render_timeout,
+                        ..self.config.renderers()
+                    }
+                    .for_cluster(version, apis),
                 )
                 .await
                 .map_err(PassError::Manifest)?;

@@ -531,6 +531,7 @@ impl Contexts {
             passes: self.passes.clone(),
             heals: self.heals.clone(),
             resync_interval: config.resync_interval,
+            render_timeout: config.render_timeout,
             notifier: self.notifier.clone(),
             commit_statuses: self.commit_statuses.clone(),
         });
@@ -585,6 +586,7 @@ impl Contexts {
                 passes: base.passes.clone(),
                 heals: base.heals.clone(),
                 resync_interval: base.resync_interval,
+                render_timeout: base.render_timeout,
                 notifier: base.notifier.clone(),
                 commit_statuses: base.commit_statuses.clone(),
             }),

@@ -73,7 +73,8 @@ impl DesiredError {
     pub fn is_retryable(&self) -> bool {
         match self {
             DesiredError::Source(err) => err.is_retryable(),
-            DesiredError::Invalid(_) | DesiredError::Live(_) => false,
+            DesiredError::Invalid(errors) => errors.is_retryable(),
+            DesiredError::Live(_) => false,
             DesiredError::Internal(_) => true,
         }
     }

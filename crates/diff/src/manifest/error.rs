@@ -43,8 +43,9 @@ impl fmt::Display for Location {
 }
 
 /// One thing wrong with the manifests. None of these is retryable: the repository
-/// needs a change (status reason `ManifestInvalid`), except [`ManifestError::Io`] and
-/// [`ManifestError::Kustomize`], which may be passing trouble on the machine.
+/// needs a change (status reason `ManifestInvalid`), except [`ManifestError::Io`],
+/// [`ManifestError::Kustomize`] and [`ManifestError::RenderTimeout`], which may be
+/// passing trouble on the machine.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     #[error("{at}: invalid YAML: {message}")]
@@ -72,6 +73,15 @@ pub enum ManifestError {
     KustomizationNeedsCheckout { at: Location },
     #[error("{at}: `{program}` is not installed (not found on PATH); it renders this path")]
     RendererMissing { at: Location, program: String },
+    #[error(
+        "{at}: `{program}` was stopped after {} (the render timeout), with every process it started",
+        tether_schema::duration::format_duration(*.timeout)
+    )]
+    RenderTimeout {
+        at: Location,
+        program: String,
+        timeout: std::time::Duration,
+    },
     #[error("{at}: kustomize build failed: {message}")]
     Kustomize { at: Location, message: String },
     #[error("{at}: helm template failed: {message}")]
@@ -92,6 +102,16 @@ pub enum ManifestError {
         field: &'static str,
         reference: String,
     },
+    #[error("{at}: {field} names {reference:?}, which is no file or directory of the repository")]
+    NotInRepository {
+        at: Location,
+        field: &'static str,
+        reference: String,
+    },
+    #[error(
+        "{at}: the revision's path {path:?} leads outside the folder it is copied to for rendering"
+    )]
+    OutsideRenderFolder { at: Location, path: String },
     #[error(
         "{at}: this kustomization is also built by {by}; rendering both would apply its objects twice (point the path at one of them)"
     )]
@@ -117,6 +137,9 @@ impl ManifestError {
             | ManifestError::TooLarge { at, .. }
             | ManifestError::KustomizationNeedsCheckout { at }
             | ManifestError::RendererMissing { at, .. }
+            | ManifestError::RenderTimeout { at, .. }
+            | ManifestError::NotInRepository { at, .. }
+            | ManifestError::OutsideRenderFolder { at, .. }
             | ManifestError::Kustomize { at, .. }
             | ManifestError::Helm { at, .. }
             | ManifestError::MissingValuesFile { at, .. }
@@ -131,6 +154,19 @@ impl ManifestError {
 /// Every error found in one read, in file order.
 #[derive(Debug, thiserror::Error)]
 pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl ManifestErrors {
+    /// Whether a later pass may render the same revision: only when every error is
+    /// a renderer stopped by its timeout (a slow machine or network); any other error
+    /// stands until the repository changes.
+    pub fn is_retryable(&self) -> bool {
+        !self.0.is_empty()
+            && self
+                .0
+                .iter()
+                .all(|e| matches!(e, ManifestError::RenderTimeout { .. }))
+    }
+}
 
 impl fmt::Display for ManifestErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use super::super::error::{Location, ManifestError};
-use super::super::yaml::sanitize;
+use super::process::render;
+use super::redact::renderer_message;
 
 /// The chart's metadata file: a path holding it is a Helm chart.
 pub const CHART_FILE: &str = "Chart.yaml";
@@ -48,6 +50,7 @@ impl HelmInputs {
         chart: &Path,
         value_files: &[PathBuf],
         release: &str,
+        timeout: Duration,
         at: &Location,
     ) -> Result<Vec<u8>, ManifestError> {
         let scratch = tempfile::Builder::new()
@@ -91,56 +94,15 @@ impl HelmInputs {
             args.push(api.into());
         }
         let started = std::time::Instant::now();
-        let output = match Command::new(self.program()).args(&args).output() {
-            Ok(o) => o,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ManifestError::RendererMissing {
-                    at: at.clone(),
-                    program: self.program().to_string(),
-                });
-            }
-            Err(source) => {
-                return Err(ManifestError::Io {
-                    at: at.clone(),
-                    source,
-                });
-            }
-        };
+        let output = render(Command::new(self.program()).args(&args), timeout, at)?;
         drop(scratch);
         if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
             return Err(ManifestError::Helm {
                 at: at.clone(),
-                message: sanitize(&first_error(&stderr)),
+                message: renderer_message(&output.stderr),
             });
         }
         tracing::info!(renderer = "helm", path = %at, ms = started.elapsed().as_millis() as u64, "rendered");
         Ok(output.stdout)
-    }
-}
-
-/// Helm's first error with its indented continuation lines folded in: a template
-/// error names the file on one line and what failed on the next ones.
-fn first_error(stderr: &str) -> String {
-    let mut lines = stderr.trim().lines();
-    let mut out = lines.next().unwrap_or("").trim().to_string();
-    for line in lines.take_while(|l| l.starts_with(char::is_whitespace)) {
-        out.push(' ');
-        out.push_str(line.trim());
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_error;
-
-    #[test]
-    fn a_template_error_is_folded_onto_one_line_and_the_next_error_dropped() {
-        let stderr = "Error: web/templates/a.yaml:1:43\n  executing at <.Values.x>:\n    nil pointer\nError: second\n";
-        assert_eq!(
-            first_error(stderr),
-            "Error: web/templates/a.yaml:1:43 executing at <.Values.x>: nil pointer"
-        );
     }
 }

@@ -5,12 +5,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::super::KUSTOMIZATION_FILES;
 use super::super::error::{Location, ManifestError};
 use super::super::yaml::{full_parse, sanitize};
+use super::process::render;
+use super::redact::renderer_message;
 
 /// The command that builds a kustomization directory given as its last argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,33 +39,24 @@ impl KustomizeCommand {
         }
     }
 
-    /// Runs the build in `dir`; `at` names the kustomization in errors.
-    pub(super) fn build(&self, dir: &Path, at: &Location) -> Result<Vec<u8>, ManifestError> {
+    /// Runs the build in `dir`, stopped after `timeout`; `at` names the kustomization
+    /// in errors.
+    pub(super) fn build(
+        &self,
+        dir: &Path,
+        timeout: Duration,
+        at: &Location,
+    ) -> Result<Vec<u8>, ManifestError> {
         let started = std::time::Instant::now();
-        let output = match Command::new(&self.program)
-            .args(&self.args)
-            .arg(dir)
-            .output()
-        {
-            Ok(o) => o,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ManifestError::RendererMissing {
-                    at: at.clone(),
-                    program: self.program.clone(),
-                });
-            }
-            Err(source) => {
-                return Err(ManifestError::Io {
-                    at: at.clone(),
-                    source,
-                });
-            }
-        };
+        let output = render(
+            Command::new(&self.program).args(&self.args).arg(dir),
+            timeout,
+            at,
+        )?;
         if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
             return Err(ManifestError::Kustomize {
                 at: at.clone(),
-                message: sanitize(stderr.trim()),
+                message: renderer_message(&output.stderr),
             });
         }
         // One line per renderer process: a pass with no new commit must log none.
@@ -80,6 +74,7 @@ impl Default for KustomizeCommand {
 /// A read-only view of a file tree, keyed by `/`-separated paths without a leading `/`.
 pub(super) trait TreeView {
     fn read(&self, path: &str) -> Option<Vec<u8>>;
+    fn is_file(&self, path: &str) -> bool;
     fn is_dir(&self, path: &str) -> bool;
 }
 
@@ -100,9 +95,26 @@ pub(super) fn kustomization_file(tree: &dyn TreeView, dir: &str) -> Option<(Stri
     })
 }
 
+/// Fields whose entries may be kustomization directories, walked in turn.
+const DIRECTORY_FIELDS: &[&str] = &[
+    "resources",
+    "bases",
+    "components",
+    "generators",
+    "transformers",
+    "validators",
+    "helmGlobals",
+    "helmChartInflationGenerator",
+];
+
 /// Walks the kustomization at `root` and every kustomization it references.
-/// A reference with a scheme or a host (`https://…`, `github.com/…`, `git@…`) is a
-/// remote base, refused unless `allow_remote`; a path leaving the tree is refused.
+///
+/// A reference is accepted by a positive rule: it must be a path of the tree
+/// ([`as_path`]) naming a file or directory the tree has. Anything kustomize could
+/// read as a URL (`https://…`, `git::…`, `deploy@host:org/repo.git`, `GIT@…`,
+/// `github.com:org/repo`, `github.com/org/repo`) is a remote base, refused unless
+/// `allow_remote`; a path leaving the tree, an absolute one or a `file:` URL is
+/// refused always, as is a path naming nothing (kustomize would try it as a URL).
 pub(super) fn closure(
     tree: &dyn TreeView,
     root: &str,
@@ -125,35 +137,60 @@ pub(super) fn closure(
             message: sanitize(&e.to_string()),
         })?;
         for (field, reference) in references(&doc) {
-            if is_remote(&reference) {
-                if allow_remote {
-                    continue;
+            let resolved = match as_path(&reference) {
+                Some(path) => resolve(&dir, path),
+                None if is_local_url(&reference) => None,
+                None if allow_remote => continue,
+                None => {
+                    return Err(ManifestError::RemoteBase {
+                        at: at.clone(),
+                        field,
+                        reference,
+                    });
                 }
-                return Err(ManifestError::RemoteBase {
-                    at: at.clone(),
-                    field,
-                    reference,
-                });
-            }
-            let Some(resolved) = resolve(&dir, &reference) else {
+            };
+            let Some(resolved) = resolved else {
                 return Err(ManifestError::OutsideRepository {
                     at: at.clone(),
                     field,
                     reference,
                 });
             };
-            let dir_like = matches!(field, "resources" | "bases" | "components");
-            if dir_like && tree.is_dir(&resolved) {
+            if DIRECTORY_FIELDS.contains(&field) && tree.is_dir(&resolved) {
                 stack.push(resolved);
-            } else {
+            } else if tree.is_file(&resolved) {
                 out.files.insert(resolved);
+            } else {
+                return Err(ManifestError::NotInRepository {
+                    at: at.clone(),
+                    field,
+                    reference,
+                });
             }
         }
     }
     Ok(out)
 }
 
-/// Every path a kustomization names, with the field naming it.
+/// A reference as a path, when it can only be one: every segment a plain name,
+/// without the `:`, `@` and `?` that make kustomize read a scheme, a `user@host:`
+/// or a `?ref=` query, and not starting at a `github.com` folder, which kustomize
+/// fetches from GitHub even when the tree has one. `./x` is `x`.
+fn as_path(reference: &str) -> Option<&str> {
+    let path = reference.strip_prefix("./").unwrap_or(reference);
+    let plain = !path.is_empty() && !path.contains([':', '@', '?', '\\']);
+    let first = path.split('/').next().unwrap_or(path);
+    (plain && !first.eq_ignore_ascii_case("github.com")).then_some(path)
+}
+
+/// Whether a reference is a `file:` URL (after kustomize's `git::` prefix): a
+/// repository on the machine, outside the revision whatever remote bases may do.
+fn is_local_url(reference: &str) -> bool {
+    let lower = reference.to_ascii_lowercase();
+    lower.trim_start_matches("git::").starts_with("file:")
+}
+
+/// Every path or URL a kustomization names, with the field naming it.
 fn references(doc: &Value) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let strings = |v: Option<&Value>| -> Vec<String> {
@@ -164,6 +201,12 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
                     .map(str::to_string)
                     .collect()
             })
+            .unwrap_or_default()
+    };
+    let items = |field: &str| -> Vec<&Value> {
+        doc.get(field)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().collect())
             .unwrap_or_default()
     };
     for field in [
@@ -178,20 +221,15 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
         "patchesStrategicMerge",
     ] {
         for s in strings(doc.get(field)) {
-            // patchesStrategicMerge also takes inline patches.
-            if field == "patchesStrategicMerge" && s.contains('\n') {
+            // These also take inline objects: generators, transformers, patches.
+            if s.contains('\n') || s.trim_start().starts_with('{') {
                 continue;
             }
             out.push((field, s));
         }
     }
     for field in ["patches", "patchesJson6902", "replacements"] {
-        for item in doc
-            .get(field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for item in items(field) {
             if let Some(path) = item.get("path").and_then(Value::as_str) {
                 out.push((field, path.to_string()));
             }
@@ -205,12 +243,7 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
         out.push(("openapi", path.to_string()));
     }
     for field in ["configMapGenerator", "secretGenerator"] {
-        for item in doc
-            .get(field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for item in items(field) {
             for f in strings(item.get("files")) {
                 // `key=path` names the key the file's content lands under.
                 let path = f.split_once('=').map_or(f.as_str(), |(_, p)| p);
@@ -224,17 +257,41 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
             }
         }
     }
+    // Charts kustomize inflates itself (`--enable-helm`): a repository is a URL, the
+    // chart home and values files are paths.
+    for item in items("helmCharts") {
+        for key in ["repo", "valuesFile"] {
+            if let Some(v) = item
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
+                out.push(("helmCharts", v.to_string()));
+            }
+        }
+        for f in strings(item.get("additionalValuesFiles")) {
+            out.push(("helmCharts", f));
+        }
+    }
+    for item in items("helmChartInflationGenerator") {
+        for key in ["chartRepoUrl", "chartHome", "values"] {
+            if let Some(v) = item
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
+                out.push(("helmChartInflationGenerator", v.to_string()));
+            }
+        }
+    }
+    if let Some(home) = doc
+        .get("helmGlobals")
+        .and_then(|g| g.get("chartHome"))
+        .and_then(Value::as_str)
+    {
+        out.push(("helmGlobals", home.to_string()));
+    }
     out
-}
-
-/// Whether a reference names something kustomize would fetch over the network.
-fn is_remote(reference: &str) -> bool {
-    reference.contains("://")
-        || reference.starts_with("git@")
-        || reference.starts_with("github.com/")
-        || reference.starts_with("gitlab.com/")
-        || reference.starts_with("bitbucket.org/")
-        || reference.contains("?ref=")
 }
 
 /// `dir` joined with a relative reference, normalized; `None` when it leaves the tree

@@ -11,20 +11,25 @@
 
 mod helm;
 mod kustomize;
+mod process;
+mod redact;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 pub use helm::{CHART_FILE, HelmInputs};
 pub use kustomize::KustomizeCommand;
 use kustomize::{TreeView, closure, join, kustomization_file, resolve};
+pub use process::DEFAULT_RENDER_TIMEOUT;
+use redact::KnownSecrets;
 
 use super::error::{Location, ManifestError, ManifestErrors};
 use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
 
 /// The renderers an app's files may need, and what they may do.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Renderers {
     /// Builds kustomizations; `kubectl kustomize` by default.
     pub kustomize: KustomizeCommand,
@@ -35,6 +40,21 @@ pub struct Renderers {
     pub helm: HelmInputs,
     /// The release name when the app's configuration names none: the app's name.
     pub release: String,
+    /// How long one renderer run may take before it and every process it started
+    /// are killed ([`DEFAULT_RENDER_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+impl Default for Renderers {
+    fn default() -> Self {
+        Renderers {
+            kustomize: KustomizeCommand::default(),
+            allow_remote_bases: false,
+            helm: HelmInputs::default(),
+            release: String::new(),
+            timeout: DEFAULT_RENDER_TIMEOUT,
+        }
+    }
 }
 
 impl Renderers {
@@ -53,6 +73,9 @@ struct MemTree<'a>(&'a BTreeMap<String, &'a [u8]>);
 impl TreeView for MemTree<'_> {
     fn read(&self, path: &str) -> Option<Vec<u8>> {
         self.0.get(path).map(|b| b.to_vec())
+    }
+    fn is_file(&self, path: &str) -> bool {
+        self.0.contains_key(path)
     }
     fn is_dir(&self, path: &str) -> bool {
         let prefix = if path.is_empty() {
@@ -76,6 +99,9 @@ impl TreeView for DiskTree {
         let p = PathBuf::from(format!("/{path}"));
         if p.is_file() { fs::read(p).ok() } else { None }
     }
+    fn is_file(&self, path: &str) -> bool {
+        Path::new(&format!("/{path}")).is_file()
+    }
     fn is_dir(&self, path: &str) -> bool {
         Path::new(&format!("/{path}")).is_dir()
     }
@@ -91,8 +117,52 @@ pub(super) fn build_on_disk(
     at: &Location,
     renderers: &Renderers,
 ) -> Result<Vec<u8>, ManifestError> {
-    closure(&DiskTree, &disk_key(dir), renderers.allow_remote_bases)?;
-    renderers.kustomize.build(dir, at)
+    let used = closure(&DiskTree, &disk_key(dir), renderers.allow_remote_bases)?;
+    renderers
+        .kustomize
+        .build(dir, renderers.timeout, at)
+        .map_err(|e| {
+            let dirs = used.dirs.iter().map(|d| PathBuf::from(format!("/{d}")));
+            let files = used.files.iter().map(|f| PathBuf::from(format!("/{f}")));
+            known_on_disk(dirs, files, &[]).mask_error(e)
+        })
+}
+
+/// Files read from disk for [`KnownSecrets`], only once a renderer has failed: at
+/// most this many, each within [`super::MAX_FILE_BYTES`].
+const MAX_KNOWN_FILES: usize = 10_000;
+
+/// The secret values of the manifest files under `dirs` (symlinks and dot-folders
+/// not followed) and of `files`.
+fn known_on_disk(
+    dirs: impl Iterator<Item = PathBuf>,
+    files: impl Iterator<Item = PathBuf>,
+    set: &[String],
+) -> KnownSecrets {
+    let mut paths: Vec<PathBuf> = files.collect();
+    let mut stack: Vec<PathBuf> = dirs.collect();
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if paths.len() >= MAX_KNOWN_FILES {
+                break;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue; // `.git` and its packs: no manifest in there
+            }
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                Ok(t) if t.is_file() && is_manifest_file(&name) => paths.push(entry.path()),
+                _ => {}
+            }
+        }
+    }
+    let read: Vec<(String, Vec<u8>)> = paths
+        .into_iter()
+        .filter(|p| fs::metadata(p).is_ok_and(|m| m.len() <= super::MAX_FILE_BYTES))
+        .filter_map(|p| Some((p.to_string_lossy().into_owned(), fs::read(&p).ok()?)))
+        .collect();
+    KnownSecrets::from_files(read.iter().map(|(p, b)| (p.as_str(), b.as_slice())), set)
 }
 
 /// Refuses nested kustomizations of which one builds another (on disk).
@@ -272,14 +342,7 @@ fn template_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| -> Result<PathBuf, ManifestError> {
-        let target = tmp.path().join(key);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(io)?;
-        }
-        fs::write(&target, bytes).map_err(io)?;
-        Ok(target)
-    };
+    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
     let prefix = if dir.is_empty() {
         String::new()
     } else {
@@ -308,11 +371,64 @@ fn template_in_copy(
         value_files.push(write(&key, bytes)?);
     }
     let chart = tmp.path().join(dir);
-    let out = renderers
-        .helm
-        .template(&chart, &value_files, &renderers.release, &at);
+    let out = renderers.helm.template(
+        &chart,
+        &value_files,
+        &renderers.release,
+        renderers.timeout,
+        &at,
+    );
     drop(tmp);
-    out
+    out.map_err(|e| {
+        let values = renderers
+            .helm
+            .values
+            .iter()
+            .map(|v| ("values.yaml", v.as_bytes()));
+        let files = under(map, &prefix).chain(values);
+        KnownSecrets::from_files(files, &renderers.helm.set).mask_error(e)
+    })
+}
+
+/// The files of `map` under `prefix` (a directory with its `/`, or all of them).
+fn under<'a>(
+    map: &'a BTreeMap<String, &'a [u8]>,
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+    map.range(prefix.to_string()..)
+        .take_while(move |(key, _)| key.starts_with(prefix))
+        .map(|(key, bytes)| (key.as_str(), *bytes))
+}
+
+/// Writes one file of the revision into the private copy at `root`, refusing a path
+/// that would land outside it (`..`, absolute): the source checks tree entries too,
+/// but nothing a repository names may write where tether did not mean to.
+fn write_in_copy(
+    root: &Path,
+    key: &str,
+    bytes: &[u8],
+    at: &Location,
+) -> Result<PathBuf, ManifestError> {
+    let inside = !key.is_empty()
+        && Path::new(key)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+    if !inside {
+        return Err(ManifestError::OutsideRenderFolder {
+            at: at.clone(),
+            path: key.to_string(),
+        });
+    }
+    let io = |source| ManifestError::Io {
+        at: at.clone(),
+        source,
+    };
+    let target = root.join(key);
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io)?;
+    }
+    fs::write(&target, bytes).map_err(io)?;
+    Ok(target)
 }
 
 /// Renders a chart on disk in place. Its values files may lie anywhere in the Git
@@ -359,7 +475,17 @@ pub(super) fn template_on_disk(
     }
     renderers
         .helm
-        .template(dir, &value_files, &renderers.release, at)
+        .template(dir, &value_files, &renderers.release, renderers.timeout, at)
+        .map_err(|e| {
+            let inline = renderers.helm.values.as_deref().unwrap_or_default();
+            let known = known_on_disk(
+                std::iter::once(chart.clone()),
+                value_files.iter().cloned(),
+                &renderers.helm.set,
+            );
+            let values = KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]);
+            values.mask_error(known.mask_error(e))
+        })
 }
 
 fn rendered(dir: &str, bytes: Vec<u8>) -> Input {
@@ -393,13 +519,7 @@ fn build_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| -> Result<(), ManifestError> {
-        let target = tmp.path().join(key);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(io)?;
-        }
-        fs::write(&target, bytes).map_err(io)
-    };
+    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
     for d in &used.dirs {
         let prefix = if d.is_empty() {
             String::new()
@@ -418,9 +538,19 @@ fn build_in_copy(
             write(f, bytes)?;
         }
     }
-    let out = renderers.kustomize.build(&tmp.path().join(dir), &at);
+    let out = renderers
+        .kustomize
+        .build(&tmp.path().join(dir), renderers.timeout, &at);
     drop(tmp);
-    out
+    out.map_err(|e| {
+        let prefixes: Vec<String> = used.dirs.iter().map(|d| join(d, "")).collect();
+        let files = prefixes.iter().flat_map(|p| under(map, p)).chain(
+            used.files
+                .iter()
+                .filter_map(|f| Some((f.as_str(), *map.get(f)?))),
+        );
+        KnownSecrets::from_files(files, &[]).mask_error(e)
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,16 @@ fn names(set: &ManifestSet) -> Vec<String> {
     set.objects.iter().map(|m| m.id.name.clone()).collect()
 }
 
+/// The errors of rendering `repo` at `app` with the default renderers.
+fn app_errors(repo: &[(String, Vec<u8>)]) -> Vec<String> {
+    errors(render_tree(
+        repo,
+        "app",
+        &Renderers::default(),
+        &ParseOptions::default(),
+    ))
+}
+
 fn errors(result: Result<ManifestSet, ManifestErrors>) -> Vec<String> {
     match result {
         Ok(set) => panic!("expected errors, got {:?}", names(&set)),
@@ -112,12 +122,7 @@ fn remote_bases_and_references_leaving_the_repository_are_refused() {
         "app/kustomization.yaml",
         "resources:\n  - https://github.com/example/repo//base?ref=v1\n",
     )]);
-    let errs = errors(render_tree(
-        &remote,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&remote);
     assert!(errs[0].contains("remote base"), "{errs:?}");
     assert!(
         errs[0].starts_with("app/kustomization.yaml: resources names"),
@@ -128,24 +133,14 @@ fn remote_bases_and_references_leaving_the_repository_are_refused() {
         ("app/kustomization.yaml", "resources:\n  - ../../../etc\n"),
         ("app/cm.yaml", CM_A),
     ]);
-    let errs = errors(render_tree(
-        &outside,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&outside);
     assert!(errs[0].contains("outside the repository"), "{errs:?}");
 
     let absolute = files(&[(
         "app/kustomization.yaml",
         "configMapGenerator:\n  - name: x\n    files:\n      - key=/etc/passwd\n",
     )]);
-    let errs = errors(render_tree(
-        &absolute,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = app_errors(&absolute);
     assert!(errs[0].contains("outside the repository"), "{errs:?}");
 }
 
@@ -169,13 +164,12 @@ fn a_missing_renderer_and_a_failing_build_name_the_kustomization() {
         ]
     );
 
-    let broken = files(&[("app/kustomization.yaml", "resources:\n  - missing.yaml\n")]);
-    let errs = errors(render_tree(
-        &broken,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    // A resource without a name: kustomize itself refuses it.
+    let broken = files(&[
+        ("app/kustomization.yaml", "resources:\n  - cm.yaml\n"),
+        ("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\n"),
+    ]);
+    let errs = app_errors(&broken);
     assert!(
         errs[0].starts_with("app: kustomize build failed: "),
         "{errs:?}"
@@ -371,4 +365,211 @@ fn on_disk_a_values_file_in_the_work_tree_is_read_and_a_symlink_out_of_it_refuse
             )]
         );
     }
+}
+
+/// Issue #24, finding 5: every spelling kustomize fetches over the network, in every
+/// field that names a file or a base, is refused naming the file and the entry.
+#[test]
+fn remote_references_are_refused_by_a_positive_rule_in_every_field() {
+    let remote = [
+        "deploy@host:org/repo.git",
+        "git::git@github.com:org/repo//base",
+        "GIT@github.com:org/repo.git",
+        "github.com:org/repo",
+        "github.com/org/repo/base?ref=v1",
+        "GitHub.com/org/repo",
+        "gh:org/repo",
+        "https://github.com/org/repo//base",
+        "ssh://git@host/org/repo.git",
+        "http://127.0.0.1:9/base",
+    ];
+    let fields = [
+        ("resources", "resources:\n  - '{}'\n"),
+        ("components", "components:\n  - '{}'\n"),
+        ("bases", "bases:\n  - '{}'\n"),
+        ("transformers", "transformers:\n  - '{}'\n"),
+        ("patches", "patches:\n  - path: '{}'\n"),
+        (
+            "configMapGenerator",
+            "configMapGenerator:\n  - name: x\n    files:\n      - 'key={}'\n",
+        ),
+        ("helmCharts", "helmCharts:\n  - name: web\n    repo: '{}'\n"),
+        ("openapi", "openapi:\n  path: '{}'\n"),
+    ];
+    for (field, template) in fields {
+        for reference in remote {
+            let text = template.replace("{}", reference);
+            // A folder of that name in the tree does not make it a path: kustomize
+            // still reads `github.com/org/repo` as GitHub.
+            let repo = files(&[
+                ("app/kustomization.yaml", text.as_str()),
+                ("app/github.com/org/repo/kustomization.yaml", BASE_K),
+                ("app/github.com/org/repo/cm.yaml", CM_A),
+            ]);
+            let errs = app_errors(&repo);
+            assert_eq!(
+                errs,
+                [format!(
+                    "app/kustomization.yaml: {field} names the remote base {reference:?}; remote bases are refused unless allowed"
+                )],
+                "{field}: {reference}"
+            );
+        }
+    }
+}
+
+#[test]
+fn only_paths_naming_something_inside_the_revision_are_accepted() {
+    let refused = [
+        ("/etc/kubernetes", "outside the repository"),
+        ("../../../etc", "outside the repository"),
+        ("file:///etc/kubernetes", "outside the repository"),
+        ("git::file:///srv/repo", "outside the repository"),
+        ("nowhere", "no file or directory of the repository"),
+    ];
+    for (reference, why) in refused {
+        let repo = files(&[(
+            "app/kustomization.yaml",
+            &format!("resources:\n  - '{reference}'\n"),
+        )]);
+        for allow_remote_bases in [false, true] {
+            let renderers = Renderers {
+                allow_remote_bases,
+                ..Renderers::default()
+            };
+            let errs = errors(render_tree(
+                &repo,
+                "app",
+                &renderers,
+                &ParseOptions::default(),
+            ));
+            assert_eq!(
+                errs,
+                [format!(
+                    "app/kustomization.yaml: resources names {reference:?}, which is {why}"
+                )],
+            );
+        }
+    }
+    let repo = files(&[
+        (
+            "app/kustomization.yaml",
+            "resources:\n  - ./cm.yaml\n  - ../base\n",
+        ),
+        ("app/cm.yaml", CM_A),
+        ("base/kustomization.yaml", BASE_K),
+        ("base/cm.yaml", CM_B),
+    ]);
+    let set = render_tree(
+        &repo,
+        "app",
+        &Renderers::default(),
+        &ParseOptions::default(),
+    )
+    .expect("local paths build");
+    assert_eq!(names(&set), ["a", "b"]);
+}
+
+/// Issue #24, finding 3: a tree entry `..` would have the private copy written
+/// outside its folder; the copy refuses it whatever the source let through.
+#[test]
+fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let root = outside.path().join("copy");
+    fs::create_dir(&root).expect("mkdir");
+    let at = Location::file("app");
+    for key in [
+        "app/../../escaped.yaml",
+        "/escaped.yaml",
+        "../escaped.yaml",
+        "",
+    ] {
+        let err = write_in_copy(&root, key, b"x", &at).expect_err(key);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "app: the revision's path {key:?} leads outside the folder it is copied to for rendering"
+            )
+        );
+    }
+    assert!(!outside.path().join("escaped.yaml").exists());
+    write_in_copy(&root, "app/./cm.yaml", b"x", &at).expect("inside");
+    assert!(root.join("app/cm.yaml").is_file());
+
+    // Through both private copies, deep enough to reach `/` from any temp folder.
+    let escape = format!(
+        "{}tmp/tether-escape-{}",
+        "../".repeat(32),
+        std::process::id()
+    );
+    let target = Path::new("/tmp").join(format!("tether-escape-{}", std::process::id()));
+    for (marker, text) in [
+        ("kustomization.yaml", BASE_K),
+        (CHART_FILE, "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+    ] {
+        let marker_path = format!("app/{marker}");
+        let escaping = format!("app/{escape}");
+        let repo = files(&[
+            (marker_path.as_str(), text),
+            ("app/cm.yaml", CM_A),
+            (escaping.as_str(), CM_B),
+        ]);
+        let errs = app_errors(&repo);
+        assert_eq!(
+            errs,
+            [format!(
+                "app: the revision's path {escaping:?} leads outside the folder it is copied to for rendering"
+            )]
+        );
+        assert!(!target.exists(), "{marker}: wrote {}", target.display());
+    }
+}
+
+/// Issue #24, finding 6: a renderer that hangs is stopped at the render timeout,
+/// and the error says so.
+#[test]
+fn a_renderer_that_hangs_is_stopped_at_the_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hang = dir.path().join("kustomize-hang");
+    fs::write(&hang, "#!/bin/sh\nsleep 300\n").expect("write");
+    fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let renderers = Renderers {
+        kustomize: KustomizeCommand::standalone(&hang.display().to_string()),
+        timeout: Duration::from_millis(300),
+        ..Renderers::default()
+    };
+    let repo = files(&[("app/kustomization.yaml", BASE_K), ("app/cm.yaml", CM_A)]);
+    let err =
+        render_tree(&repo, "app", &renderers, &ParseOptions::default()).expect_err("times out");
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(
+        err.0[0].to_string(),
+        format!(
+            "app: `{}` was stopped after 300ms (the render timeout), with every process it started",
+            hang.display()
+        )
+    );
+}
+
+/// Issue #24 (redaction) and #31: a real kustomize error keeps its words and loses
+/// the Secret's value, printed bare as a node's contents.
+#[test]
+fn a_kustomize_error_shows_what_failed_and_no_secret_value() {
+    let repo = files(&[
+        (
+            "app/kustomization.yaml",
+            "resources:\n  - secret.yaml\nreplacements:\n  - source: {kind: Secret, fieldPath: stringData.token}\n    targets:\n      - select: {kind: Secret}\n        fieldPaths: [stringData.token.deeper]\n",
+        ),
+        (
+            "app/secret.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  token: hunter2-in-git\n",
+        ),
+    ]);
+    let errs = app_errors(&repo);
+    assert_eq!(
+        errs,
+        [
+            "app: kustomize build failed: unable to find field \"stringData.token.deeper\" in replacement target: wrong node kind: expected MappingNode but got ScalarNode: node contents: ***"
+        ]
+    );
 }
