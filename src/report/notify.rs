@@ -21,6 +21,7 @@ use super::delivery::{
     self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
 };
 use super::drift::{DriftReport, Summary};
+use super::outbound::Requester;
 use crate::diff::{Change, ObjectDiff, Segment, Status, is_secret};
 use crate::manifest::ObjectId;
 use crate::source::{Revision, SecretRef};
@@ -199,6 +200,8 @@ pub struct Channel {
     pub secret: Option<SecretRef>,
     pub events: Vec<EventKind>,
     pub min_interval: Duration,
+    /// Whose channel it is: an App's goes to public addresses only (`outbound`).
+    pub requester: Requester,
 }
 
 /// Resolve an app's `notifications:` list; errors name the entry and field.
@@ -254,6 +257,7 @@ impl NotificationConfig {
             secret,
             events,
             min_interval,
+            requester: Requester::Operator,
         })
     }
 }
@@ -520,15 +524,15 @@ impl Notifier {
     /// Start the worker on the current Tokio runtime (an error outside one). Dropping
     /// every clone of the handle closes the queue; the worker drains it and ends.
     pub fn start(options: DeliveryOptions) -> Result<Notifier, DeliveryError> {
-        let client = delivery::client()?;
+        let clients = Arc::new(delivery::Clients::new(&options)?);
         let queue = Queue::new(options.queue_capacity);
         let worker = {
             let queue = queue.clone();
             delivery::spawn_worker(queue.clone(), move |_app, message: Message| {
-                let client = client.clone();
+                let clients = clients.clone();
                 let options = options.clone();
                 let queue = queue.clone();
-                async move { send(&client, &options, &queue, message).await }
+                async move { send(&clients, &options, &queue, message).await }
             })?
         };
         Ok(Notifier {
@@ -654,7 +658,12 @@ impl Message {
                 .map_err(|_| DeliveryError::Build("signature header".into()))?;
             headers.insert(HeaderName::from_static(SIGNATURE_HEADER), value);
         }
-        Ok(Post { url, headers, body })
+        Ok(Post {
+            requester: self.channel.requester,
+            url,
+            headers,
+            body,
+        })
     }
 }
 
@@ -669,13 +678,13 @@ pub fn sign(key: &[u8], body: &[u8]) -> String {
 }
 
 async fn send(
-    client: &reqwest::Client,
+    clients: &delivery::Clients,
     options: &DeliveryOptions,
     queue: &Queue<Message>,
     message: Message,
 ) {
     let result = match message.post() {
-        Ok(post) => delivery::post_with_retry(client, options, &queue.counters, &post).await,
+        Ok(post) => delivery::post_with_retry(clients, options, &queue.counters, &post).await,
         Err(e) => Err(e),
     };
     let app = message.event.app.as_str();
