@@ -340,7 +340,9 @@ fn shards_take_leader_elections_namespace_and_timings_and_are_bounded() {
     assert!(syntax("shards: three\n").contains("shards"));
     // The timings shards use are checked as the leader's are.
     assert_eq!(
-        problems(&format!("shards: 2\n{peers}leaderElection: {{leaseDuration: 2s}}\n")),
+        problems(&format!(
+            "shards: 2\n{peers}leaderElection: {{leaseDuration: 2s}}\n"
+        )),
         [
             "tether.yaml: leaderElection.renewDeadline: renewDeadline (10s, the default) must be shorter than leaseDuration (2s)"
         ]
@@ -1004,12 +1006,20 @@ fn a_credentials_secret_is_not_mixed_with_env_or_file_keys() {
 
 #[test]
 fn outbound_networks_are_cidrs_or_addresses_and_a_bad_one_is_named() {
-    let c = parse("server:\n  outbound: {allowedNetworks: [10.0.0.0/8, 127.0.0.1, \"fd00::/8\"]}\n");
-    let nets: Vec<String> = c.server.outbound_allowed.iter().map(|n| n.to_string()).collect();
+    let c =
+        parse("server:\n  outbound: {allowedNetworks: [10.0.0.0/8, 127.0.0.1, \"fd00::/8\"]}\n");
+    let nets: Vec<String> = c
+        .server
+        .outbound_allowed
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
     assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "fd00::/8"]);
     assert!(parse("server: {}\n").server.outbound_allowed.is_empty());
     assert_eq!(
         problems("server:\n  outbound:\n    allowedNetworks: [10.0.0.0/8, intranet]\n"),
-        ["tether.yaml:3: server.outbound.allowedNetworks[1]: \"intranet\" is not a network (like 10.0.0.0/8) or an address"]
+        [
+            "tether.yaml:3: server.outbound.allowedNetworks[1]: \"intranet\" is not a network (like 10.0.0.0/8) or an address"
+        ]
     );
 }

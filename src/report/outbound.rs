@@ -108,12 +108,7 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
         return Some(v4);
     }
     let s = ip.segments();
-    let tail = Ipv4Addr::new(
-        (s[6] >> 8) as u8,
-        s[6] as u8,
-        (s[7] >> 8) as u8,
-        s[7] as u8,
-    );
+    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let compatible = s[..6].iter().all(|x| *x == 0) && !ip.is_loopback() && !ip.is_unspecified();
     let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|x| *x == 0);
     (compatible || nat64).then_some(tail)
@@ -197,9 +192,8 @@ impl Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let checked = policy.filter(&host, resolved)?;
             let addrs: Addrs = Box::new(checked.into_iter());
             Ok(addrs)
@@ -239,7 +233,12 @@ mod tests {
         ] {
             assert!(refused(&policy, ip), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:2800:220:1::1", "::ffff:8.8.8.8", "100.128.0.1"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "::ffff:8.8.8.8",
+            "100.128.0.1",
+        ] {
             assert!(!refused(&policy, ip), "{ip}");
         }
     }

@@ -26,9 +26,9 @@ use super::bearer;
 use super::peer_auth::FromPeer;
 use crate::config::ApiToken;
 
-/// How `/api/v1` is reached: with a token, or open on loopback (or on a trusted
-/// network, `insecure_open_api`).
-#[derive(Debug, Clone)]
+/// How `/api/v1` is reached: with a token, or open on loopback (the default; or on a
+/// trusted network, `insecure_open_api`).
+#[derive(Debug, Clone, Default)]
 pub struct Access {
     pub token: Option<ApiToken>,
     pub insecure_open_api: bool,
@@ -117,9 +117,11 @@ pub fn check_untokened(
     let origin = text(header::ORIGIN);
     let fetch_site = text(header::HeaderName::from_static("sec-fetch-site"));
     if let Some(origin) = origin {
-        let same = ["http://", "https://"]
-            .iter()
-            .any(|scheme| origin.strip_prefix(scheme).is_some_and(|o| o.eq_ignore_ascii_case(host)));
+        let same = ["http://", "https://"].iter().any(|scheme| {
+            origin
+                .strip_prefix(scheme)
+                .is_some_and(|o| o.eq_ignore_ascii_case(host))
+        });
         if !same {
             return Err(Refusal::CrossSite(format!("Origin {origin}")));
         }
@@ -192,10 +194,23 @@ mod tests {
 
     #[test]
     fn only_loopback_hosts_are_served_without_a_token() {
-        for host in ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:8080", "[::1]", "LOCALHOST:1"] {
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:9",
+            "[::1]:8080",
+            "[::1]",
+            "LOCALHOST:1",
+        ] {
             assert!(host_allowed(host, false), "{host}");
         }
-        for host in ["rebind.attacker.example", "rebind.attacker.example:8080", "10.0.0.7:8080", "", "localhost.evil:80"] {
+        for host in [
+            "rebind.attacker.example",
+            "rebind.attacker.example:8080",
+            "10.0.0.7:8080",
+            "",
+            "localhost.evil:80",
+        ] {
             assert!(!host_allowed(host, false), "{host}");
         }
         // A trusted network's addresses, never a name.
@@ -207,13 +222,22 @@ mod tests {
     fn cross_site_and_non_json_changes_are_refused() {
         let post = Method::POST;
         let host = "127.0.0.1:8080";
-        let evil = headers(&[("origin", "http://evil.example"), ("content-type", "text/plain")]);
+        let evil = headers(&[
+            ("origin", "http://evil.example"),
+            ("content-type", "text/plain"),
+        ]);
         assert!(matches!(
             check_untokened(&post, &evil, host, false),
             Err(Refusal::CrossSite(_))
         ));
-        let plain = headers(&[("origin", "http://127.0.0.1:8080"), ("content-type", "text/plain")]);
-        assert_eq!(check_untokened(&post, &plain, host, false), Err(Refusal::NotJson));
+        let plain = headers(&[
+            ("origin", "http://127.0.0.1:8080"),
+            ("content-type", "text/plain"),
+        ]);
+        assert_eq!(
+            check_untokened(&post, &plain, host, false),
+            Err(Refusal::NotJson)
+        );
         let dashboard = headers(&[
             ("origin", "http://127.0.0.1:8080"),
             ("sec-fetch-site", "same-origin"),
@@ -221,15 +245,35 @@ mod tests {
         ]);
         assert_eq!(check_untokened(&post, &dashboard, host, false), Ok(()));
         let no_type = headers(&[("sec-fetch-site", "same-origin")]);
-        assert_eq!(check_untokened(&post, &no_type, host, false), Err(Refusal::NotJson));
-        let cross = headers(&[("sec-fetch-site", "cross-site"), ("content-type", "application/json")]);
+        assert_eq!(
+            check_untokened(&post, &no_type, host, false),
+            Err(Refusal::NotJson)
+        );
+        let cross = headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("content-type", "application/json"),
+        ]);
         assert!(check_untokened(&post, &cross, host, false).is_err());
         // curl -X POST: no browser marks, no body.
-        assert_eq!(check_untokened(&post, &HeaderMap::new(), host, false), Ok(()));
+        assert_eq!(
+            check_untokened(&post, &HeaderMap::new(), host, false),
+            Ok(())
+        );
         let form = headers(&[("content-length", "3")]);
-        assert_eq!(check_untokened(&post, &form, host, false), Err(Refusal::NotJson));
+        assert_eq!(
+            check_untokened(&post, &form, host, false),
+            Err(Refusal::NotJson)
+        );
         // Reads are only held to the Host.
         assert_eq!(check_untokened(&Method::GET, &evil, host, false), Ok(()));
-        assert!(check_untokened(&Method::GET, &HeaderMap::new(), "rebind.attacker.example", false).is_err());
+        assert!(
+            check_untokened(
+                &Method::GET,
+                &HeaderMap::new(),
+                "rebind.attacker.example",
+                false
+            )
+            .is_err()
+        );
     }
 }

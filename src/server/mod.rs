@@ -394,11 +394,13 @@ mod tests {
         for i in 0..200 {
             statuses.update(&format!("app-{i:03}"), |_| {});
         }
-        let access = Access {
-            token: None,
-            insecure_open_api: false,
-        };
-        let router = router(statuses, Arc::new(NoApps), Router::new(), access, None);
+        let router = router(
+            statuses,
+            Arc::new(NoApps),
+            Router::new(),
+            Access::default(),
+            None,
+        );
         let plain = answer(&router, "/api/v1/apps?view=summary", "identity").await;
         assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
         let plain = axum::body::to_bytes(plain.into_body(), usize::MAX)

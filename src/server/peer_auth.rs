@@ -121,7 +121,11 @@ impl PeerKey {
     fn sign_at(&self, method: &Method, path: &str, at: SystemTime) -> Signed {
         let nonce = hex::encode(uuid::Uuid::new_v4().as_bytes());
         let time = unix(at);
-        let signature = hex::encode(self.call_mac(time, &nonce, method, path).finalize().into_bytes());
+        let signature = hex::encode(
+            self.call_mac(time, &nonce, method, path)
+                .finalize()
+                .into_bytes(),
+        );
         let text = format!("t={time},n={nonce},s={signature}");
         // Digits, hex and punctuation only: always a valid header value.
         let header = HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""));
@@ -215,12 +219,17 @@ pub async fn authenticate(
     if !request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
     }
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or_else(|| request.uri().path().to_string(), |p| p.as_str().to_string());
+    let path = request.uri().path_and_query().map_or_else(
+        || request.uri().path().to_string(),
+        |p| p.as_str().to_string(),
+    );
     let verified = key.as_ref().ok_or(PeerAuthError::NoKey).and_then(|key| {
-        let nonce = key.verify(request.method(), &path, request.headers(), SystemTime::now())?;
+        let nonce = key.verify(
+            request.method(),
+            &path,
+            request.headers(),
+            SystemTime::now(),
+        )?;
         Ok(key.reply(&nonce))
     });
     match verified {
@@ -276,7 +285,10 @@ mod tests {
         let stranger = PeerKey::new("another-secret");
         let mut forged = HeaderMap::new();
         forged.insert(PEER_REPLY_HEADER, stranger.reply(&nonce));
-        assert_eq!(key.check_reply(&signed, &forged), Err(PeerAuthError::NoProof));
+        assert_eq!(
+            key.check_reply(&signed, &forged),
+            Err(PeerAuthError::NoProof)
+        );
     }
 
     #[test]

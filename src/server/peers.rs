@@ -135,10 +135,7 @@ async fn call(
 }
 
 /// An answer's body, up to [`MAX_PEER_BODY`].
-async fn read_bounded(
-    mut response: reqwest::Response,
-    url: &str,
-) -> Result<Vec<u8>, ForwardError> {
+async fn read_bounded(mut response: reqwest::Response, url: &str) -> Result<Vec<u8>, ForwardError> {
     let too_large = || ForwardError::TooLarge {
         url: url.to_string(),
     };
@@ -149,10 +146,14 @@ async fn read_bounded(
         return Err(too_large());
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|source| ForwardError::Request {
-        url: url.to_string(),
-        source,
-    })? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|source| ForwardError::Request {
+            url: url.to_string(),
+            source,
+        })?
+    {
         if body.len() + chunk.len() > MAX_PEER_BODY {
             return Err(too_large());
         }

@@ -183,7 +183,10 @@ impl Follower {
 
     /// One connection to the peer's stream, until it ends.
     async fn follow(&self, url: &str) -> Result<(), String> {
-        let key = self.key.as_ref().ok_or("no server.peerToken is configured here")?;
+        let key = self
+            .key
+            .as_ref()
+            .ok_or("no server.peerToken is configured here")?;
         let signed = key.sign(&Method::GET, "/api/v1/events");
         let mut response = stream_client()
             .map_err(|e| e.to_string())?
@@ -294,7 +297,10 @@ mod tests {
             async move {
                 streams.fetch_add(1, Ordering::SeqCst);
                 let body = futures::stream::pending::<Result<Bytes, std::io::Error>>();
-                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body))
+                (
+                    [("content-type", "text/event-stream")],
+                    axum::body::Body::from_stream(body),
+                )
                     .into_response()
             }
         };
@@ -333,7 +339,11 @@ mod tests {
             assert_eq!(event, Some(reset()));
         }
         tokio::time::sleep(RELAY_REFRESH * 2).await;
-        assert_eq!(streams.load(Ordering::SeqCst), 1, "one stream for five clients");
+        assert_eq!(
+            streams.load(Ordering::SeqCst),
+            1,
+            "one stream for five clients"
+        );
         drop(clients);
         tokio::time::timeout(Duration::from_secs(10), async {
             while relay.running.lock().expect("lock").is_some() {

@@ -127,9 +127,17 @@ fn another_holder_is_followed_until_the_lease_expires_on_our_clock() {
 fn a_record_asking_for_longer_than_ours_is_held_for_ours() {
     // Issue #24: anyone who may write the Lease must not stop the replicas for an hour.
     let t0 = Instant::now();
-    let forged = seen(record(Some(OTHER), 3_600, "2026-11-22T01:00:00.000000Z"), t0);
+    let forged = seen(
+        record(Some(OTHER), 3_600, "2026-11-22T01:00:00.000000Z"),
+        t0,
+    );
     assert!(matches!(
-        decide(Some(&forged), ME, DURATION, t0 + DURATION - Duration::from_millis(1)),
+        decide(
+            Some(&forged),
+            ME,
+            DURATION,
+            t0 + DURATION - Duration::from_millis(1)
+        ),
         Decision::Follow { .. }
     ));
     assert_eq!(

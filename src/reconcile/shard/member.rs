@@ -23,7 +23,10 @@ pub enum Untrusted {
     #[error("its holder {holder:?} is not the replica its name is for")]
     Renamed { holder: String },
     #[error("its {field} was written by {managers}, not by {FIELD_MANAGER}")]
-    ForeignWriter { field: &'static str, managers: String },
+    ForeignWriter {
+        field: &'static str,
+        managers: String,
+    },
 }
 
 /// The managers of `managedFields` entries whose fields include `path`
@@ -89,7 +92,10 @@ pub fn trusted_member(lease: &Value, name: &str) -> Result<(String, Option<Strin
 
 /// A string field of a Lease (`/metadata/uid`).
 pub(super) fn text_at(lease: &Value, pointer: &str) -> Option<String> {
-    lease.pointer(pointer).and_then(Value::as_str).map(str::to_string)
+    lease
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// Logs a member Lease refused as not tether's, once per version of it: `refused`
@@ -143,19 +149,27 @@ mod tests {
     #[test]
     fn a_member_lease_counts_only_when_tether_wrote_its_holder_and_url() {
         let name = member_lease_name("tether-0_ab");
-        let ours = lease("tether-0_ab", &[(FIELD_MANAGER, true, true), ("kubectl-label", false, false)]);
+        let ours = lease(
+            "tether-0_ab",
+            &[(FIELD_MANAGER, true, true), ("kubectl-label", false, false)],
+        );
         assert_eq!(
             trusted_member(&ours, &name),
             Ok(("tether-0_ab".into(), Some("http://10.0.0.7:8080".into())))
         );
         let forged = lease("tether-0_ab", &[("kubectl-create", true, true)]);
         assert_eq!(
-            trusted_member(&forged, &name).expect_err("kubectl wrote it").to_string(),
+            trusted_member(&forged, &name)
+                .expect_err("kubectl wrote it")
+                .to_string(),
             "its holderIdentity was written by kubectl-create, not by tether"
         );
         let url_edited = lease(
             "tether-0_ab",
-            &[(FIELD_MANAGER, true, true), ("kubectl-annotate", false, true)],
+            &[
+                (FIELD_MANAGER, true, true),
+                ("kubectl-annotate", false, true),
+            ],
         );
         assert!(trusted_member(&url_edited, &name).is_err());
         let unrecorded = lease("tether-0_ab", &[]);

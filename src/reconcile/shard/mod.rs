@@ -503,7 +503,10 @@ impl Manager {
         let mut own_lease = None;
         let mut seen_members = HashMap::new();
         let mut seen_shards: Vec<LeaseRecord> = vec![LeaseRecord::default(); self.seats.len()];
-        let names: HashSet<String> = listed.iter().filter_map(|l| text_at(l, "/metadata/name")).collect();
+        let names: HashSet<String> = listed
+            .iter()
+            .filter_map(|l| text_at(l, "/metadata/name"))
+            .collect();
         for lease in listed {
             let Some(name) = lease.pointer("/metadata/name").and_then(Value::as_str) else {
                 continue;
