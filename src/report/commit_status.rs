@@ -439,12 +439,7 @@ impl StatusReport {
         value.set_sensitive(true);
         headers.insert(auth.0, value);
         let body = serde_json::to_vec(&body).map_err(|e| DeliveryError::Build(e.to_string()))?;
-        Ok(Post {
-            requester: t.requester,
-            url,
-            headers,
-            body,
-        })
+        Ok(Post::new(t.requester, url, headers, body))
     }
 }
 

@@ -322,6 +322,22 @@ pub(crate) struct Post {
     pub(crate) body: Vec<u8>,
 }
 
+impl Post {
+    pub(crate) fn new(
+        requester: Requester,
+        url: String,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Post {
+        Post {
+            requester,
+            url,
+            headers,
+            body,
+        }
+    }
+}
+
 /// The outbound HTTP clients: the operator's, and the tenants' (whose resolver checks
 /// every address it hands out, and which goes through no proxy: a proxy would resolve
 /// the name itself, out of the check's sight). Neither follows redirects (a POST

@@ -1,9 +1,9 @@
-//! Notifications: after a pass, what happened to an app (a sync failed, health
-//! degraded, drift found or corrected, its source stale) is sent to the app's channels, a generic JSON
-//! webhook (optionally signed with HMAC-SHA256) or a Slack-compatible incoming webhook.
-//! Events name objects and changed field paths, never field values, so no Secret value
-//! can leave the cluster this way; a flapping app is held to one message per
-//! `minInterval`, and the next message says how many were held back.
+//! Notifications: after a pass, what happened to an app (a sync failed, health degraded,
+//! drift found or corrected, its source stale) goes to the app's channels, a generic
+//! JSON webhook (HMAC-SHA256 signed if asked) or a Slack-compatible incoming webhook.
+//! Events name objects and changed field paths, never values, so no Secret value leaves
+//! the cluster this way; a flapping app gets one message per `minInterval`, the next
+//! counting those held back. An App's channels reach public addresses only (`outbound`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,7 +21,6 @@ use super::delivery::{
     self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
 };
 use super::drift::{DriftReport, Summary};
-use super::outbound::Requester;
 use crate::diff::{Change, ObjectDiff, Segment, Status, is_secret};
 use crate::manifest::ObjectId;
 use crate::source::{Revision, SecretRef};
@@ -200,8 +199,7 @@ pub struct Channel {
     pub secret: Option<SecretRef>,
     pub events: Vec<EventKind>,
     pub min_interval: Duration,
-    /// Whose channel it is: an App's goes to public addresses only (`outbound`).
-    pub requester: Requester,
+    pub requester: super::outbound::Requester,
 }
 
 /// Resolve an app's `notifications:` list; errors name the entry and field.
@@ -257,7 +255,7 @@ impl NotificationConfig {
             secret,
             events,
             min_interval,
-            requester: Requester::Operator,
+            requester: super::outbound::Requester::Operator,
         })
     }
 }
@@ -658,12 +656,7 @@ impl Message {
                 .map_err(|_| DeliveryError::Build("signature header".into()))?;
             headers.insert(HeaderName::from_static(SIGNATURE_HEADER), value);
         }
-        Ok(Post {
-            requester: self.channel.requester,
-            url,
-            headers,
-            body,
-        })
+        Ok(Post::new(self.channel.requester, url, headers, body))
     }
 }
 
