@@ -61,6 +61,7 @@ async fn main() {
             statuses.clone(),
             Arc::new(NoWorkers),
             axum::Router::new(),
+            tether_controller::server::guard::Access::default(),
             None,
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -134,7 +134,9 @@ fn write_fleet(srv: &Path, apps: usize, objects_per_app: usize) {
 
 /// The configuration every replica reads: the same apps, one listen port each.
 fn config(port: u16, url: &str, apps: usize, replicas: usize) -> String {
-    let mut config = format!("server:\n  listen: 127.0.0.1:{port}\n");
+    let mut config = format!(
+        "server:\n  listen: 127.0.0.1:{port}\n  peerToken: {{secretEnv: {PEER_TOKEN_ENV}}}\n"
+    );
     config.push_str(&sharding(replicas));
     config.push_str(if apps == 0 { "apps: []\n" } else { "apps:\n" });
     for app in 0..apps {
@@ -157,6 +159,10 @@ fn sharding(replicas: usize) -> String {
     }
     format!("leaderElection:\n  enabled: true\n  namespace: default\nshards: {replicas}\n")
 }
+
+/// The variable the replicas read their shared peer token from (`server.peerToken`,
+/// required with shards).
+const PEER_TOKEN_ENV: &str = "TETHER_BENCH_PEER_TOKEN";
 
 // ---------------------------------------------------------------------------------
 // The tether processes: CPU time and memory from /proc.
@@ -187,6 +193,7 @@ fn start_replica(
         .arg(kubeconfig)
         .env("TETHER_CACHE_DIR", dir.join(format!("git-cache-{index}")))
         .env("RUST_LOG", "warn")
+        .env(PEER_TOKEN_ENV, "scale-bench-peer-token")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .kill_on_drop(true)

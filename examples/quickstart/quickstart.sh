@@ -151,11 +151,20 @@ pick_port() {
   fail "found no free port on 127.0.0.1"
 }
 
+# The status API's token (issue #24: even on loopback, a token keeps other pages the
+# browser opens away from it). `tether status` reads it from TETHER_API_TOKEN; the
+# dashboard asks for it once.
+token_file="$dir/api-token"
+(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$token_file")
+TETHER_API_TOKEN="$(cat "$token_file")"
+export TETHER_API_TOKEN
+
 write_config() {
   cat >"$config" <<EOF
 # The configuration the quickstart runs tether serve with (README: Configuration).
 server:
   listen: 127.0.0.1:$port
+  apiToken: {secretFile: $token_file}
 apps:
   - name: $app
     source:
@@ -240,10 +249,11 @@ say "Where to look"
 cat <<EOF
 Dashboard:   $server/  (open it in a browser: apps, drift and who changed it, live)
 Status API:  $server/api/v1/apps  (also /api/v1/apps/$app, /metrics, /healthz)
+API token:   in $token_file (the dashboard asks for it; curl -H "Authorization: Bearer \$(cat $token_file)")
 Sandbox:     $sandbox_url
 kubectl:     export KUBECONFIG=$kubeconfig
              kubectl -n $namespace get deployments,services,configmaps
-tether:      $tether status --server $server
+tether:      TETHER_API_TOKEN=\$(cat $token_file) $tether status --server $server
 Git:         $repo (commit a change there; tether polls it every 10s)
 Logs:        $dir/serve.log, $dir/sandbox.log
 EOF

@@ -546,6 +546,25 @@ async fn shards_run_every_replica_with_its_pod_ip_and_the_rights_of_shard_and_me
         .find(|e| e["name"] == "POD_IP")
         .expect("POD_IP for the status URL peers use");
     assert_eq!(pod_ip["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+    // Issue #24: the replicas sign their calls with a generated peer token, mounted.
+    assert_eq!(
+        config["server"]["peerToken"]["secretFile"],
+        "/etc/tether/peer/token"
+    );
+    let peer_secret = format!("{FULLNAME}-peer-token");
+    let secret = rendered
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == peer_secret.as_str())
+        .expect("the generated peer token Secret");
+    let token = secret["data"]["token"].as_str().expect("a token");
+    assert!(token.len() >= 48, "{token}");
+    let mounted = rendered.container()["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| m["name"] == "peer-token" && m["mountPath"] == "/etc/tether/peer");
+    assert!(mounted, "the peer token is mounted");
     let own = rules_of(rendered.one("Role"));
     let leases = own
         .iter()
@@ -566,6 +585,7 @@ async fn shards_run_every_replica_with_its_pod_ip_and_the_rights_of_shard_and_me
     // the leader's, without delete.
     let single = render("ops", "");
     assert!(single.config().get("shards").is_none());
+    assert!(single.config()["server"].get("peerToken").is_none());
     let own = rules_of(single.one("Role"));
     let leases = own
         .iter()

@@ -1002,8 +1002,13 @@ async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_apps_fit_the_page_budget() {
     let statuses = many_app_statuses(1000);
-    let router =
-        tether_controller::server::router(statuses, Arc::new(NoWorkers), axum::Router::new(), None);
+    let router = tether_controller::server::router(
+        statuses,
+        Arc::new(NoWorkers),
+        axum::Router::new(),
+        tether_controller::server::guard::Access::default(),
+        None,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");

@@ -97,11 +97,24 @@ fn kubeconfig_as(sandbox: &TestSandbox, user: &str) -> PathBuf {
     path
 }
 
+/// The replicas' shared peer token (`server.peerToken`, required with shards): one
+/// file for every test, written once.
+fn peer_token_file() -> &'static str {
+    static FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join(format!("shard-peer-token-{}", std::process::id()));
+        std::fs::write(&path, "shard-tests-peer-token").expect("write the peer token");
+        path.display().to_string()
+    })
+}
+
 /// The replicas' configuration: the file's apps when `repo` is given, none otherwise
 /// (App objects only).
 fn config(repo: Option<&str>, port: u16) -> String {
+    let peer = peer_token_file();
     let mut text = format!(
-        "server:\n  listen: 127.0.0.1:{port}\nshards: {SHARDS}\nleaderElection: {{leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 300ms}}\napps:\n"
+        "server:\n  listen: 127.0.0.1:{port}\n  peerToken: {{secretFile: {peer}}}\nshards: {SHARDS}\nleaderElection: {{leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 300ms}}\napps:\n"
     );
     let Some(repo) = repo else {
         return text.replace("apps:\n", "apps: []\n");

@@ -74,6 +74,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the replicas' peer token (issue #24: replicas sign their
+calls to each other with it), generated with shards above 1; empty otherwise. */}}
+{{- define "tether.peerTokenSecret" -}}
+{{- if gt (int .Values.shards) 1 -}}
+{{- printf "%s-peer-token" (include "tether.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
 {{/* tether's stop budget: the pod's grace period less 5s, for the process to exit
 after its last request. */}}
 {{- define "tether.shutdownTimeout" -}}
@@ -132,6 +140,12 @@ values.yaml, `config`). */}}
 {{- $_ := set $server "apiToken" (dict "secretFile" (printf "%s/api/%s" (include "tether.configDir" $) (include "tether.apiTokenKey" $))) -}}
 {{- else if not $server.insecureOpenAPI -}}
 {{- fail "apiToken: without existingSecret or generate: true the status API has no token, and tether refuses to serve it on the pod's address; set config.server.insecureOpenAPI: true to serve it open on a trusted network" -}}
+{{- end -}}
+{{- if hasKey $server "peerToken" -}}
+{{- fail "config.server.peerToken is set by the chart (a generated Secret, with shards above 1): set shards" -}}
+{{- end -}}
+{{- if include "tether.peerTokenSecret" . -}}
+{{- $_ := set $server "peerToken" (dict "secretFile" (printf "%s/peer/token" (include "tether.configDir" $))) -}}
 {{- end -}}
 {{- if hasKey $server "shutdownTimeout" -}}
 {{- fail "config.server.shutdownTimeout is set by the chart (terminationGracePeriodSeconds less 5s): set terminationGracePeriodSeconds" -}}

@@ -4,9 +4,12 @@
 //! own parser and checks (`raw` → `resolve`): there is one definition of what an app
 //! may say, and an entry moves between the file and an App by copy and paste.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{AppConfig, Config, ConfigError};
+use tether_core::report::outbound::Requester;
 use tether_schema::ownership::MAX_APP_NAME_LEN;
 
 /// The CRD, as `charts/tether/crds/app.yaml` ships it and `tether crd` prints it.
@@ -170,6 +173,13 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             app.name = identity.to_string();
             // Its ServiceAccount and kubeconfig Secret are its namespace's, never another's.
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
+            // Its notifications go where a tenant may send (`report::outbound`).
+            for channel in app.notifications.iter_mut() {
+                Arc::make_mut(channel).requester = Requester::Tenant;
+            }
+            if let Some(target) = app.commit_status.as_mut() {
+                Arc::make_mut(target).requester = Requester::Tenant;
+            }
             if let Some(secret) = app.destination.kube_config.as_mut() {
                 secret.namespace = None;
             }
@@ -394,6 +404,24 @@ apps:
             from_file
         );
         assert_eq!(from_file.source.interval, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn an_apps_notifications_are_a_tenants_and_a_files_the_operators() {
+        use tether_core::report::outbound::Requester;
+        let spec = json!({
+            "source": {"repo": "https://git.example/web.git"},
+            "destination": {"namespace": "web"},
+            "notifications": [{"type": "webhook", "url": "http://127.0.0.1:9998/internal/admin/reset"}],
+        });
+        let app = app_from_spec("team-a.web", &spec).expect("valid");
+        assert_eq!(app.notifications[0].requester, Requester::Tenant);
+        let file = Config::parse(
+            "apps:\n- name: web\n  source: {repo: https://git.example/web.git}\n  destination: {namespace: web}\n  notifications: [{type: webhook, url: \"http://127.0.0.1:9/x\"}]\n",
+            "t",
+        )
+        .expect("valid");
+        assert_eq!(file.apps[0].notifications[0].requester, Requester::Operator);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::path::Path;
 
 pub use app_crd::*;
 pub use model::*;
-pub use secrets::ApiToken;
+pub use secrets::{ApiToken, PeerToken};
 
 /// Kept for callers that read durations as the configuration spells them (the
 /// command line's `--timeout`); the parser itself is the leaf [`tether_schema::duration`].

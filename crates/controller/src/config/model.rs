@@ -116,6 +116,12 @@ pub struct ServerConfig {
     /// `http(s)://` URL without a path); None: `POD_IP` with the listen port, else the
     /// listen address.
     pub advertise_url: Option<String>,
+    /// The key replicas sign their calls to each other with (`server::peer_auth`);
+    /// required with `shards` above 1.
+    pub peer_token: Option<SecretRef>,
+    /// Loopback, link-local and private networks Apps' notifications may still reach
+    /// (`server.outbound.allowedNetworks`; see `report::outbound`).
+    pub outbound_allowed: Vec<ipnet::IpNet>,
 }
 
 /// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
@@ -313,6 +319,8 @@ impl Default for ServerConfig {
             default_service_account: None,
             apps: AppsWatchConfig::default(),
             advertise_url: None,
+            peer_token: None,
+            outbound_allowed: Vec::new(),
         }
     }
 }

@@ -64,6 +64,17 @@ pub struct Server {
     /// Spelled as `insecureOpenAPI` is: `advertiseURL`.
     #[serde(rename = "advertiseURL")]
     pub advertise_url: Option<S<String>>,
+    pub peer_token: Option<S<SecretFrom>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub outbound: Outbound,
+}
+
+/// `server.outbound`: where Apps' notifications may go besides public addresses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Outbound {
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub allowed_networks: Vec<S<String>>,
 }
 
 /// `server.apps`: which App objects (`apps.tether.dev`) the service runs.

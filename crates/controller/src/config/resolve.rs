@@ -52,6 +52,16 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
     let leader_election =
         resolve_leader_election(&raw.leader_election, &inventory_namespace, check);
     let shards = resolve_shards(raw.shards.as_ref(), check);
+    // Replicas sign their calls to each other (issue #24): without a shared key a
+    // replica could only pass on its caller's token, to whatever URL a Lease names.
+    if shards > 1 && raw.server.peer_token.is_none() {
+        check.report(
+            "server.peerToken",
+            raw.shards.as_ref().and_then(line_of),
+            "required with shards above 1: the replicas sign their calls to each other \
+             with it (a Secret the chart generates); set secretFile or secretEnv",
+        );
+    }
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
@@ -151,6 +161,7 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         allow_unsigned: w.allow_unsigned,
     };
     let api_token = secret("server.apiToken".into(), &raw.api_token);
+    let peer_token = secret("server.peerToken".into(), &raw.peer_token);
     let shutdown_timeout = check.duration(
         "server.shutdownTimeout",
         raw.shutdown_timeout.as_ref(),
@@ -196,10 +207,26 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         }
         checked.ok()
     });
+    let outbound_allowed = raw
+        .outbound
+        .allowed_networks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, net)| {
+            let parsed = tether_core::report::outbound::parse_network(&net.value);
+            if let Err(message) = &parsed {
+                let key = format!("server.outbound.allowedNetworks[{i}]");
+                check.report(key, line_of(net), message.clone());
+            }
+            parsed.ok()
+        })
+        .collect();
     ServerConfig {
         listen,
         webhooks,
         api_token,
+        peer_token,
+        outbound_allowed,
         insecure_open_api: raw.insecure_open_api,
         shutdown_timeout,
         default_service_account,

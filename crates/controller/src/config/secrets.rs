@@ -111,4 +111,32 @@ impl ServerConfig {
             })
             .transpose()
     }
+
+    /// The secret replicas sign their calls to each other with, read now; None when
+    /// unset (validation requires it with shards).
+    pub fn peer_token(&self) -> Result<Option<PeerToken>, ConfigError> {
+        self.peer_token
+            .as_ref()
+            .map(|secret| {
+                let what = format!("server.peerToken.{}", secret_field(secret));
+                read_secret(secret, &what).map(|value| PeerToken(value.trim().to_string()))
+            })
+            .transpose()
+    }
+}
+
+/// The replicas' shared secret (`server.peerToken`), for the server's peer signatures;
+/// never printed.
+pub struct PeerToken(String);
+
+impl PeerToken {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerToken(..)")
+    }
 }

@@ -155,7 +155,10 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(c.server.webhooks.secrets().count(), 0);
     assert_eq!(c.concurrency, DEFAULT_APP_CONCURRENCY);
     assert_eq!(c.resync_interval, DEFAULT_RESYNC_INTERVAL);
-    assert_eq!(c.render_timeout, tether_diff::manifest::DEFAULT_RENDER_TIMEOUT);
+    assert_eq!(
+        c.render_timeout,
+        tether_diff::manifest::DEFAULT_RENDER_TIMEOUT
+    );
     assert_eq!(c.leader_election, LeaderElectionConfig::default());
     assert_eq!(c.shards, DEFAULT_SHARDS);
     assert!(c.apps.is_empty());
@@ -305,14 +308,27 @@ fn leader_election_durations_must_be_ordered() {
 fn shards_take_leader_elections_namespace_and_timings_and_are_bounded() {
     // More than one shard needs no `enabled: true`: each shard is its own election.
     let c = parse(
-        "shards: 3\nleaderElection: {namespace: leases, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 1s}\n",
+        "shards: 3\nserver: {peerToken: {secretEnv: PEER}}\nleaderElection: {namespace: leases, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 1s}\n",
     );
     assert_eq!(c.shards, 3);
     assert!(!c.leader_election.enabled);
     assert_eq!(c.leader_election.namespace, "leases");
     assert_eq!(c.leader_election.lease_duration, Duration::from_secs(4));
     assert_eq!(parse("shards: 1\n").shards, 1);
-    assert_eq!(parse(&format!("shards: {MAX_SHARDS}\n")).shards, MAX_SHARDS);
+    let peers = "server: {peerToken: {secretFile: /peer/token}}\n";
+    assert_eq!(
+        parse(&format!("shards: {MAX_SHARDS}\n{peers}")).shards,
+        MAX_SHARDS
+    );
+    // Issue #24: replicas sign their calls to each other, never pass a caller's token.
+    assert_eq!(
+        problems("shards: 2\n"),
+        [
+            "tether.yaml:1: server.peerToken: required with shards above 1: the replicas sign \
+             their calls to each other with it (a Secret the chart generates); set secretFile \
+             or secretEnv"
+        ]
+    );
     assert_eq!(
         problems("shards: 0\n"),
         ["tether.yaml:1: shards: 0 must be between 1 and 256"]
@@ -328,7 +344,9 @@ fn shards_take_leader_elections_namespace_and_timings_and_are_bounded() {
     assert!(syntax("shards: three\n").contains("shards"));
     // The timings shards use are checked as the leader's are.
     assert_eq!(
-        problems("shards: 2\nleaderElection: {leaseDuration: 2s}\n"),
+        problems(&format!(
+            "shards: 2\n{peers}leaderElection: {{leaseDuration: 2s}}\n"
+        )),
         [
             "tether.yaml: leaderElection.renewDeadline: renewDeadline (10s, the default) must be shorter than leaseDuration (2s)"
         ]
@@ -608,7 +626,7 @@ fn unknown_keys_name_their_path_and_line() {
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
+        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound"
     );
 }
 
@@ -734,7 +752,7 @@ fn without_a_token_the_status_api_stays_on_loopback() {
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:8080\n  insecureOpenApi: true\n"),
         "tether.yaml:3: server.insecureOpenApi: unknown field `insecureOpenApi`, expected one of \
-         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL"
+         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound"
     );
     // A token block that is itself wrong is the one problem to fix.
     assert_eq!(
@@ -1000,5 +1018,25 @@ fn the_render_timeout_is_read_and_must_be_positive() {
     assert_eq!(
         problems("renderTimeout: 0s\napps: []\n"),
         ["tether.yaml:1: renderTimeout: \"0s\" must be positive"]
+    );
+}
+
+#[test]
+fn outbound_networks_are_cidrs_or_addresses_and_a_bad_one_is_named() {
+    let c =
+        parse("server:\n  outbound: {allowedNetworks: [10.0.0.0/8, 127.0.0.1, \"fd00::/8\"]}\n");
+    let nets: Vec<String> = c
+        .server
+        .outbound_allowed
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "fd00::/8"]);
+    assert!(parse("server: {}\n").server.outbound_allowed.is_empty());
+    assert_eq!(
+        problems("server:\n  outbound:\n    allowedNetworks: [10.0.0.0/8, intranet]\n"),
+        [
+            "tether.yaml:3: server.outbound.allowedNetworks[1]: \"intranet\" is not a network (like 10.0.0.0/8) or an address"
+        ]
     );
 }

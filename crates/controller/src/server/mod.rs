@@ -1,31 +1,37 @@
 //! HTTP: the status API, `/healthz`, `/readyz`, `/metrics`, manual syncs, and the Git
 //! providers' webhooks (from the source stage). With a token configured, `/api/v1`
-//! (status and manual syncs) asks for it as a bearer token; probes and metrics stay
-//! open for kubelets and Prometheus, and webhooks carry their own signatures. The
-//! dashboard's page (`dashboard`) is open too: it holds no data, and asks for the
-//! token when the API does.
+//! (status and manual syncs) asks for it as a bearer token; without one it refuses
+//! foreign hosts and cross-site changes (`guard`). Probes and metrics stay open for
+//! kubelets and Prometheus, and webhooks carry their own signatures. The dashboard's
+//! page (`dashboard`) is open too: it holds no data, and asks for the token when the
+//! API does. Replicas call each other as peers (`peer_auth`, `peers`, `relay`).
 //!
 //! The top floor of the library: `service` runs `tether serve`, the workers of the
 //! reconcile loop and this HTTP surface together under one shutdown signal.
 
 pub mod dashboard;
+pub mod guard;
+pub mod peer_auth;
 pub mod peers;
+pub mod relay;
 pub mod service;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::BoxFuture;
 use serde_json::json;
 use tower_http::compression::CompressionLayer;
 
-use crate::config::ApiToken;
 use dashboard::tree::{TreeCache, read_tree};
+use guard::Access;
+use peer_auth::PeerKey;
+use relay::Relay;
 use service::SuspendError;
 use tether_core::cluster::Cluster;
 use tether_core::report::status::Statuses;
@@ -75,17 +81,20 @@ struct ServerState {
     statuses: Statuses,
     control: Arc<dyn Control>,
     trees: TreeCache,
+    peer_key: Option<PeerKey>,
+    relay: Relay,
 }
 
-/// The whole HTTP surface; `webhooks` is the source stage's receiver. With `token`,
-/// `/api/v1` answers 401 to requests without it.
+/// The whole HTTP surface; `webhooks` is the source stage's receiver. `/api/v1` is
+/// reached as `access` says ([`guard`]), or by a peer signing with `peer_key`.
 pub fn router(
     statuses: Statuses,
     control: Arc<dyn Control>,
     webhooks: Router,
-    token: Option<ApiToken>,
+    access: Access,
+    peer_key: Option<PeerKey>,
 ) -> Router {
-    let mut api = Router::new()
+    let api = Router::new()
         .route("/api/v1/apps", get(list_apps))
         .route("/api/v1/apps/{name}", get(get_app))
         .route("/api/v1/apps/{name}/sync", post(sync_app))
@@ -94,12 +103,11 @@ pub fn router(
         .route("/api/v1/apps/{name}/tree", get(app_tree))
         .route("/api/v1/events", get(events))
         .route_layer(middleware::from_fn_with_state(
-            control.clone(),
+            (control.clone(), peer_key.clone()),
             peers::forward_actions,
-        ));
-    if let Some(token) = token {
-        api = api.route_layer(middleware::from_fn_with_state(token, authorize));
-    }
+        ))
+        .route_layer(middleware::from_fn_with_state(access, guard::guard));
+    let relay = Relay::new(control.clone(), statuses.clone(), peer_key.clone());
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -110,29 +118,22 @@ pub fn router(
             statuses: statuses.clone(),
             control: control.clone(),
             trees: TreeCache::default(),
+            peer_key: peer_key.clone(),
+            relay,
         })
         .merge(webhooks.layer(middleware::from_fn_with_state(
-            (control, statuses),
+            (control, statuses, peer_key.clone()),
             peers::forward_webhooks,
         )))
+        // A call saying it comes from a peer proves it before anything else runs.
+        .layer(middleware::from_fn_with_state(
+            peer_key,
+            peer_auth::authenticate,
+        ))
         // gzip for whoever accepts it: 5,000 apps' list is ~700 KB of JSON, ~10 times
         // less gzipped. Event streams, tiny answers and the assets (gzipped once, in
         // `dashboard`) are left as they are.
         .layer(CompressionLayer::new())
-}
-
-async fn authorize(State(token): State<ApiToken>, request: Request, next: Next) -> Response {
-    if bearer(request.headers()).is_some_and(|given| token.accepts(given)) {
-        return next.run(request).await;
-    }
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, r#"Bearer realm="tether""#)],
-        axum::Json(json!({
-            "error": "this API needs the token server.apiToken names, as Authorization: Bearer <token>"
-        })),
-    )
-        .into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -184,12 +185,24 @@ async fn list_apps(
                 .into_iter()
                 .filter_map(|s| serde_json::to_value(s).ok())
                 .collect();
-            let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
+            let apps = peers::complete_list(
+                apps,
+                state.control.as_ref(),
+                &headers,
+                state.peer_key.as_ref(),
+            )
+            .await;
             axum::Json(json!({ "apps": apps })).into_response()
         }
         Some("summary") => {
             let summary = dashboard::summary(&state.statuses);
-            let summary = peers::complete_summary(summary, state.control.as_ref(), &headers).await;
+            let summary = peers::complete_summary(
+                summary,
+                state.control.as_ref(),
+                &headers,
+                state.peer_key.as_ref(),
+            )
+            .await;
             axum::Json(summary).into_response()
         }
         Some(other) => (
@@ -203,9 +216,9 @@ async fn list_apps(
 }
 
 /// The live feed: this replica's apps, and with shards the others' through their
-/// holders' own feeds (see [`peers::relay`]), so the page on any replica sees them all.
+/// holders' own feeds (see [`relay`]), so the page on any replica sees them all.
 async fn events(State(state): State<ServerState>, headers: HeaderMap) -> Response {
-    let relayed = peers::relay(state.control.clone(), state.statuses.clone(), &headers);
+    let relayed = state.relay.subscribe(&headers);
     let control = state.control.clone();
     let ours = move |app: &str| control.owner(app).is_none_or(|o| o.local);
     dashboard::events(state.statuses.clone(), ours, relayed)
@@ -259,7 +272,7 @@ async fn app_tree(
         .filter(|o| !o.local && !peers::is_forwarded(&headers))
     {
         let path = format!("/api/v1/apps/{name}/tree");
-        return match peers::ask(&owner, &path, headers.get(header::AUTHORIZATION)).await {
+        return match peers::ask(&owner, &path, state.peer_key.as_ref()).await {
             Ok(tree) => axum::Json(tree).into_response(),
             Err(err) => {
                 let holder = owner.holder.as_deref().unwrap_or("no replica");
@@ -302,7 +315,9 @@ async fn get_app(
     else {
         return not_found(&name);
     };
-    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers).await).into_response()
+    let key = state.peer_key.as_ref();
+    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers, key).await)
+        .into_response()
 }
 
 async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
@@ -328,6 +343,7 @@ fn not_found(name: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ApiToken;
 
     fn with_authorization(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -362,6 +378,7 @@ mod tests {
             .clone()
             .oneshot(
                 axum::http::Request::get(path)
+                    .header(header::HOST, "127.0.0.1:8080")
                     .header(header::ACCEPT_ENCODING, accept)
                     .body(axum::body::Body::empty())
                     .expect("a request"),
@@ -377,7 +394,13 @@ mod tests {
         for i in 0..200 {
             statuses.update(&format!("app-{i:03}"), |_| {});
         }
-        let router = router(statuses, Arc::new(NoApps), Router::new(), None);
+        let router = router(
+            statuses,
+            Arc::new(NoApps),
+            Router::new(),
+            Access::default(),
+            None,
+        );
         let plain = answer(&router, "/api/v1/apps?view=summary", "identity").await;
         assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
         let plain = axum::body::to_bytes(plain.into_body(), usize::MAX)

@@ -7,19 +7,24 @@
 //! only, so two replicas with different views never bounce a request between them.
 //! Actions on one app (`sync`, `suspend`, `resume`) go to its holder the same way: only
 //! its worker acts (a 502 naming the holder when it cannot be reached).
+//!
+//! A peer is called as a peer, never with the caller's credentials: each call is signed
+//! with the replicas' shared key and its answer believed only with the peer's proof
+//! ([`super::peer_auth`]); answers are read up to [`MAX_PEER_BODY`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::Control;
 use super::dashboard::SUMMARY_COLUMNS;
+use super::peer_auth::{PEER_HEADER, PeerAuthError, PeerKey};
 use crate::reconcile::shard::Owner;
 use tether_core::report::status::Statuses;
 use tether_core::source::DEFAULT_WEBHOOK_BODY_LIMIT;
@@ -31,9 +36,21 @@ pub const FORWARDED_HEADER: &str = "x-tether-forwarded";
 /// while a replica is dying (its shards move within a lease duration anyway).
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The largest answer read from a peer: the full list of 5,000 apps is a few MB of
+/// JSON; a peer answering more is not one (or is broken), and is not held in memory.
+pub const MAX_PEER_BODY: usize = 32 * 1024 * 1024;
+
 /// Why a peer's answer is missing.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
+    #[error("{url}: {source}")]
+    NotAPeer {
+        url: String,
+        #[source]
+        source: PeerAuthError,
+    },
+    #[error("{url} answered more than {MAX_PEER_BODY} bytes")]
+    TooLarge { url: String },
     #[error("no replica holds shard {0} now")]
     Unheld(u32),
     #[error("{0} published no status URL")]
@@ -80,30 +97,85 @@ fn url_of(owner: &Owner, path: &str) -> Result<String, ForwardError> {
     Ok(format!("{base}{path}"))
 }
 
-/// Asks `owner` for `path` (`/api/v1/apps...`), with the caller's credentials.
-pub(super) async fn ask(
+/// Calls `owner` with `method` on `path` (`/api/v1/apps...`) as a peer: its status
+/// code and JSON answer, once the answer proved to come from a replica.
+async fn call(
     owner: &Owner,
+    method: Method,
     path: &str,
-    auth: Option<&HeaderValue>,
-) -> Result<Value, ForwardError> {
+    key: Option<&PeerKey>,
+) -> Result<(u16, Value), ForwardError> {
     let url = url_of(owner, path)?;
-    let mut request = client()?.get(&url).header(FORWARDED_HEADER, "1");
-    if let Some(auth) = auth {
-        request = request.header(header::AUTHORIZATION, auth.clone());
-    }
+    let not_a_peer = |source| ForwardError::NotAPeer {
+        url: url.clone(),
+        source,
+    };
+    let key = key.ok_or(PeerAuthError::NoKey).map_err(not_a_peer)?;
+    let signed = key.sign(&method, path);
+    let request = client()?
+        .request(method, &url)
+        .header(FORWARDED_HEADER, "1")
+        .header(PEER_HEADER, signed.header.clone());
     let failed = |source| ForwardError::Request {
         url: url.clone(),
         source,
     };
     let response = request.send().await.map_err(failed)?;
-    let code = response.status();
-    if !code.is_success() {
+    if let Err(err) = key.check_reply(&signed, response.headers()) {
+        tracing::warn!(%url, peer = ?owner.holder, error = %err, "a replica's published URL did not answer as a peer");
+        return Err(not_a_peer(err));
+    }
+    let code = response.status().as_u16();
+    let body = read_bounded(response, &url).await?;
+    let body = serde_json::from_slice(&body).map_err(|_| ForwardError::Status {
+        url: url.clone(),
+        code,
+    })?;
+    Ok((code, body))
+}
+
+/// An answer's body, up to [`MAX_PEER_BODY`].
+async fn read_bounded(mut response: reqwest::Response, url: &str) -> Result<Vec<u8>, ForwardError> {
+    let too_large = || ForwardError::TooLarge {
+        url: url.to_string(),
+    };
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_PEER_BODY as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|source| ForwardError::Request {
+            url: url.to_string(),
+            source,
+        })?
+    {
+        if body.len() + chunk.len() > MAX_PEER_BODY {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Asks `owner` for `path` (`/api/v1/apps...`), as a peer.
+pub(super) async fn ask(
+    owner: &Owner,
+    path: &str,
+    key: Option<&PeerKey>,
+) -> Result<Value, ForwardError> {
+    let (code, body) = call(owner, Method::GET, path, key).await?;
+    if !(200..300).contains(&code) {
         return Err(ForwardError::Status {
-            url: url.clone(),
-            code: code.as_u16(),
+            url: owner.url.clone().unwrap_or_default(),
+            code,
         });
     }
-    response.json::<Value>().await.map_err(failed)
+    Ok(body)
 }
 
 /// Marks `app` with who answers for it.
@@ -160,10 +232,10 @@ fn remote_groups<'a>(
 async fn ask_groups(
     groups: BTreeMap<Option<String>, Vec<(usize, Owner)>>,
     path: &str,
-    auth: Option<&HeaderValue>,
+    key: Option<&PeerKey>,
 ) -> Vec<(Vec<(usize, Owner)>, Result<Value, ForwardError>)> {
     let asked = groups.into_values().map(|group| async move {
-        let answer = ask(&group[0].1, path, auth).await;
+        let answer = ask(&group[0].1, path, key).await;
         (group, answer)
     });
     futures::future::join_all(asked).await
@@ -183,6 +255,7 @@ pub async fn complete_list(
     mut apps: Vec<Value>,
     control: &dyn Control,
     headers: &HeaderMap,
+    key: Option<&PeerKey>,
 ) -> Vec<Value> {
     for app in apps.iter_mut() {
         let name = app.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -195,8 +268,7 @@ pub async fn complete_list(
         .enumerate()
         .map(|(i, a)| (i, a.get("name").and_then(Value::as_str).unwrap_or_default()));
     let groups = remote_groups(names, control, headers);
-    let auth = headers.get(header::AUTHORIZATION);
-    for (group, answer) in ask_groups(groups, "/api/v1/apps", auth).await {
+    for (group, answer) in ask_groups(groups, "/api/v1/apps", key).await {
         let theirs: BTreeMap<String, Value> = match &answer {
             Ok(body) => body
                 .get("apps")
@@ -246,6 +318,7 @@ pub async fn complete_summary(
     mut summary: Value,
     control: &dyn Control,
     headers: &HeaderMap,
+    key: Option<&PeerKey>,
 ) -> Value {
     let names: Vec<String> = summary["apps"]
         .as_array()
@@ -261,8 +334,7 @@ pub async fn complete_summary(
     if groups.is_empty() {
         return summary;
     }
-    let auth = headers.get(header::AUTHORIZATION);
-    let answers = ask_groups(groups, "/api/v1/apps?view=summary", auth).await;
+    let answers = ask_groups(groups, "/api/v1/apps?view=summary", key).await;
     let mut repos: Vec<Value> = summary["repos"].as_array().cloned().unwrap_or_default();
     let Some(rows) = summary["apps"].as_array_mut() else {
         return summary;
@@ -326,7 +398,12 @@ pub async fn complete_summary(
 }
 
 /// One app: ours as it is, another replica's as its owner says.
-pub async fn complete_one(mut app: Value, control: &dyn Control, headers: &HeaderMap) -> Value {
+pub async fn complete_one(
+    mut app: Value,
+    control: &dyn Control,
+    headers: &HeaderMap,
+    key: Option<&PeerKey>,
+) -> Value {
     let name = app
         .get("name")
         .and_then(Value::as_str)
@@ -340,7 +417,7 @@ pub async fn complete_one(mut app: Value, control: &dyn Control, headers: &Heade
         return app;
     }
     let path = format!("/api/v1/apps/{name}");
-    match ask(&owner, &path, headers.get(header::AUTHORIZATION)).await {
+    match ask(&owner, &path, key).await {
         Ok(mut their) => {
             mark(&mut their, &owner);
             their
@@ -362,7 +439,7 @@ fn action_target(path: &str) -> Option<&str> {
 /// Sends an action on another replica's app to its holder, and its answer back; every
 /// other request goes on here.
 pub async fn forward_actions(
-    State(control): State<Arc<dyn Control>>,
+    State((control, key)): State<(Arc<dyn Control>, Option<PeerKey>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -375,8 +452,7 @@ pub async fn forward_actions(
         return next.run(request).await;
     };
     let path = request.uri().path().to_string();
-    let auth = request.headers().get(header::AUTHORIZATION).cloned();
-    match post(&owner, &path, auth.as_ref()).await {
+    match call(&owner, Method::POST, &path, key.as_ref()).await {
         Ok((code, body)) => {
             let code = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
             (code, axum::Json(body)).into_response()
@@ -396,29 +472,8 @@ pub async fn forward_actions(
     }
 }
 
-/// Posts an action to `owner`: its status code and JSON answer.
-async fn post(
-    owner: &Owner,
-    path: &str,
-    auth: Option<&HeaderValue>,
-) -> Result<(u16, Value), ForwardError> {
-    let url = url_of(owner, path)?;
-    let mut request = client()?.post(&url).header(FORWARDED_HEADER, "1");
-    if let Some(auth) = auth {
-        request = request.header(header::AUTHORIZATION, auth.clone());
-    }
-    let failed = |source| ForwardError::Request {
-        url: url.clone(),
-        source,
-    };
-    let response = request.send().await.map_err(failed)?;
-    let code = response.status().as_u16();
-    let body = response.json::<Value>().await.map_err(failed)?;
-    Ok((code, body))
-}
-
 /// The other replicas holding some app now, by identity: where each answers.
-fn live_peers(control: &dyn Control, statuses: &Statuses) -> BTreeMap<String, String> {
+pub(super) fn live_peers(control: &dyn Control, statuses: &Statuses) -> BTreeMap<String, String> {
     let mut peers = BTreeMap::new();
     for name in statuses.map_all(|s| s.name.clone()) {
         if let Some(Owner {
@@ -441,7 +496,7 @@ fn live_peers(control: &dyn Control, statuses: &Statuses) -> BTreeMap<String, St
 /// only its own. The provider gets this replica's answer; a delivery this replica
 /// refuses (signature, size, shape) goes no further.
 pub async fn forward_webhooks(
-    State((control, statuses)): State<(Arc<dyn Control>, Statuses)>,
+    State((control, statuses, key)): State<(Arc<dyn Control>, Statuses, Option<PeerKey>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -472,9 +527,11 @@ pub async fn forward_webhooks(
     if response.status().is_success() {
         let peers = live_peers(control.as_ref(), &statuses);
         for (holder, url) in peers {
-            let (headers, body, url) = (headers.clone(), body.clone(), format!("{url}{path}"));
+            let (headers, body, key) = (headers.clone(), body.clone(), key.clone());
+            let path = path.clone();
             tokio::spawn(async move {
-                if let Err(err) = post_webhook(&url, headers, body).await {
+                let sent = post_webhook(&url, &path, headers, body, key.as_ref()).await;
+                if let Err(err) = sent {
                     tracing::warn!(peer = %holder, error = %err, "a webhook was not passed on");
                 }
             });
@@ -483,208 +540,55 @@ pub async fn forward_webhooks(
     response
 }
 
-/// Posts a webhook's delivery to a peer as the provider sent it.
+/// Posts a webhook's delivery to a peer as the provider sent it (its signature
+/// headers kept), signed as a peer's call.
 async fn post_webhook(
-    url: &str,
+    base: &str,
+    path: &str,
     mut headers: HeaderMap,
     body: bytes::Bytes,
+    key: Option<&PeerKey>,
 ) -> Result<(), ForwardError> {
+    let url = format!("{base}{path}");
+    let key = key.ok_or_else(|| ForwardError::NotAPeer {
+        url: url.clone(),
+        source: PeerAuthError::NoKey,
+    })?;
     for hop in [
         header::HOST,
         header::CONTENT_LENGTH,
         header::TRANSFER_ENCODING,
         header::CONNECTION,
+        header::AUTHORIZATION,
     ] {
         headers.remove(hop);
     }
+    let signed = key.sign(&Method::POST, path);
     let response = client()?
-        .post(url)
+        .post(&url)
         .headers(headers)
         .header(FORWARDED_HEADER, "1")
+        .header(PEER_HEADER, signed.header.clone())
         .body(body)
         .send()
         .await
         .map_err(|source| ForwardError::Request {
-            url: url.to_string(),
+            url: url.clone(),
+            source,
+        })?;
+    key.check_reply(&signed, response.headers())
+        .map_err(|source| ForwardError::NotAPeer {
+            url: url.clone(),
             source,
         })?;
     let code = response.status();
     if !code.is_success() {
         return Err(ForwardError::Status {
-            url: url.to_string(),
+            url,
             code: code.as_u16(),
         });
     }
     Ok(())
-}
-
-/// How often a replica serving an event stream looks again at who holds the apps it
-/// does not, to follow a shard that moved: well under a lease duration.
-pub const RELAY_REFRESH: Duration = Duration::from_millis(500);
-
-/// How long a followed peer's event stream may stay silent before it is taken for
-/// gone: two of its keepalives.
-const RELAY_SILENCE: Duration = Duration::from_secs(30);
-
-/// A client for event streams: no overall timeout (a stream lasts), only for
-/// connecting and for silence.
-fn stream_client() -> Result<&'static reqwest::Client, ForwardError> {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    if let Some(client) = CLIENT.get() {
-        return Ok(client);
-    }
-    let built = reqwest::Client::builder()
-        .connect_timeout(FORWARD_TIMEOUT)
-        .read_timeout(RELAY_SILENCE)
-        .build()
-        .map_err(|e| ForwardError::Client(e.to_string()))?;
-    Ok(CLIENT.get_or_init(|| built))
-}
-
-/// Aborts a followed peer's task when it is no longer followed, and all of them when
-/// the event stream they feed ends.
-struct Following {
-    url: String,
-    task: tokio::task::AbortHandle,
-}
-
-impl Drop for Following {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The other replicas' changes, for one event stream of this replica
-/// (`/api/v1/events`): while it is open, each replica holding an app this one does
-/// not is followed on its own event stream (with the client's credentials, marked as
-/// forwarded so it relays nothing further), and its `app` and `removed` events for
-/// the apps it holds come through here, as it wrote them. Each (re)connection to a
-/// peer sends a `reset`, as what changed there meanwhile was missed. Nothing for a
-/// forwarded request, or without shards; it stops when the receiver is dropped.
-pub fn relay(
-    control: Arc<dyn Control>,
-    statuses: Statuses,
-    headers: &HeaderMap,
-) -> Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
-    // Sharding is on for every app or none: any name tells which.
-    if is_forwarded(headers) || control.owner("").is_none() {
-        return None;
-    }
-    let auth = headers.get(header::AUTHORIZATION).cloned();
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    tokio::spawn(async move {
-        let mut following: BTreeMap<String, Following> = BTreeMap::new();
-        loop {
-            let peers = live_peers(control.as_ref(), &statuses);
-            following.retain(|holder, f| peers.get(holder) == Some(&f.url));
-            for (holder, url) in peers {
-                if following.contains_key(&holder) {
-                    continue;
-                }
-                let task = tokio::spawn(follow(
-                    control.clone(),
-                    holder.clone(),
-                    url.clone(),
-                    auth.clone(),
-                    tx.clone(),
-                ));
-                let task = task.abort_handle();
-                following.insert(holder, Following { url, task });
-            }
-            tokio::select! {
-                _ = tx.closed() => return,
-                _ = tokio::time::sleep(RELAY_REFRESH) => {}
-            }
-        }
-    });
-    Some(rx)
-}
-
-/// Follows `holder`'s event stream at `url`, reconnecting after a second when it
-/// drops, until the receiver is gone.
-async fn follow(
-    control: Arc<dyn Control>,
-    holder: String,
-    url: String,
-    auth: Option<HeaderValue>,
-    tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
-) {
-    let url = format!("{url}/api/v1/events");
-    loop {
-        let mut request = match stream_client() {
-            Ok(client) => client.get(&url).header(FORWARDED_HEADER, "1"),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot follow peers' events");
-                return;
-            }
-        };
-        if let Some(auth) = &auth {
-            request = request.header(header::AUTHORIZATION, auth.clone());
-        }
-        match request.send().await {
-            Ok(mut response) if response.status().is_success() => {
-                if tx.send(reset()).await.is_err() {
-                    return;
-                }
-                let mut buffer: Vec<u8> = Vec::new();
-                while let Ok(Some(chunk)) = response.chunk().await {
-                    buffer.extend_from_slice(&chunk);
-                    while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-                        let block: Vec<u8> = buffer.drain(..end + 2).collect();
-                        let theirs = |name: &str| {
-                            control
-                                .owner(name)
-                                .is_some_and(|o| !o.local && o.holder.as_deref() == Some(&holder))
-                        };
-                        if let Some(event) = relayable(&block, theirs)
-                            && tx.send(event).await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                }
-            }
-            Ok(response) => {
-                tracing::debug!(%url, code = response.status().as_u16(), "a peer refused its events");
-            }
-            Err(err) => tracing::debug!(%url, error = %err, "a peer's events cannot be read"),
-        }
-        tokio::select! {
-            _ = tx.closed() => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    }
-}
-
-/// The `reset` event: reload every app.
-fn reset() -> bytes::Bytes {
-    bytes::Bytes::from_static(b"event: reset\ndata: {}\n\n")
-}
-
-/// One event block of a peer's stream, if it is to be passed on: an `app` or
-/// `removed` event for an app `theirs` says the peer holds, or a `reset`.
-fn relayable(block: &[u8], theirs: impl Fn(&str) -> bool) -> Option<bytes::Bytes> {
-    let text = std::str::from_utf8(block).ok()?;
-    let mut kind = "message";
-    let mut data = String::new();
-    for line in text.lines() {
-        if let Some(name) = line.strip_prefix("event:") {
-            kind = name.trim();
-        } else if let Some(part) = line.strip_prefix("data:") {
-            data.push_str(part.trim_start());
-        }
-    }
-    let app = match kind {
-        "reset" => return Some(reset()),
-        "app" => serde_json::from_str::<Value>(&data)
-            .ok()?
-            .get("name")?
-            .as_str()?
-            .to_string(),
-        "removed" => serde_json::from_str::<String>(&data).ok()?,
-        _ => return None,
-    };
-    theirs(&app).then(|| bytes::Bytes::copy_from_slice(block))
 }
 
 #[cfg(test)]
@@ -747,30 +651,6 @@ mod tests {
             url.ok().as_deref(),
             Some("http://10.0.0.7:8080/api/v1/apps/x")
         );
-    }
-
-    #[test]
-    fn only_a_peers_own_apps_and_resets_are_relayed() {
-        let theirs = |app: &str| app == "web";
-        let app = b"event: app\ndata: {\"name\":\"web\",\"sync\":\"Synced\"}\n\n";
-        assert_eq!(relayable(app, theirs).as_deref(), Some(&app[..]));
-        let other = b"event: app\ndata: {\"name\":\"db\"}\n\n";
-        assert_eq!(relayable(other, theirs), None);
-        let removed = b"event: removed\ndata: \"web\"\n\n";
-        assert_eq!(relayable(removed, theirs).as_deref(), Some(&removed[..]));
-        assert_eq!(relayable(b"event: removed\ndata: \"db\"\n\n", theirs), None);
-        assert_eq!(
-            relayable(b"event: reset\ndata: {}\n\n", theirs),
-            Some(reset())
-        );
-        // Its greeting, keepalives and anything unreadable stay there.
-        assert_eq!(
-            relayable(b"retry: 1000\nevent: hello\ndata: {}\n\n", theirs),
-            None
-        );
-        assert_eq!(relayable(b": keepalive\n\n", theirs), None);
-        assert_eq!(relayable(b"event: app\ndata: {not json\n\n", theirs), None);
-        assert_eq!(relayable(&[0xff, 0xfe, b'\n', b'\n'], theirs), None);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use tether_core::metrics::METRICS;
 use tether_core::report::commit_status::CommitStatusReporter;
 use tether_core::report::delivery::{DeliveryError, DeliveryOptions};
 use tether_core::report::notify::Notifier;
+use tether_core::report::outbound::OutboundPolicy;
 use tether_core::report::status::Statuses;
 use tether_core::source::{
     SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
@@ -202,6 +203,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     );
     sources.read_secrets_with(cluster.clone());
     let token = config.server.api_token()?;
+    let peer_key = config
+        .server
+        .peer_token()?
+        .map(|token| server::peer_auth::PeerKey::new(token.expose()));
     if token.is_none() && config.server.insecure_open_api {
         // Validation let a non-loopback address through only because the file says so.
         tracing::warn!(listen = %config.server.listen, "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs and shows drifted values to anyone who can reach this address; set server.apiToken to require a token");
@@ -259,6 +264,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         suspensions: suspend::Suspensions::new(cluster.clone(), config.inventory_namespace.clone()),
     });
     let workers = CancellationToken::new();
+    let delivery = DeliveryOptions {
+        outbound: Arc::new(OutboundPolicy::new(config.server.outbound_allowed.clone())),
+        ..DeliveryOptions::default()
+    };
     let mut contexts = Contexts {
         options: options.clone(),
         default: cluster,
@@ -274,9 +283,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         heals: Arc::new(Semaphore::new(config.concurrency * app::HEALS_PER_PASS)),
         workers: workers.clone(),
         apps: apps.clone(),
-        notifier: Notifier::start(DeliveryOptions::default()).map_err(ServeError::Delivery)?,
-        commit_statuses: CommitStatusReporter::start(DeliveryOptions::default())
-            .map_err(ServeError::Delivery)?,
+        notifier: Notifier::start(delivery.clone()).map_err(ServeError::Delivery)?,
+        commit_statuses: CommitStatusReporter::start(delivery).map_err(ServeError::Delivery)?,
         app_objects: apps::AppObjects::default(),
     };
 
@@ -284,7 +292,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
-    let router = server::router(statuses.clone(), apps.clone(), webhooks, token);
+    let access = server::guard::Access {
+        token,
+        insecure_open_api: config.server.insecure_open_api,
+    };
+    let router = server::router(statuses.clone(), apps.clone(), webhooks, access, peer_key);
     let server_stop = CancellationToken::new();
     let mut server = {
         let stop = server_stop.clone();

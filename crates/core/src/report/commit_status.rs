@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use super::delivery::{
     self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
 };
+use super::outbound::Requester;
 use crate::source::SecretRef;
 use crate::sync::health::Health;
 
@@ -171,6 +172,8 @@ pub struct CommitStatusTarget {
     pub token: SecretRef,
     pub context: String,
     pub target_url: Option<String>,
+    /// Whose target it is: an App's API URL must be a public address (`outbound`).
+    pub requester: Requester,
 }
 
 impl CommitStatusConfig {
@@ -217,6 +220,7 @@ impl CommitStatusConfig {
                 .clone()
                 .unwrap_or_else(|| format!("{CONTEXT_PREFIX}{app}")),
             target_url: self.target_url.clone(),
+            requester: Requester::Operator,
         })
     }
 }
@@ -435,7 +439,7 @@ impl StatusReport {
         value.set_sensitive(true);
         headers.insert(auth.0, value);
         let body = serde_json::to_vec(&body).map_err(|e| DeliveryError::Build(e.to_string()))?;
-        Ok(Post { url, headers, body })
+        Ok(Post::new(t.requester, url, headers, body))
     }
 }
 
@@ -457,18 +461,18 @@ impl CommitStatusReporter {
     /// Start the worker on the current Tokio runtime (an error outside one). Dropping
     /// every clone of the handle closes the queue; the worker drains it and ends.
     pub fn start(options: DeliveryOptions) -> Result<CommitStatusReporter, DeliveryError> {
-        let client = delivery::client()?;
+        let clients = Arc::new(delivery::Clients::new(&options)?);
         let queue = Queue::new(options.queue_capacity);
         let posted: Posted = Arc::default();
         let worker = {
             let queue = queue.clone();
             let posted = posted.clone();
             delivery::spawn_worker(queue.clone(), move |_app, job: StatusReport| {
-                let client = client.clone();
+                let clients = clients.clone();
                 let options = options.clone();
                 let queue = queue.clone();
                 let posted = posted.clone();
-                async move { deliver(&client, &options, &queue, &posted, job).await }
+                async move { deliver(&clients, &options, &queue, &posted, job).await }
             })?
         };
         Ok(CommitStatusReporter {
@@ -518,7 +522,7 @@ impl CommitStatusReporter {
 }
 
 async fn deliver(
-    client: &reqwest::Client,
+    clients: &delivery::Clients,
     options: &DeliveryOptions,
     queue: &Queue<StatusReport>,
     posted: &Posted,
@@ -537,7 +541,7 @@ async fn deliver(
     }
     let provider = job.target.provider.as_str();
     let result = match job.post() {
-        Ok(post) => delivery::post_with_retry(client, options, &queue.counters, &post).await,
+        Ok(post) => delivery::post_with_retry(clients, options, &queue.counters, &post).await,
         Err(e) => Err(e),
     };
     match result {

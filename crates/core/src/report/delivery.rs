@@ -14,6 +14,8 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::outbound::{GuardedResolver, OutboundError, OutboundPolicy, Requester};
+
 /// Attempts per delivery, the first included. Four attempts with the backoff below
 /// span about 7 s of waiting: enough to ride out a provider's brief 5xx or a rolling
 /// restart, short enough that a queued, newer result is not held back for long.
@@ -52,6 +54,8 @@ pub struct DeliveryOptions {
     pub max_retry_after: Duration,
     /// Deliveries waiting at most.
     pub queue_capacity: usize,
+    /// Where Apps' deliveries may go besides public addresses.
+    pub outbound: Arc<OutboundPolicy>,
 }
 
 impl Default for DeliveryOptions {
@@ -63,6 +67,7 @@ impl Default for DeliveryOptions {
             max_backoff: DEFAULT_MAX_BACKOFF,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            outbound: Arc::default(),
         }
     }
 }
@@ -302,33 +307,100 @@ pub enum DeliveryError {
     /// The request could not be built (a header value with a newline, a bad URL).
     #[error("cannot build the request: {0}")]
     Build(String),
+    /// An App's request to an address it may not reach: needs a change of the App or
+    /// of `server.outbound.allowedNetworks`.
+    #[error("refused: {0}")]
+    Refused(#[from] OutboundError),
 }
 
 /// One POST to be sent.
 pub(crate) struct Post {
+    /// Whose request it is: how far it may go.
+    pub(crate) requester: Requester,
     pub(crate) url: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Vec<u8>,
 }
 
-/// The outbound HTTP client: no redirects (a POST turned into a GET on a 301 posts
-/// nothing, and a redirect must not carry a token elsewhere).
-pub(crate) fn client() -> Result<reqwest::Client, DeliveryError> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| DeliveryError::Build(e.without_url().to_string()))
+impl Post {
+    pub(crate) fn new(
+        requester: Requester,
+        url: String,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Post {
+        Post {
+            requester,
+            url,
+            headers,
+            body,
+        }
+    }
+}
+
+/// The outbound HTTP clients: the operator's, and the tenants' (whose resolver checks
+/// every address it hands out, and which goes through no proxy: a proxy would resolve
+/// the name itself, out of the check's sight). Neither follows redirects (a POST
+/// turned into a GET on a 301 posts nothing, a redirect must not carry a token
+/// elsewhere, and a tenant's must not lead to an address it may not reach).
+pub(crate) struct Clients {
+    open: reqwest::Client,
+    guarded: reqwest::Client,
+    policy: Arc<OutboundPolicy>,
+}
+
+impl Clients {
+    pub(crate) fn new(options: &DeliveryOptions) -> Result<Clients, DeliveryError> {
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
+        };
+        let built = |b: reqwest::ClientBuilder| {
+            b.build()
+                .map_err(|e| DeliveryError::Build(e.without_url().to_string()))
+        };
+        let resolver = GuardedResolver::new(options.outbound.clone());
+        Ok(Clients {
+            open: built(builder())?,
+            guarded: built(builder().no_proxy().dns_resolver(resolver))?,
+            policy: options.outbound.clone(),
+        })
+    }
+
+    /// The client for `post`, once an address in its URL is known to be allowed.
+    fn for_post(&self, post: &Post) -> Result<&reqwest::Client, DeliveryError> {
+        match post.requester {
+            Requester::Operator => Ok(&self.open),
+            Requester::Tenant => {
+                self.policy.check_url(&post.url)?;
+                Ok(&self.guarded)
+            }
+        }
+    }
+}
+
+/// The policy's refusal behind a failed request, if that is why it failed.
+fn refusal(e: &reqwest::Error) -> Option<OutboundError> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(refused) = s.downcast_ref::<OutboundError>() {
+            return Some(refused.clone());
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// Send `post`, retrying network errors, timeouts, 408, 429 and 5xx with backoff.
 /// Returns the number of attempts it took.
 pub(crate) async fn post_with_retry(
-    client: &reqwest::Client,
+    clients: &Clients,
     options: &DeliveryOptions,
     counters: &Counters,
     post: &Post,
 ) -> Result<u32, DeliveryError> {
+    let client = clients.for_post(post)?;
     let attempts = options.attempts.max(1);
     let mut attempt = 1;
     loop {
@@ -357,11 +429,17 @@ pub(crate) async fn post_with_retry(
             Err(e) if e.is_builder() => {
                 return Err(DeliveryError::Build(e.without_url().to_string()));
             }
-            Err(e) if e.is_timeout() => (
-                format!("no answer within {:?}", options.attempt_timeout),
-                None,
-            ),
-            Err(e) => (error_chain(&e.without_url()), None),
+            Err(e) => {
+                if let Some(refused) = refusal(&e) {
+                    return Err(DeliveryError::Refused(refused));
+                }
+                let last = if e.is_timeout() {
+                    format!("no answer within {:?}", options.attempt_timeout)
+                } else {
+                    error_chain(&e.without_url())
+                };
+                (last, None)
+            }
         };
         if attempt >= attempts {
             return Err(DeliveryError::GaveUp { attempts, last });

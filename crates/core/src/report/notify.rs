@@ -1,9 +1,9 @@
-//! Notifications: after a pass, what happened to an app (a sync failed, health
-//! degraded, drift found or corrected, its source stale) is sent to the app's channels, a generic JSON
-//! webhook (optionally signed with HMAC-SHA256) or a Slack-compatible incoming webhook.
-//! Events name objects and changed field paths, never field values, so no Secret value
-//! can leave the cluster this way; a flapping app is held to one message per
-//! `minInterval`, and the next message says how many were held back.
+//! Notifications: after a pass, what happened to an app (a sync failed, health degraded,
+//! drift found or corrected, its source stale) goes to the app's channels, a generic
+//! JSON webhook (HMAC-SHA256 signed if asked) or a Slack-compatible incoming webhook.
+//! Events name objects and changed field paths, never values, so no Secret value leaves
+//! the cluster this way; a flapping app gets one message per `minInterval`, the next
+//! counting those held back. An App's channels reach public addresses only (`outbound`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -199,6 +199,7 @@ pub struct Channel {
     pub secret: Option<SecretRef>,
     pub events: Vec<EventKind>,
     pub min_interval: Duration,
+    pub requester: super::outbound::Requester,
 }
 
 /// Resolve an app's `notifications:` list; errors name the entry and field.
@@ -254,6 +255,7 @@ impl NotificationConfig {
             secret,
             events,
             min_interval,
+            requester: super::outbound::Requester::Operator,
         })
     }
 }
@@ -520,15 +522,15 @@ impl Notifier {
     /// Start the worker on the current Tokio runtime (an error outside one). Dropping
     /// every clone of the handle closes the queue; the worker drains it and ends.
     pub fn start(options: DeliveryOptions) -> Result<Notifier, DeliveryError> {
-        let client = delivery::client()?;
+        let clients = Arc::new(delivery::Clients::new(&options)?);
         let queue = Queue::new(options.queue_capacity);
         let worker = {
             let queue = queue.clone();
             delivery::spawn_worker(queue.clone(), move |_app, message: Message| {
-                let client = client.clone();
+                let clients = clients.clone();
                 let options = options.clone();
                 let queue = queue.clone();
-                async move { send(&client, &options, &queue, message).await }
+                async move { send(&clients, &options, &queue, message).await }
             })?
         };
         Ok(Notifier {
@@ -654,7 +656,7 @@ impl Message {
                 .map_err(|_| DeliveryError::Build("signature header".into()))?;
             headers.insert(HeaderName::from_static(SIGNATURE_HEADER), value);
         }
-        Ok(Post { url, headers, body })
+        Ok(Post::new(self.channel.requester, url, headers, body))
     }
 }
 
@@ -669,13 +671,13 @@ pub fn sign(key: &[u8], body: &[u8]) -> String {
 }
 
 async fn send(
-    client: &reqwest::Client,
+    clients: &delivery::Clients,
     options: &DeliveryOptions,
     queue: &Queue<Message>,
     message: Message,
 ) {
     let result = match message.post() {
-        Ok(post) => delivery::post_with_retry(client, options, &queue.counters, &post).await,
+        Ok(post) => delivery::post_with_retry(clients, options, &queue.counters, &post).await,
         Err(e) => Err(e),
     };
     let app = message.event.app.as_str();

@@ -425,13 +425,26 @@ pub enum Decision {
     Follow { holder: String, expires: Instant },
 }
 
+/// How long a record holds, on our clock: its `leaseDurationSeconds`, capped at the
+/// configured `lease_duration` (which also stands in for a missing or invalid one).
+/// client-go trusts the record alone; here anyone allowed to write the Lease could
+/// then stop every replica for as long as they liked (`leaseDurationSeconds: 3600`,
+/// issue #24). Replicas share one configuration, so the cap costs nothing between them;
+/// a shorter record (a release, a holder with a shorter lease) is still honoured.
+pub fn held_for(record: &LeaseRecord, lease_duration: Duration) -> Duration {
+    record
+        .lease_duration_seconds
+        .filter(|seconds| *seconds > 0)
+        .map(|seconds| Duration::from_secs(seconds.unsigned_abs()))
+        .map_or(lease_duration, |own| own.min(lease_duration))
+}
+
 /// client-go's `tryAcquireOrRenew`, as a pure function. `observed` is None when the
-/// Lease does not exist; `default_duration` stands in for a record without a valid
-/// `leaseDurationSeconds`.
+/// Lease does not exist; a record holds for [`held_for`] it and `lease_duration`.
 pub fn decide(
     observed: Option<&Observation>,
     identity: &str,
-    default_duration: Duration,
+    lease_duration: Duration,
     now: Instant,
 ) -> Decision {
     let Some(observed) = observed else {
@@ -443,13 +456,7 @@ pub fn decide(
     if holder == identity {
         return Decision::Renew;
     }
-    let duration = observed
-        .record
-        .lease_duration_seconds
-        .filter(|seconds| *seconds > 0)
-        .map(|seconds| Duration::from_secs(seconds.unsigned_abs()))
-        .unwrap_or(default_duration);
-    let expires = observed.since + duration;
+    let expires = observed.since + held_for(&observed.record, lease_duration);
     if expires <= now {
         Decision::Acquire
     } else {

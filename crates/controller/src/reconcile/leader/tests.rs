@@ -116,9 +116,32 @@ fn another_holder_is_followed_until_the_lease_expires_on_our_clock() {
         ),
         follow
     );
-    // The record's own duration wins over ours, and expiry is inclusive.
+    // The record's own (shorter) duration wins over ours, and expiry is inclusive.
     assert_eq!(
         decide(Some(&observed), ME, DURATION, t0 + Duration::from_secs(10)),
+        Decision::Acquire
+    );
+}
+
+#[test]
+fn a_record_asking_for_longer_than_ours_is_held_for_ours() {
+    // Issue #24: anyone who may write the Lease must not stop the replicas for an hour.
+    let t0 = Instant::now();
+    let forged = seen(
+        record(Some(OTHER), 3_600, "2026-11-22T01:00:00.000000Z"),
+        t0,
+    );
+    assert!(matches!(
+        decide(
+            Some(&forged),
+            ME,
+            DURATION,
+            t0 + DURATION - Duration::from_millis(1)
+        ),
+        Decision::Follow { .. }
+    ));
+    assert_eq!(
+        decide(Some(&forged), ME, DURATION, t0 + DURATION),
         Decision::Acquire
     );
 }

@@ -9,9 +9,9 @@
 //!   build and platform, so replicas of different versions agree ([`shard_of`]).
 //! - **Membership**: each replica renews a Lease of its own, `tether-member-<identity>`
 //!   (labelled `tether.dev/role: member`, with its status URL in an annotation). The
-//!   live members are those whose member Lease changed within its lease duration, judged
-//!   on the local clock as the elector judges the leader's. A member Lease left
-//!   unchanged for [`MEMBER_GC_LEASES`] lease durations is deleted by a live peer.
+//!   live members are those whose member Lease tether wrote ([`member`]) and which
+//!   changed within its lease duration, judged on the local clock as the elector judges
+//!   the leader's. One left unchanged for [`MEMBER_GC_LEASES`] durations is deleted.
 //! - **Balance**: from the live members every replica computes the same assignment,
 //!   rendezvous hashing (highest random weight) capped at a fair share: each member gets
 //!   `⌊N/M⌋` or `⌈N/M⌉` shards ([`assign`]). A replica starting first takes every shard,
@@ -31,7 +31,7 @@
 //! the task around them reads the Leases once per retry period, renews its own member
 //! Lease, and starts or releases electors.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +45,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::leader::{
     Decision, Elector, LeaderConfig, Leadership, LeaseRecord, MAX_RELEASE_TIME, Observation, Seat,
-    decide, join_within, next_record, observe,
+    decide, held_for, join_within, next_record, observe,
 };
+use member::text_at;
 use tether_core::cluster::{Cluster, ClusterError, Resolved};
 use tether_core::metrics::METRICS;
 use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+
+pub mod member;
 
 /// Shard `i`'s Lease is named this, then `i`.
 pub const SHARD_LEASE_PREFIX: &str = "tether-shard-";
@@ -178,20 +181,13 @@ pub fn step(holding: bool, assigned_here: bool, orphaned: bool) -> Step {
 
 /// Whether a shard's Lease has been left alone long enough for anyone to take it: absent
 /// or unheld for a full lease duration, or held and not renewed for its own duration
-/// plus a full lease duration. `observed` is the Lease as last seen (an absent Lease is
+/// (capped at ours: [`held_for`]) plus a full lease duration. `observed` is the Lease as last seen (an absent Lease is
 /// observed as the empty record), with when it was first seen so.
 pub fn orphaned(observed: &Observation, lease_duration: Duration, now: Instant) -> bool {
     let quiet = now.saturating_duration_since(observed.since);
     match &observed.record.holder {
         None => quiet >= lease_duration,
-        Some(_) => {
-            let own = observed
-                .record
-                .lease_duration_seconds
-                .filter(|s| *s > 0)
-                .map_or(lease_duration, |s| Duration::from_secs(s.unsigned_abs()));
-            quiet >= own + lease_duration
-        }
+        Some(_) => quiet >= held_for(&observed.record, lease_duration) + lease_duration,
     }
 }
 
@@ -389,6 +385,7 @@ impl Sharding {
             shard_leases: vec![None; shards as usize],
             electors: HashMap::new(),
             known: false,
+            refused: HashMap::new(),
         };
         let task = tokio::spawn(manager.run(stop.clone(), let_go.clone()));
         let ownership = Ownership {
@@ -456,6 +453,8 @@ struct Manager {
     /// The electors running here, by shard.
     electors: HashMap<u32, Elector>,
     known: bool,
+    /// Member Leases refused as not tether's: see [`member::log_refusal`].
+    refused: HashMap<String, String>,
 }
 
 struct Member {
@@ -504,6 +503,10 @@ impl Manager {
         let mut own_lease = None;
         let mut seen_members = HashMap::new();
         let mut seen_shards: Vec<LeaseRecord> = vec![LeaseRecord::default(); self.seats.len()];
+        let names: HashSet<String> = listed
+            .iter()
+            .filter_map(|l| text_at(l, "/metadata/name"))
+            .collect();
         for lease in listed {
             let Some(name) = lease.pointer("/metadata/name").and_then(Value::as_str) else {
                 continue;
@@ -518,23 +521,24 @@ impl Manager {
             {
                 seen_shards[shard] = LeaseRecord::from_lease(&lease);
             } else if name.starts_with(MEMBER_LEASE_PREFIX) {
+                let url = match member::trusted_member(&lease, name) {
+                    Ok((_, url)) => url,
+                    Err(err) => {
+                        member::log_refusal(&mut self.refused, name, &lease, &err);
+                        continue;
+                    }
+                };
                 let previous = self.members.get(name).map(|m| &m.observed);
                 let member = Member {
                     observed: observe(previous, LeaseRecord::from_lease(&lease), now),
-                    url: lease
-                        .pointer("/metadata/annotations")
-                        .and_then(|a| a.get(STATUS_URL_ANNOTATION))
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    uid: lease
-                        .pointer("/metadata/uid")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    url,
+                    uid: text_at(&lease, "/metadata/uid"),
                 };
                 seen_members.insert(name.to_string(), member);
             }
         }
         self.members = seen_members;
+        self.refused.retain(|name, _| names.contains(name));
         for (slot, record) in self.shard_leases.iter_mut().zip(seen_shards) {
             *slot = Some(observe(slot.as_ref(), record, now));
         }
@@ -664,10 +668,7 @@ impl Manager {
                     since: Instant::now(),
                 };
                 let url = self.config.status_url.clone();
-                let uid = lease
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
+                let uid = text_at(&lease, "/metadata/uid");
                 self.members.insert(name, Member { observed, url, uid });
                 Ok(())
             }

@@ -169,10 +169,15 @@ fn an_orphan_is_a_lease_left_alone_a_full_lease_duration_past_its_expiry() {
     let free = observed(None, Some(1), start);
     assert!(!orphaned(&free, lease, at(1_999)));
     assert!(orphaned(&free, lease, at(2_000)));
-    // Held and no longer renewed: its own duration (3 s), then one more lease duration.
-    let held = observed(Some("dead_1"), Some(3), start);
-    assert!(!orphaned(&held, lease, at(4_999)));
-    assert!(orphaned(&held, lease, at(5_000)));
+    // Held and no longer renewed: its own duration (1 s), then one more lease duration.
+    let held = observed(Some("dead_1"), Some(1), start);
+    assert!(!orphaned(&held, lease, at(2_999)));
+    assert!(orphaned(&held, lease, at(3_000)));
+    // A record asking for longer than ours is held for ours: a Lease written with
+    // `leaseDurationSeconds: 3600` stops no shard for an hour (issue #24).
+    let forged = observed(Some("evil"), Some(3_600), start);
+    assert!(!orphaned(&forged, lease, at(3_999)));
+    assert!(orphaned(&forged, lease, at(4_000)));
     // Without a valid duration in the record, the configured one stands in.
     let odd = observed(Some("dead_1"), Some(0), start);
     assert!(!orphaned(&odd, lease, at(3_999)));

@@ -498,7 +498,12 @@ async function act(name, action, done) {
   const button = action === "sync" ? $("sync") : $("suspend");
   if (button) button.disabled = true;
   try {
-    const res = await api(`/api/v1/apps/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+    // JSON, as the API asks of every change (a cross-site form cannot send it).
+    const res = await api(`/api/v1/apps/${encodeURIComponent(name)}/${action}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
     const body = await res.json().catch(() => ({}));
     notify(res.ok ? `${done}: ${name}` : `${action} refused: ${body.error || res.status}`);
   } catch (e) {
