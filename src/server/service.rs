@@ -76,6 +76,39 @@ pub enum ServeError {
     },
 }
 
+/// Why an app's worker cannot start: who it would act as, or how to reach its cluster.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// An App object names no ServiceAccount and the server has none by default: it
+    /// would act as tether itself (issue #24). Needs a change of the App (or of the
+    /// server's setting); retrying cannot help.
+    #[error(
+        "App {0}: spec.serviceAccountName is required: an App acts only as a ServiceAccount \
+         of its own namespace, never as tether (or the operator sets \
+         server.defaultServiceAccount)"
+    )]
+    NoServiceAccount(String),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+}
+
+impl StartError {
+    /// The condition reason the app's status shows.
+    fn reason(&self) -> &'static str {
+        match self {
+            StartError::NoServiceAccount(_) => "ServiceAccountNameRequired",
+            StartError::Cluster(_) => "ClusterFailed",
+        }
+    }
+
+    fn is_retryable(&self) -> bool {
+        match self {
+            StartError::NoServiceAccount(_) => false,
+            StartError::Cluster(err) => err.is_retryable(),
+        }
+    }
+}
+
 /// One running app: its worker and its source watcher.
 struct Running {
     handle: AppHandle,
@@ -546,13 +579,19 @@ impl Contexts {
     /// What `app`'s worker uses: its cluster's connection and cache, through a
     /// connection that impersonates its ServiceAccount when it has one (or the
     /// server has a default). Its inventory stays tether's (see `cluster::tenancy`).
+    /// Only the configuration file's apps (the operator's own) may act as tether: an
+    /// App object without a ServiceAccount is refused before anything is read for it.
     async fn for_app(
         &mut self,
         app: &AppConfig,
         config: &Config,
-    ) -> Result<(Target, Arc<Shared>), ClusterError> {
+    ) -> Result<(Target, Arc<Shared>), StartError> {
+        let account = app.service_account(self.default_service_account.as_deref());
+        if account.is_none() && app.tenant_namespace.is_some() {
+            return Err(StartError::NoServiceAccount(app.name.replacen('.', "/", 1)));
+        }
         let (target, base) = self.shared(app, config).await?;
-        let Some(account) = app.service_account(self.default_service_account.as_deref()) else {
+        let Some(account) = account else {
             return Ok((target, base));
         };
         let bookkeeping = Bookkeeping {
@@ -569,7 +608,7 @@ impl Contexts {
             Ok(cluster) => cluster,
             Err(err) => {
                 self.release(&target, &app.name);
-                return Err(err);
+                return Err(err.into());
             }
         };
         tracing::info!(app = %app.name, service_account = %account, "acting as a ServiceAccount");
@@ -657,12 +696,12 @@ impl Contexts {
         let (target, shared) = match self.for_app(app, config).await {
             Ok(found) => found,
             Err(err) => {
-                tracing::error!(app = %app.name, error = %err, "cannot reach the app's cluster; not started");
-                let message = err.to_string();
+                tracing::error!(app = %app.name, error = %err, "cannot set up the app's cluster or identity; not started");
+                let (message, reason) = (err.to_string(), err.reason());
                 self.statuses.update(&app.name, |s| {
                     let now = chrono::Utc::now();
-                    s.set_condition("Ready", "False", "ClusterFailed", &message, now);
-                    s.set_condition("Stalled", "True", "ClusterFailed", &message, now);
+                    s.set_condition("Ready", "False", reason, &message, now);
+                    s.set_condition("Stalled", "True", reason, &message, now);
                 });
                 return Ok(());
             }

@@ -24,7 +24,6 @@ use crate::config::{
 };
 use crate::manifest::ManifestSet;
 use crate::metrics::METRICS;
-use crate::ownership::inventory_name;
 use crate::reconcile::shard::Ownership;
 use crate::report::status::{AppStatus, PassResult, Statuses};
 use crate::source::Triggers;
@@ -587,17 +586,37 @@ impl Contexts {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        // The App's own cluster and identity: its objects are pruned as it applied them.
-        let target = match &app.config {
-            Ok(c) => match self.for_app(c, config).await {
+        // The App's own cluster and identity: its objects are pruned as it applied
+        // them, never as tether. Without one (a spec that no longer parses, no
+        // ServiceAccount, its kubeconfig Secret gone) they are left in place and the
+        // log says which and why, as Flux's finalizer does; a failure that may pass
+        // (the API server busy) leaves the App for the next list of Apps to finish.
+        let pruner = match (app.deletion_policy, &app.config) {
+            (DeletionPolicy::Orphan, _) => None,
+            (DeletionPolicy::Prune, Err(invalid)) => {
+                left_in_place(&id, invalid);
+                None
+            }
+            (DeletionPolicy::Prune, Ok(c)) => match self.for_app(c, config).await {
                 Ok((target, shared)) => {
                     let cluster = shared.cluster.clone();
                     self.release(&target, &id);
-                    cluster
+                    Some(cluster)
                 }
-                Err(_) => self.default.clone(),
+                Err(err) if err.is_retryable() => {
+                    tracing::warn!(app = %id, error = %err, "cannot finish the App's deletion yet");
+                    self.app_objects
+                        .finalizing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                    return;
+                }
+                Err(err) => {
+                    left_in_place(&id, &err.to_string());
+                    None
+                }
             },
-            Err(_) => self.default.clone(),
         };
         let apps_cluster = self.default.clone();
         let inventory_namespace = config.inventory_namespace.clone();
@@ -611,9 +630,9 @@ impl Contexts {
             .unwrap_or_default();
         tokio::spawn(async move {
             loop {
-                let pruned = match app.deletion_policy {
-                    DeletionPolicy::Orphan => Ok(()),
-                    DeletionPolicy::Prune => prune_all(&target, &id, &inventory_namespace).await,
+                let pruned = match &pruner {
+                    None => Ok(()),
+                    Some(cluster) => prune_all(cluster, &id, &inventory_namespace).await,
                 };
                 let released = match pruned {
                     Ok(()) => apps_cluster
@@ -658,6 +677,17 @@ impl Contexts {
     }
 }
 
+/// Says that a deleted App's objects stay, because there is no identity to prune
+/// them as but tether's own.
+fn left_in_place(app: &str, why: &str) {
+    tracing::warn!(
+        app = %app,
+        reason = %why,
+        "App deleted with deletionPolicy Prune, but its objects are left in place: \
+         they are pruned only as the App's own ServiceAccount"
+    );
+}
+
 /// Prunes everything the app's inventory holds (the sync of nothing, with prune on:
 /// the same path, guards and `tether.dev/prune: disabled` as any pass), then removes
 /// the inventory itself.
@@ -675,19 +705,7 @@ async fn prune_all(cluster: &Cluster, app: &str, inventory_namespace: &str) -> R
     if report.failed() {
         return Err(format!("{app}: some objects could not be pruned"));
     }
-    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let configmaps = cluster
-        .resolve(&gvk)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the cluster serves no ConfigMaps")?;
-    cluster
-        .delete(
-            &configmaps,
-            Some(inventory_namespace),
-            &inventory_name(app),
-            None,
-        )
+    crate::sync::inventory::remove(cluster, app, inventory_namespace)
         .await
         .map_err(|e| e.to_string())
 }

@@ -25,8 +25,7 @@ use crate::cluster::{Cluster, ClusterError, Resolved};
 use crate::config::{APP_GROUP, APP_KIND, APP_VERSION};
 use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-/// The ConfigMap naming the configuration file's apps suspended from the API.
-pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
+pub use crate::ownership::SUSPENDED_CONFIGMAP;
 
 /// Why a Suspend or Resume could not be recorded; nothing changed then.
 #[derive(Debug, thiserror::Error)]
