@@ -3,7 +3,10 @@
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 mod apps;
+mod identity;
 mod suspend;
+
+use identity::StartError;
 
 pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
@@ -74,39 +77,6 @@ pub enum ServeError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
-}
-
-/// Why an app's worker cannot start: who it would act as, or how to reach its cluster.
-#[derive(Debug, thiserror::Error)]
-enum StartError {
-    /// An App object names no ServiceAccount and the server has none by default: it
-    /// would act as tether itself (issue #24). Needs a change of the App (or of the
-    /// server's setting); retrying cannot help.
-    #[error(
-        "App {0}: spec.serviceAccountName is required: an App acts only as a ServiceAccount \
-         of its own namespace, never as tether (or the operator sets \
-         server.defaultServiceAccount)"
-    )]
-    NoServiceAccount(String),
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-}
-
-impl StartError {
-    /// The condition reason the app's status shows.
-    fn reason(&self) -> &'static str {
-        match self {
-            StartError::NoServiceAccount(_) => "ServiceAccountNameRequired",
-            StartError::Cluster(_) => "ClusterFailed",
-        }
-    }
-
-    fn is_retryable(&self) -> bool {
-        match self {
-            StartError::NoServiceAccount(_) => false,
-            StartError::Cluster(err) => err.is_retryable(),
-        }
-    }
 }
 
 /// One running app: its worker and its source watcher.

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::left_in_place;
 use super::{Contexts, STOP_GRACE, ServeError, stop_app};
 use crate::cluster::objects::Watched;
 use crate::cluster::{Cluster, Resolved};
@@ -586,17 +587,12 @@ impl Contexts {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        // The App's own cluster and identity: its objects are pruned as it applied
-        // them, never as tether. Without one (a spec that no longer parses, no
-        // ServiceAccount, its kubeconfig Secret gone) they are left in place and the
-        // log says which and why, as Flux's finalizer does; a failure that may pass
-        // (the API server busy) leaves the App for the next list of Apps to finish.
+        // Pruned as the App applied them, never as tether: without its identity (see
+        // `identity`) the objects stay, as Flux's finalizer leaves them; a failure that
+        // may pass leaves the App for the next list of Apps to finish.
         let pruner = match (app.deletion_policy, &app.config) {
             (DeletionPolicy::Orphan, _) => None,
-            (DeletionPolicy::Prune, Err(invalid)) => {
-                left_in_place(&id, invalid);
-                None
-            }
+            (DeletionPolicy::Prune, Err(invalid)) => left_in_place(&id, invalid),
             (DeletionPolicy::Prune, Ok(c)) => match self.for_app(c, config).await {
                 Ok((target, shared)) => {
                     let cluster = shared.cluster.clone();
@@ -612,10 +608,7 @@ impl Contexts {
                         .remove(&id);
                     return;
                 }
-                Err(err) => {
-                    left_in_place(&id, &err.to_string());
-                    None
-                }
+                Err(err) => left_in_place(&id, &err.to_string()),
             },
         };
         let apps_cluster = self.default.clone();
@@ -675,17 +668,6 @@ impl Contexts {
                 .remove(&id);
         });
     }
-}
-
-/// Says that a deleted App's objects stay, because there is no identity to prune
-/// them as but tether's own.
-fn left_in_place(app: &str, why: &str) {
-    tracing::warn!(
-        app = %app,
-        reason = %why,
-        "App deleted with deletionPolicy Prune, but its objects are left in place: \
-         they are pruned only as the App's own ServiceAccount"
-    );
 }
 
 /// Prunes everything the app's inventory holds (the sync of nothing, with prune on:
