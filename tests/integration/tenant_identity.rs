@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use tether::sandbox::{SandboxOptions, UserRequest};
+use tether_sandbox::{SandboxOptions, UserRequest};
 
 use crate::app_crd::{app, app_yaml, exists, install_crd};
 use crate::serve::{Serve, configmap, origin, server_section};
