@@ -56,8 +56,13 @@ fn repository(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
 
+/// The ServiceAccount every App acts as (issue #24: an App never acts as tether),
+/// allowed everything: a single-team install's.
+const DEPLOYER: &str = "fleet-deployer";
+
 fn spec(url: &str, app: usize) -> Value {
     json!({
+        "serviceAccountName": DEPLOYER,
         "source": {"repo": url, "ref": "main", "path": format!("apps/{app}"), "interval": POLL},
         "destination": {"namespace": OBJECTS_NAMESPACE},
         "sync": {"automated": true, "prune": true},
@@ -93,6 +98,53 @@ async fn sandbox_with_namespaces(dir: &Path) -> (Sandbox, PathBuf, kube::Client)
             .expect("create namespace");
     }
     (sandbox, kubeconfig, client)
+}
+
+/// [`DEPLOYER`] in the Apps' namespace, bound to a ClusterRole of `*` rules.
+async fn trust_deployer(client: &kube::Client) {
+    let rbac = "rbac.authorization.k8s.io";
+    let objects = [
+        (
+            dynamic(
+                client,
+                "",
+                "v1",
+                "ServiceAccount",
+                "serviceaccounts",
+                Some(APPS_NAMESPACE),
+            ),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": DEPLOYER, "namespace": APPS_NAMESPACE}}),
+        ),
+        (
+            dynamic(client, rbac, "v1", "ClusterRole", "clusterroles", None),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": DEPLOYER},
+                   "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        ),
+        (
+            dynamic(
+                client,
+                rbac,
+                "v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                None,
+            ),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": DEPLOYER},
+                   "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": DEPLOYER},
+                   "subjects": [{"kind": "ServiceAccount", "name": DEPLOYER, "namespace": APPS_NAMESPACE}]}),
+        ),
+    ];
+    for (api, object) in objects {
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(object).expect("an RBAC object"),
+        )
+        .await
+        .expect("create the deployer's RBAC");
+    }
 }
 
 fn dynamic(
@@ -159,6 +211,7 @@ async fn main() {
     )
     .await
     .expect("create the CRD");
+    trust_deployer(&client).await;
     let mut crd_serve = serve(
         dir.path(),
         "crd",

@@ -15,7 +15,7 @@ use crate::support::{TestSandbox, eventually};
 /// Long enough that only webhooks and spec changes move an app during a test.
 const POLL: &str = "1h";
 
-async fn install_crd(sandbox: &TestSandbox) {
+pub(crate) async fn install_crd(sandbox: &TestSandbox) {
     // `tether crd | kubectl apply -f -`, as the README says for installs without Helm.
     let crd = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
         .arg("crd")
@@ -30,13 +30,13 @@ async fn install_crd(sandbox: &TestSandbox) {
         .ok();
 }
 
-fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
+pub(crate) fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
     format!(
         "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n{spec}"
     )
 }
 
-async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
+pub(crate) async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
     let out = sandbox
         .kubectl(&["get", "tapp", name, "-n", namespace, "-o", "json"])
         .await
@@ -44,7 +44,7 @@ async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
     serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
 }
 
-async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> bool {
+pub(crate) async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> bool {
     sandbox
         .kubectl(&["get", kind, name, "-n", namespace])
         .await
@@ -67,6 +67,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
         sandbox.namespace(ns).await;
     }
     install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team-a", "deployer").await;
     let origin = origin(
         &sandbox,
         &[
@@ -85,7 +86,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
 
     let spec = |path: &str| {
         format!(
-            "  source: {{repo: \"{}\", ref: main, path: {path}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, allowMassPrune: true}}\n  deletionPolicy: Prune\n",
+            "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: {path}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, allowMassPrune: true}}\n  deletionPolicy: Prune\n",
             origin.url
         )
     };
@@ -253,6 +254,7 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
         sandbox.namespace(ns).await;
     }
     install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team-b", "deployer").await;
     let origin = origin(
         &sandbox,
         &[("apps/kept/config.yaml", &configmap("kept", "live", "k"))],
@@ -260,7 +262,7 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "orphan", &format!("{server}apps: []\n"), &[]).await;
     let kept = format!(
-        "  source: {{repo: \"{}\", ref: main, path: apps/kept, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
+        "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/kept, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     // Schema and CEL let it through; the configuration's own check does not.
@@ -430,8 +432,9 @@ async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
     );
 
     install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team-d", "deployer").await;
     let spec = format!(
-        "  source: {{repo: \"{}\", ref: main, path: apps/late, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
+        "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/late, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     sandbox
@@ -547,8 +550,9 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
     );
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "gitsecret", &format!("{server}apps: []\n"), &[]).await;
+    sandbox.trusted_service_account("team-s", "deployer").await;
     let spec = format!(
-        "  source:\n    repo: \"{}\"\n    ref: main\n    path: apps/private\n    interval: 1s\n    \
+        "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    ref: main\n    path: apps/private\n    interval: 1s\n    \
          credentials:\n      secretRef: {{name: git-creds}}\n  destination: {{namespace: live}}\n  \
          sync: {{automated: true}}\n",
         http.url("apps.git")

@@ -91,6 +91,22 @@ impl Rendered {
         found[0]
     }
 
+    #[track_caller]
+    fn named(&self, kind: &str, name: &str) -> &Value {
+        let found: Vec<&Value> = self
+            .all(kind)
+            .into_iter()
+            .filter(|o| o["metadata"]["name"] == name)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "exactly one {kind} {name} in:\n{}",
+            self.text
+        );
+        found[0]
+    }
+
     fn container(&self) -> &Value {
         &self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
     }
@@ -370,13 +386,18 @@ async fn default_values_render_a_hardened_leader_elected_deployment_that_applies
     assert_eq!(config["leaderElection"]["leaseName"], FULLNAME);
     assert_eq!(config["server"]["webhooks"]["allowUnsigned"], false);
 
-    // Broad rights cluster-wide (tether applies whatever its apps hold), bound to the
-    // ServiceAccount; the Lease and the inventory in the release namespace.
-    let cluster_role = rendered.one("ClusterRole");
-    // (then the App object rules: see the_chart_ships_the_app_crd_…)
+    // Reads cluster-wide (the watch cache), bound to the ServiceAccount; the Lease and
+    // the inventory in the release namespace (issue #24: see
+    // tether_itself_writes_nothing_…).
+    let cluster_role = rendered.named("ClusterRole", FULLNAME);
+    // (then impersonation and the App object rules: see the_chart_ships_the_app_crd_…)
     assert_eq!(
         rules_of(cluster_role)[0],
-        (vec!["*".into()], vec!["*".into()], vec!["*".into()])
+        (
+            vec!["*".into()],
+            vec!["*".into()],
+            vec!["get".into(), "list".into(), "watch".into()]
+        )
     );
     let binding = rendered.one("ClusterRoleBinding");
     assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
@@ -426,7 +447,7 @@ async fn default_values_render_a_hardened_leader_elected_deployment_that_applies
         rendered.one("ConfigMap")["data"]["tether.yaml"]
     );
     let live_role = get(&sandbox, "clusterrole", FULLNAME, None).await;
-    assert_eq!(live_role["rules"][0]["verbs"][0], "*");
+    assert_eq!(live_role["rules"][0]["verbs"][0], "get");
     let live_binding = get(&sandbox, "clusterrolebinding", FULLNAME, None).await;
     assert_eq!(live_binding["roleRef"]["name"], FULLNAME);
     get(&sandbox, "serviceaccount", FULLNAME, Some(namespace)).await;
@@ -989,6 +1010,110 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
     assert!(rendered.container()["command"].is_null());
 }
 
+/// Issue #24: by default tether itself writes nothing of the cluster's objects (it
+/// reads, impersonates ServiceAccounts, and keeps its own state and App objects), Apps
+/// act as `tether-tenant` of their namespace, and the chart ships the ClusterRole a
+/// platform team binds for a tenant. `rbac.singleTeam` restores every right.
+#[tokio::test]
+async fn tether_itself_writes_nothing_and_apps_act_as_tenants_by_default() {
+    let namespace = "tether-system";
+    let rendered = render(namespace, "");
+    let writes = [
+        "*",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
+    let own = rules_of(rendered.named("ClusterRole", FULLNAME));
+    for (groups, resources, verbs) in &own {
+        let writing = verbs.iter().any(|v| writes.contains(&v.as_str()));
+        assert!(
+            !writing || groups == &["tether.dev"],
+            "tether may write {groups:?}/{resources:?}: {verbs:?}"
+        );
+    }
+    assert!(own.contains(&(
+        vec!["".into()],
+        vec!["serviceaccounts".into()],
+        vec!["impersonate".into()]
+    )));
+    assert_eq!(
+        rendered.config()["server"]["defaultServiceAccount"],
+        "tether-tenant"
+    );
+    let tenant = rendered.named("ClusterRole", &format!("{FULLNAME}-tenant"));
+    let tenant_rules = rules_of(tenant);
+    assert!(
+        tenant_rules.iter().any(|(_, resources, verbs)| resources
+            .contains(&"deployments".to_string())
+            && verbs.contains(&"patch".to_string())),
+        "{tenant_rules:?}"
+    );
+    // Bound by nothing the chart makes: the platform team binds it per namespace.
+    for binding in rendered
+        .all("ClusterRoleBinding")
+        .into_iter()
+        .chain(rendered.all("RoleBinding"))
+    {
+        assert_ne!(binding["roleRef"]["name"], tenant["metadata"]["name"]);
+    }
+
+    // Installed, the API server agrees: tether may impersonate and read, not write.
+    let sandbox = install(&rendered, &[namespace]).await;
+    let as_tether = format!("--as=system:serviceaccount:{namespace}:{FULLNAME}");
+    let can_i = |verb: &'static str, what: &'static str, ns: &'static str| {
+        let (sandbox, as_tether) = (&sandbox, as_tether.clone());
+        async move {
+            let out = sandbox
+                .kubectl(&["auth", "can-i", verb, what, "-n", ns, &as_tether])
+                .await;
+            out.stdout.trim().to_string()
+        }
+    };
+    assert_eq!(
+        can_i("impersonate", "serviceaccounts", "team-a").await,
+        "yes"
+    );
+    assert_eq!(can_i("list", "secrets", "team-a").await, "yes");
+    assert_eq!(can_i("create", "clusterrolebindings", "team-a").await, "no");
+    assert_eq!(can_i("patch", "configmaps", "kube-system").await, "no");
+    assert_eq!(
+        can_i("patch", "configmaps", namespace).await,
+        "yes",
+        "its inventory"
+    );
+
+    // One team: every right, as before issue #24.
+    let single = render(
+        namespace,
+        "rbac: {singleTeam: true}
+",
+    );
+    let own = rules_of(single.named("ClusterRole", FULLNAME));
+    assert_eq!(
+        own[0],
+        (vec!["*".into()], vec!["*".into()], vec!["*".into()])
+    );
+    // No default: every App names its ServiceAccount; no tenant ClusterRole if unwanted.
+    let strict = render(
+        namespace,
+        "tenants: {defaultServiceAccount: \"\", createClusterRole: false}\n",
+    );
+    assert!(strict.config()["server"]["defaultServiceAccount"].is_null());
+    assert_eq!(strict.all("ClusterRole").len(), 1);
+    // The configuration's own setting wins over the chart's default.
+    let own_default = render(
+        namespace,
+        "config:\n  server:\n    defaultServiceAccount: deployer\n",
+    );
+    assert_eq!(
+        own_default.config()["server"]["defaultServiceAccount"],
+        "deployer"
+    );
+}
+
 /// The `yaml` blocks of the chart's README, in order.
 fn readme_values() -> Vec<String> {
     let readme = std::fs::read_to_string(chart_dir().join("README.md")).expect("README.md");
@@ -1120,13 +1245,13 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
             .collect()
     };
     let rendered = render("tether-system", "");
-    let rules = app_rules(rendered.one("ClusterRole"));
+    let rules = app_rules(rendered.named("ClusterRole", FULLNAME));
     assert_eq!(rules.len(), 2, "{rules:?}");
     assert_eq!(rules[0].1, ["apps"]);
     assert_eq!(rules[0].2, ["get", "list", "watch", "patch", "update"]);
     assert_eq!(rules[1].1, ["apps/status"]);
     assert_eq!(rules[1].2, ["get", "patch", "update"]);
-    let crd_rule = &rendered.one("ClusterRole")["rules"]
+    let crd_rule = &rendered.named("ClusterRole", FULLNAME)["rules"]
         .as_array()
         .and_then(|r| r.last())
         .cloned()
@@ -1154,7 +1279,7 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
         "tether-system",
         "config:\n  server:\n    apps:\n      enabled: false\n",
     );
-    assert!(app_rules(off.one("ClusterRole")).is_empty());
+    assert!(app_rules(off.named("ClusterRole", FULLNAME)).is_empty());
 
     // Applied as Helm would (CRDs first), the CRD serves `kubectl get tapp`.
     let sandbox = TestSandbox::start().await;

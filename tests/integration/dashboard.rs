@@ -801,8 +801,9 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         "server:\n  listen: 127.0.0.1:0\n  apiToken: {{secretFile: {}}}\napps: []\n",
         token_file.display()
     );
+    sandbox.trusted_service_account("team-s", "deployer").await;
     let app = format!(
-        "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: team-s\nspec:\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live-s}}\n  sync: {{automated: true}}\n",
+        "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: team-s\nspec:\n  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live-s}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     sandbox

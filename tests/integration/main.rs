@@ -36,5 +36,6 @@ mod source;
 mod support;
 mod sync;
 mod tenancy;
+mod tenant_identity;
 mod webdriver;
 mod webhooks;

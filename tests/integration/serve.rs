@@ -58,6 +58,36 @@ impl Serve {
         extra: &[&str],
         env: &[(&str, String)],
     ) -> Serve {
+        Serve::spawn(sandbox, name, config, extra, env, &sandbox.kubeconfig).await
+    }
+
+    /// [`Serve::start`], acting as `user` (in `system:masters`): the sandbox's audit
+    /// tells its requests from the test's own.
+    pub(crate) async fn start_as(
+        sandbox: &TestSandbox,
+        name: &str,
+        config: &str,
+        user: &str,
+    ) -> Serve {
+        Serve::spawn(
+            sandbox,
+            name,
+            config,
+            &[],
+            &[],
+            &sandbox.kubeconfig_as(user),
+        )
+        .await
+    }
+
+    async fn spawn(
+        sandbox: &TestSandbox,
+        name: &str,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+        kubeconfig: &Path,
+    ) -> Serve {
         let dir = sandbox.dir.path();
         let path = dir.join(format!("{name}.yaml"));
         std::fs::write(&path, config).expect("write config");
@@ -67,7 +97,7 @@ impl Serve {
             .arg("--config")
             .arg(&path)
             .arg("--kubeconfig")
-            .arg(&sandbox.kubeconfig)
+            .arg(kubeconfig)
             .args(extra)
             .env("TETHER_CACHE_DIR", dir.join(format!("{name}-cache")))
             .env("RUST_LOG", "info")

@@ -9,7 +9,6 @@
 //! (`tether_shard_owned`) and handing them over on SIGTERM.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -82,21 +81,6 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// The sandbox's kubeconfig, impersonating `user` (in `system:masters`, so as allowed
-/// as the admin): the sandbox records each write with it.
-fn kubeconfig_as(sandbox: &TestSandbox, user: &str) -> PathBuf {
-    let text = std::fs::read_to_string(&sandbox.kubeconfig).expect("the kubeconfig");
-    let impersonating = text.replacen(
-        "\ncontexts:",
-        &format!("\n    as: {user}\n    as-groups:\n    - system:masters\ncontexts:"),
-        1,
-    );
-    assert_ne!(impersonating, text, "the kubeconfig has a user to extend");
-    let path = sandbox.dir.path().join(format!("kubeconfig-{user}"));
-    std::fs::write(&path, impersonating).expect("write the kubeconfig");
-    path
-}
-
 /// The replicas' shared peer token (`server.peerToken`, required with shards): one
 /// file for every test, written once.
 fn peer_token_file() -> &'static str {
@@ -148,7 +132,7 @@ async fn start_replica_configured(
     std::fs::write(&path, config(port)).expect("write the configuration");
     let options = ServeOptions {
         config: path,
-        kubeconfig: Some(kubeconfig_as(sandbox, user)),
+        kubeconfig: Some(sandbox.kubeconfig_as(user)),
         context: None,
         cache_dir: Some(dir.join(format!("{user}-cache"))),
         leader_elect: false,
@@ -778,10 +762,20 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
         )
         .await
         .ok();
-    let replicas = [
-        start_replica_with(&sandbox, None, "replica-a").await,
-        start_replica_with(&sandbox, None, "replica-b").await,
-    ];
+    // An App acts as a ServiceAccount (issue #24): each replica's default is its own,
+    // so the App's objects tell which replica wrote them too.
+    let mut replicas = Vec::new();
+    for user in ["replica-a", "replica-b"] {
+        sandbox.trusted_service_account("team-a", user).await;
+        let configured = |port| {
+            config(None, port).replacen(
+                "server:\n",
+                &format!("server:\n  defaultServiceAccount: {user}\n"),
+                1,
+            )
+        };
+        replicas.push(start_replica_configured(&sandbox, user, configured).await);
+    }
     let all: Vec<&Replica> = replicas.iter().collect();
     let held = wait_for_split(&sandbox, &all).await;
     sandbox.sandbox.reset_requests();
@@ -813,7 +807,11 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
     // Writes settle: the status of the last pass is written within a status period.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut by_app: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for write in sandbox.sandbox.writes() {
+    for mut write in sandbox.sandbox.writes() {
+        // Its objects as the replica's ServiceAccount, the rest as the replica.
+        if let Some(replica) = write.user.strip_prefix("system:serviceaccount:team-a:") {
+            write.user = replica.to_string();
+        }
         if !write.user.starts_with("replica-") {
             continue;
         }

@@ -247,6 +247,39 @@ impl TestSandbox {
         assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
     }
 
+    /// The sandbox's kubeconfig, impersonating `user` (in `system:masters`, so as
+    /// allowed as the admin): the sandbox's audit records each request with it.
+    pub fn kubeconfig_as(&self, user: &str) -> PathBuf {
+        let text = std::fs::read_to_string(&self.kubeconfig).expect("the kubeconfig");
+        let impersonating = text.replacen(
+            "\ncontexts:",
+            &format!("\n    as: {user}\n    as-groups:\n    - system:masters\ncontexts:"),
+            1,
+        );
+        assert_ne!(impersonating, text, "the kubeconfig has a user to extend");
+        let path = self.dir.path().join(format!("kubeconfig-{user}"));
+        std::fs::write(&path, impersonating).expect("write the kubeconfig");
+        path
+    }
+
+    /// The ServiceAccount `namespace/name`, allowed everything by a ClusterRole of `*`
+    /// rules: what an App acts as in a single-team install, whose operator trusts every
+    /// App author with the whole cluster (README, Tenancy and other clusters).
+    pub async fn trusted_service_account(&self, namespace: &str, name: &str) {
+        let role = format!("trusted-{namespace}-{name}");
+        let yaml = format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: {namespace}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {role}\n\
+             rules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {role}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\n\
+             subjects:\n- kind: ServiceAccount\n  name: {name}\n  namespace: {namespace}\n"
+        );
+        self.kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
+            .await
+            .ok();
+    }
+
     /// Opens a watch and returns its events until `done` says so (or the stream ends),
     /// failing the test if that takes longer than `timeout`.
     pub async fn watch_until(

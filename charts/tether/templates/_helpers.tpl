@@ -151,6 +151,9 @@ values.yaml, `config`). */}}
 {{- fail "config.server.shutdownTimeout is set by the chart (terminationGracePeriodSeconds less 5s): set terminationGracePeriodSeconds" -}}
 {{- end -}}
 {{- $_ := set $server "shutdownTimeout" (include "tether.shutdownTimeout" .) -}}
+{{- if and .Values.tenants.defaultServiceAccount (not $server.defaultServiceAccount) -}}
+{{- $_ := set $server "defaultServiceAccount" .Values.tenants.defaultServiceAccount -}}
+{{- end -}}
 {{- $_ := set $config "server" $server -}}
 {{- if not $config.inventoryNamespace }}{{ $_ := set $config "inventoryNamespace" .Release.Namespace }}{{ end -}}
 {{- $election := deepCopy ($config.leaderElection | default dict) -}}
@@ -181,6 +184,24 @@ values.yaml, `config`). */}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/*
+tether's own rights besides its state and App objects: every right with
+rbac.singleTeam, else rbac.rules (reads by default); and always `impersonate` on
+ServiceAccounts, which every App acts as.
+*/}}
+{{- define "tether.ownRules" -}}
+{{- if .Values.rbac.singleTeam }}
+  - apiGroups: ["*"]
+    resources: ["*"]
+    verbs: ["*"]
+{{- else }}
+{{- toYaml .Values.rbac.rules | nindent 2 }}
+{{- end }}
+  - apiGroups: [""]
+    resources: [serviceaccounts]
+    verbs: [impersonate]
+{{- end }}
 
 {{/*
 What `tether serve` needs for App objects (apps.tether.dev, the chart's crds/), unless

@@ -66,10 +66,12 @@ impl Faults {
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Mutex<BTreeMap<(String, String), u64>>,
-    /// Writes that were not dry runs, by the user they ran as (after impersonation):
-    /// how a test tells replicas apart when each impersonates a user of its own.
-    /// The last [`MAX_RECORDED_WRITES`], so a long-running sandbox stays bounded.
-    writes: Mutex<VecDeque<UserWrite>>,
+    /// Every request that reached RBAC, by the user it ran as (after impersonation),
+    /// allowed or refused, as kube-apiserver's audit log records it: how a test tells
+    /// replicas apart when each impersonates a user of its own, and proves which
+    /// identity acted for a tenant. The last [`MAX_RECORDED_REQUESTS`], so a long-running sandbox stays
+    /// bounded.
+    audit: Mutex<VecDeque<UserRequest>>,
     serving_nanos: AtomicU64,
     /// Open watches, by the `timeoutSeconds` each runs for.
     open_watches: Mutex<BTreeMap<u64, u64>>,
@@ -120,21 +122,17 @@ impl Counters {
             .or_default() += 1;
     }
 
-    pub fn record_write(&self, user: &str, verb: &str, path: &str) {
-        let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        if writes.len() >= MAX_RECORDED_WRITES {
-            writes.pop_front();
+    pub fn record_request(&self, request: UserRequest) {
+        let mut audit = self.audit.lock().unwrap_or_else(|p| p.into_inner());
+        if audit.len() >= MAX_RECORDED_REQUESTS {
+            audit.pop_front();
         }
-        writes.push_back(UserWrite {
-            user: user.to_string(),
-            verb: verb.to_string(),
-            path: path.to_string(),
-        });
+        audit.push_back(request);
     }
 
-    /// The writes recorded so far, oldest first.
-    pub fn writes(&self) -> Vec<UserWrite> {
-        self.writes
+    /// The requests recorded so far, oldest first.
+    pub fn audit(&self) -> Vec<UserRequest> {
+        self.audit
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
@@ -216,10 +214,7 @@ impl Counters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.audit.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
         self.reset_peak_in_flight();
         // Open watches are a state, not a count since the reset.
@@ -227,15 +222,26 @@ impl Counters {
     }
 }
 
-/// Writes kept by [`Counters`]: a cold sync of 100,000 objects, about 10 MB.
-pub const MAX_RECORDED_WRITES: usize = 100_000;
+/// Requests kept by [`Counters`]' audit: a test's whole story (a few thousand
+/// requests), in about 4 MB at most however long the sandbox runs.
+pub const MAX_RECORDED_REQUESTS: usize = 20_000;
 
-/// One write (not a dry run): who, which verb, which path.
+/// One request as the audit records it: who, which verb, which path, whether it was
+/// a dry run (which changes nothing) and whether RBAC allowed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserWrite {
+pub struct UserRequest {
     pub user: String,
     pub verb: String,
     pub path: String,
+    pub dry_run: bool,
+    pub allowed: bool,
+}
+
+impl UserRequest {
+    /// A write RBAC allowed that was not a dry run.
+    pub fn is_write(&self) -> bool {
+        self.allowed && WRITE_VERBS.contains(&self.verb.as_str()) && !self.dry_run
+    }
 }
 
 /// A snapshot of the request counters.
@@ -317,12 +323,29 @@ mod tests {
         assert_eq!(counts.get("patch", "apps/deployments"), 2);
         assert_eq!(counts.verb("get"), 1);
         assert_eq!(counts.writes(), 3);
-        counters.record_write("replica-a", "patch", "/api/v1/namespaces/a/configmaps/x");
-        assert_eq!(counters.writes().len(), 1);
-        assert_eq!(counters.writes()[0].user, "replica-a");
+        let request = |user: &str, verb: &str, dry_run: bool, allowed: bool| UserRequest {
+            user: user.into(),
+            verb: verb.into(),
+            path: "/api/v1/namespaces/a/configmaps/x".into(),
+            dry_run,
+            allowed,
+        };
+        counters.record_request(request("replica-a", "patch", false, true));
+        counters.record_request(request("replica-a", "patch", true, true));
+        counters.record_request(request("replica-b", "get", false, true));
+        counters.record_request(request("replica-b", "delete", false, false));
+        let audit = counters.audit();
+        assert_eq!(audit.len(), 4);
+        assert_eq!(audit[0].user, "replica-a");
+        let writes: Vec<bool> = audit.iter().map(UserRequest::is_write).collect();
+        assert_eq!(
+            writes,
+            [true, false, false, false],
+            "dry runs, reads and refusals change nothing"
+        );
         counters.reset();
         assert_eq!(counters.snapshot().total(), 0);
-        assert!(counters.writes().is_empty());
+        assert!(counters.audit().is_empty());
     }
 
     #[test]

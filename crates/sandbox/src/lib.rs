@@ -41,7 +41,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 pub use controller_settings::DEFAULT_DEPLOYMENT_CONTROLLER_DELAY;
-pub use faults::{RequestCounts, UserWrite, WRITE_VERBS, WatchCounts};
+pub use faults::{RequestCounts, UserRequest, WRITE_VERBS, WatchCounts};
 
 use api::{Body, Reply, State};
 use status::ApiError;
@@ -194,10 +194,18 @@ impl Sandbox {
         self.state.counters.serving_time()
     }
 
-    /// Writes (dry runs aside) by the user they ran as, oldest first, since the start
-    /// or [`Sandbox::reset_requests`].
-    pub fn writes(&self) -> Vec<UserWrite> {
-        self.state.counters.writes()
+    /// The requests RBAC let through, by the user they ran as (after impersonation),
+    /// oldest first, since the start or [`Sandbox::reset_requests`]: the sandbox's
+    /// audit log.
+    pub fn audit(&self) -> Vec<UserRequest> {
+        self.state.counters.audit()
+    }
+
+    /// The audit's writes: allowed, not dry runs.
+    pub fn writes(&self) -> Vec<UserRequest> {
+        let mut audit = self.audit();
+        audit.retain(UserRequest::is_write);
+        audit
     }
 
     /// The most API requests (watches aside) answered at once since the start or
@@ -354,15 +362,26 @@ async fn answer(
         if let Some(fault) = state.faults.draw() {
             return answer_error(format, &fault);
         }
+        let verb = api::verb_of(&parts.method, &path, &query);
+        let audit = |user: &str, allowed: bool| {
+            let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
+            let request = UserRequest {
+                user: user.to_string(),
+                verb: verb.to_string(),
+                path: path.clone(),
+                dry_run,
+                allowed,
+            };
+            state.counters.record_request(request);
+        };
         match rbac::check(&state.store, &parts.method, &path, &query, &parts.headers) {
-            Err(refused) => return answer_error(format, &refused),
-            Ok(user) => {
-                let verb = api::verb_of(&parts.method, &path, &query);
-                let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
-                if faults::WRITE_VERBS.contains(&verb) && !dry_run {
-                    state.counters.record_write(&user.name, verb, &path);
+            Err(refused) => {
+                if let Some(user) = &refused.user {
+                    audit(user, false);
                 }
+                return answer_error(format, &refused.error);
             }
+            Ok(user) => audit(&user.name, true),
         }
     }
     // kube-apiserver negotiates the answer before it reads the body or does anything.

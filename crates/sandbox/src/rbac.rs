@@ -135,6 +135,14 @@ impl Attributes {
     }
 }
 
+/// A request RBAC refused: kube-apiserver's answer, and the identity it ran as when
+/// impersonation itself was allowed (for the audit).
+#[derive(Debug)]
+pub struct Refusal {
+    pub user: Option<String>,
+    pub error: ApiError,
+}
+
 /// Authenticates (the caller already checked the token), impersonates and authorizes
 /// one request: the identity it runs as, or kube-apiserver's refusal.
 pub fn check(
@@ -143,10 +151,16 @@ pub fn check(
     path: &str,
     query: &HashMap<String, String>,
     headers: &HeaderMap,
-) -> Result<UserInfo, ApiError> {
-    let user = impersonate(store, UserInfo::admin(), headers)?;
-    if let Some(attributes) = Attributes::of_request(method, path, query) {
-        authorize(store, &user, &attributes)?;
+) -> Result<UserInfo, Box<Refusal>> {
+    let user = impersonate(store, UserInfo::admin(), headers)
+        .map_err(|error| Box::new(Refusal { user: None, error }))?;
+    if let Some(attributes) = Attributes::of_request(method, path, query)
+        && let Err(error) = authorize(store, &user, &attributes)
+    {
+        return Err(Box::new(Refusal {
+            user: Some(user.name),
+            error,
+        }));
     }
     Ok(user)
 }

@@ -78,6 +78,33 @@ pub fn inventory_name(app: &str) -> String {
     format!("{INVENTORY_PREFIX}{app}")
 }
 
+/// The ConfigMap, in the inventory namespace, naming the configuration file's apps
+/// suspended from the API.
+pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
+
+/// What tether's own record an object is (`Some`), which no app's manifests may
+/// write: an inventory, or the suspensions, in the inventory namespace. A tenant's
+/// inventory is read and written as tether (see `cluster::tenancy`); Git writing it
+/// would rewrite what tether prunes, so such an object is refused before a pass.
+pub fn bookkeeping_of(
+    group: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    inventory_namespace: &str,
+) -> Option<&'static str> {
+    if !group.is_empty() || kind != "ConfigMap" || namespace != Some(inventory_namespace) {
+        return None;
+    }
+    if name.starts_with(INVENTORY_PREFIX) {
+        Some("an app's inventory")
+    } else if name == SUSPENDED_CONFIGMAP {
+        Some("the apps suspended from the API")
+    } else {
+        None
+    }
+}
+
 /// The app a live object is labelled for, if any.
 pub fn app_of(object: &Value) -> Option<&str> {
     object
@@ -114,6 +141,51 @@ mod tests {
     fn the_longest_app_name_makes_a_63_character_inventory_name() {
         let name = "a".repeat(MAX_APP_NAME_LEN);
         assert_eq!(inventory_name(&name).len(), 63);
+    }
+
+    #[test]
+    fn tethers_own_configmaps_are_its_bookkeeping_in_its_namespace_only() {
+        let of = |group, kind, namespace, name| {
+            bookkeeping_of(group, kind, namespace, name, "tether-system")
+        };
+        let inventory = Some("an app's inventory");
+        assert_eq!(
+            of(
+                "",
+                "ConfigMap",
+                Some("tether-system"),
+                "tether-inventory-web"
+            ),
+            inventory
+        );
+        assert_eq!(
+            of(
+                "",
+                "ConfigMap",
+                Some("tether-system"),
+                "tether-inventory-t1.other"
+            ),
+            inventory
+        );
+        assert!(of("", "ConfigMap", Some("tether-system"), SUSPENDED_CONFIGMAP).is_some());
+        assert_eq!(
+            of("", "ConfigMap", Some("t1"), "tether-inventory-web"),
+            None
+        );
+        assert_eq!(of("", "ConfigMap", Some("tether-system"), "settings"), None);
+        assert_eq!(
+            of("", "Secret", Some("tether-system"), "tether-inventory-web"),
+            None
+        );
+        assert_eq!(
+            of(
+                "example.com",
+                "ConfigMap",
+                Some("tether-system"),
+                "tether-inventory-web"
+            ),
+            None
+        );
     }
 
     #[test]

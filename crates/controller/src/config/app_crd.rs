@@ -104,6 +104,79 @@ pub fn app_identity(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
+/// Why an App may not say what a configuration entry may.
+const TETHERS_CONTEXT: &str =
+    "an App cannot use a context of tether's kubeconfig: use destination.kubeConfig.secretRef";
+const TETHERS_ENVIRONMENT: &str =
+    "an App cannot use tether's environment or files: use source.credentials.secretRef";
+const OWN_NAMESPACE: &str = "an App's Secrets are those of its own namespace";
+const TETHERS_TOKEN: &str = "an App cannot post commit statuses with tether's token (read from tether's environment or files)";
+const TETHERS_NOTIFY: &str =
+    "an App cannot read a notification's URL or key from tether's environment or files: use url";
+
+/// The keys of a configuration entry an App may not set, and why: each leads to
+/// tether's own kubeconfig, environment, files or tokens, or to another namespace's
+/// Secrets. The CRD's schema prunes them, but a stale CRD keeps them, so tether
+/// refuses them itself. `[]` is every item of a list.
+pub(super) const TETHER_ONLY: &[(&str, &str)] = &[
+    ("destination.context", TETHERS_CONTEXT),
+    ("destination.kubeConfig.secretRef.namespace", OWN_NAMESPACE),
+    ("source.credentials.username", TETHERS_ENVIRONMENT),
+    ("source.credentials.passwordEnv", TETHERS_ENVIRONMENT),
+    ("source.credentials.passwordFile", TETHERS_ENVIRONMENT),
+    ("source.credentials.tokenEnv", TETHERS_ENVIRONMENT),
+    ("source.credentials.tokenFile", TETHERS_ENVIRONMENT),
+    ("source.credentials.sshKeyFile", TETHERS_ENVIRONMENT),
+    ("source.credentials.knownHostsFile", TETHERS_ENVIRONMENT),
+    ("source.credentials.secretRef.namespace", OWN_NAMESPACE),
+    ("commitStatus", TETHERS_TOKEN),
+    ("notifications[].urlEnv", TETHERS_NOTIFY),
+    ("notifications[].urlFile", TETHERS_NOTIFY),
+    ("notifications[].secretEnv", TETHERS_NOTIFY),
+    ("notifications[].secretFile", TETHERS_NOTIFY),
+];
+
+/// The [`TETHER_ONLY`] keys `entry` (an App's spec) sets, named by their place in
+/// the App (`spec.notifications[0].urlFile`).
+fn tether_only_keys(entry: &serde_json::Map<String, Value>) -> Vec<super::Problem> {
+    fn find(at: &Value, path: &[&str], place: String, out: &mut Vec<String>) {
+        let Some((first, rest)) = path.split_first() else {
+            out.push(place);
+            return;
+        };
+        let (key, each) = match first.strip_suffix("[]") {
+            Some(key) => (key, true),
+            None => (*first, false),
+        };
+        let Some(value) = at.get(key).filter(|v| !v.is_null()) else {
+            return;
+        };
+        let place = format!("{place}.{key}");
+        match value.as_array() {
+            Some(items) if each => {
+                for (i, item) in items.iter().enumerate() {
+                    find(item, rest, format!("{place}[{i}]"), out);
+                }
+            }
+            _ if each => {}
+            _ => find(value, rest, place, out),
+        }
+    }
+    let entry = Value::Object(entry.clone());
+    let mut problems = Vec::new();
+    for (path, why) in TETHER_ONLY {
+        let segments: Vec<&str> = path.split('.').collect();
+        let mut found = Vec::new();
+        find(&entry, &segments, "spec".into(), &mut found);
+        problems.extend(found.into_iter().map(|path| super::Problem {
+            path,
+            line: None,
+            message: (*why).into(),
+        }));
+    }
+    problems
+}
+
 /// The app an App's `spec` describes, parsed and checked by the configuration's own
 /// code: the spec becomes the one entry of an `apps:` list (JSON is YAML), problems
 /// are named by their place in the App (`spec.source.interval`).
@@ -121,40 +194,11 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             });
         }
     };
-    // The CRD's schema prunes it; should an older schema let it through, a tenant
-    // still may not pick a cluster from tether's own kubeconfig.
-    if entry
-        .get("destination")
-        .is_some_and(|d| d.get("context").is_some())
-    {
+    let refused = tether_only_keys(&entry);
+    if !refused.is_empty() {
         return Err(ConfigError::Invalid {
             origin,
-            problems: vec![super::Problem {
-                path: "spec.destination.context".into(),
-                line: None,
-                message: "an App cannot use a context of tether's kubeconfig: use \
-                          destination.kubeConfig.secretRef"
-                    .into(),
-            }],
-        });
-    }
-    // Likewise: an App's Git credentials come from a Secret of its namespace, never
-    // from tether's environment or files.
-    let own_credentials = entry
-        .get("source")
-        .and_then(|s| s.get("credentials"))
-        .and_then(Value::as_object)
-        .and_then(|c| c.keys().find(|k| *k != "secretRef").cloned());
-    if let Some(key) = own_credentials {
-        return Err(ConfigError::Invalid {
-            origin,
-            problems: vec![super::Problem {
-                path: format!("spec.source.credentials.{key}"),
-                line: None,
-                message: "an App cannot use tether's environment or files: use \
-                          source.credentials.secretRef"
-                    .into(),
-            }],
+            problems: refused,
         });
     }
     // The App's own key; every other key is an entry's.
@@ -171,7 +215,7 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
         Ok(mut config) => {
             let mut app = config.apps.remove(0);
             app.name = identity.to_string();
-            // Its ServiceAccount and kubeconfig Secret are its namespace's, never another's.
+            // Its ServiceAccount and Secrets are its namespace's (no other was named).
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
             // Its notifications go where a tenant may send (`report::outbound`).
             for channel in app.notifications.iter_mut() {
@@ -179,12 +223,6 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
             }
             if let Some(target) = app.commit_status.as_mut() {
                 Arc::make_mut(target).requester = Requester::Tenant;
-            }
-            if let Some(secret) = app.destination.kube_config.as_mut() {
-                secret.namespace = None;
-            }
-            if let Some(secret) = app.source.credentials.secret_ref.as_mut() {
-                secret.namespace = None;
             }
             Ok(app)
         }
@@ -288,43 +326,13 @@ mod tests {
             .collect()
     }
 
-    /// Keys a configuration entry has and an App has not, and why (see the CRD's head).
-    const CONFIG_ONLY: &[(&str, &str)] = &[
-        ("spec.name", "metadata.name names an App"),
-        (
-            "spec.commitStatus",
-            "its token is read from tether's environment or files",
-        ),
-        (
-            "spec.source.credentials.username",
-            "goes with tether's env or files",
-        ),
-        (
-            "spec.source.credentials.passwordEnv",
-            "tether's environment",
-        ),
-        ("spec.source.credentials.passwordFile", "tether's files"),
-        ("spec.source.credentials.tokenEnv", "tether's environment"),
-        ("spec.source.credentials.tokenFile", "tether's files"),
-        ("spec.source.credentials.sshKeyFile", "tether's files"),
-        ("spec.source.credentials.knownHostsFile", "tether's files"),
-        (
-            "spec.source.credentials.secretRef.namespace",
-            "an App's Secret is in its own namespace",
-        ),
-        ("spec.notifications[].urlEnv", "tether's environment"),
-        ("spec.notifications[].urlFile", "tether's files"),
-        ("spec.notifications[].secretEnv", "tether's environment"),
-        ("spec.notifications[].secretFile", "tether's files"),
-        (
-            "spec.destination.context",
-            "a context of tether's own kubeconfig",
-        ),
-        (
-            "spec.destination.kubeConfig.secretRef.namespace",
-            "an App's Secret is in its own namespace",
-        ),
-    ];
+    /// Keys a configuration entry has and an App has not: the name (metadata's), and
+    /// those tether refuses from an App (see the CRD's head).
+    fn config_only() -> Vec<String> {
+        std::iter::once("spec.name".to_string())
+            .chain(TETHER_ONLY.iter().map(|(path, _)| format!("spec.{path}")))
+            .collect()
+    }
 
     /// Keys an App has and a configuration entry has not.
     const APP_ONLY: &[&str] = &["spec.deletionPolicy"];
@@ -341,7 +349,7 @@ mod tests {
                 .iter()
                 .filter(|k| !crd_keys.contains(*k))
                 .map(joined)
-                .filter(|k| !CONFIG_ONLY.iter().any(|(c, _)| c == k))
+                .filter(|k| !config_only().contains(k))
                 .collect();
             let extra: Vec<String> = crd_keys
                 .iter()
@@ -457,6 +465,13 @@ apps:
     fn an_apps_git_credentials_are_a_secret_of_its_own_namespace() {
         let spec = json!({"source": {"repo": "https://h/r.git",
                           "credentials": {"secretRef": {"name": "git", "namespace": "other"}}}});
+        let err = app_from_spec("t1.web", &spec).expect_err("another namespace's Secret");
+        assert_eq!(
+            err.to_string(),
+            "App t1/web: spec.source.credentials.secretRef.namespace: an App's Secrets are those of its own namespace"
+        );
+        let spec = json!({"source": {"repo": "https://h/r.git",
+                          "credentials": {"secretRef": {"name": "git"}}}});
         let app = app_from_spec("t1.web", &spec).expect("valid");
         assert_eq!(
             app.source().auth,
@@ -472,6 +487,49 @@ apps:
             err.to_string()
                 .starts_with("App t1/web: spec.source.credentials.tokenEnv: "),
             "{err}"
+        );
+    }
+
+    /// Issue #24: a stale CRD keeps the fields its schema no longer has; tether itself
+    /// refuses those that reach its own files, environment and tokens.
+    #[test]
+    fn fields_that_reach_tethers_files_or_tokens_are_refused_without_the_crd() {
+        let spec = json!({
+            "source": {"repo": "https://h/r.git"},
+            "commitStatus": {"provider": "github", "tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+            "notifications": [
+                {"type": "webhook", "url": "https://hooks.example/a"},
+                {"type": "webhook", "urlFile": "/etc/tether/api-token", "secretEnv": "TETHER_API_TOKEN"},
+            ],
+            "destination": {"kubeConfig": {"secretRef": {"name": "c", "namespace": "tether-system"}}},
+        });
+        let err = app_from_spec("t1.web", &spec).expect_err("refused");
+        let ConfigError::Invalid { problems, .. } = &err else {
+            panic!("{err:?}");
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.destination.kubeConfig.secretRef.namespace",
+                "spec.commitStatus",
+                "spec.notifications[1].urlFile",
+                "spec.notifications[1].secretEnv",
+            ]
+        );
+        assert!(
+            err.to_string().contains(
+                "spec.commitStatus: an App cannot post commit statuses with tether's token"
+            ),
+            "{err}"
+        );
+        // The same App through the object path: its status says so, no worker runs.
+        let object = json!({"metadata": {"namespace": "t1", "name": "web"}, "spec": spec});
+        let app = AppObject::from_object(&object).expect("an App");
+        assert!(
+            app.config
+                .expect_err("refused")
+                .contains("spec.notifications[1].urlFile")
         );
     }
 

@@ -95,8 +95,10 @@ impl PassError {
 impl From<SyncError> for PassError {
     fn from(err: SyncError) -> Self {
         match err {
-            // Bad hook annotations are bad manifests, like bad waves.
-            SyncError::Waves(_) | SyncError::Hooks(_) => PassError::Waves(err.to_string()),
+            // Bad hook annotations and tether's own records are bad manifests, like bad waves.
+            SyncError::Waves(_) | SyncError::Hooks(_) | SyncError::Bookkeeping(_) => {
+                PassError::Waves(err.to_string())
+            }
             SyncError::Cluster(err) => PassError::Cluster(err),
             SyncError::Inventory(err) => PassError::Inventory(err.to_string()),
             SyncError::Refused(lines) => PassError::Validate {

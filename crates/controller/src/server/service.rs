@@ -3,7 +3,10 @@
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 mod apps;
+mod identity;
 mod suspend;
+
+use identity::StartError;
 
 pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
@@ -559,13 +562,19 @@ impl Contexts {
     /// What `app`'s worker uses: its cluster's connection and cache, through a
     /// connection that impersonates its ServiceAccount when it has one (or the
     /// server has a default). Its inventory stays tether's (see `cluster::tenancy`).
+    /// Only the configuration file's apps (the operator's own) may act as tether: an
+    /// App object without a ServiceAccount is refused before anything is read for it.
     async fn for_app(
         &mut self,
         app: &AppConfig,
         config: &Config,
-    ) -> Result<(Target, Arc<Shared>), ClusterError> {
+    ) -> Result<(Target, Arc<Shared>), StartError> {
+        let account = app.service_account(self.default_service_account.as_deref());
+        if account.is_none() && app.tenant_namespace.is_some() {
+            return Err(StartError::NoServiceAccount(app.name.replacen('.', "/", 1)));
+        }
         let (target, base) = self.shared(app, config).await?;
-        let Some(account) = app.service_account(self.default_service_account.as_deref()) else {
+        let Some(account) = account else {
             return Ok((target, base));
         };
         let bookkeeping = Bookkeeping {
@@ -582,7 +591,7 @@ impl Contexts {
             Ok(cluster) => cluster,
             Err(err) => {
                 self.release(&target, &app.name);
-                return Err(err);
+                return Err(err.into());
             }
         };
         tracing::info!(app = %app.name, service_account = %account, "acting as a ServiceAccount");
@@ -671,12 +680,12 @@ impl Contexts {
         let (target, shared) = match self.for_app(app, config).await {
             Ok(found) => found,
             Err(err) => {
-                tracing::error!(app = %app.name, error = %err, "cannot reach the app's cluster; not started");
-                let message = err.to_string();
+                tracing::error!(app = %app.name, error = %err, "cannot set up the app's cluster or identity; not started");
+                let (message, reason) = (err.to_string(), err.reason());
                 self.statuses.update(&app.name, |s| {
                     let now = chrono::Utc::now();
-                    s.set_condition("Ready", "False", "ClusterFailed", &message, now);
-                    s.set_condition("Stalled", "True", "ClusterFailed", &message, now);
+                    s.set_condition("Ready", "False", reason, &message, now);
+                    s.set_condition("Stalled", "True", reason, &message, now);
                 });
                 return Ok(());
             }

@@ -123,6 +123,8 @@ enum Retry {
 }
 
 /// A connection to one cluster, with the kinds it serves resolved once and cached.
+/// A clone shares the client and what was resolved.
+#[derive(Clone)]
 pub struct Cluster {
     client: Client,
     /// What `client` was built from: the base of the same cluster's impersonating
@@ -437,10 +439,10 @@ impl Cluster {
         self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// The API of a kind, through the client that may touch the named object (a
-    /// tenant's own inventory goes through tether's: see [`Cluster::impersonating`]).
-    fn api(&self, kind: &Resolved, namespace: Option<&str>, name: &str) -> Api<DynamicObject> {
-        let client = self.client_for(kind, namespace, name).clone();
+    /// The API of a kind, through this connection's client (its tenant's, when it
+    /// impersonates one: see [`Cluster::for_bookkeeping`] for the one exception).
+    fn api(&self, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        let client = self.client.clone();
         match (kind.namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource),
             _ => Api::all_with(client, &kind.resource),
@@ -455,7 +457,7 @@ impl Cluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, ClusterError> {
-        let api = self.api(kind, namespace, "");
+        let api = self.api(kind, namespace);
         let mut params = kube::api::ListParams::default();
         if !label_selector.is_empty() {
             params = params.labels(label_selector);
@@ -488,7 +490,7 @@ impl Cluster {
     ) -> Result<Option<Value>, ClusterError> {
         match self
             .bounded(Retry::WhenBusy, || async {
-                self.api(kind, namespace, name).get_opt(name).await
+                self.api(kind, namespace).get_opt(name).await
             })
             .await?
         {
@@ -542,7 +544,7 @@ impl Cluster {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         let applied = self
             .bounded(Retry::WhenBusy, || async {
                 api.patch(name, params, &Patch::Apply(object)).await
@@ -560,11 +562,7 @@ impl Cluster {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
         let typed = to_dynamic(object)?;
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         let created = self
             .bounded(Retry::Never, || async {
                 api.create(&write_params(), &typed).await
@@ -580,7 +578,7 @@ impl Cluster {
     pub async fn replace(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
         let (namespace, name) = identity(object, "replaced")?;
         let typed = to_dynamic(object)?;
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         let replaced = self
             .bounded(Retry::WhenBusy, || async {
                 api.replace(name, &write_params(), &typed).await
@@ -609,7 +607,7 @@ impl Cluster {
             }),
             ..Default::default()
         };
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         self.bounded(Retry::WhenBusy, || async {
             match api.delete(name, &params).await {
                 Ok(_) => Ok(()),

@@ -31,7 +31,7 @@ impl Cluster {
         namespace: Option<&str>,
         field_selector: Option<&str>,
     ) -> impl Stream<Item = Watched> + Send + 'static {
-        let api = self.api(kind, namespace, "");
+        let api = self.api(kind, namespace);
         let mut config = watcher::Config::default();
         if let Some(fields) = field_selector {
             config = config.fields(fields);
@@ -73,7 +73,7 @@ impl Cluster {
         manager: &str,
     ) -> Result<Value, ClusterError> {
         let (namespace, name) = super::identity(object, "given a status")?;
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         let params = PatchParams::apply(manager).force();
         let applied = self
             .bounded(Retry::WhenBusy, || async {
@@ -91,7 +91,7 @@ impl Cluster {
         name: &str,
         patch: &Value,
     ) -> Result<Value, ClusterError> {
-        let api = self.api(kind, namespace, name);
+        let api = self.api(kind, namespace);
         let params = PatchParams {
             field_manager: Some(tether_schema::ownership::FIELD_MANAGER.to_string()),
             ..PatchParams::default()

@@ -14,19 +14,21 @@
 //! tether's namespace) is read and written as tether, as Flux keeps its inventory in
 //! its own Kustomization's status. A tenant's ServiceAccount then needs rights on the
 //! objects its Git names and nothing in tether's namespace. The exemption names the
-//! one ConfigMap exactly: a tenant cannot reach another app's inventory through it.
+//! one ConfigMap exactly, and only tether's inventory code asks for it
+//! ([`Cluster::for_bookkeeping`]): every other request, an object from Git of the same
+//! name included, goes as the tenant, so Git cannot write an inventory as tether.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use base64::Engine as _;
-use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::{Cluster, ClusterError, Resolved, build_client};
+use super::{Cluster, ClusterError, build_client};
 use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// The key of a kubeconfig Secret when none is named: Flux's `value`, then its
@@ -62,11 +64,12 @@ pub struct Bookkeeping {
 }
 
 /// What an impersonating connection carries besides its client.
+#[derive(Clone)]
 pub(super) struct Tenant {
     account: ServiceAccount,
     bookkeeping: Option<Bookkeeping>,
-    /// tether's own client to the same cluster, for the bookkeeping.
-    own: Client,
+    /// tether's own connection to the same cluster, for the bookkeeping.
+    own: Arc<Cluster>,
 }
 
 /// A Secret holding a kubeconfig (`destination.kubeConfig.secretRef`).
@@ -116,6 +119,10 @@ impl Cluster {
         config.auth_info.impersonate = Some(account.username());
         config.auth_info.impersonate_groups = None;
         let client = build_client(config.clone())?;
+        let own = match &self.tenant {
+            Some(tenant) => tenant.own.clone(),
+            None => Arc::new(self.clone()),
+        };
         Ok(Cluster {
             client,
             config: Some(config),
@@ -125,7 +132,7 @@ impl Cluster {
             tenant: Some(Tenant {
                 account: account.clone(),
                 bookkeeping,
-                own: self.client.clone(),
+                own,
             }),
         })
     }
@@ -135,27 +142,18 @@ impl Cluster {
         self.tenant.as_ref().map(|t| &t.account)
     }
 
-    /// The client a request on one object goes through: tether's own for the
-    /// tenant's bookkeeping, this connection's for everything else.
-    pub(super) fn client_for(
-        &self,
-        kind: &Resolved,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> &Client {
+    /// The connection tether's bookkeeping on the ConfigMap `namespace/name` goes
+    /// through: tether's own when this connection acts as a tenant and the ConfigMap
+    /// is the one its [`Bookkeeping`] names, this connection otherwise. Only the
+    /// inventory's own code asks; the objects an app applies never do.
+    pub fn for_bookkeeping(&self, namespace: &str, name: &str) -> &Cluster {
         match &self.tenant {
             Some(Tenant {
                 bookkeeping: Some(b),
                 own,
                 ..
-            }) if kind.resource.group.is_empty()
-                && kind.resource.kind == "ConfigMap"
-                && namespace == Some(b.namespace.as_str())
-                && name == b.name =>
-            {
-                own
-            }
-            _ => &self.client,
+            }) if namespace == b.namespace && name == b.name => own,
+            _ => self,
         }
     }
 

@@ -17,7 +17,7 @@ use tether_diff::manifest::{ObjectId, ObjectKey};
 use crate::cluster::{Cluster, ClusterError, Resolved};
 use tether_diff::manifest::ManifestSet;
 use tether_schema::ownership::{
-    INVENTORY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, inventory_name,
+    INVENTORY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, bookkeeping_of, inventory_name,
 };
 
 /// One entry: enough to find the object again (apiVersion included, so the object is
@@ -150,8 +150,33 @@ impl Inventory {
     }
 }
 
+/// The desired objects that are tether's own records (see
+/// [`tether_schema::ownership::bookkeeping_of`]), each said with the file and document that
+/// wrote it: an app's manifests may not write them.
+pub fn bookkeeping_in(desired: &ManifestSet, inventory_namespace: &str) -> Vec<String> {
+    desired
+        .objects
+        .iter()
+        .filter_map(|m| {
+            let id = &m.id;
+            let what = bookkeeping_of(
+                &id.group,
+                &id.kind,
+                id.namespace.as_deref(),
+                &id.name,
+                inventory_namespace,
+            )?;
+            Some(format!(
+                "{}: {id} is tether's own record ({what}); an app's manifests may not write it",
+                m.origin.location()
+            ))
+        })
+        .collect()
+}
+
 /// An app's inventory as stored in the cluster; empty when it has none yet.
 pub async fn read(cluster: &Cluster, app: &str, namespace: &str) -> Result<Inventory, ReadError> {
+    let cluster = cluster.for_bookkeeping(namespace, &inventory_name(app));
     let kind = configmap_kind(cluster).await?;
     match cluster
         .get(&kind, Some(namespace), &inventory_name(app))
@@ -179,6 +204,7 @@ pub async fn write(
     app: &str,
     namespace: &str,
 ) -> Result<(), ClusterError> {
+    let cluster = cluster.for_bookkeeping(namespace, &inventory_name(app));
     let kind = configmap_kind(cluster).await?;
     let configmap = inventory.to_configmap(app, namespace);
     match cluster.apply(&kind, &configmap, true).await {
@@ -203,6 +229,14 @@ pub async fn write(
         }
         Err(err) => Err(err),
     }
+}
+
+/// Deletes the inventory (the app is gone and so is everything it held).
+pub async fn remove(cluster: &Cluster, app: &str, namespace: &str) -> Result<(), ClusterError> {
+    let name = inventory_name(app);
+    let cluster = cluster.for_bookkeeping(namespace, &name);
+    let kind = configmap_kind(cluster).await?;
+    cluster.delete(&kind, Some(namespace), &name, None).await
 }
 
 async fn configmap_kind(cluster: &Cluster) -> Result<Resolved, ClusterError> {

@@ -129,6 +129,9 @@ pub enum SyncError {
     /// would do).
     #[error("{}", .0.join("\n"))]
     Refused(Vec<String>),
+    /// The manifests name tether's own records (an inventory): nothing is applied.
+    #[error("objects tether keeps for itself:\n  {}", .0.join("\n  "))]
+    Bookkeeping(Vec<String>),
 }
 
 impl SyncError {
@@ -137,7 +140,8 @@ impl SyncError {
             SyncError::Waves(_)
             | SyncError::Hooks(_)
             | SyncError::Inventory(_)
-            | SyncError::Refused(_) => false,
+            | SyncError::Refused(_)
+            | SyncError::Bookkeeping(_) => false,
             SyncError::Cluster(err) => err.is_retryable(),
         }
     }
@@ -161,6 +165,10 @@ pub async fn sync(
     options: &SyncOptions<'_>,
 ) -> Result<SyncReport, SyncError> {
     let started = Instant::now();
+    let bookkeeping = inventory::bookkeeping_in(desired, options.inventory_namespace);
+    if !bookkeeping.is_empty() {
+        return Err(SyncError::Bookkeeping(bookkeeping));
+    }
     // Hooks are not app objects: from here on, `desired` is the app's objects only.
     let (app_objects, hooks) = hooks::split(desired).map_err(SyncError::Hooks)?;
     let desired: &ManifestSet = &app_objects;

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::left_in_place;
 use super::{Contexts, STOP_GRACE, ServeError, stop_app};
 use crate::config::{
     APP_FINALIZER, APP_GROUP, APP_KIND, APP_PLURAL, APP_STATUS_MANAGER, APP_VERSION, AppObject,
@@ -28,7 +29,6 @@ use tether_core::report::status::{AppStatus, PassResult, Statuses};
 use tether_core::source::Triggers;
 use tether_core::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
 use tether_diff::manifest::ManifestSet;
-use tether_schema::ownership::inventory_name;
 
 /// How often discovery is asked again while the cluster does not serve the CRD and
 /// tether may not watch CRDs (one request each time).
@@ -587,17 +587,29 @@ impl Contexts {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        // The App's own cluster and identity: its objects are pruned as it applied them.
-        let target = match &app.config {
-            Ok(c) => match self.for_app(c, config).await {
+        // Pruned as the App applied them, never as tether: without its identity (see
+        // `identity`) the objects stay, as Flux's finalizer leaves them; a failure that
+        // may pass leaves the App for the next list of Apps to finish.
+        let pruner = match (app.deletion_policy, &app.config) {
+            (DeletionPolicy::Orphan, _) => None,
+            (DeletionPolicy::Prune, Err(invalid)) => left_in_place(&id, invalid),
+            (DeletionPolicy::Prune, Ok(c)) => match self.for_app(c, config).await {
                 Ok((target, shared)) => {
                     let cluster = shared.cluster.clone();
                     self.release(&target, &id);
-                    cluster
+                    Some(cluster)
                 }
-                Err(_) => self.default.clone(),
+                Err(err) if err.is_retryable() => {
+                    tracing::warn!(app = %id, error = %err, "cannot finish the App's deletion yet");
+                    self.app_objects
+                        .finalizing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                    return;
+                }
+                Err(err) => left_in_place(&id, &err.to_string()),
             },
-            Err(_) => self.default.clone(),
         };
         let apps_cluster = self.default.clone();
         let inventory_namespace = config.inventory_namespace.clone();
@@ -611,9 +623,9 @@ impl Contexts {
             .unwrap_or_default();
         tokio::spawn(async move {
             loop {
-                let pruned = match app.deletion_policy {
-                    DeletionPolicy::Orphan => Ok(()),
-                    DeletionPolicy::Prune => prune_all(&target, &id, &inventory_namespace).await,
+                let pruned = match &pruner {
+                    None => Ok(()),
+                    Some(cluster) => prune_all(cluster, &id, &inventory_namespace).await,
                 };
                 let released = match pruned {
                     Ok(()) => apps_cluster
@@ -675,19 +687,7 @@ async fn prune_all(cluster: &Cluster, app: &str, inventory_namespace: &str) -> R
     if report.failed() {
         return Err(format!("{app}: some objects could not be pruned"));
     }
-    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let configmaps = cluster
-        .resolve(&gvk)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the cluster serves no ConfigMaps")?;
-    cluster
-        .delete(
-            &configmaps,
-            Some(inventory_namespace),
-            &inventory_name(app),
-            None,
-        )
+    tether_core::sync::inventory::remove(cluster, app, inventory_namespace)
         .await
         .map_err(|e| e.to_string())
 }

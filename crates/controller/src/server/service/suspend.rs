@@ -25,8 +25,7 @@ use tether_core::cluster::objects::Watched;
 use tether_core::cluster::{Cluster, ClusterError, Resolved};
 use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-/// The ConfigMap naming the configuration file's apps suspended from the API.
-pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
+pub use tether_schema::ownership::SUSPENDED_CONFIGMAP;
 
 /// Why a Suspend or Resume could not be recorded; nothing changed then.
 #[derive(Debug, thiserror::Error)]
