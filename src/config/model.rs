@@ -273,6 +273,8 @@ pub struct SyncPolicy {
     pub force: bool,
     /// Allow a prune that would delete every object the app owns.
     pub allow_mass_prune: bool,
+    /// How long the hooks of one phase may run in all.
+    pub hook_timeout: Duration,
 }
 
 impl Default for SyncPolicy {
@@ -283,6 +285,7 @@ impl Default for SyncPolicy {
             self_heal: true,
             force: true,
             allow_mass_prune: false,
+            hook_timeout: crate::sync::hooks::DEFAULT_HOOK_TIMEOUT,
         }
     }
 }
