@@ -10,18 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
-use tether::sandbox::SandboxOptions;
-
+use crate::hooks::{resource_version, sandbox};
 use crate::support::{Run, TestSandbox, app_dir, json, tether};
-
-async fn sandbox() -> TestSandbox {
-    TestSandbox::start_with(SandboxOptions {
-        simulate_controllers: Some(Duration::from_millis(50)),
-        ..SandboxOptions::default()
-    })
-    .await
-}
+use serde_json::Value;
 
 /// The delete policy both charts give every hook.
 const POLICY: &str = "before-hook-creation,hook-succeeded";
@@ -120,6 +111,7 @@ fn chart(name: &str, templates: Vec<(String, String)>) -> Vec<(String, String)> 
     files
 }
 
+/// `tether sync` of the chart in `dir` as `app`, rendered with Helm, with `extra` flags.
 async fn sync(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Run {
     let helm = crate::chart::helm();
     let mut args = vec![
@@ -129,8 +121,6 @@ async fn sync(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> R
         app,
         "--helm",
         helm.to_str().expect("utf-8"),
-        "-o",
-        "json",
     ];
     args.extend_from_slice(extra);
     tether(sandbox, "sync", &args).await
@@ -138,20 +128,15 @@ async fn sync(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> R
 
 /// The report's hooks as `(phase, kind, name, action, deleted)`, in the order run.
 fn hooks(report: &Value) -> Vec<(String, String, String, String, bool)> {
-    report["hooks"]
+    let kinds = report["hooks"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|h| {
-            let text = |k: &str| h[k].as_str().unwrap_or_default().to_string();
-            (
-                text("phase"),
-                text("kind"),
-                text("name"),
-                text("action"),
-                h["deleted"].as_bool().unwrap_or_default(),
-            )
-        })
+        .map(|h| h["kind"].as_str().unwrap_or_default().to_string());
+    crate::hooks::hooks(report)
+        .into_iter()
+        .zip(kinds)
+        .map(|((phase, name, action, deleted), kind)| (phase, kind, name, action, deleted))
         .collect()
 }
 
@@ -204,18 +189,6 @@ async fn history(sandbox: &TestSandbox, path: &str, name: &str, since: u64) -> (
     (deleted, complete)
 }
 
-/// The sandbox's current resourceVersion (one counter for every kind, as etcd's).
-async fn resource_version(sandbox: &TestSandbox) -> u64 {
-    sandbox
-        .get("/api/v1/namespaces/default/configmaps")
-        .await
-        .json()
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|v| v.parse().ok())
-        .expect("a list resourceVersion")
-}
-
 /// Regression (issue #31): tether deleted each `hook-succeeded` hook as soon as it
 /// was Healthy, so the ServiceAccount was gone when the Job's pods were created and
 /// `startupapicheck` never started.
@@ -230,7 +203,13 @@ async fn cert_managers_startupapicheck_runs_with_its_rbac_hooks_deleted_after_it
     ));
     let dir = app_dir(&sandbox, "cert-manager", &chart("cert-manager", templates));
     let before = resource_version(&sandbox).await;
-    let out = sync(&sandbox, &dir, "cert-manager", &["--hook-timeout", "30s"]).await;
+    let out = sync(
+        &sandbox,
+        &dir,
+        "cert-manager",
+        &["-o", "json", "--hook-timeout", "30s"],
+    )
+    .await;
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     let report = json(&out);
     let done = |kind: &str| {
@@ -286,7 +265,13 @@ async fn cert_managers_startupapicheck_runs_with_its_rbac_hooks_deleted_after_it
     assert!(names(&sandbox, "serviceaccounts").await.is_empty());
 
     // An upgrade runs them again, from nothing left behind.
-    let again = sync(&sandbox, &dir, "cert-manager", &["--hook-timeout", "30s"]).await;
+    let again = sync(
+        &sandbox,
+        &dir,
+        "cert-manager",
+        &["-o", "json", "--hook-timeout", "30s"],
+    )
+    .await;
     assert_eq!(again.code, Some(0), "{}{}", again.stdout, again.stderr);
     assert_eq!(hooks(&json(&again)).len(), 4);
 }
@@ -329,7 +314,13 @@ async fn ingress_nginxs_admission_jobs_run_in_both_phases_with_their_rbac_hooks(
         &chart("ingress-nginx", templates),
     );
     for pass in ["install", "upgrade"] {
-        let out = sync(&sandbox, &dir, "ingress-nginx", &["--hook-timeout", "30s"]).await;
+        let out = sync(
+            &sandbox,
+            &dir,
+            "ingress-nginx",
+            &["-o", "json", "--hook-timeout", "30s"],
+        )
+        .await;
         assert_eq!(out.code, Some(0), "{pass}: {}{}", out.stdout, out.stderr);
         let report = json(&out);
         let ran = hooks(&report);
@@ -374,7 +365,13 @@ async fn a_hook_that_never_finishes_fails_the_sync_at_the_phase_deadline_and_syn
         ),
     ];
     let dir = app_dir(&sandbox, "stuck", &chart("stuck", templates));
-    let out = sync(&sandbox, &dir, "stuck", &["--hook-timeout", "2s"]).await;
+    let out = sync(
+        &sandbox,
+        &dir,
+        "stuck",
+        &["-o", "json", "--hook-timeout", "2s"],
+    )
+    .await;
     assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
     let report = json(&out);
     let ran = hooks(&report);
@@ -402,21 +399,7 @@ async fn a_hook_that_never_finishes_fails_the_sync_at_the_phase_deadline_and_syn
     );
 
     // The text report names the hook and why.
-    let text = tether(
-        &sandbox,
-        "sync",
-        &[
-            "--path",
-            dir.to_str().expect("utf-8"),
-            "--app",
-            "stuck",
-            "--helm",
-            crate::chart::helm().to_str().expect("utf-8"),
-            "--hook-timeout",
-            "1s",
-        ],
-    )
-    .await;
+    let text = sync(&sandbox, &dir, "stuck", &["--hook-timeout", "1s"]).await;
     assert_eq!(text.code, Some(1), "{}{}", text.stdout, text.stderr);
     let all = format!("{}{}", text.stdout, text.stderr);
     assert!(
