@@ -412,7 +412,7 @@ async fn the_workflow_installs_tether_from_its_own_repository_at_a_pinned_commit
 #[test]
 fn the_example_configuration_loads_with_every_option() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config/tether.yaml");
-    let config = tether::config::Config::load(&path)
+    let config = tether_controller::config::Config::load(&path)
         .unwrap_or_else(|err| panic!("examples/config/tether.yaml does not load: {err}"));
     assert!(!config.apps.is_empty());
     let app = &config.apps[0];
