@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tether in one command: a sandbox API server, a local Git repository made from
 # examples/apps/plain, and `tether serve` keeping the one in sync with the other.
-# It shows the app synced, then healed after a live change made with kubectl.
+# It shows the app synced, then a live change made with kubectl: it pauses tether's
+# automation so the drift stays in sight (the field, both values, who changed it, and
+# the dashboard showing it), then resumes it and tether heals the change.
 #
 #   examples/quickstart/quickstart.sh            # demo, then keeps running until Ctrl-C
 #   examples/quickstart/quickstart.sh --exit     # demo, then stops (tests and CI)
@@ -19,7 +21,9 @@ Usage: examples/quickstart/quickstart.sh [--keep-running | --exit]
   --exit          stop everything after the demo (for tests and CI)
 
 Environment:
-  TETHER  the tether binary to use; default: build it with `cargo build`
+  TETHER            the tether binary to use; default: build it with `cargo build`
+  QUICKSTART_PAUSE  seconds to stay on the drift before tether heals it; default:
+                    until Enter is pressed on a terminal, else 20; 0 does not pause
 EOF
 }
 
@@ -87,8 +91,8 @@ if [ -n "${TETHER:-}" ]; then
   [ -x "$tether" ] || fail "TETHER=$tether is not an executable"
 else
   command -v cargo >/dev/null 2>&1 || fail "'cargo' is required to build tether (or set TETHER to a built binary)"
-  say "Building tether (cargo build; the first build takes a few minutes)"
-  (cd "$root" && cargo build --quiet --bin tether)
+  say "Building tether (cargo build: the first build compiles ~400 crates, minutes on a laptop; its progress follows)"
+  (cd "$root" && cargo build --bin tether)
   tether="${CARGO_TARGET_DIR:-$root/target}/debug/tether"
   case "$tether" in /*) ;; *) tether="$root/$tether" ;; esac
 fi
@@ -225,11 +229,67 @@ replicas() { kubectl -n "$namespace" get deployment hello-web -o jsonpath='{.spe
 desired="$(replicas)"
 changed=$((desired + 3))
 
+# A request to the status API with bash's own /dev/tcp, so the demo needs no curl.
+api_post() {
+  local path="$1" answer=""
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach tether serve on port $port"
+  printf 'POST %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' \
+    "$path" "$port" >&3
+  IFS= read -r answer <&3 || true
+  exec 3<&- 3>&-
+  case "$answer" in
+    "HTTP/1.1 2"*) ;;
+    *) fail "POST $path answered: ${answer:-nothing}" ;;
+  esac
+}
+
+# tether serve heals a live change within a second: suspend its automation first (the
+# dashboard's Suspend button), so the drift stays long enough to be seen.
+say "Suspending $app's automation, so the drift stays in sight (POST /api/v1/apps/$app/suspend)"
+api_post "/api/v1/apps/$app/suspend"
+
 say "Changing the cluster behind Git's back: kubectl patch deployment hello-web"
 live="$(kubectl -n "$namespace" patch deployment hello-web --type merge \
   -p "{\"spec\":{\"replicas\":$changed}}" -o jsonpath='{.spec.replicas}')"
 echo "drift: kubectl set deployment/hello-web replicas to $live (Git says $desired)"
 
+# What tether sees: `tether diff` of the same commit against the cluster names the
+# field, both values and who changed it (exit 1: drift found).
+say "What tether sees: tether diff --app $app --path <repository> -n $namespace"
+code=0
+"$tether" diff --app "$app" --path "$repo" -n "$namespace" || code=$?
+[ "$code" -eq 1 ] || fail "tether diff exited $code, expected 1 (drift)"
+out_of_sync=""
+for _ in $(seq 1 $((wait_seconds * 4))); do
+  # `tether status` exits 1 while an app is OutOfSync: read its table, not its code.
+  table="$("$tether" status --server "$server" 2>/dev/null || true)"
+  if grep -q "^$app  *OutOfSync" <<<"$table"; then
+    out_of_sync=1
+    break
+  fi
+  sleep 0.25
+done
+[ -n "$out_of_sync" ] || fail "tether serve did not report $app OutOfSync within ${wait_seconds}s"
+printf '%s\n' "$table"
+echo "dashboard: $server/#/apps/$app shows the drift now (OutOfSync, the field, who changed it)"
+
+pause="${QUICKSTART_PAUSE:-}"
+if [ -z "$pause" ] && [ -t 0 ]; then
+  printf '\nPress Enter to resume automation and let tether heal it... '
+  read -r _ || true
+else
+  pause="${pause:-20}"
+  if [ "$pause" -gt 0 ]; then
+    echo "pausing ${pause}s before tether heals it (QUICKSTART_PAUSE=0 skips this)"
+    # In the background, so Ctrl-C stops the demo at once (see the end of the script).
+    sleep "$pause" &
+    sleep_pid=$!
+    wait "$sleep_pid" || true
+  fi
+fi
+
+say "Resuming $app's automation (POST /api/v1/apps/$app/resume): tether heals the drift"
+api_post "/api/v1/apps/$app/resume"
 healed=""
 for _ in $(seq 1 $((wait_seconds * 4))); do
   now="$(replicas)"

@@ -70,6 +70,11 @@ pub struct SyncArgs {
     #[arg(long, default_value = "5m", value_parser = tether_controller::config::parse_duration, requires = "wait")]
     pub timeout: Duration,
 
+    /// How long the hooks of one phase (PreSync, Sync, PostSync, SyncFail) may run in
+    /// all; past it the sync fails, naming the hooks still running, and SyncFail hooks run.
+    #[arg(long, default_value = "5m", value_parser = tether_controller::config::parse_duration)]
+    pub hook_timeout: Duration,
+
     /// Requests in flight at once.
     #[arg(long, default_value_t = tether_core::sync::DEFAULT_REQUEST_CONCURRENCY)]
     pub concurrency: usize,
@@ -111,6 +116,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         dry_run: args.dry_run,
         replace_immutable: args.replace_immutable,
         wait: args.wait.then_some(args.timeout),
+        hook_timeout: args.hook_timeout,
         concurrency: args.concurrency.max(1),
         ..SyncOptions::new(&args.app)
     };

@@ -14,6 +14,8 @@ use crate::support::{TestSandbox, tether};
 /// named after the release alone (Helm's usual fullname rule).
 const RELEASE: &str = "tether-test";
 const FULLNAME: &str = "tether-test";
+/// The image the tests name, as a user names the one they built and pushed.
+const IMAGE: &str = "registry.example.com/tether";
 
 /// Where `.ci/install-helm` puts the helm command, relative to the crate.
 const INSTALLED_HELM: &str = "target/tools/bin/helm";
@@ -45,11 +47,17 @@ struct HelmRun {
 
 fn run_helm(args: &[&str], values: &str) -> HelmRun {
     let dir = tempfile::tempdir().expect("tempdir");
+    // The chart has no default image (none is published): every render names one, as
+    // a user must, unless the test's values say otherwise.
+    let image_file = dir.path().join("image.yaml");
+    std::fs::write(&image_file, format!("image: {{repository: {IMAGE}}}\n")).expect("write");
     let values_file = dir.path().join("values.yaml");
     std::fs::write(&values_file, values).expect("write values");
     let out = Command::new(helm())
         .args(args)
         .arg(chart_dir())
+        .arg("-f")
+        .arg(&image_file)
         .arg("-f")
         .arg(&values_file)
         .env("HOME", dir.path())
@@ -932,6 +940,25 @@ fn a_changed_config_changes_the_pod_template_so_the_pods_restart() {
     };
     assert_eq!(checksum(""), checksum(""));
     assert_ne!(checksum(""), checksum("config:\n  concurrency: 8\n"));
+}
+
+/// Regression (issue #31): the chart's default image, `ghcr.io/tether/tether`, did not
+/// exist. It has none now: a render without one stops and says how to get one.
+#[test]
+fn the_chart_names_no_image_of_its_own_and_says_how_to_build_one() {
+    let err = render_fails("image: {repository: \"\"}\n");
+    assert!(
+        err.contains("image.repository is required")
+            && err.contains("Dockerfile")
+            && err.contains("docker build"),
+        "{err}"
+    );
+    let rendered = render("tether-system", "");
+    let deployment = rendered.one("Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("{IMAGE}:0.1.0")
+    );
 }
 
 /// The image cannot be built here; what can be checked is that its build context has

@@ -291,7 +291,7 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
             "APP_NAME" => "hello".to_string(),
             "APP_PATH" => utf8(&plain_app()).to_string(),
             "APP_NAMESPACE" => "demo".to_string(),
-            "TETHER_VERSION" => env!("CARGO_PKG_VERSION").to_string(),
+            "TETHER_REPO" | "TETHER_REV" => String::new(),
             other => panic!("the test does not know the workflow's env {other}"),
         };
         env.insert(key.clone(), value);
@@ -333,6 +333,80 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.outputs.contains("exit-code=2"), "{}", run.outputs);
     assert!(run.stderr.contains("tether diff failed"), "{}", run.stderr);
+}
+
+/// Regression (issue #31): the workflow ran `cargo install tether --version 0.1.0`,
+/// which installs crates.io's `tether`, another project. It now installs this one
+/// from its Git repository at a pinned commit, and refuses to run unpinned.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workflow_installs_tether_from_its_own_repository_at_a_pinned_commit() {
+    let workflow = workflow();
+    let script = step(&workflow, "install")["run"]
+        .as_str()
+        .expect("the install step runs a script")
+        .to_string();
+    assert!(
+        !script.contains("--version") && !script.contains("crates.io"),
+        "{script}"
+    );
+    // `cargo` on PATH is a stand-in that prints what it was asked to do: the step
+    // itself cannot fetch anything here.
+    let bin = tempfile::tempdir().expect("tempdir");
+    let cargo = bin.path().join("cargo");
+    std::fs::write(&cargo, "#!/bin/sh\necho \"cargo $*\"\n").expect("write");
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let run = |rev: &str| {
+        let path = format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let env = workflow["env"].clone();
+        let script = script.clone();
+        let rev = rev.to_string();
+        async move {
+            tokio::process::Command::new("bash")
+                .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
+                .env("PATH", path)
+                .env(
+                    "TETHER_REPO",
+                    env["TETHER_REPO"].as_str().expect("TETHER_REPO"),
+                )
+                .env("TETHER_REV", rev)
+                .output()
+                .await
+                .expect("bash runs")
+        }
+    };
+    // As written, with its placeholder: refused before anything is installed.
+    let placeholder = workflow["env"]["TETHER_REV"].as_str().expect("TETHER_REV");
+    let out = run(placeholder).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("TETHER_REV must be the 40-hex commit"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let out = run(sha).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "cargo install --locked --git https://github.com/YOUR-ORG/tether --rev {sha} tether\n"
+        )
+    );
 }
 
 #[test]

@@ -12,7 +12,8 @@ use tether_sandbox::SandboxOptions;
 
 use crate::support::{Run, TestSandbox, app_dir, json, tether};
 
-async fn sandbox() -> TestSandbox {
+/// A sandbox whose simulated controllers complete Jobs.
+pub(crate) async fn sandbox() -> TestSandbox {
     TestSandbox::start_with(SandboxOptions {
         simulate_controllers: Some(Duration::from_millis(50)),
         ..SandboxOptions::default()
@@ -54,7 +55,7 @@ async fn run(sandbox: &TestSandbox, command: &str, dir: &Path, app: &str) -> Run
 }
 
 /// The report's hooks as `(phase, name, action, deleted)`, in the order they ran.
-fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
+pub(crate) fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
     report["hooks"]
         .as_array()
         .into_iter()
@@ -101,7 +102,7 @@ async fn jobs(sandbox: &TestSandbox) -> Vec<(String, String)> {
 }
 
 /// The sandbox's current resourceVersion (one counter for every kind, as etcd's).
-async fn resource_version(sandbox: &TestSandbox) -> u64 {
+pub(crate) async fn resource_version(sandbox: &TestSandbox) -> u64 {
     let list = sandbox
         .get("/api/v1/namespaces/default/configmaps")
         .await

@@ -1,6 +1,8 @@
 //! The README's first command, `examples/quickstart/quickstart.sh` (issue #6), run as a
-//! person runs it: the app synced, a live change healed, every process it started
-//! stopped and its temporary directory removed, after `--exit` and after Ctrl-C.
+//! person runs it: the app synced, a live change shown (issue #31: the field, both
+//! values, who changed it, the dashboard) and then healed, every process it started
+//! stopped and its temporary directory removed, after `--exit` and after Ctrl-C. The
+//! pause on the drift is skipped (`QUICKSTART_PAUSE=0`).
 
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpStream;
@@ -21,6 +23,7 @@ fn quickstart(tmp: &Path) -> Command {
         .arg(script())
         .env("TETHER", env!("CARGO_BIN_EXE_tether"))
         .env("TMPDIR", tmp)
+        .env("QUICKSTART_PAUSE", "0")
         .env_remove("KUBECONFIG")
         .stdin(Stdio::null());
     command
@@ -75,6 +78,27 @@ fn assert_synced_and_healed(stdout: &str) {
     let drift = at("drift: kubectl set deployment/hello-web replicas to 5 (Git says 2)");
     let healed = at("healed: tether set deployment/hello-web replicas back to 2");
     assert!(synced < drift && drift < healed, "out of order:\n{stdout}");
+    // Issue #31: between the drift and the heal, the demo stays on the drift: the
+    // field, who changed it, both values, the app OutOfSync and where the dashboard
+    // shows it.
+    let between = |wanted: &dyn Fn(&str) -> bool, what: &str| {
+        let found = lines[drift..healed].iter().any(|l| wanted(l));
+        assert!(found, "no {what} between the drift and the heal:\n{stdout}");
+    };
+    between(
+        &|l| l.starts_with("  ~ spec.replicas (changed by kubectl-patch (Update)"),
+        "drifted field with who changed it",
+    );
+    between(&|l| l == "-  replicas: 5", "live value");
+    between(&|l| l == "+  replicas: 2", "desired value");
+    between(
+        &|l| l.starts_with("hello") && l.split_whitespace().nth(1) == Some("OutOfSync"),
+        "OutOfSync status row",
+    );
+    between(
+        &|l| l.starts_with("dashboard: http://127.0.0.1:") && l.contains("/#/apps/hello"),
+        "dashboard link",
+    );
     // `tether status` tables, before the drift and after the heal.
     let tables: Vec<usize> = lines
         .iter()
@@ -182,6 +206,7 @@ fn keeps_running_until(signal: &str, code: i32) {
         .arg(script())
         .env("TETHER", env!("CARGO_BIN_EXE_tether"))
         .env("TMPDIR", tmp.path())
+        .env("QUICKSTART_PAUSE", "0")
         .env_remove("KUBECONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -236,6 +261,25 @@ fn quickstart_keeps_running_until_ctrl_c_then_stops_everything() {
 #[test]
 fn quickstart_stops_everything_on_sigterm() {
     keeps_running_until("TERM", 143);
+}
+
+/// Regression (issue #31): the build ran `cargo build --quiet`, minutes with no
+/// output on a busy machine. The script now lets cargo show its progress.
+#[test]
+fn quickstart_builds_with_cargos_progress_shown() {
+    let script = std::fs::read_to_string(script()).expect("the script");
+    let builds: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("cargo build"))
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    assert!(!builds.is_empty(), "the script builds tether");
+    assert!(
+        builds
+            .iter()
+            .all(|l| !l.contains("--quiet") && !l.contains(" -q")),
+        "{builds:?}"
+    );
 }
 
 #[test]

@@ -47,7 +47,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "tether.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repository := required "image.repository is required: tether publishes no image yet; build one with the project's Dockerfile (docker build -t REGISTRY/tether:TAG .), push it to a registry the cluster pulls from and set image.repository=REGISTRY/tether (charts/tether/README.md, \"The image\")" .Values.image.repository -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* The webhook providers tether serves, as in the config schema. */}}

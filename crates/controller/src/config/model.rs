@@ -282,6 +282,8 @@ pub struct SyncPolicy {
     pub force: bool,
     /// Allow a prune that would delete every object the app owns.
     pub allow_mass_prune: bool,
+    /// How long the hooks of one phase may run in all.
+    pub hook_timeout: Duration,
 }
 
 impl Default for SyncPolicy {
@@ -292,6 +294,7 @@ impl Default for SyncPolicy {
             self_heal: true,
             force: true,
             allow_mass_prune: false,
+            hook_timeout: tether_core::sync::hooks::DEFAULT_HOOK_TIMEOUT,
         }
     }
 }

@@ -225,6 +225,7 @@ pub struct Sync {
     pub force: Option<bool>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub allow_mass_prune: bool,
+    pub hook_timeout: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -409,6 +409,11 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         self_heal: s.self_heal.unwrap_or(true),
         force: s.force.unwrap_or(true),
         allow_mass_prune: s.allow_mass_prune,
+        hook_timeout: check.duration(
+            &format!("{path}.sync.hookTimeout"),
+            s.hook_timeout.as_ref(),
+            tether_core::sync::hooks::DEFAULT_HOOK_TIMEOUT,
+        ),
     };
     let ignore_differences = raw
         .ignore_differences

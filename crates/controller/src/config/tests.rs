@@ -97,7 +97,8 @@ fn the_schema_example_loads_as_written() {
             prune: true,
             self_heal: true,
             force: true,
-            allow_mass_prune: false
+            allow_mass_prune: false,
+            hook_timeout: Duration::from_secs(300),
         }
     );
     assert!(!web.suspend);
@@ -204,6 +205,18 @@ fn a_bad_duration_names_its_file_line_and_field() {
         [
             "tether.yaml:7: apps[1].source.interval: \"1x\" is not a duration (like 30s, 1m, 1h30m or 500ms)"
         ]
+    );
+}
+
+#[test]
+fn an_apps_hook_timeout_defaults_to_helms_and_must_be_a_positive_duration() {
+    let c = parse(&app(""));
+    assert_eq!(c.apps[0].sync.hook_timeout, Duration::from_secs(300));
+    let c = parse(&app("  sync:\n    hookTimeout: 90s\n"));
+    assert_eq!(c.apps[0].sync.hook_timeout, Duration::from_secs(90));
+    assert_eq!(
+        problems(&app("  sync:\n    hookTimeout: 0s\n")),
+        ["tether.yaml:6: apps[0].sync.hookTimeout: \"0s\" must be positive"]
     );
 }
 

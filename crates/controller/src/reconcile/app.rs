@@ -627,6 +627,7 @@ impl Worker {
             },
             inventory: self.inventory.as_ref(),
             hooks: HookRuns::WhenWriting,
+            hook_timeout: self.config.sync.hook_timeout,
             // Applied in full at this revision: a heal skips the dry run.
             validated: acting && self.synced_revision.as_deref() == Some(sha),
             ..SyncOptions::new(&self.config.name)

@@ -6,10 +6,15 @@
 //! Phases, in the order a sync reaches them: `PreSync` after validation and before
 //! anything is applied (one failing applies nothing else); `Sync` after the app's
 //! objects are applied (every wave); `PostSync` once they are Healthy and pruned;
-//! `SyncFail` when any of that failed. Within a phase, hooks run by wave then kind
-//! order; a wave's hooks are created together and all finish before the next wave.
+//! `SyncFail` when any of that failed. Within a phase, hooks run by wave, kind order
+//! and name; a wave's hooks are created together and all finish before the next wave.
 //! A hook is done when a Job is `Complete`, a Pod `Succeeded`, anything else Healthy;
-//! a failed Job or Pod fails the phase.
+//! a failed Job or Pod fails the phase, and so does a phase that outlives its
+//! deadline. `HookSucceeded` instances are deleted only once every hook of the phase
+//! succeeded, last created first, as Helm deletes them after the whole hook event: a
+//! chart's Job runs with a ServiceAccount and RBAC that are hooks of an earlier
+//! weight (cert-manager's `startupapicheck`, ingress-nginx's `admission-create`), and
+//! they must outlive it.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -19,6 +24,7 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, Resolved};
 use tether_diff::manifest::{Manifest, ManifestSet, ObjectId};
+use tether_schema::duration::format_duration;
 use tether_schema::ownership::{
     APP_LABEL, ARGOCD_HOOK_ANNOTATION, ARGOCD_HOOK_DELETE_POLICY_ANNOTATION, HELM_HOOK_ANNOTATION,
     HELM_HOOK_DELETE_POLICY_ANNOTATION, HOOK_ANNOTATION, HOOK_DELETE_POLICY_ANNOTATION, is_hook,
@@ -30,8 +36,10 @@ use super::item::{gvk_of, namespace_of};
 use super::plan::{kind_rank, wave_of};
 use super::report::{HookAction, HookResult, Phase};
 
-/// How long a phase's hooks may run when the sync sets no `--timeout`: the same
-/// figure as `tether sync --timeout`'s default, and Argo CD leaves hooks unbounded.
+/// How long the hooks of one phase may run in all, from the first created to the
+/// last finished, unless the sync sets another (`--hook-timeout`,
+/// `sync.hookTimeout`): Helm's `--timeout` default, 5 minutes. Argo CD leaves hooks
+/// unbounded, and a hook that never ends would then hold the sync for ever.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often a running hook is looked at again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -238,15 +246,9 @@ pub(super) fn skipped(hooks: &[Hook<'_>], phase: Phase, why: &str) -> Vec<HookRe
         .collect()
 }
 
-/// Runs the hooks of `phase`, wave by wave, until one fails or all succeeded.
-/// Hooks of a later wave are not run after a failure (they are not reported).
-pub(super) async fn run_phase(
-    cluster: &Cluster,
-    hooks: &[Hook<'_>],
-    phase: Phase,
-    app: &str,
-    deadline: Instant,
-) -> Vec<HookResult> {
+/// The hooks of `phase` in the order they run: waves (each created together), by
+/// wave then kind order, each by name.
+fn waves<'h, 'm>(hooks: &'h [Hook<'m>], phase: Phase) -> Vec<Vec<&'h Hook<'m>>> {
     let mut waves: BTreeMap<(i64, u8), Vec<&Hook<'_>>> = BTreeMap::new();
     for hook in hooks.iter().filter(|h| h.phases.contains(&phase)) {
         let id = &hook.manifest.id;
@@ -257,8 +259,34 @@ pub(super) async fn run_phase(
             .or_default()
             .push(hook);
     }
+    waves
+        .into_values()
+        .map(|mut wave| {
+            wave.sort_by(|a, b| a.manifest.id.name.cmp(&b.manifest.id.name));
+            wave
+        })
+        .collect()
+}
+
+/// Runs the hooks of `phase`, wave by wave, until one fails or all succeeded, within
+/// `timeout` for the whole phase. Hooks of a later wave are not run after a failure
+/// (they are not reported). Once every hook succeeded, the `HookSucceeded` ones are
+/// deleted, last created first; after a failure they are kept, as Helm keeps them.
+pub(super) async fn run_phase(
+    cluster: &Cluster,
+    hooks: &[Hook<'_>],
+    phase: Phase,
+    app: &str,
+    timeout: Duration,
+) -> Vec<HookResult> {
+    let deadline = Deadline {
+        at: Instant::now() + timeout,
+        timeout,
+    };
     let mut results = Vec::new();
-    for (_, wave) in waves {
+    // Succeeded instances with their place in `results`, in the order created.
+    let mut succeeded = Vec::new();
+    for wave in waves(hooks, phase) {
         let mut started = Vec::new();
         for hook in wave {
             match create(cluster, hook, app).await {
@@ -273,13 +301,35 @@ pub(super) async fn run_phase(
             }
         }
         for (hook, instance) in started {
-            results.push(finish(cluster, hook, instance, phase, deadline).await);
+            let result = finish(cluster, hook, &instance, phase, &deadline).await;
+            if result.action == HookAction::Succeeded {
+                succeeded.push((hook, instance, results.len()));
+            }
+            results.push(result);
         }
         if results.iter().any(|r| r.action == HookAction::Failed) {
-            break;
+            return results;
+        }
+    }
+    for (hook, instance, at) in succeeded.into_iter().rev() {
+        if hook.delete.contains(&DeletePolicy::HookSucceeded) {
+            delete(
+                cluster,
+                &instance,
+                DeletePolicy::HookSucceeded,
+                &mut results[at],
+            )
+            .await;
         }
     }
     results
+}
+
+/// When a phase's hooks must have finished, and the timeout it came from (for the
+/// message).
+struct Deadline {
+    at: Instant,
+    timeout: Duration,
 }
 
 /// A created hook instance: its kind as served and its identity.
@@ -359,18 +409,19 @@ async fn previous(
         .collect())
 }
 
-/// Waits for a hook instance to finish, then deletes it if its policy says so.
+/// Waits for a hook instance to finish; a failed one is deleted at once if its
+/// policy says so (a succeeded one waits for the rest of its phase).
 async fn finish(
     cluster: &Cluster,
     hook: &Hook<'_>,
-    instance: Instance,
+    instance: &Instance,
     phase: Phase,
-    deadline: Instant,
+    deadline: &Deadline,
 ) -> HookResult {
-    let namespace = namespace_of(&instance.kind, &instance.id).map(str::to_string);
+    let namespace = namespace_of(&instance.kind, &instance.id);
     let outcome = loop {
         match cluster
-            .get(&instance.kind, namespace.as_deref(), &instance.id.name)
+            .get(&instance.kind, namespace, &instance.id.name)
             .await
         {
             Ok(Some(live)) => {
@@ -382,47 +433,53 @@ async fn finish(
             Err(err) if err.is_retryable() => {}
             Err(err) => break Err(err.to_string()),
         }
-        if Instant::now() >= deadline {
-            break Err("did not finish in time".to_string());
+        if Instant::now() >= deadline.at {
+            break Err(format!(
+                "did not finish within the {phase} phase's hook timeout of {} (--hook-timeout, sync.hookTimeout)",
+                format_duration(deadline.timeout),
+                phase = phase.as_str(),
+            ));
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     };
-    let (action, mut message, policy) = match outcome {
-        Ok(()) => (
-            HookAction::Succeeded,
-            String::new(),
-            DeletePolicy::HookSucceeded,
-        ),
-        Err(why) => (HookAction::Failed, why, DeletePolicy::HookFailed),
+    let mut result = HookResult {
+        id: instance.id.clone(),
+        phase,
+        action: HookAction::Succeeded,
+        message: String::new(),
+        deleted: false,
     };
-    let mut deleted = false;
-    if hook.delete.contains(&policy) {
-        match cluster
-            .delete(
-                &instance.kind,
-                namespace.as_deref(),
-                &instance.id.name,
-                None,
-            )
-            .await
-        {
-            Ok(()) => deleted = true,
-            Err(err) => {
-                let note = format!("deleting it ({}): {err}", policy.as_str());
-                message = if message.is_empty() {
-                    note
-                } else {
-                    format!("{message}; {note}")
-                };
-            }
+    if let Err(why) = outcome {
+        result.action = HookAction::Failed;
+        result.message = why;
+        if hook.delete.contains(&DeletePolicy::HookFailed) {
+            delete(cluster, instance, DeletePolicy::HookFailed, &mut result).await;
         }
     }
-    HookResult {
-        id: instance.id,
-        phase,
-        action,
-        message,
-        deleted,
+    result
+}
+
+/// Deletes a hook instance as `policy` asks, noting the outcome in its result.
+async fn delete(
+    cluster: &Cluster,
+    instance: &Instance,
+    policy: DeletePolicy,
+    result: &mut HookResult,
+) {
+    let namespace = namespace_of(&instance.kind, &instance.id);
+    match cluster
+        .delete(&instance.kind, namespace, &instance.id.name, None)
+        .await
+    {
+        Ok(()) => result.deleted = true,
+        Err(err) => {
+            let note = format!("deleting it ({}): {err}", policy.as_str());
+            result.message = if result.message.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", result.message)
+            };
+        }
     }
 }
 

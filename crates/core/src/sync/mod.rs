@@ -75,6 +75,8 @@ pub struct SyncOptions<'a> {
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
     /// When the app's hooks run.
     pub hooks: HookRuns,
+    /// How long the hooks of one phase may run in all; past it the phase fails.
+    pub hook_timeout: Duration,
     /// This revision was applied in full before (every object accepted by the
     /// server): a heal of one object is applied without a dry run first (see
     /// `decide`).
@@ -109,6 +111,7 @@ impl<'a> SyncOptions<'a> {
             inventory: None,
             progress: None,
             hooks: HookRuns::Always,
+            hook_timeout: hooks::DEFAULT_HOOK_TIMEOUT,
             validated: false,
         }
     }
@@ -172,7 +175,6 @@ pub async fn sync(
     // Hooks are not app objects: from here on, `desired` is the app's objects only.
     let (app_objects, hooks) = hooks::split(desired).map_err(SyncError::Hooks)?;
     let desired: &ManifestSet = &app_objects;
-    let hook_deadline = started + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
     let steps =
         plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
     let mut inventory = match options.inventory {
@@ -235,8 +237,7 @@ pub async fn sync(
         }
     }
     if run_hooks {
-        let ran =
-            hooks::run_phase(cluster, &hooks, Phase::PreSync, options.app, hook_deadline).await;
+        let ran = run_phase(cluster, &hooks, Phase::PreSync, options).await;
         let failed = ran.iter().any(|r| r.action == HookAction::Failed);
         report.hooks.extend(ran);
         if failed {
@@ -265,14 +266,19 @@ pub async fn sync(
         .iter()
         .any(|i| matches!(i.result, Some((Action::Failed, _))));
     if run_hooks && !any_failed && report.wait_failed.is_none() {
-        let ran = hooks::run_phase(cluster, &hooks, Phase::Sync, options.app, hook_deadline).await;
+        let ran = run_phase(cluster, &hooks, Phase::Sync, options).await;
         any_failed |= ran.iter().any(|r| r.action == HookAction::Failed);
         report.hooks.extend(ran);
         let post_sync = hooks.iter().any(|h| h.phases.contains(&Phase::PostSync));
         if !any_failed && post_sync {
             // PostSync hooks run once the app is Healthy, whether or not `--wait` asked.
             let all: Vec<usize> = (0..items.len()).collect();
-            report.wait_failed = apply::wait_healthy(cluster, &mut items, &all, hook_deadline)
+            // Within `--wait`'s time for the whole sync, else the phase's hook timeout.
+            let healthy_by = match options.wait {
+                Some(wait) => started + wait,
+                None => Instant::now() + options.hook_timeout,
+            };
+            report.wait_failed = apply::wait_healthy(cluster, &mut items, &all, healthy_by)
                 .await
                 .err();
         }
@@ -315,9 +321,7 @@ pub async fn sync(
     report.inventory = next;
     if run_hooks {
         if !report.failed() {
-            let ran =
-                hooks::run_phase(cluster, &hooks, Phase::PostSync, options.app, hook_deadline)
-                    .await;
+            let ran = run_phase(cluster, &hooks, Phase::PostSync, options).await;
             report.hooks.extend(ran);
         }
         if report.failed() {
@@ -443,17 +447,26 @@ fn refuse_invalid<'m>(
     None
 }
 
-/// Runs the SyncFail hooks of a sync that failed, with a time of their own (the
-/// failure may have used up the sync's).
+/// Runs the SyncFail hooks of a sync that failed (with a deadline of their own, as
+/// every phase has).
 async fn run_sync_fail(
     cluster: &Cluster,
     hooks: &[hooks::Hook<'_>],
     options: &SyncOptions<'_>,
     report: &mut SyncReport,
 ) {
-    let deadline = Instant::now() + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
-    let ran = hooks::run_phase(cluster, hooks, Phase::SyncFail, options.app, deadline).await;
+    let ran = run_phase(cluster, hooks, Phase::SyncFail, options).await;
     report.hooks.extend(ran);
+}
+
+/// Runs the hooks of one phase with the sync's app and hook timeout.
+async fn run_phase(
+    cluster: &Cluster,
+    hooks: &[hooks::Hook<'_>],
+    phase: Phase,
+    options: &SyncOptions<'_>,
+) -> Vec<HookResult> {
+    hooks::run_phase(cluster, hooks, phase, options.app, options.hook_timeout).await
 }
 
 /// What the app owns after a pass: its desired objects, and what prune kept.

@@ -3,6 +3,10 @@
 //! workloads report status as healthy controllers would, Jobs complete, LoadBalancer
 //! Services get an address and claims are bound. A container image whose tag ends in
 //! [`BROKEN_IMAGE_SUFFIX`] never becomes ready, so degraded health can be tested.
+//! A Job whose pods name a ServiceAccount that does not exist never starts, as on a
+//! cluster, where the ServiceAccount admission refuses the Job controller's pods
+//! (`error looking up service account`): a Helm hook Job whose ServiceAccount hook
+//! was deleted too early hangs here as it does there.
 //!
 //! Like real controllers they are level-triggered: each change of a watched object
 //! schedules a pass that computes the status the object should have now and writes it
@@ -95,6 +99,9 @@ fn schedule(state: Arc<State>, resource: ResourceKey, key: ObjectKey, delay: Dur
         // that writes an outcome records it.
         let mut changed = None;
         let result = state.update_status(resource_type, &key, MANAGER, |object| {
+            if missing_service_account(&state, &resource, &key, object) {
+                return None;
+            }
             let status = desired_status(&resource, object)?;
             if object.get("status") != Some(&status) {
                 changed = Some(object.clone());
@@ -109,6 +116,36 @@ fn schedule(state: Arc<State>, resource: ResourceKey, key: ObjectKey, delay: Dur
             record_outcome(&state, &resource, &before, &after.value());
         }
     });
+}
+
+/// Whether `object` is a Job whose pod template names a ServiceAccount (other than
+/// `default`, which the sandbox does not create) that does not exist in its
+/// namespace. The Job then waits: the simulation looks again when the Job changes,
+/// not when the ServiceAccount appears (a cluster's Job controller retries).
+fn missing_service_account(
+    state: &State,
+    resource: &ResourceKey,
+    key: &ObjectKey,
+    object: &Value,
+) -> bool {
+    if resource.group != "batch" || resource.resource != "jobs" {
+        return false;
+    }
+    let named = object
+        .pointer("/spec/template/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty() && *name != "default");
+    let Some(name) = named else {
+        return false;
+    };
+    let accounts = ResourceKey {
+        group: String::new(),
+        resource: "serviceaccounts".to_string(),
+    };
+    state
+        .store
+        .get(&accounts, &(key.0.clone(), name.to_string()))
+        .is_none()
 }
 
 /// The Event a controller records when a workload reaches an end: the Job controller's

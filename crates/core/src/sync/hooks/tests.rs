@@ -234,3 +234,42 @@ spec: {}
     assert_eq!(both.phases, [Phase::PostSync]);
     assert_eq!(both.delete, [DeletePolicy::HookFailed]);
 }
+
+#[test]
+fn a_phase_runs_by_weight_then_kind_then_name_so_a_jobs_rbac_hooks_come_first() {
+    // cert-manager's startupapicheck layout, listed as a chart renders it (by file).
+    let hook = |kind: &str, api: &str, name: &str, weight: i32| {
+        format!(
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\n  annotations:\n    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"{weight}\"\n"
+        )
+    };
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let text = [
+        hook("Job", "batch/v1", "startupapicheck", 1),
+        hook("RoleBinding", rbac, "startupapicheck", -5),
+        hook("Role", rbac, "startupapicheck", -5),
+        hook("ServiceAccount", "v1", "b", -5),
+        hook("ServiceAccount", "v1", "a", -5),
+    ]
+    .join("---\n");
+    let set = read(&text).expect("reads");
+    let (_, hooks) = split(&set).expect("valid");
+    let order: Vec<Vec<String>> = waves(&hooks, Phase::PostSync)
+        .iter()
+        .map(|wave| {
+            wave.iter()
+                .map(|h| format!("{}/{}", h.manifest.id.kind, h.manifest.id.name))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            vec!["ServiceAccount/a", "ServiceAccount/b"],
+            vec!["Role/startupapicheck"],
+            vec!["RoleBinding/startupapicheck"],
+            vec!["Job/startupapicheck"],
+        ]
+    );
+    assert!(waves(&hooks, Phase::PreSync).is_empty());
+}

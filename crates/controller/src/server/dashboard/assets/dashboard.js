@@ -245,6 +245,9 @@ function renderAppsShell() {
 function renderRows() {
   const body = $("app-rows");
   if (!body) return;
+  // Rendered now: a render still scheduled has nothing left to do, and a flag left
+  // set would hold back every later row update (updateRow waits for it).
+  rowsPending = false;
   const focused = document.activeElement?.closest?.("tr[data-app]")?.dataset.app;
   const shown = state.order.map((n) => state.apps.get(n)).filter(matches);
   body.innerHTML = shown.map(appRow).join("") ||
@@ -272,11 +275,17 @@ function updateRow(app) {
   if (focused) fresh.querySelector("a")?.focus();
 }
 
+// A burst of events renders the rows once, at the next animation frame; a page that
+// gets no frames (a background tab, a headless browser) would then never render them,
+// so a timer renders them too, whichever comes first.
+const ROWS_FALLBACK_MS = 100;
 let rowsPending = false;
 function scheduleRows() {
   if (rowsPending) return;
   rowsPending = true;
-  requestAnimationFrame(() => { rowsPending = false; renderRows(); });
+  const render = () => { if (rowsPending) renderRows(); };
+  requestAnimationFrame(render);
+  setTimeout(render, ROWS_FALLBACK_MS);
 }
 
 // --- App view --------------------------------------------------------------------
