@@ -125,15 +125,18 @@ fn type_fits(schema: &Value, value: &Value) -> bool {
 /// "string"` (`FieldValueTypeInvalid`).
 fn type_error(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let expected = declared_type(schema).unwrap_or_default();
-    let found = cel::type_name(value);
-    errs.push(FieldError::type_invalid(
+    errs.push(must_be_of_type(path, expected, cel::type_name(value)));
+}
+
+/// kube-openapi's `InvalidType`, of a value's type or of a string's format: `found`
+/// is both the invalid value and the end of the message.
+fn must_be_of_type(path: &str, expected: &str, found: &str) -> FieldError {
+    let quoted = super::go_quote(found);
+    FieldError::type_invalid(
         path,
-        &super::go_quote(found),
-        &format!(
-            "{path} in body must be of type {expected}: {}",
-            super::go_quote(found)
-        ),
-    ));
+        &quoted,
+        &format!("{path} in body must be of type {expected}: {quoted}"),
+    )
 }
 
 fn check_enum(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
@@ -186,14 +189,7 @@ fn check_string(schema: &Value, text: &str, path: &str, errs: &mut Vec<FieldErro
     if let Some(format) = schema["format"].as_str()
         && !super::formats::conforms(format, text)
     {
-        errs.push(FieldError::type_invalid(
-            path,
-            &super::go_quote(text),
-            &format!(
-                "{path} in body must be of type {format}: {}",
-                super::go_quote(text)
-            ),
-        ));
+        errs.push(must_be_of_type(path, format, text));
     }
 }
 
