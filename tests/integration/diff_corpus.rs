@@ -316,6 +316,61 @@ fn no_secret_value_appears_in_any_output_format() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Issue #31: `tether diff --live` read two pairs gitops-engine's own diff tests hold
+/// in sync as drift: a ClusterRole with `rules: []` against a live one whose rules the
+/// server omitted (or served as null), and a Secret whose data value is `""` against the
+/// live `null` the server serves for it. A value given against one the server kept
+/// absent is still drift.
+#[test]
+fn issue31_empty_against_omitted_or_null_reads_in_sync() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (d, l) = (tmp.path().join("d"), tmp.path().join("l"));
+    let role =
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: grafana}\n";
+    let secret =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: wp, namespace: shop}\ntype: Opaque\n";
+    write(
+        &d,
+        "all.yaml",
+        &format!("{role}rules: []\n---\n{secret}data: {{smtp: ''}}\n"),
+    )?;
+    let run = |live: &str| -> anyhow::Result<(Option<i32>, String)> {
+        write(&l, "live.yaml", live)?;
+        let args: Vec<&std::ffi::OsStr> = vec![
+            "--path".as_ref(),
+            d.as_os_str(),
+            "--live".as_ref(),
+            l.as_os_str(),
+            "--color".as_ref(),
+            "never".as_ref(),
+        ];
+        let (code, out, err) = tether_diff(&args);
+        Ok((code, format!("{out}{err}")))
+    };
+    let (code, out) = run(&format!("{role}---\n{secret}data: {{smtp: null}}\n"))?;
+    assert_eq!(code, Some(0), "rules omitted, data value null: {out}");
+    let (code, out) = run(&format!(
+        "{role}rules: null\n---\n{secret}data: {{smtp: null}}\n"
+    ))?;
+    assert_eq!(code, Some(0), "rules null: {out}");
+    let (code, out) = run(&format!("{role}---\n{secret}data: {{}}\n"))?;
+    assert_eq!(
+        code,
+        Some(1),
+        "a data key the server keeps, absent live: {out}"
+    );
+    assert!(out.contains("~ data.smtp"), "{out}");
+    write(
+        &d,
+        "all.yaml",
+        &format!("{role}rules: [{{apiGroups: [''], resources: [pods], verbs: [get]}}]\n"),
+    )?;
+    let (code, out) = run(role)?;
+    assert_eq!(code, Some(1), "rules given, none live: {out}");
+    assert!(out.contains("~ rules"), "{out}");
+    Ok(())
+}
+
 #[test]
 fn offline_diff_exit_codes_follow_kubectl() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;

@@ -7,6 +7,7 @@ mod app_crd;
 mod chart;
 mod cli;
 mod config;
+mod crd_schema;
 mod dashboard;
 mod dashboard_load;
 mod diff_corpus;

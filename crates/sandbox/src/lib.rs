@@ -440,12 +440,25 @@ async fn answer(
         body,
         format,
         decoded: std::sync::Mutex::new(decoded),
+        warnings: api::Warnings::default(),
     };
     let started = std::time::Instant::now();
     let method = request.method.clone();
     let path = request.path.clone();
+    let warnings = request.warnings.clone();
     let reply = state.serve(request).await;
     tracing::debug!(%method, %path, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "request");
+    let mut response = reply_response(format, reply);
+    for warning in warnings.header_values() {
+        if let Ok(value) = http::HeaderValue::from_str(&warning) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// A handler's reply (or error) as a response in the negotiated format.
+fn reply_response(format: protobuf::Format, reply: Result<Reply, ApiError>) -> Response<Body> {
     match reply {
         Ok(Reply::Json(code, value)) if format == protobuf::Format::Protobuf => {
             // A kind without a message (a Table) or a field newer than the messages

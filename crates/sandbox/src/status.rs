@@ -33,8 +33,11 @@ pub enum ApiError {
     /// Server-side apply found fields owned by other managers.
     #[error("{message}")]
     ApplyConflict { message: String, causes: Vec<Cause> },
+    /// `NewInvalid`: details name the object, its group (empty for the core group)
+    /// and kind.
     #[error("{message}")]
     Invalid {
+        group: String,
         kind: String,
         name: String,
         message: String,
@@ -68,6 +71,11 @@ pub enum ApiError {
     Expired(String),
     #[error("{0}")]
     Internal(String),
+    /// A plain error kube-apiserver did not make a `Status` of: 500 with no reason
+    /// (`StatusReasonUnknown`), the error's text as the message. Server-side apply's
+    /// "failed to create typed patch object" is one (kubernetes/kubernetes#139253).
+    #[error("{0}")]
+    Unclassified(String),
     /// Injected faults (`--fail-rate`).
     #[error("{0}")]
     ServiceUnavailable(String),
@@ -97,7 +105,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Expired(_) => StatusCode::GONE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Unclassified(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -117,6 +125,7 @@ impl ApiError {
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) => "Expired",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Unclassified(_) => "",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::TooManyRequests(_) => "TooManyRequests",
         }
@@ -130,7 +139,10 @@ impl ApiError {
         status.insert("metadata".into(), json!({}));
         status.insert("status".into(), "Failure".into());
         status.insert("message".into(), self.to_string().into());
-        status.insert("reason".into(), self.reason().into());
+        // `reason` is `omitempty`: an unclassified error has none.
+        if !self.reason().is_empty() {
+            status.insert("reason".into(), self.reason().into());
+        }
         let details = match self {
             ApiError::NotFound { plural, name }
             | ApiError::AlreadyExists { plural, name }
@@ -139,11 +151,18 @@ impl ApiError {
             }
             ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes_json(causes)})),
             ApiError::Invalid {
-                kind, name, causes, ..
+                group,
+                kind,
+                name,
+                causes,
+                ..
             } => {
                 let mut details = serde_json::Map::new();
                 if !name.is_empty() {
                     details.insert("name".into(), name.clone().into());
+                }
+                if !group.is_empty() {
+                    details.insert("group".into(), group.clone().into());
                 }
                 if !kind.is_empty() {
                     details.insert("kind".into(), kind.clone().into());
@@ -244,6 +263,7 @@ mod tests {
     #[test]
     fn invalid_without_a_name_omits_it_from_details() {
         let status = ApiError::Invalid {
+            group: String::new(),
             kind: "ConfigMap".into(),
             name: String::new(),
             message: "m".into(),

@@ -100,6 +100,10 @@ struct FieldDef {
     default: Option<Value>,
     /// Listed in the parent's `required`: present (maybe `null`) in a zero object.
     required: bool,
+    /// The server leaves the field out when it is empty (Go's `omitempty`): an optional
+    /// field of a built-in kind. Custom resources are stored as sent (unstructured), so
+    /// none of theirs is.
+    omit_empty: bool,
 }
 
 /// A struct's fields by name. Looked up for every list and differing scalar the drift
@@ -182,6 +186,7 @@ impl Arena {
                             ty,
                             default: field.default.clone(),
                             required: field.required,
+                            omit_empty: field.omit_empty,
                         },
                     );
                     if let Some(p) = from.object_patch.get(&(id, name.clone())) {
@@ -277,6 +282,12 @@ impl Schema {
         validate::validate(self.root(), obj)
     }
 
+    /// Drops the fields the schema does not declare ([`Validation::unknown_fields`]),
+    /// as decoding into a built-in kind's Go type does.
+    pub fn prune_undeclared(&self, obj: &mut Value) {
+        validate::prune(self.root(), obj);
+    }
+
     /// The object a create starts from: what the API server's zero value of the kind
     /// looks like once serialized (non-pointer structs as `{}`, required lists and
     /// maps as `null`). Server-side apply compares against it when an object is
@@ -363,6 +374,7 @@ fn with_object_meta(arena: &mut Arena, root: TypeId) -> TypeId {
                     ty,
                     default: None,
                     required: false,
+                    omit_empty: false,
                 },
             );
         }
@@ -444,6 +456,18 @@ impl<'a> Node<'a> {
     /// Whether `name` is a declared field of the struct here (not a map key).
     pub fn declares(&self, name: &str) -> bool {
         matches!(self.def(), TypeDef::Struct { fields, .. } if fields.contains_key(name))
+    }
+
+    /// Whether the server leaves field `name` of an object here out when it is empty
+    /// (`[]`, `{}`, `""`), so that empty and absent are the same value: a declared,
+    /// optional field of a built-in kind (kube-openapi lists every field without
+    /// `omitempty` and `+optional` as `required`). A map's entries, a custom resource's
+    /// fields and anything untyped are kept as written.
+    pub fn omits_empty(&self, name: &str) -> bool {
+        match self.def() {
+            TypeDef::Struct { fields, .. } => fields.get(name).is_some_and(|f| f.omit_empty),
+            _ => false,
+        }
     }
 
     /// The declared fields of a struct, in schema order.

@@ -245,15 +245,40 @@ impl Converter<'_> {
             if strategy != PatchStrategy::default() {
                 self.arena.object_patch.insert((id, name.clone()), strategy);
             }
+            let required = required.contains(&name.as_str());
             fields.insert(
                 name.clone(),
                 FieldDef {
                     ty,
                     default: prop.get("default").cloned(),
-                    required: required.contains(&name.as_str()),
+                    required,
+                    // Built-in kinds come from the documents' components; an inline
+                    // schema is a CRD's, whose objects the server keeps as sent.
+                    omit_empty: self.components.is_some() && !required,
                 },
             );
             order.push(name.clone());
+        }
+        if flag(schema, "x-kubernetes-embedded-resource") {
+            // An embedded object is a resource: it may carry its own type and metadata
+            // without declaring them.
+            let string = self.arena.push(TypeDef::Scalar(ScalarType::String));
+            for (name, ty) in [
+                ("apiVersion", string),
+                ("kind", string),
+                ("metadata", Arena::UNTYPED),
+            ] {
+                if !fields.contains_key(name) {
+                    order.push(name.to_string());
+                    let def = FieldDef {
+                        ty,
+                        default: None,
+                        required: false,
+                        omit_empty: false,
+                    };
+                    fields.insert(name.to_string(), def);
+                }
+            }
         }
         let extra = additional.or(preserve.then_some(Arena::UNTYPED));
         TypeDef::Struct {

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::{Node, NodeKind, ScalarType};
+use super::{ListType, Node, NodeKind, PathElement, ScalarType, render_path};
 
 /// What is wrong with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,9 @@ pub enum FieldErrorKind {
 pub struct FieldError {
     /// Kubernetes' form of the path: `spec.template.spec.containers[0].image`.
     pub field: String,
+    /// The path as server-side apply names it, list items by key or value:
+    /// `.spec.template.spec.containers[name="web"].image`.
+    pub apply_path: String,
     pub kind: FieldErrorKind,
 }
 
@@ -73,8 +76,41 @@ impl Validation {
 
 pub(super) fn validate(root: Node<'_>, obj: &Value) -> Validation {
     let mut out = Validation::default();
-    walk(root, obj, &mut String::new(), &mut out);
+    let mut at = At {
+        path: String::new(),
+        elements: Vec::new(),
+    };
+    walk(root, obj, &mut at, &mut out);
     out
+}
+
+/// Where the walk is, in both of the API server's spellings.
+struct At {
+    path: String,
+    elements: Vec<PathElement>,
+}
+
+impl At {
+    fn error(&self, kind: FieldErrorKind) -> FieldError {
+        FieldError {
+            field: self.path.clone(),
+            apply_path: render_path(&self.elements),
+            kind,
+        }
+    }
+}
+
+/// How server-side apply addresses item `i` of a list of this type.
+fn item_element(list_type: &ListType, i: usize, item: &Value) -> PathElement {
+    match list_type {
+        ListType::Map { keys } => PathElement::key(
+            keys.iter()
+                .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
+                .collect(),
+        ),
+        ListType::Set => PathElement::Value(item.clone()),
+        ListType::Atomic => PathElement::Index(i),
+    }
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -111,60 +147,78 @@ fn scalar_name(ty: ScalarType) -> &'static str {
     }
 }
 
-fn walk(node: Node<'_>, value: &Value, path: &mut String, out: &mut Validation) {
+fn walk(node: Node<'_>, value: &Value, at: &mut At, out: &mut Validation) {
     // null decodes to the zero value of any type.
     if value.is_null() {
         return;
     }
-    let wrong = |expected: &'static str, out: &mut Validation, path: &str| {
-        out.type_errors.push(FieldError {
-            field: path.to_string(),
-            kind: FieldErrorKind::WrongType {
-                expected,
-                found: json_type(value),
-            },
-        });
+    let wrong = |expected: &'static str, out: &mut Validation, at: &At| {
+        out.type_errors.push(at.error(FieldErrorKind::WrongType {
+            expected,
+            found: json_type(value),
+        }));
     };
     match node.kind() {
         NodeKind::Untyped => {}
         NodeKind::Scalar(ty) => {
             if !scalar_fits(ty, value) {
-                wrong(scalar_name(ty), out, path);
+                wrong(scalar_name(ty), out, at);
             }
         }
-        NodeKind::List(_) => {
+        NodeKind::List(list_type) => {
             let Value::Array(items) = value else {
-                return wrong("array", out, path);
+                return wrong("array", out, at);
             };
             let Some(item_node) = node.items() else {
                 return;
             };
             for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                walk(item_node, item, path, out);
-                path.truncate(len);
+                let len = at.path.len();
+                at.path.push_str(&format!("[{i}]"));
+                at.elements.push(item_element(list_type, i, item));
+                walk(item_node, item, at, out);
+                at.elements.pop();
+                at.path.truncate(len);
             }
         }
         NodeKind::Struct { .. } | NodeKind::Map { .. } => {
             let Value::Object(map) = value else {
-                return wrong("object", out, path);
+                return wrong("object", out, at);
             };
             for (key, child) in map {
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
+                let len = at.path.len();
+                if !at.path.is_empty() {
+                    at.path.push('.');
                 }
-                path.push_str(key);
+                at.path.push_str(key);
+                at.elements.push(PathElement::Field(key.clone()));
                 match node.field(key) {
-                    Some(child_node) => walk(child_node, child, path, out),
-                    None => out.unknown_fields.push(FieldError {
-                        field: path.clone(),
-                        kind: FieldErrorKind::Unknown,
-                    }),
+                    Some(child_node) => walk(child_node, child, at, out),
+                    None => out.unknown_fields.push(at.error(FieldErrorKind::Unknown)),
                 }
-                path.truncate(len);
+                at.elements.pop();
+                at.path.truncate(len);
             }
         }
+    }
+}
+
+/// Drops the fields `node` does not declare, as decoding into the kind's Go type does.
+pub(super) fn prune(node: Node<'_>, value: &mut Value) {
+    match (node.kind(), value) {
+        (NodeKind::List(_), Value::Array(items)) => {
+            if let Some(item_node) = node.items() {
+                items.iter_mut().for_each(|item| prune(item_node, item));
+            }
+        }
+        (NodeKind::Struct { .. } | NodeKind::Map { .. }, Value::Object(map)) => {
+            map.retain(|key, _| node.field(key).is_some());
+            for (key, child) in map.iter_mut() {
+                if let Some(child_node) = node.field(key) {
+                    prune(child_node, child);
+                }
+            }
+        }
+        _ => {}
     }
 }

@@ -38,8 +38,8 @@ pub(crate) fn is_server_owned(names: &[&str], key: &str) -> bool {
     }
 }
 
-/// Values the API server drops when empty (`omitempty`): absent on the live side,
-/// they are not drift offline.
+/// Empty values: the same as `null` offline, and the same as absent where the server
+/// drops them (`omitempty`, [`SchemaLookup::omits_empty`]).
 pub(crate) fn is_empty_value(v: &Value) -> bool {
     match v {
         Value::Null => true,
@@ -264,7 +264,7 @@ impl<'a, 's> Comparer<'a, 's> {
             match same_order_get(&mut in_order, lm, k) {
                 Some(lv) => self.compare_at(dv, lv, at),
                 None => {
-                    if !(self.offline() && is_empty_value(dv)) {
+                    if !self.same_as_absent(dv, at) {
                         self.record(Some(dv), None);
                     }
                 }
@@ -361,13 +361,37 @@ impl<'a, 's> Comparer<'a, 's> {
         }
     }
 
+    /// Whether desired value `d` of the field last in `names` (of the object at `at`)
+    /// reads the same as that field absent from the live object: offline, `null` (an
+    /// applied manifest's "not set by me") and, for a field the server omits when
+    /// empty, an empty value. A map's entries and a custom resource's fields are kept
+    /// as written, so an empty one that is absent live is drift.
+    fn same_as_absent(&self, d: &Value, at: At<'s>) -> bool {
+        if !self.offline() || !is_empty_value(d) {
+            return false;
+        }
+        if d.is_null() {
+            return true;
+        }
+        let Some((field, parent)) = self.names.split_last() else {
+            return false;
+        };
+        match Self::resolve(at, parent) {
+            At::Path => self.schema.omits_empty(self.ty, parent, field),
+            At::Node { node, .. } => schema::node_omits_empty(node, field),
+        }
+    }
+
     /// Scalars equal once the server's normalisation is accounted for.
     fn scalar_eq(&self, d: &Value, l: &Value, at: At<'s>) -> bool {
         if d == l {
             return true;
         }
-        if self.offline() && d.is_null() {
-            return true; // null in an applied manifest means "not set by me"
+        if self.offline() && (d.is_null() || (l.is_null() && is_empty_value(d))) {
+            // null in an applied manifest means "not set by me"; an empty value is
+            // served as null where the server decodes it to Go's nil (a Secret's
+            // empty data value, a list no item was given).
+            return true;
         }
         match (d, l) {
             (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => true,
@@ -440,7 +464,7 @@ impl<'a, 's> Comparer<'a, 's> {
                             let value = self.project_at(dv, lv, at);
                             out.insert(k.clone(), value);
                         }
-                        None if self.offline() && is_empty_value(dv) => {
+                        None if self.same_as_absent(dv, at) => {
                             out.insert(k.clone(), dv.clone());
                         }
                         None => {}

@@ -39,6 +39,14 @@ pub trait SchemaLookup: Sync {
     fn list_type(&self, ty: &ObjectId, path: &[&str]) -> Option<ListType<'_>>;
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat;
 
+    /// Whether the server leaves field `field` of the object at `path` out when it is
+    /// empty, so an empty desired value and an absent live one are the same
+    /// (see [`schema::Node::omits_empty`]). `false` when the lookup cannot tell: an
+    /// empty value the server keeps is a real difference from an absent one.
+    fn omits_empty(&self, _ty: &ObjectId, _path: &[&str], _field: &str) -> bool {
+        false
+    }
+
     /// The root of `ty`'s schema, for a lookup backed by [`schema::Node`]s: the
     /// comparison then steps down the schema along with the values instead of asking
     /// by path at every field (a walk from the root each time). `None` (the default)
@@ -138,6 +146,16 @@ pub(crate) fn child<'s>(node: schema::Node<'s>, name: &str) -> Option<schema::No
     node.field(name)
 }
 
+/// What [`SchemaLookup::omits_empty`] answers for the node holding `field`; below a
+/// list, for its items.
+pub(crate) fn node_omits_empty(node: Option<schema::Node<'_>>, field: &str) -> bool {
+    let node = node.and_then(|node| match node.kind() {
+        NodeKind::List(_) => node.items(),
+        _ => Some(node),
+    });
+    node.is_some_and(|node| node.omits_empty(field))
+}
+
 /// What [`SchemaLookup::scalar_format`] answers for a node.
 pub(crate) fn node_scalar_format(node: Option<schema::Node<'_>>) -> ScalarFormat {
     match node.map(|node| node.kind()) {
@@ -160,6 +178,10 @@ impl SchemaLookup for OpenApiSchemas {
 
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
         node_scalar_format(self.node(ty, path))
+    }
+
+    fn omits_empty(&self, ty: &ObjectId, path: &[&str], field: &str) -> bool {
+        node_omits_empty(self.node(ty, path), field)
     }
 
     fn root(&self, ty: &ObjectId) -> Option<schema::Node<'_>> {

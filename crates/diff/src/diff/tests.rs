@@ -137,14 +137,37 @@ fn plain_strings_are_not_quantities() {
 #[test]
 fn null_and_absent_are_distinguished() {
     let ty = id("", "ConfigMap");
-    // Desired null or empty: not set by us; absent live is in sync offline.
+    // Desired null, or empty where the server omits the field when empty: not set by
+    // us; absent live is in sync offline.
     assert_eq!(
         run(
             &ty,
             Mode::Offline,
             &[],
-            json!({"a": null, "b": {}}),
+            json!({"data": null, "binaryData": {}}),
             json!({})
+        ),
+        Drift::InSync
+    );
+    // A map entry the server keeps even when empty: absent live is drift.
+    assert_eq!(
+        paths(&run(
+            &ty,
+            Mode::Offline,
+            &[],
+            json!({"data": {"k": ""}}),
+            json!({"data": {}})
+        )),
+        vec!["data.k"]
+    );
+    // An empty value against a live null: the same (Go's nil is served as null).
+    assert_eq!(
+        run(
+            &ty,
+            Mode::Offline,
+            &[],
+            json!({"data": {"k": ""}, "binaryData": {}}),
+            json!({"data": {"k": null}, "binaryData": null})
         ),
         Drift::InSync
     );
@@ -401,6 +424,9 @@ impl SchemaLookup for ByPath {
     }
     fn scalar_format(&self, ty: &ObjectId, path: &[&str]) -> ScalarFormat {
         self.0.scalar_format(ty, path)
+    }
+    fn omits_empty(&self, ty: &ObjectId, path: &[&str], field: &str) -> bool {
+        self.0.omits_empty(ty, path, field)
     }
 }
 

@@ -114,6 +114,7 @@ fn requested_attributes(review: &Value) -> Result<Option<Attributes>, ApiError> 
     if resource.is_some() == non_resource.is_some() {
         let kind = review["kind"].as_str().unwrap_or_default().to_string();
         return Err(ApiError::Invalid {
+            group: "authorization.k8s.io".into(),
             kind: kind.clone(),
             name: String::new(),
             message: format!(

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::{Request, State, Target, field_manager, is_dry_run, is_strict, now};
+use super::{
+    FieldValidation, Request, State, Target, Warnings, field_manager, field_validation, is_dry_run,
+    now,
+};
 use crate::conversion;
 use crate::defaults;
 use crate::fields::{self, UpdateOptions};
@@ -15,7 +18,7 @@ use crate::registry::{self, ResourceType};
 use crate::status::{ApiError, Cause};
 use crate::store::{ObjectKey, PutError, Stored};
 use crate::validate;
-use tether_schema::{Schema, Schemas};
+use tether_schema::{Schema, Schemas, Validation};
 
 impl State {
     /// Sets the object's namespace from the URL; refuses a different one in the body,
@@ -98,6 +101,7 @@ impl State {
                     let name = write.key.1.clone();
                     return Err(ApiError::Invalid {
                         message: validate::invalid_message("Event.events.k8s.io", &name, &errors),
+                        group: write.resource.group.clone(),
                         kind: write.resource.kind.clone(),
                         name,
                         causes: errors.iter().map(cause).collect(),
@@ -120,7 +124,9 @@ impl State {
             manager,
             ownership_tracked,
             dry_run,
-            strict,
+            field_validation,
+            patched,
+            warnings,
             subresource,
             written_as,
         } = write;
@@ -141,8 +147,21 @@ impl State {
                 old_value.as_ref(),
             );
         }
+        let checked = schema.validate(&new);
+        if !checked.unknown_fields.is_empty() {
+            let refused =
+                undeclared_fields(&resource, &checked, field_validation, patched, &warnings);
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            // A custom resource is pruned with its defaults; a built-in kind's object
+            // drops what it cannot decode.
+            if !resource.custom {
+                schema.prune_undeclared(&mut new);
+            }
+        }
         self.apply_defaults(&resource, &mut new, old_value.as_ref());
-        self.check_valid(&resource, &schema, &key.1, &new, old_value.as_ref(), strict)?;
+        self.check_valid(&resource, &checked, &key.1, &new, old_value.as_ref())?;
         match (&written_as, ownership_tracked) {
             (_, true) => {}
             (Some(served), false) => {
@@ -205,17 +224,17 @@ impl State {
         }
     }
 
-    /// Validation of the kind, of the update against the stored object, of field types
-    /// against the schema, and under `fieldValidation=Strict` of unknown fields. A
-    /// refused write gives back what defaulting allocated for it.
+    /// Validation of the kind, of the update against the stored object, and of values
+    /// against the schema: field types of a built-in kind (`checked`, before defaults),
+    /// a custom resource against its CRD's structural schema and CEL rules. A refused
+    /// write gives back what defaulting allocated for it.
     fn check_valid(
         &self,
         resource: &ResourceType,
-        schema: &Schema,
+        checked: &Validation,
         name: &str,
         new: &Value,
         old: Option<&Value>,
-        strict: bool,
     ) -> Result<(), ApiError> {
         let mut errors =
             validate::validate(&resource.group, &resource.kind, new, resource.namespaced);
@@ -227,36 +246,28 @@ impl State {
                 new,
             ));
         }
-        let checked = schema.validate(new);
-        errors.extend(checked.type_errors.iter().map(|e| validate::FieldError {
-            field: e.field.clone(),
-            reason: validate::FieldErrorReason::Invalid,
-            message: e.message(),
-        }));
-        if resource.custom
-            && let Some(custom) =
-                self.registry()
-                    .custom_schema(&resource.group, &resource.version, &resource.kind)
+        if !resource.custom {
+            errors.extend(checked.type_errors.iter().map(|e| validate::FieldError {
+                field: e.field.clone(),
+                reason: validate::FieldErrorReason::Invalid,
+                message: e.message(),
+            }));
+        } else if let Some(custom) =
+            self.registry()
+                .custom_schema(&resource.group, &resource.version, &resource.kind)
         {
-            validate::cel::validate(custom, new, &mut errors);
+            validate::custom::validate(custom, new, &mut errors);
         }
         if !errors.is_empty() {
             self.defaulter.release(new, old);
             let kind = validate::qualified_kind(&resource.group, &resource.kind);
             return Err(ApiError::Invalid {
                 message: validate::invalid_message(&kind, name, &errors),
+                group: resource.group.clone(),
                 kind: resource.kind.clone(),
                 name: name.to_string(),
                 causes: errors.iter().map(cause).collect(),
             });
-        }
-        if strict && !checked.unknown_fields.is_empty() {
-            self.defaulter.release(new, old);
-            let fields: Vec<String> = checked.unknown_fields.iter().map(|f| f.message()).collect();
-            return Err(ApiError::BadRequest(format!(
-                "strict decoding error: {}",
-                fields.join(", ")
-            )));
         }
         Ok(())
     }
@@ -555,7 +566,12 @@ pub(super) struct Write {
     /// Server-side apply already recorded the manager's fields.
     pub(super) ownership_tracked: bool,
     pub(super) dry_run: bool,
-    pub(super) strict: bool,
+    pub(super) field_validation: FieldValidation,
+    /// The object is a patch's result, not a decoded body: a strict decoding error
+    /// then reads without the decoder's "cannot be handled as" preamble.
+    pub(super) patched: bool,
+    /// Where the answer's warnings go.
+    pub(super) warnings: Warnings,
     pub(super) subresource: Option<String>,
     /// The version the client wrote in, when the kind is stored in another: field
     /// ownership is recorded in it, as kube-apiserver's field manager records it.
@@ -579,7 +595,8 @@ impl Write {
             &field_manager(request),
         );
         write.dry_run = is_dry_run(&request.query);
-        write.strict = is_strict(&request.query);
+        write.field_validation = field_validation(&request.query);
+        write.warnings = request.warnings.clone();
         write.subresource = target.subresource.clone();
         write
     }
@@ -600,8 +617,46 @@ impl Write {
             ownership_tracked: false,
             written_as: None,
             dry_run: false,
-            strict: false,
+            field_validation: FieldValidation::default(),
+            patched: false,
+            warnings: Warnings::default(),
             subresource: None,
+        }
+    }
+}
+
+/// Fields a write names that the kind's schema does not declare, as `fieldValidation`
+/// says: the 400 kube-apiserver's strict decoder answers (`Widget in version "v1" cannot
+/// be handled as a Widget: strict decoding error: unknown field "spec.x"`), a warning
+/// each, or nothing.
+fn undeclared_fields(
+    resource: &ResourceType,
+    checked: &Validation,
+    directive: FieldValidation,
+    patched: bool,
+    warnings: &Warnings,
+) -> Option<ApiError> {
+    let messages = checked.unknown_fields.iter().map(|f| f.message());
+    match directive {
+        FieldValidation::Ignore => None,
+        FieldValidation::Warn => {
+            messages.for_each(|m| warnings.add(m));
+            None
+        }
+        FieldValidation::Strict => {
+            let strict = format!(
+                "strict decoding error: {}",
+                messages.collect::<Vec<_>>().join(", ")
+            );
+            let kind = &resource.kind;
+            Some(ApiError::BadRequest(if patched {
+                strict
+            } else {
+                format!(
+                    "{kind} in version {} cannot be handled as a {kind}: {strict}",
+                    validate::go_quote(&resource.version)
+                )
+            }))
         }
     }
 }

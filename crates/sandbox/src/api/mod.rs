@@ -106,6 +106,8 @@ pub struct Request {
     /// A protobuf body already decoded (`body` is then empty): handed to the handler
     /// once, so the object is not written to JSON and parsed back.
     pub decoded: std::sync::Mutex<Option<Value>>,
+    /// Warnings for the answer's headers.
+    pub warnings: Warnings,
 }
 
 impl Request {
@@ -471,8 +473,47 @@ fn is_dry_run(query: &HashMap<String, String>) -> bool {
     query.get("dryRun").is_some_and(|d| d == "All")
 }
 
-pub(super) fn is_strict(query: &HashMap<String, String>) -> bool {
-    query.get("fieldValidation").is_some_and(|v| v == "Strict")
+/// `fieldValidation`: what a create, update or patch does with fields the kind's
+/// schema does not declare (server-side apply always refuses them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum FieldValidation {
+    /// Dropped silently.
+    Ignore,
+    /// Dropped, each named in a `Warning` header: kube-apiserver's default when the
+    /// request does not say (kubectl says `Strict`).
+    #[default]
+    Warn,
+    /// The write is refused (400, `strict decoding error`).
+    Strict,
+}
+
+pub(super) fn field_validation(query: &HashMap<String, String>) -> FieldValidation {
+    match query.get("fieldValidation").map(String::as_str) {
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        _ => FieldValidation::Warn,
+    }
+}
+
+/// The warnings a request's answer carries, one `Warning: 299 - "…"` header each, as
+/// kube-apiserver's warning recorder writes them. Shared with the code that answers.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    pub(super) fn add(&self, text: String) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(text);
+    }
+
+    /// The header values: `299 - "unknown field \"spec.x\""`.
+    pub fn header_values(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|text| format!("299 - {}", crate::validate::go_quote(text)))
+            .collect()
+    }
 }
 
 /// The field manager of a non-apply write: the `fieldManager` parameter, or the user

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::commit::{Write, conflict, object_name};
 use super::scale::scale_of;
-use super::{Reply, Request, State, Target, field_manager, is_dry_run, is_strict, now};
+use super::{Reply, Request, State, Target, field_manager, field_validation, is_dry_run, now};
 use crate::conversion;
 use crate::fields::{self, ApplyError, ApplyOptions};
 use crate::protobuf::{self, Format};
@@ -42,7 +42,8 @@ impl State {
         let manager = field_manager(request);
         let mut write = Write::new(resource.clone(), (namespace, name), None, object, &manager);
         write.dry_run = is_dry_run(&request.query);
-        write.strict = is_strict(&request.query);
+        write.field_validation = field_validation(&request.query);
+        write.warnings = request.warnings.clone();
         self.commit(write)
             .map(|(code, value)| self.written(target, request, code, value))
     }
@@ -103,6 +104,7 @@ impl State {
                 // (`NewGenericServerResponse`): no kind or name, the patch library's
                 // error as the one cause.
                 json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::Invalid {
+                    group: String::new(),
                     kind: String::new(),
                     name: String::new(),
                     message: "the server rejected our request due to an error in our request"
@@ -138,7 +140,8 @@ impl State {
         check_type(resource, &patched)?;
         // A patch that carries a resourceVersion is a precondition, as for an update.
         check_resource_version(resource, &patched, &stored)?;
-        let write = Write::for_request(target, Some(stored), patched, request);
+        let mut write = Write::for_request(target, Some(stored), patched, request);
+        write.patched = true;
         self.commit(write)
             .map(|(code, value)| self.written(target, request, code, value))
     }
@@ -154,6 +157,7 @@ impl State {
             .unwrap_or_default();
         if manager.is_empty() {
             return Err(ApiError::Invalid {
+                group: "meta.k8s.io".into(),
                 kind: "PatchOptions".into(),
                 name: String::new(),
                 message: "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
@@ -184,6 +188,10 @@ impl State {
             .as_ref()
             .map(|s| conversion::answer(resource, s.value()));
         let schema = self.schema_of(resource);
+        let undeclared = schema.validate(&config).unknown_fields;
+        if !undeclared.is_empty() {
+            return Err(typed_patch_error(resource, &config, &undeclared));
+        }
         let now = now();
         let api_version = resource.api_version();
         let reset: &[&str] = match target.subresource.as_deref() {
@@ -217,7 +225,6 @@ impl State {
         let mut write = Write::new(resource.clone(), target.key(), stored, merged, &manager);
         write.ownership_tracked = true;
         write.dry_run = is_dry_run(&request.query);
-        write.strict = is_strict(&request.query);
         write.subresource = target.subresource.clone();
         self.commit(write)
             .map(|(code, value)| self.written(target, request, code, value))
@@ -256,6 +263,40 @@ impl State {
         };
         Reply::Raw(code, encoded.enveloped.clone(), protobuf::MEDIA_TYPE)
     }
+}
+
+/// Server-side apply of fields the schema does not declare, whatever `fieldValidation`
+/// says: structured-merge-diff cannot make a typed object of the configuration, and
+/// kube-apiserver answers its plain error as a 500 (kubernetes/kubernetes#139253):
+/// `failed to create typed patch object (ns/name; example.com/v1, Kind=Widget):
+/// .spec.x: field not declared in schema`, several errors as an indented list.
+fn typed_patch_error(
+    resource: &ResourceType,
+    config: &Value,
+    undeclared: &[tether_schema::FieldError],
+) -> ApiError {
+    let text = |path: &str| format!("{path}: field not declared in schema");
+    let errors = match undeclared {
+        [one] => text(&one.apply_path),
+        many => std::iter::once("errors:".to_string())
+            .chain(many.iter().map(|e| format!("  {}", text(&e.apply_path))))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let meta = |key: &str| {
+        config["metadata"][key]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    ApiError::Unclassified(format!(
+        "failed to create typed patch object ({}/{}; {}/{}, Kind={}): {errors}",
+        meta("namespace"),
+        meta("name"),
+        resource.group,
+        resource.version,
+        resource.kind
+    ))
 }
 
 pub(super) fn random_suffix() -> String {

@@ -64,7 +64,8 @@ pub fn default_custom_resource(schema: &Value, obj: &mut Value) {
 /// Drops the fields of a custom resource its CRD version's `openAPIV3Schema` does not
 /// declare, as the real server's structural pruning does on every write: unknown
 /// properties go unless the schema says `x-kubernetes-preserve-unknown-fields: true`;
-/// `apiVersion`, `kind` and `metadata` stay at the root and in embedded resources.
+/// `apiVersion`, `kind` and `metadata` stay at the root and in embedded resources. A
+/// `null` of a field that is neither `nullable` nor defaulted goes too.
 /// Call it before [`default_custom_resource`], as the server prunes then defaults.
 pub fn prune_custom_resource(schema: &Value, obj: &mut Value) {
     prune(obj, schema, true);
@@ -75,6 +76,14 @@ pub(super) fn preserves_unknown(schema: &Value) -> bool {
         .get("x-kubernetes-preserve-unknown-fields")
         .and_then(Value::as_bool)
         .unwrap_or(false)
+}
+
+/// A `null` the server drops before defaulting (`PruneNonNullableNullsWithoutDefaults`):
+/// of a field neither `nullable` nor defaulted. A defaulted one gets its default.
+fn is_dropped_null(value: &Value, schema: &Value) -> bool {
+    value.is_null()
+        && schema.get("nullable").and_then(Value::as_bool) != Some(true)
+        && schema.get("default").is_none()
 }
 
 pub(super) fn prune(value: &mut Value, schema: &Value, is_resource: bool) {
@@ -88,11 +97,11 @@ pub(super) fn prune(value: &mut Value, schema: &Value, is_resource: bool) {
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
             let preserve = preserves_unknown(schema);
-            o.retain(|key, _| {
-                (keeps_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
-                    || props.is_some_and(|p| p.contains_key(key))
-                    || extra.is_some()
-                    || preserve
+            o.retain(|key, value| {
+                let meta = keeps_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+                let declared = props.and_then(|p| p.get(key)).or(extra);
+                meta || (declared.is_some() || preserve)
+                    && !declared.is_some_and(|s| is_dropped_null(value, s))
             });
             for (key, child_value) in o.iter_mut() {
                 if keeps_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {

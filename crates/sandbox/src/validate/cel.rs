@@ -1,4 +1,4 @@
-//! Custom resources' `enum`s and CEL validation rules (`x-kubernetes-validations`), the subset
+//! Custom resources' CEL validation rules (`x-kubernetes-validations`), the subset
 //! CRDs ordinarily write: `self` and field selection, `has()`, `size()`, literals,
 //! comparisons, `!`, `&&`, `||` and parentheses. A rule outside it fails as
 //! kube-apiserver fails a rule that does not compile, so a test never passes by a rule
@@ -10,18 +10,11 @@ use super::FieldError;
 
 /// Checks every rule of `schema` against `object`, adding kube-apiserver's errors
 /// (`spec: Invalid value: "object": <message>`).
-pub(crate) fn validate(schema: &Value, object: &Value, errs: &mut Vec<FieldError>) {
+pub(super) fn validate(schema: &Value, object: &Value, errs: &mut Vec<FieldError>) {
     walk(schema, object, "", errs);
 }
 
 fn walk(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    // `enum` travels with the rules: the type check (`schema`) does not read it.
-    if let (Some(allowed), Value::String(text)) = (schema["enum"].as_array(), value) {
-        if !allowed.iter().any(|a| a == value) {
-            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-            errs.push(FieldError::not_supported(path, text, &allowed));
-        }
-    }
     if let Some(rules) = schema["x-kubernetes-validations"].as_array() {
         for rule in rules {
             let text = rule["rule"].as_str().unwrap_or_default();
@@ -70,7 +63,7 @@ fn walk(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// The type word kube-apiserver shows as the invalid value of a failed rule.
-fn type_name(value: &Value) -> &'static str {
+pub(super) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Object(_) => "object",
         Value::Array(_) => "array",
@@ -397,15 +390,5 @@ mod tests {
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert_eq!(errs[0].field, "spec.items[1]");
         assert_eq!(errs[0].message, "Invalid value: \"object\": set a or b");
-
-        let schema =
-            json!({"properties": {"policy": {"type": "string", "enum": ["Prune", "Orphan"]}}});
-        let mut errs = Vec::new();
-        validate(&schema, &json!({"policy": "Delete"}), &mut errs);
-        assert_eq!(errs[0].field, "policy");
-        assert_eq!(
-            errs[0].message,
-            "Unsupported value: \"Delete\": supported values: \"Prune\", \"Orphan\""
-        );
     }
 }

@@ -28,7 +28,8 @@ use serde_json::{Map, Value};
 
 use self::core::{validate_config_map, validate_pvc_spec, validate_secret, validate_service};
 use crd::validate_crd;
-use go_format::{go_quote, go_string_slice};
+pub(crate) use go_format::go_quote;
+use go_format::go_string_slice;
 use meta::{name_rule, validate_object_meta};
 use networking::validate_ingress;
 use pods::{validate_pod_spec, validate_pod_template};
@@ -36,10 +37,12 @@ use rbac::{validate_binding, validate_rules};
 use selectors::immutable_selector;
 use workloads::{validate_cron_job, validate_hpa, validate_job_spec, validate_workload};
 
-pub(crate) mod cel;
+mod cel;
 mod core;
 mod crd;
+pub(crate) mod custom;
 pub mod events;
+mod formats;
 mod go_format;
 mod meta;
 mod names;
@@ -89,7 +92,10 @@ pub enum FieldErrorReason {
     Duplicate,
     Forbidden,
     TooLong,
+    TooMany,
     NotFound,
+    /// A value of the wrong type or format (`field.TypeInvalid`): read `Invalid value`.
+    TypeInvalid,
 }
 
 impl FieldErrorReason {
@@ -102,7 +108,9 @@ impl FieldErrorReason {
             Self::Duplicate => "FieldValueDuplicate",
             Self::Forbidden => "FieldValueForbidden",
             Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
             Self::NotFound => "FieldValueNotFound",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
 
@@ -110,11 +118,12 @@ impl FieldErrorReason {
     fn label(self) -> &'static str {
         match self {
             Self::Required => "Required value",
-            Self::Invalid => "Invalid value",
+            Self::Invalid | Self::TypeInvalid => "Invalid value",
             Self::NotSupported => "Unsupported value",
             Self::Duplicate => "Duplicate value",
             Self::Forbidden => "Forbidden",
             Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
             Self::NotFound => "Not found",
         }
     }
@@ -193,13 +202,40 @@ impl FieldError {
 
     /// `field.NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
     pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        Self::not_supported_rendered(field, &go_quote(value), supported)
+    }
+
+    /// `field.NotSupported` of a value already rendered (`3`, `true`, `"x"`).
+    pub fn not_supported_rendered(field: &str, rendered_value: &str, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         let detail = format!("supported values: {}", list.join(", "));
         Self::new(
             field,
             FieldErrorReason::NotSupported,
-            Some(&go_quote(value)),
+            Some(rendered_value),
             &detail,
+        )
+    }
+
+    /// `field.TypeInvalid`: `Invalid value: "string": <detail>`, reason
+    /// `FieldValueTypeInvalid`.
+    pub fn type_invalid(field: &str, rendered_value: &str, detail: &str) -> Self {
+        Self::new(
+            field,
+            FieldErrorReason::TypeInvalid,
+            Some(rendered_value),
+            detail,
+        )
+    }
+
+    /// `field.TooMany`: `Too many: 4: must have at most 3 items`.
+    pub fn too_many(field: &str, actual: usize, max: usize) -> Self {
+        let unit = if max == 1 { "item" } else { "items" };
+        Self::new(
+            field,
+            FieldErrorReason::TooMany,
+            Some(&actual.to_string()),
+            &format!("must have at most {max} {unit}"),
         )
     }
 
