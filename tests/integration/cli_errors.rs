@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use tether::sandbox::SandboxOptions;
+use tether_sandbox::SandboxOptions;
 
 use crate::source::HttpGit;
 use crate::support::{self, TestSandbox};

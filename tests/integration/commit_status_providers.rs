@@ -15,11 +15,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tether::report::commit_status::{
+use tether_core::report::commit_status::{
     CommitState, CommitStatusConfig, CommitStatusError, CommitStatusReporter, CommitStatusTarget,
     StatusReport,
 };
-use tether::report::delivery::DeliveryOptions;
+use tether_core::report::delivery::DeliveryOptions;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const TOKEN: &str = "pat-52h7x0q";

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::Path;
-use tether::source::{
+use tether_core::source::{
     AZURE_DEVOPS_SECRET_HEADER, Provider, Source, Triggers, WebhookConfig, WebhookSecret,
     WebhookState, webhook_router,
 };
