@@ -46,7 +46,7 @@ const API_TOKEN_ENV: &str = "TETHER_API_TOKEN";
 /// through to reqwest, which said only "builder error".
 fn parse_server(text: &str) -> Result<String, String> {
     let base = text.trim().trim_end_matches('/');
-    match url::Url::parse(base) {
+    match reqwest::Url::parse(base) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {
             Ok(base.to_string())
         }
