@@ -65,7 +65,15 @@ pub struct DiffArgs {
     /// Colour the text diff: auto (on a terminal), always or never.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
+
+    /// Accept a path that holds no manifests. Without it that is an error (exit 2):
+    /// a wrong --path would otherwise read as "in sync".
+    #[arg(long)]
+    pub allow_empty: bool,
 }
+
+/// What to do when no cluster is configured: name one, or compare offline.
+const NO_CLUSTER_HINT: &str = "pass --kubeconfig FILE (or set KUBECONFIG) and, if needed, --context NAME; or compare with objects saved by `kubectl get -o yaml` instead: --live FILE|DIR";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportFormat {
@@ -128,7 +136,11 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .as_deref()
             .or(app.destination.context.as_deref());
         let result = async {
-            let cluster = std::sync::Arc::new(args.request.connect(&args.cluster, context).await?);
+            let cluster = std::sync::Arc::new(
+                args.request
+                    .connect(&args.cluster, context, super::NO_CLUSTER_HINT)
+                    .await?,
+            );
             // `credentials.secretRef` Secrets are read on the app's cluster.
             cache.read_secrets_with(cluster.clone());
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
@@ -249,6 +261,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
     match &args.live {
         Some(live) => {
             let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            check_not_empty(args, &desired)?;
             let live = read_snapshot(live, &args.namespace)?;
             let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
             let report = drift::DriftReport {
@@ -264,7 +277,11 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         None => {
             let cluster = args
                 .request
-                .connect(&args.cluster, args.cluster.context.as_deref())
+                .connect(
+                    &args.cluster,
+                    args.cluster.context.as_deref(),
+                    NO_CLUSTER_HINT,
+                )
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
@@ -276,6 +293,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 ..read
             };
             let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            check_not_empty(args, &desired)?;
             let options = SyncOptions {
                 inventory_namespace: &args.inventory_namespace,
                 ..SyncOptions::new(args.app.as_deref().unwrap_or(""))
@@ -283,6 +301,25 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             observe_online(&cluster, &desired, &options).await
         }
     }
+}
+
+/// Issue #31: a path without manifests diffs as "0 objects, in sync", so a CI job
+/// pointed at the wrong folder passed. It is an error unless `--allow-empty` says so.
+fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
+    if !desired.manifests.is_empty() || args.allow_empty {
+        return Ok(());
+    }
+    let path = args.path.as_deref().unwrap_or(".");
+    Err(Error::NoManifests {
+        path: match &args.repo {
+            Some(repo) => format!(
+                "{}@{}:{path}",
+                tether_core::source::redact(repo),
+                args.git.reference
+            ),
+            None => path.to_string(),
+        },
+    })
 }
 
 /// The renderers for a known cluster: a chart sees its version and API versions.

@@ -95,6 +95,19 @@ pub enum Error {
     },
     #[error("{0}")]
     Connect(#[source] ClusterError),
+    /// No kubeconfig or in-cluster configuration names a cluster: the message says
+    /// kube's reason, the hint the flags that name one.
+    #[error("{error}\nhint: {hint}")]
+    NoCluster {
+        #[source]
+        error: ClusterError,
+        hint: &'static str,
+    },
+    /// `tether diff` found no manifests to compare, which a wrong `--path` gives too.
+    #[error(
+        "no manifests in {path}: no .yaml, .yml or .json file there holds a Kubernetes object\nhint: check --path, or pass --allow-empty if an empty desired state is intended"
+    )]
+    NoManifests { path: String },
     /// `tether sync` could not run at all (per-object failures are an outcome).
     #[error("{0}")]
     Sync(#[source] SyncError),
@@ -112,7 +125,14 @@ pub enum Error {
     /// The status API token cannot be read.
     #[error("the API token: {0}")]
     ApiToken(String),
-    #[error("cannot reach {base}: {error}")]
+    /// Nothing accepts connections at `base`: `cause` is the system's reason
+    /// (connection refused, no such host).
+    #[error(
+        "could not connect to {base}: {cause}\nhint: is `tether serve` running there? Start it, or point --server (or TETHER_SERVER) at the URL it listens on"
+    )]
+    NoServer { base: String, cause: String },
+    /// A connection was made but the exchange failed (TLS, a reset, a timeout).
+    #[error("cannot reach {base}: {error}{causes}", causes = Causes(.error.source()))]
     Unreachable {
         base: String,
         #[source]

@@ -29,7 +29,8 @@ pub use exit::{EXIT_ERROR, Error, Outcome};
     about = "GitOps reconciler: keeps Kubernetes clusters equal to a Git repository"
 )]
 pub struct Cli {
-    /// Log format on stderr. The level is set with RUST_LOG (default: info).
+    /// Log format on stderr. The level is set with RUST_LOG (default: tether's own
+    /// messages at info, none of its libraries'; e.g. RUST_LOG=info,kube=debug).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
 
@@ -119,17 +120,29 @@ pub struct RequestArgs {
     pub request_timeout: Duration,
 }
 
+/// What to do when no cluster is configured, for the commands that need one.
+const NO_CLUSTER_HINT: &str =
+    "pass --kubeconfig FILE (or set KUBECONFIG) and, if needed, --context NAME";
+
 impl RequestArgs {
     /// Connects to the cluster `cluster` names, each request bounded by the timeout.
+    /// When no configuration names a cluster, the error carries `hint`: the flags of
+    /// the command that would.
     pub async fn connect(
         &self,
         cluster: &ClusterArgs,
         context: Option<&str>,
+        hint: &'static str,
     ) -> Result<tether_core::cluster::Cluster, Error> {
         let connected =
             tether_core::cluster::Cluster::connect(cluster.kubeconfig.as_deref(), context)
                 .await
-                .map_err(Error::Connect)?;
+                .map_err(|error| match error {
+                    error @ tether_core::cluster::ClusterError::Config(_) => {
+                        Error::NoCluster { error, hint }
+                    }
+                    other => Error::Connect(other),
+                })?;
         Ok(connected.with_timeout(self.request_timeout))
     }
 }
@@ -302,10 +315,17 @@ pub enum Format {
     Json,
 }
 
+/// What is logged without RUST_LOG: tether's own messages (its crates' targets all
+/// start with `tether`) at info, and nothing of its libraries. A library's line (kube's
+/// `failed with status 500` for each retried request, hyper's, rustls') says less
+/// than the error tether reports for the same failure, once, in its own words.
+const DEFAULT_LOG_FILTER: &str = "off,tether=info";
+
 /// Sets up `tracing` on stderr; stdout belongs to the commands' own output.
 pub fn init_logging(format: LogFormat) -> Result<(), Error> {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     // Colours only for a person at a terminal, never in CI logs or files.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

@@ -9,12 +9,13 @@ use super::{Error, Outcome, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// The URL of a running `tether serve`.
+    /// The URL of a running `tether serve` (http:// or https://).
     #[arg(
         long,
         default_value = "http://127.0.0.1:8080",
         env = "TETHER_SERVER",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = parse_server
     )]
     pub server: String,
 
@@ -41,8 +42,33 @@ pub enum StatusFormat {
 /// Where `tether status` finds the API token when no file is given.
 const API_TOKEN_ENV: &str = "TETHER_API_TOKEN";
 
+/// `--server` as a base URL: http(s), with a host. Issue #31: `127.0.0.1:8080` went
+/// through to reqwest, which said only "builder error".
+fn parse_server(text: &str) -> Result<String, String> {
+    let base = text.trim().trim_end_matches('/');
+    match reqwest::Url::parse(base) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {
+            Ok(base.to_string())
+        }
+        // `host:port` parses as a URL of scheme `host` (or not at all, for an address).
+        _ if !base.contains("://") => Err(format!(
+            "the URL needs a scheme: http://{base} (or https://{base})"
+        )),
+        _ => Err(format!("{base:?} is not an http:// or https:// URL")),
+    }
+}
+
+/// The innermost cause of an error: the system's own words (`Connection refused`).
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 pub(super) async fn run(args: StatusArgs) -> Result<Outcome, Error> {
-    let base = args.server.trim_end_matches('/');
+    let base = args.server.as_str();
     let url = match &args.app {
         Some(app) => format!("{base}/api/v1/apps/{app}"),
         None => format!("{base}/api/v1/apps"),
@@ -56,9 +82,18 @@ pub(super) async fn run(args: StatusArgs) -> Result<Outcome, Error> {
         let token = secret.read().map_err(Error::ApiToken)?;
         request = request.bearer_auth(token.trim());
     }
-    let answer = request.send().await.map_err(|error| Error::Unreachable {
-        base: base.to_string(),
-        error,
+    let answer = request.send().await.map_err(|error| {
+        if error.is_connect() {
+            Error::NoServer {
+                base: base.to_string(),
+                cause: root_cause(&error),
+            }
+        } else {
+            Error::Unreachable {
+                base: base.to_string(),
+                error,
+            }
+        }
     })?;
     if !answer.status().is_success() {
         let status = answer.status();

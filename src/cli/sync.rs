@@ -90,7 +90,11 @@ const PROGRESS_MIN_OBJECTS: usize = 50;
 pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
     let cluster = args
         .request
-        .connect(&args.cluster, args.cluster.context.as_deref())
+        .connect(
+            &args.cluster,
+            args.cluster.context.as_deref(),
+            super::NO_CLUSTER_HINT,
+        )
         .await?;
     let scopes = cluster.scopes().await.map_err(Error::Connect)?;
     let renderers = super::diff::for_cluster(

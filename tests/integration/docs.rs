@@ -180,14 +180,21 @@ fn readme_documents_every_key_of_the_example_configuration() {
     let readme = read("README.md");
     // The README documents a webhook secret's keys once, for every provider.
     let documented = |path: &str| {
-        let general = ["github", "gitlab", "gitea", "bitbucket", "generic"]
-            .iter()
-            .fold(path.to_string(), |p, provider| {
-                p.replace(
-                    &format!("server.webhooks.{provider}."),
-                    "server.webhooks.<provider>.",
-                )
-            });
+        let general = [
+            "github",
+            "gitlab",
+            "gitea",
+            "bitbucket",
+            "azuredevops",
+            "generic",
+        ]
+        .iter()
+        .fold(path.to_string(), |p, provider| {
+            p.replace(
+                &format!("server.webhooks.{provider}."),
+                "server.webhooks.<provider>.",
+            )
+        });
         readme.contains(&format!("`{general}`"))
     };
     let missing: Vec<&String> = paths.iter().filter(|p| !documented(p)).collect();

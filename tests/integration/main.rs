@@ -6,6 +6,8 @@ mod annotations;
 mod app_crd;
 mod chart;
 mod cli;
+mod cli_errors;
+mod commit_status_providers;
 mod config;
 mod crd_schema;
 mod dashboard;

@@ -4,11 +4,13 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::Path;
 use tether_core::source::{
-    Provider, Source, Triggers, WebhookConfig, WebhookSecret, WebhookState, webhook_router,
+    AZURE_DEVOPS_SECRET_HEADER, Provider, Source, Triggers, WebhookConfig, WebhookSecret,
+    WebhookState, webhook_router,
 };
 use tower::ServiceExt;
 
@@ -34,6 +36,7 @@ pub(crate) fn signed_config() -> WebhookConfig {
         Provider::Gitlab,
         Provider::Gitea,
         Provider::Bitbucket,
+        Provider::AzureDevops,
         Provider::Generic,
     ] {
         c = c.with_secret(p, WebhookSecret::new(SECRET));
@@ -71,6 +74,18 @@ const SOURCES: &[(&str, &str)] = &[
     (
         "http://deploy:gogs-TOKEN-1@localhost:3000/unknwon/webhooks.git",
         "develop",
+    ),
+    // GitLab's system hook sample pushes mike/diaspora's master.
+    ("http://example.com/mike/diaspora.git", "master"),
+    // Azure DevOps: payloads name `https://{org}.visualstudio.com/DefaultCollection/
+    // _git/{repo}`; sources use today's ssh and https URLs of the same repositories.
+    (
+        "git@ssh.dev.azure.com:v3/fabrikam-fiber-inc/Fabrikam-Fiber-Git/Fabrikam-Fiber-Git",
+        "master",
+    ),
+    (
+        "https://dev.azure.com/fabrikam/Fabrikam/_git/Fabrikam",
+        "master",
     ),
 ];
 
@@ -119,6 +134,12 @@ fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
 }
 
+/// Basic authentication as Azure DevOps' Web Hooks consumer sends it.
+fn basic(user: &str, password: &str) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
 /// How each endpoint's provider signs a body and names an event.
 pub(crate) fn headers_for(endpoint: &str, event: &str, body: &[u8]) -> Vec<(&'static str, String)> {
     match endpoint {
@@ -142,6 +163,9 @@ pub(crate) fn headers_for(endpoint: &str, event: &str, body: &[u8]) -> Vec<(&'st
             ("x-event-key", event.to_string()),
             ("x-hub-signature", format!("sha256={}", sign(body))),
         ],
+        // Azure DevOps names the event in the body and signs nothing: a subscription
+        // sends the secret as its basic-auth password.
+        "/webhooks/azuredevops" => vec![("authorization", basic("azure", SECRET))],
         "/webhooks/generic" => vec![("x-signature", format!("sha256={}", sign(body)))],
         other => panic!("no endpoint {other}"),
     }
@@ -241,6 +265,42 @@ const ACCEPTED: &[(&str, &str, &str, &[usize], &str)] = &[
         &[6],
         "refs/heads/main",
     ),
+    // Issue #31: instance-wide system hooks were answered 200 and woke nothing.
+    (
+        "/webhooks/gitlab",
+        "System Hook",
+        "gitlab-system_hook-push.json",
+        &[11],
+        "refs/heads/master",
+    ),
+    (
+        "/webhooks/gitlab",
+        "System Hook",
+        "gitlab-system_hook-tag_push.json",
+        &[2],
+        "refs/tags/v1.0.0",
+    ),
+    (
+        "/webhooks/gitlab",
+        "System Hook",
+        "gitlab-system_hook-repository_update.json",
+        &[2],
+        "refs/tags/v1.0.0",
+    ),
+    (
+        "/webhooks/azuredevops",
+        "",
+        "azuredevops-git.push.json",
+        &[12],
+        "refs/heads/master",
+    ),
+    (
+        "/webhooks/azuredevops",
+        "",
+        "azuredevops-git.pullrequest.merged.json",
+        &[13],
+        "refs/heads/master",
+    ),
 ];
 
 #[tokio::test]
@@ -313,9 +373,9 @@ async fn tampered_missing_and_wrong_signatures_are_401() {
         let body = fixture(file);
         let headers = headers_for(endpoint, event, &body);
 
-        // Tampered: the signature is for the original body. (GitLab sends a token,
-        // not a signature: a changed body cannot be told apart.)
-        if *endpoint != "/webhooks/gitlab" {
+        // Tampered: the signature is for the original body. (GitLab and Azure DevOps
+        // send a token, not a signature: a changed body cannot be told apart.)
+        if !matches!(*endpoint, "/webhooks/gitlab" | "/webhooks/azuredevops") {
             let mut tampered = body.clone();
             let at = tampered.iter().position(|b| *b == b'm').expect("an m");
             tampered[at] = b'M';
@@ -337,6 +397,7 @@ async fn tampered_missing_and_wrong_signatures_are_401() {
             .iter()
             .map(|(k, v)| match *k {
                 "x-gitlab-token" => (*k, "wrong-token".to_string()),
+                "authorization" => (*k, basic("azure", "wrong-token")),
                 k if k.contains("signature") && v.starts_with("sha256=") => {
                     (k, format!("sha256={}", "0".repeat(64)))
                 }
@@ -362,6 +423,11 @@ async fn non_push_events_and_payloads_matching_no_source_are_200_with_a_reason()
         ("/webhooks/github", "ping", "github-ping.json"),
         ("/webhooks/github", "issues", "github-issues.json"),
         ("/webhooks/gitlab", "Issue Hook", "gitlab-issue.json"),
+        (
+            "/webhooks/gitlab",
+            "System Hook",
+            "gitlab-system_hook-user_create.json",
+        ),
         (
             "/webhooks/bitbucket",
             "issue:created",
@@ -473,4 +539,48 @@ async fn bad_bodies_are_400_and_big_ones_413_and_unconfigured_secrets_401() {
     let router = webhook_router(WebhookState::new(open, triggers));
     let (status, _) = post(&router, "/webhooks/generic", &[], body).await;
     assert_eq!(status, StatusCode::ACCEPTED);
+}
+
+/// Azure DevOps subscriptions authenticate by basic auth or by a header from their
+/// "HTTP headers" setting; either carries the secret, and nothing else is let in.
+#[tokio::test]
+async fn azure_devops_accepts_its_secret_as_a_header_or_a_basic_password_only() {
+    let (triggers, sources) = registered();
+    let router = webhook_router(WebhookState::new(signed_config(), triggers.clone()));
+    let body = fixture("azuredevops-git.push.json");
+    let by_header = vec![(AZURE_DEVOPS_SECRET_HEADER, SECRET.to_string())];
+    let (status, text) = post(&router, "/webhooks/azuredevops", &by_header, body.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{text}");
+    let refused = [
+        vec![(AZURE_DEVOPS_SECRET_HEADER, "wrong".to_string())],
+        vec![("authorization", format!("Bearer {SECRET}"))],
+        vec![("authorization", basic(SECRET, "not-it"))],
+        vec![("authorization", "Basic !!!".to_string())],
+    ];
+    for headers in refused {
+        let (status, text) = post(&router, "/webhooks/azuredevops", &headers, body.clone()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{headers:?}: {text}");
+        assert!(!text.contains(SECRET), "{text}");
+    }
+    assert_eq!(triggers.register(&sources[12]).fired(), 1);
+
+    // A merge that met conflicts, and events that move no branch, wake nothing.
+    let mut conflicts: serde_json::Value =
+        serde_json::from_slice(&fixture("azuredevops-git.pullrequest.merged.json")).expect("json");
+    conflicts["resource"]["mergeStatus"] = "conflicts".into();
+    let mut work_item = conflicts.clone();
+    work_item["eventType"] = "workitem.created".into();
+    for payload in [conflicts, work_item] {
+        let body = serde_json::to_vec(&payload).expect("json");
+        let headers = headers_for("/webhooks/azuredevops", "", &body);
+        let (status, text) = post(&router, "/webhooks/azuredevops", &headers, body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(json(&text)["status"], "ignored", "{text}");
+    }
+    assert_eq!(triggers.register(&sources[13]).fired(), 0);
+
+    let body = br#"{"resource":{"refUpdates":[]}}"#.to_vec();
+    let headers = headers_for("/webhooks/azuredevops", "", &body);
+    let (status, text) = post(&router, "/webhooks/azuredevops", &headers, body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
 }

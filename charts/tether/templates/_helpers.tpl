@@ -52,7 +52,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* The webhook providers tether serves, as in the config schema. */}}
-{{- define "tether.webhookProviders" -}}github gitlab gitea bitbucket generic{{- end -}}
+{{- define "tether.webhookProviders" -}}github gitlab gitea bitbucket azuredevops generic{{- end -}}
 
 {{/* The Secret key mounted for a webhook provider: `key`, default the provider name. */}}
 {{- define "tether.webhookKey" -}}

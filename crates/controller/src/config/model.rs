@@ -150,6 +150,7 @@ pub struct WebhooksConfig {
     pub gitlab: Option<WebhookSecretRef>,
     pub gitea: Option<WebhookSecretRef>,
     pub bitbucket: Option<WebhookSecretRef>,
+    pub azuredevops: Option<WebhookSecretRef>,
     pub generic: Option<WebhookSecretRef>,
     /// Accept unsigned deliveries (only for tests and trusted networks).
     pub allow_unsigned: bool,
@@ -494,6 +495,7 @@ impl WebhooksConfig {
             (Provider::Gitlab, &self.gitlab),
             (Provider::Gitea, &self.gitea),
             (Provider::Bitbucket, &self.bitbucket),
+            (Provider::AzureDevops, &self.azuredevops),
             (Provider::Generic, &self.generic),
         ]
         .into_iter()

@@ -93,6 +93,7 @@ pub struct Webhooks {
     pub gitlab: Option<S<SecretFrom>>,
     pub gitea: Option<S<SecretFrom>>,
     pub bitbucket: Option<S<SecretFrom>>,
+    pub azuredevops: Option<S<SecretFrom>>,
     pub generic: Option<S<SecretFrom>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub allow_unsigned: bool,

@@ -14,7 +14,7 @@ use super::check::{Checker, dns1123_subdomain, line_of};
 use super::model::*;
 use super::raw::{self, S};
 use crate::windows::{SyncWindow, WindowKind, parse_schedule};
-use tether_core::source::SecretRef;
+use tether_core::source::{Provider, SecretRef};
 use tether_schema::duration::format_duration;
 use tether_schema::ownership::{DEFAULT_INVENTORY_NAMESPACE, INVENTORY_PREFIX, MAX_APP_NAME_LEN};
 
@@ -150,14 +150,16 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         }
     };
     let w = &raw.webhooks;
-    let mut webhook =
-        |key: &str, s| secret(format!("server.webhooks.{key}"), s).map(WebhookSecretRef);
+    let mut webhook = |provider: Provider, s| {
+        secret(format!("server.webhooks.{provider}"), s).map(WebhookSecretRef)
+    };
     let webhooks = WebhooksConfig {
-        github: webhook("github", &w.github),
-        gitlab: webhook("gitlab", &w.gitlab),
-        gitea: webhook("gitea", &w.gitea),
-        bitbucket: webhook("bitbucket", &w.bitbucket),
-        generic: webhook("generic", &w.generic),
+        github: webhook(Provider::Github, &w.github),
+        gitlab: webhook(Provider::Gitlab, &w.gitlab),
+        gitea: webhook(Provider::Gitea, &w.gitea),
+        bitbucket: webhook(Provider::Bitbucket, &w.bitbucket),
+        azuredevops: webhook(Provider::AzureDevops, &w.azuredevops),
+        generic: webhook(Provider::Generic, &w.generic),
         allow_unsigned: w.allow_unsigned,
     };
     let api_token = secret("server.apiToken".into(), &raw.api_token);

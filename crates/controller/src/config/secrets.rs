@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{ConfigError, ServerConfig, WebhookSecretRef};
-use tether_core::source::{Provider, SecretRef, WebhookConfig, WebhookSecret};
+use tether_core::source::{SecretRef, WebhookConfig, WebhookSecret};
 
 /// The bearer token `/api/v1` requires, kept as its SHA-256: a presented token is
 /// checked in constant time whatever its length, and the token is never printed.
@@ -29,16 +29,6 @@ impl ApiToken {
 impl std::fmt::Debug for ApiToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiToken(..)")
-    }
-}
-
-fn provider_key(p: Provider) -> &'static str {
-    match p {
-        Provider::Github => "github",
-        Provider::Gitlab => "gitlab",
-        Provider::Gitea => "gitea",
-        Provider::Bitbucket => "bitbucket",
-        Provider::Generic => "generic",
     }
 }
 
@@ -91,11 +81,7 @@ impl ServerConfig {
             ..WebhookConfig::default()
         };
         for (provider, secret) in self.webhooks.secrets() {
-            let what = format!(
-                "server.webhooks.{}.{}",
-                provider_key(provider),
-                secret_field(&secret.0)
-            );
+            let what = format!("server.webhooks.{provider}.{}", secret_field(&secret.0));
             config = config.with_secret(provider, secret.load_as(&what)?);
         }
         Ok(config)

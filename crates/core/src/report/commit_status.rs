@@ -1,22 +1,23 @@
 //! Commit statuses: after a pass, the result for its revision is posted to the Git
-//! provider (GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud), so the commit shows
-//! whether the cluster runs it. Posting happens on a worker task: the loop only
+//! provider (GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud, Bitbucket Server / Data
+//! Center, Azure DevOps), so the commit shows whether the cluster runs it. Posting happens on a worker task: the loop only
 //! queues, and a status is posted only when it differs from the last one posted.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use super::delivery::{
-    self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Post, Queue,
+    self, Admission, CloseOnDrop, DeliveryError, DeliveryOptions, DeliveryStats, Queue,
 };
 use super::outbound::Requester;
-use crate::source::SecretRef;
+use crate::source::{AzureRepo, Provider, SecretRef};
 use crate::sync::health::Health;
+
+mod request;
 
 /// GitHub's public API (docs.github.com, "REST API endpoints for commit statuses").
 pub const GITHUB_API_URL: &str = "https://api.github.com";
@@ -24,50 +25,22 @@ pub const GITHUB_API_URL: &str = "https://api.github.com";
 pub const GITLAB_API_URL: &str = "https://gitlab.com/api/v4";
 /// Bitbucket Cloud's API 2.0 (developer.atlassian.com, "Commit statuses").
 pub const BITBUCKET_API_URL: &str = "https://api.bitbucket.org/2.0";
+/// Azure DevOps Services (learn.microsoft.com, "Statuses - Create": `https://dev.azure.com/{organization}/…`).
+pub const AZURE_DEVOPS_API_URL: &str = "https://dev.azure.com";
 
 /// The status context (GitHub, Gitea), name (GitLab) or key (Bitbucket) prefix: one
 /// status per app, so several apps deploying one commit each get a line.
 pub const CONTEXT_PREFIX: &str = "tether/";
 
-/// GitHub documents the description as "a short description of the status"; longer
-/// ones are refused with 422. 140 is the limit its UI and API enforce.
-const MAX_DESCRIPTION_CHARS: usize = 140;
-
-/// Bitbucket Cloud refuses build status keys longer than 40 characters.
-const BITBUCKET_MAX_KEY_CHARS: usize = 40;
-
-/// The API version GitHub recommends pinning (docs.github.com, "API Versions").
-const GITHUB_API_VERSION: &str = "2022-11-28";
-
-/// Which API to post to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    Github,
-    Gitlab,
-    /// Gitea and Forgejo (one API).
-    Gitea,
-    /// Bitbucket Cloud.
-    Bitbucket,
-}
-
-impl Provider {
-    fn default_api_url(self) -> Option<&'static str> {
-        match self {
-            Provider::Github => Some(GITHUB_API_URL),
-            Provider::Gitlab => Some(GITLAB_API_URL),
-            Provider::Gitea => None,
-            Provider::Bitbucket => Some(BITBUCKET_API_URL),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Github => "github",
-            Provider::Gitlab => "gitlab",
-            Provider::Gitea => "gitea",
-            Provider::Bitbucket => "bitbucket",
-        }
+/// The API a provider serves the world from; None for self-hosted-only providers
+/// (Gitea, Bitbucket Server), whose `apiUrl` is required.
+fn default_api_url(provider: Provider) -> Option<&'static str> {
+    match provider {
+        Provider::Github => Some(GITHUB_API_URL),
+        Provider::Gitlab => Some(GITLAB_API_URL),
+        Provider::Bitbucket => Some(BITBUCKET_API_URL),
+        Provider::AzureDevops => Some(AZURE_DEVOPS_API_URL),
+        Provider::Gitea | Provider::BitbucketServer | Provider::Generic => None,
     }
 }
 
@@ -76,11 +49,13 @@ impl Provider {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CommitStatusConfig {
     pub provider: Provider,
-    /// The API base URL (GitHub Enterprise, self-hosted GitLab, tests). Required for
-    /// Gitea, which has no public default.
+    /// The API base URL (GitHub Enterprise, self-hosted GitLab, Azure DevOps Server's
+    /// `https://host/tfs`, tests). Required for Gitea and for Bitbucket Server (its
+    /// base URL, with any context path), which have no public default.
     #[serde(default)]
     pub api_url: Option<String>,
-    /// `owner/name` (GitLab: the full project path, groups included). Derived from
+    /// `owner/name` (GitLab: the full project path, groups included; Bitbucket Server:
+    /// `PROJECT/slug`; Azure DevOps: `organization/project/repository`). Derived from
     /// the app's repository URL when absent.
     #[serde(default)]
     pub repository: Option<String>,
@@ -103,6 +78,8 @@ pub struct CommitStatusConfig {
 pub enum CommitStatusError {
     #[error("commitStatus.apiUrl is required for provider {provider}")]
     MissingApiUrl { provider: &'static str },
+    #[error("commitStatus.provider {provider} has no commit-status API")]
+    NoStatusApi { provider: &'static str },
     #[error("commitStatus.apiUrl {url:?} is not an http(s) URL")]
     InvalidApiUrl { url: String },
     #[error("commitStatus needs exactly one of tokenEnv and tokenFile")]
@@ -133,30 +110,6 @@ impl CommitState {
             _ => CommitState::Pending,
         }
     }
-
-    fn github(self) -> &'static str {
-        match self {
-            CommitState::Success => "success",
-            CommitState::Pending => "pending",
-            CommitState::Failure => "failure",
-        }
-    }
-
-    fn gitlab(self) -> &'static str {
-        match self {
-            CommitState::Success => "success",
-            CommitState::Pending => "running",
-            CommitState::Failure => "failed",
-        }
-    }
-
-    fn bitbucket(self) -> &'static str {
-        match self {
-            CommitState::Success => "SUCCESSFUL",
-            CommitState::Pending => "INPROGRESS",
-            CommitState::Failure => "FAILED",
-        }
-    }
 }
 
 /// A resolved `commitStatus:` block: where and as what one app's statuses are posted.
@@ -184,7 +137,12 @@ impl CommitStatusConfig {
         app: &str,
         repo_url: &str,
     ) -> Result<CommitStatusTarget, CommitStatusError> {
-        let api_url = match (&self.api_url, self.provider.default_api_url()) {
+        if self.provider == Provider::Generic {
+            return Err(CommitStatusError::NoStatusApi {
+                provider: self.provider.as_str(),
+            });
+        }
+        let api_url = match (&self.api_url, default_api_url(self.provider)) {
             (Some(url), _) => url.trim_end_matches('/').to_string(),
             (None, Some(default)) => default.to_string(),
             (None, None) => {
@@ -243,6 +201,8 @@ fn check_repository(provider: Provider, path: &str) -> Result<(), CommitStatusEr
             Ok(())
         }
         Provider::Gitlab => Err(err("a GitLab project path is group/project")),
+        Provider::AzureDevops if segments.len() == 3 => Ok(()),
+        Provider::AzureDevops => Err(err("expected organization/project/repository")),
         _ if segments.len() == 2 => Ok(()),
         _ => Err(err("expected exactly owner/name")),
     }
@@ -250,8 +210,10 @@ fn check_repository(provider: Provider, path: &str) -> Result<(), CommitStatusEr
 
 /// The repository path in a clone URL: `https://host/owner/name.git`,
 /// `ssh://git@host:2222/owner/name`, `git@host:owner/name.git`. GitLab keeps the
-/// whole path (groups and subgroups); the others take the last two segments, so an
-/// install under a sub-path (`https://host/gitea/owner/name`) still works.
+/// whole path (groups and subgroups); Azure DevOps names organization, project and
+/// repository ([`AzureRepo`]); the others take the last two segments, so an install
+/// under a sub-path (`https://host/gitea/owner/name`, Bitbucket Server's
+/// `https://host/scm/PROJECT/slug`) still works.
 pub fn repository_from_url(
     provider: Provider,
     repo_url: &str,
@@ -277,6 +239,9 @@ pub fn repository_from_url(
     let path = path.strip_suffix(".git").unwrap_or(path);
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let repository = match provider {
+        Provider::AzureDevops => AzureRepo::from_url(raw)
+            .map(|r| format!("{}/{}/{}", r.organization, r.project, r.repository))
+            .unwrap_or_default(),
         Provider::Gitlab => {
             // GitLab's clone URLs can carry a `/-/` marker in web URLs; clone URLs
             // do not, but a pasted web URL should not become a project path.
@@ -293,50 +258,6 @@ pub fn repository_from_url(
     Ok(repository)
 }
 
-/// Characters escaped in a URL path segment: everything but RFC 3986's unreserved
-/// set, so GitLab's `group/project` becomes `group%2Fproject` as its API requires.
-fn encode_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `owner/name` with each part encoded, the slash kept.
-fn encode_path(repository: &str) -> String {
-    repository
-        .split('/')
-        .map(encode_segment)
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-fn truncate_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// Bitbucket's key: the context when it fits, else a prefix and a hash of it, so
-/// it stays unique and stable per app.
-fn bitbucket_key(context: &str) -> String {
-    if context.chars().count() <= BITBUCKET_MAX_KEY_CHARS {
-        return context.to_string();
-    }
-    use sha2::Digest;
-    let digest = hex::encode(sha2::Sha256::digest(context.as_bytes()));
-    let prefix: String = context.chars().take(BITBUCKET_MAX_KEY_CHARS - 13).collect();
-    format!("{prefix}-{}", &digest[..12])
-}
-
 /// One status to post.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusReport {
@@ -346,101 +267,6 @@ pub struct StatusReport {
     pub state: CommitState,
     /// A short line (e.g. "Synced, Healthy" or "ApplyFailed"); cut to 140 characters.
     pub description: String,
-}
-
-impl StatusReport {
-    /// The request for this status. The token is read from its env var or file now.
-    fn post(&self) -> Result<Post, DeliveryError> {
-        let t = &self.target;
-        let token = t.token.read().map_err(DeliveryError::Build)?;
-        let description = truncate_chars(&self.description, MAX_DESCRIPTION_CHARS);
-        let sha = encode_segment(&self.sha);
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        // GitHub and Gitea/Forgejo share the statuses API; they differ in headers only.
-        let statuses = || {
-            let mut body = serde_json::json!({
-                "state": self.state.github(),
-                "description": description,
-                "context": t.context,
-            });
-            if let Some(link) = &t.target_url {
-                body["target_url"] = link.clone().into();
-            }
-            let url = format!(
-                "{}/repos/{}/statuses/{sha}",
-                t.api_url,
-                encode_path(&t.repository)
-            );
-            (url, body)
-        };
-        let (url, body, auth) = match t.provider {
-            Provider::Github => {
-                headers.insert(
-                    ACCEPT,
-                    HeaderValue::from_static("application/vnd.github+json"),
-                );
-                headers.insert(
-                    HeaderName::from_static("x-github-api-version"),
-                    HeaderValue::from_static(GITHUB_API_VERSION),
-                );
-                let (url, body) = statuses();
-                (url, body, (AUTHORIZATION, format!("Bearer {token}")))
-            }
-            Provider::Gitea => {
-                let (url, body) = statuses();
-                (url, body, (AUTHORIZATION, format!("token {token}")))
-            }
-            Provider::Gitlab => {
-                let mut body = serde_json::json!({
-                    "state": self.state.gitlab(),
-                    "name": t.context,
-                    "description": description,
-                });
-                if let Some(link) = &t.target_url {
-                    body["target_url"] = link.clone().into();
-                }
-                let url = format!(
-                    "{}/projects/{}/statuses/{sha}",
-                    t.api_url,
-                    encode_segment(&t.repository)
-                );
-                (url, body, (HeaderName::from_static("private-token"), token))
-            }
-            Provider::Bitbucket => {
-                // Bitbucket requires a link; the commit's page is the honest default.
-                let link = t.target_url.clone().unwrap_or_else(|| {
-                    format!(
-                        "https://bitbucket.org/{}/commits/{}",
-                        t.repository, self.sha
-                    )
-                });
-                let body = serde_json::json!({
-                    "key": bitbucket_key(&t.context),
-                    "state": self.state.bitbucket(),
-                    "name": t.context,
-                    "description": description,
-                    "url": link,
-                });
-                let url = format!(
-                    "{}/repositories/{}/commit/{sha}/statuses/build",
-                    t.api_url,
-                    encode_path(&t.repository)
-                );
-                (url, body, (AUTHORIZATION, format!("Bearer {token}")))
-            }
-        };
-        let mut value = HeaderValue::from_str(&auth.1).map_err(|_| {
-            DeliveryError::Build(format!(
-                "the token in {:?} is not a valid header value",
-                t.token
-            ))
-        })?;
-        value.set_sensitive(true);
-        headers.insert(auth.0, value);
-        let body = serde_json::to_vec(&body).map_err(|e| DeliveryError::Build(e.to_string()))?;
-        Ok(Post::new(t.requester, url, headers, body))
-    }
 }
 
 /// The last state posted per app, with the commit it was posted for. Only the
@@ -602,10 +428,6 @@ mod tests {
                 "{url}"
             );
         }
-        assert_eq!(
-            encode_segment("acme/platform/shop"),
-            "acme%2Fplatform%2Fshop"
-        );
     }
 
     #[test]
@@ -684,18 +506,5 @@ mod tests {
         assert_eq!(CommitState::from_pass(false, true, Missing), Pending);
         assert_eq!(CommitState::from_pass(false, false, Degraded), Failure);
         assert_eq!(CommitState::from_pass(true, true, Healthy), Failure);
-    }
-
-    #[test]
-    fn long_contexts_make_stable_bitbucket_keys() {
-        assert_eq!(bitbucket_key("tether/shop"), "tether/shop");
-        let long = "tether/a-very-long-application-name-indeed-yes";
-        let key = bitbucket_key(long);
-        assert_eq!(key.chars().count(), BITBUCKET_MAX_KEY_CHARS);
-        assert_eq!(key, bitbucket_key(long));
-        assert_ne!(
-            key,
-            bitbucket_key("tether/a-very-long-application-name-indeed-no")
-        );
     }
 }

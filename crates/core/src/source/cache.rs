@@ -371,8 +371,9 @@ impl SourceCache {
                     now,
                 );
             }
+            // Not logged here: the caller reports the error it gets back (the service's
+            // poller logs it, the CLI prints it), so it is said once.
             Err(e) => {
-                tracing::warn!(source = %source, reason = e.reason(), error = %e, "source sync failed");
                 status.ready = false;
                 status.reason = Some(e.reason());
                 status.message = Some(e.to_string());
@@ -713,6 +714,13 @@ fn classify(url: &str, e: git2::Error, outcome: AuthOutcome, watchdog: &Watchdog
     }
     let message = e.message().to_string();
     let lower = message.to_ascii_lowercase();
+    // libgit2's words for an HTTP 404 (`unexpected http status code: 404`): the host
+    // answered, so the remote is reachable and the repository is what is missing.
+    if lower.contains("status code: 404") {
+        return SourceError::RepoNotFound {
+            url: url.to_string(),
+        };
+    }
     if e.code() == git2::ErrorCode::Auth
         || lower.contains("401")
         || lower.contains("403")

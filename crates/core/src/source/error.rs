@@ -21,6 +21,16 @@ pub enum SourceError {
     #[error("remote {} unreachable: {}", redact(.url), redact(.message))]
     Unreachable { url: String, message: String },
 
+    /// The remote answered that no repository lives at this URL (HTTP 404). Not
+    /// retryable: the URL is wrong, the repository is gone, or the credentials may not
+    /// see it (GitHub, GitLab and Bitbucket answer 404, not 403, for a private
+    /// repository out of reach).
+    #[error(
+        "repository {} not found (HTTP 404): check the URL, and that the credentials may read it",
+        redact(.url)
+    )]
+    RepoNotFound { url: String },
+
     /// The remote did not answer in time: no connection within the connect timeout,
     /// no byte within the read timeout, or the whole fetch (or `ls-remote`) past its
     /// deadline. Retryable: a black-holed host often comes back, and the per-repository
@@ -128,6 +138,7 @@ impl SourceError {
                 url: fix(url),
                 message: fix(message),
             },
+            SourceError::RepoNotFound { url } => SourceError::RepoNotFound { url: fix(url) },
             SourceError::Timeout {
                 url: u,
                 timeout,
@@ -175,6 +186,7 @@ impl SourceError {
             SourceError::AuthRefused { .. }
             | SourceError::Credentials { .. }
             | SourceError::HostKeyUnknown { .. }
+            | SourceError::RepoNotFound { .. }
             | SourceError::RefMissing { .. }
             | SourceError::PathMissing { .. }
             | SourceError::OutsideRoot { .. }
@@ -186,6 +198,7 @@ impl SourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             SourceError::Unreachable { .. } => "RemoteUnreachable",
+            SourceError::RepoNotFound { .. } => "RepositoryNotFound",
             SourceError::Timeout { .. } => "RemoteTimeout",
             SourceError::AuthRefused { .. } => "AuthenticationFailed",
             SourceError::Credentials { .. } => "CredentialsUnavailable",

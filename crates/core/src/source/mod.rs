@@ -21,6 +21,7 @@ mod auth;
 mod cache;
 mod error;
 mod poll;
+mod provider;
 mod read;
 mod timeout;
 mod url;
@@ -34,14 +35,15 @@ pub use poll::{
     DEFAULT_COALESCE_WINDOW, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER, PollConfig, PushedRef,
     PushedRepo, SourceState, SourceWatcher, Trigger, Triggers,
 };
+pub use provider::{AzureRepo, Provider};
 pub use read::{FileKind, MAX_FILE_BYTES, SourceFile};
 pub use timeout::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_DEADLINE, DEFAULT_READ_TIMEOUT, GitTimeouts,
 };
 pub use url::{RepoKey, normalize_repo_url, redact, redact_url};
 pub use webhook::{
-    DEFAULT_WEBHOOK_BODY_LIMIT, Provider, WebhookConfig, WebhookSecret, WebhookState,
-    webhook_router,
+    AZURE_DEVOPS_SECRET_HEADER, DEFAULT_WEBHOOK_BODY_LIMIT, WebhookConfig, WebhookSecret,
+    WebhookState, webhook_router,
 };
 
 use std::fmt;

@@ -321,7 +321,7 @@ impl SourceWatcher {
                     // Boxed, as an app's pass is: the fetch's state lives only while it runs.
                     let result = Box::pin(cache.sync(&source)).await;
                     if let Err(e) = &result {
-                        tracing::debug!(source = %source, error = %e, "sync failed; keeping last good revision");
+                        tracing::warn!(source = %source, reason = e.reason(), error = %e, "source sync failed; keeping the last good revision");
                     }
                     let status = cache.status(&source);
                     tx.send_replace(SourceState {

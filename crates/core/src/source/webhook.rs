@@ -23,29 +23,16 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{PushedRef, PushedRepo, Triggers};
+use super::{Provider, PushedRef, PushedRepo, Triggers};
+
+mod azure;
+
+pub use azure::AZURE_DEVOPS_SECRET_HEADER;
 
 /// Largest webhook body accepted. GitHub caps payloads at 25 MB but a push of a handful
 /// of commits is a few KiB; GitLab's default is similar. 1 MiB refuses junk early while
 /// leaving room for pushes of many commits.
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1024 * 1024;
-
-/// The providers we read, one route each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Provider {
-    /// `X-Hub-Signature-256: sha256=<hmac>`, `X-GitHub-Event`.
-    Github,
-    /// `X-Gitlab-Token: <secret>`, `X-Gitlab-Event`.
-    Gitlab,
-    /// Gitea, Forgejo and Gogs: `X-Gitea-Signature` / `X-Forgejo-Signature` /
-    /// `X-Gogs-Signature: <hmac>`. `/webhooks/gogs` checks Gogs deliveries with this
-    /// provider's secret too: Gitea is Gogs's fork and signs the same way.
-    Gitea,
-    /// Bitbucket Cloud and Data Center: `X-Hub-Signature: sha256=<hmac>`, `X-Event-Key`.
-    Bitbucket,
-    /// Anything else: `X-Signature: sha256=<hmac>` over `{"repository": …, "ref": …}`.
-    Generic,
-}
 
 /// A webhook secret. Its `Debug` never shows the value.
 #[derive(Clone)]
@@ -55,6 +42,14 @@ impl WebhookSecret {
     /// A secret from its bytes (read from an environment variable or file by the caller).
     pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
         WebhookSecret(bytes.into())
+    }
+
+    /// Whether `given` (a token or password as sent) is this secret. Digests are
+    /// compared, so the comparison takes the same time whatever the lengths.
+    fn matches(&self, given: &[u8]) -> bool {
+        let a = Sha256::digest(given);
+        let b = Sha256::digest(&self.0);
+        bool::from(a.ct_eq(&b))
     }
 }
 
@@ -111,7 +106,8 @@ impl WebhookState {
     }
 }
 
-/// `POST /webhooks/{github,gitlab,gitea,gogs,bitbucket,generic}`.
+/// `POST /webhooks/{github,gitlab,gitea,gogs,bitbucket,azuredevops,generic}`.
+/// Bitbucket Cloud and Bitbucket Server / Data Center share `/webhooks/bitbucket`.
 pub fn webhook_router(state: WebhookState) -> Router {
     Router::new()
         .route("/webhooks/github", post(github))
@@ -119,6 +115,7 @@ pub fn webhook_router(state: WebhookState) -> Router {
         .route("/webhooks/gitea", post(gitea))
         .route("/webhooks/gogs", post(gogs))
         .route("/webhooks/bitbucket", post(bitbucket))
+        .route("/webhooks/azuredevops", post(azuredevops))
         .route("/webhooks/generic", post(generic))
         .with_state(state)
 }
@@ -137,6 +134,9 @@ async fn gogs(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response 
 }
 async fn bitbucket(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
     receive(&s, Provider::Bitbucket, "bitbucket", &h, b).await
+}
+async fn azuredevops(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
+    receive(&s, Provider::AzureDevops, "azuredevops", &h, b).await
 }
 async fn generic(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
     receive(&s, Provider::Generic, "generic", &h, b).await
@@ -265,7 +265,8 @@ async fn verify_and_parse(
         Provider::Github => github_event(headers, &value),
         Provider::Gitlab => gitlab_event(headers, &value),
         Provider::Gitea => gitea_event(headers, &value),
-        Provider::Bitbucket => bitbucket_event(headers, &value),
+        Provider::Bitbucket | Provider::BitbucketServer => bitbucket_event(headers, &value),
+        Provider::AzureDevops => azure::event(&value),
         Provider::Generic => generic_event(&value),
     }
 }
@@ -292,13 +293,13 @@ fn verify(
         Provider::Gitlab => {
             let token = header(headers, "x-gitlab-token")
                 .ok_or(Rejection::Unauthorized("missing X-Gitlab-Token"))?;
-            // Compare digests so the comparison takes the same time whatever the lengths.
-            let a = Sha256::digest(token.as_bytes());
-            let b = Sha256::digest(&secret.0);
-            bool::from(a.ct_eq(&b))
+            secret.matches(token.as_bytes())
         }
+        Provider::AzureDevops => azure::authorized(secret, headers)?,
         Provider::Github => hmac_ok(secret, body, prefixed(headers, "x-hub-signature-256")?)?,
-        Provider::Bitbucket => hmac_ok(secret, body, prefixed(headers, "x-hub-signature")?)?,
+        Provider::Bitbucket | Provider::BitbucketServer => {
+            hmac_ok(secret, body, prefixed(headers, "x-hub-signature")?)?
+        }
         Provider::Generic => hmac_ok(secret, body, prefixed(headers, "x-signature")?)?,
         Provider::Gitea => {
             let sig = header(headers, "x-gitea-signature")
@@ -431,13 +432,21 @@ const GITLAB_REPO_URLS: &[&str] = &[
     "/repository/homepage",
 ];
 
-/// GitLab: `Push Hook`, `Tag Push Hook`, and `Merge Request Hook` with action `merge`.
+/// GitLab: `Push Hook`, `Tag Push Hook`, and `Merge Request Hook` with action `merge`;
+/// and a `System Hook` (instance-wide, sent to an administrator's hook) whose
+/// `event_name` is `push`, `tag_push`, `repository_update` or a merged `merge_request`.
 fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
-    let event = header(headers, "x-gitlab-event")
-        .map(str::to_string)
-        .or_else(|| str_at(v, "/object_kind").map(str::to_string))
-        .unwrap_or_default();
-    match event.as_str() {
+    let header_event = header(headers, "x-gitlab-event");
+    // A system hook says what happened in the body only; its project payloads have
+    // the shape of the project hook's, so the same arms read them.
+    let event = match header_event {
+        Some("System Hook") => str_at(v, "/event_name")
+            .or_else(|| str_at(v, "/object_kind"))
+            .ok_or_else(|| bad("GitLab", "system hook (no event_name)"))?,
+        Some(event) => event,
+        None => str_at(v, "/object_kind").unwrap_or_default(),
+    };
+    match event {
         "Push Hook" | "Tag Push Hook" | "push" | "tag_push" => {
             let r = str_at(v, "/ref").ok_or_else(|| bad("GitLab", "push"))?;
             let repos = urls_at(v, GITLAB_REPO_URLS);
@@ -448,6 +457,24 @@ fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
                 repos,
                 pushed: vec![PushedRef::parse(r)],
             })
+        }
+        // A system hook's push of several refs at once (or of tags): each change
+        // names its ref, the project names the repository.
+        "repository_update" => {
+            let changes = v
+                .pointer("/changes")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("GitLab", "repository_update"))?;
+            let pushed = changes
+                .iter()
+                .filter_map(|c| str_at(c, "/ref"))
+                .map(PushedRef::parse)
+                .collect();
+            let repos = urls_at(v, GITLAB_REPO_URLS);
+            if repos.is_empty() {
+                return Err(bad("GitLab", "repository_update"));
+            }
+            Ok(Event::Push { repos, pushed })
         }
         "Merge Request Hook" | "merge_request" => {
             let attrs = v
