@@ -167,6 +167,18 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
     match Config::parse(&text, &origin) {
         Ok(mut config) => {
             let mut app = config.apps.remove(0);
+            // A tenant reads only what its credentials can fetch over the network,
+            // never tether's own files (its Git cache among them).
+            if let Err(message) = crate::source::check_tenant_repo_url(&app.source.repo) {
+                return Err(ConfigError::Invalid {
+                    origin,
+                    problems: vec![super::Problem {
+                        path: "spec.source.repo".into(),
+                        line: None,
+                        message,
+                    }],
+                });
+            }
             app.name = identity.to_string();
             // Its ServiceAccount and kubeconfig Secret are its namespace's, never another's.
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());

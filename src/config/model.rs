@@ -11,7 +11,9 @@ use crate::diff::IgnoreRule;
 use crate::ownership::DEFAULT_INVENTORY_NAMESPACE;
 use crate::report::commit_status::CommitStatusTarget;
 use crate::report::notify::Channel;
-use crate::source::{Auth, CredentialsSecret, PollConfig, Provider, SecretRef, Source};
+use crate::source::{
+    Auth, CredentialsSecret, PollConfig, Provider, RevisionBudget, SecretRef, Source,
+};
 use crate::windows::SyncWindow;
 
 /// Where the HTTP server listens: loopback, port 8080 (issue #12). The status API can
@@ -85,8 +87,28 @@ pub struct Config {
     /// as a Lease (`reconcile::shard`). 1: no sharding; more implies leader election's
     /// namespace and timings, without its single leader Lease.
     pub shards: u32,
+    /// Limits every app's Git source shares.
+    pub sources: SourcesConfig,
     /// May be empty: the service then idles.
     pub apps: Vec<AppConfig>,
+}
+
+/// `sources`: the floor of every app's poll interval and the budget of a revision read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourcesConfig {
+    /// No source polls more often ([`crate::source::DEFAULT_MIN_POLL_INTERVAL`]).
+    pub min_interval: Duration,
+    /// What one read of a revision may spend ([`crate::source::RevisionBudget`]).
+    pub budget: RevisionBudget,
+}
+
+impl Default for SourcesConfig {
+    fn default() -> Self {
+        SourcesConfig {
+            min_interval: crate::source::DEFAULT_MIN_POLL_INTERVAL,
+            budget: RevisionBudget::default(),
+        }
+    }
 }
 
 /// The HTTP server.
@@ -336,6 +358,7 @@ impl Default for Config {
             resync_interval: DEFAULT_RESYNC_INTERVAL,
             leader_election: LeaderElectionConfig::default(),
             shards: DEFAULT_SHARDS,
+            sources: SourcesConfig::default(),
             apps: Vec::new(),
         }
     }
@@ -383,10 +406,12 @@ impl AppConfig {
         }
     }
 
-    /// How to poll the source: the configured interval, default jitter and coalescing.
-    pub fn poll_config(&self) -> PollConfig {
+    /// How to poll the source: the configured interval, default jitter and coalescing,
+    /// no more often than `sources` allows.
+    pub fn poll_config(&self, sources: &SourcesConfig) -> PollConfig {
         PollConfig {
             interval: self.source.interval,
+            min_interval: sources.min_interval,
             ..PollConfig::default()
         }
     }
