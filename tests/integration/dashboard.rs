@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tether::sandbox::SandboxOptions;
 
 use crate::dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
-use crate::serve::{Origin, Serve, origin};
+use crate::serve::{Origin, Serve, origin, origin_http};
 use crate::support::TestSandbox;
 use crate::webdriver::Browser;
 
@@ -777,7 +777,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(tether::config::APP_CRD_YAML))
         .await
         .ok();
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[(
             "apps/web/cm.yaml",
