@@ -464,7 +464,7 @@ apps:
         let object = json!({
             "metadata": {"namespace": "t1", "name": "web.v2", "uid": "u1", "generation": 3,
                          "finalizers": [APP_FINALIZER], "deletionTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"source": {"repo": "r"}, "deletionPolicy": "Prune"},
+            "spec": {"source": {"repo": "https://h.example/r.git"}, "deletionPolicy": "Prune"},
         });
         let app = AppObject::from_object(&object).expect("an App");
         assert_eq!(app.identity(), "t1.web.v2");
