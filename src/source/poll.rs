@@ -87,6 +87,15 @@ impl PollConfig {
         self.jittered(wait)
     }
 
+    /// The wait before the next poll after `failures` failed syncs in a row (0: the
+    /// last one succeeded).
+    pub fn wait_after(&self, failures: u32) -> Duration {
+        match failures {
+            0 => self.next_wait(),
+            n => self.retry_wait(n),
+        }
+    }
+
     fn jittered(&self, wait: Duration) -> Duration {
         let j = self.jitter.clamp(0.0, 1.0);
         if j == 0.0 {
@@ -383,10 +392,6 @@ impl SourceWatcher {
                     run_sync = true;
                     continue;
                 }
-                let wait = match failures {
-                    0 => config.next_wait(),
-                    n => config.retry_wait(n),
-                };
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     changed = wake.changed() => {
@@ -404,7 +409,7 @@ impl SourceWatcher {
                         // then what moved meanwhile is fetched at once.
                         run_sync = true;
                     }
-                    _ = tokio::time::sleep(wait) => {
+                    _ = tokio::time::sleep(config.wait_after(failures)) => {
                         // A failing source retries its sync at once (the check would
                         // only double its requests); else the cheap check, and on its
                         // error a sync, so the status says why.
