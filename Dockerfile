@@ -17,10 +17,14 @@ ARG HELM_VERSION=3.16.4
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# Only what the build reads; tests/ and benches/ because Cargo.toml declares targets there.
+# Only what the build reads: the workspace's crates, the OpenAPI and discovery documents
+# they embed, and the App CRD the binary prints (`tether crd`); tests/integration and
+# benches/ only because the binary's Cargo.toml declares targets there.
 COPY Cargo.toml Cargo.lock ./
 COPY src src
+COPY crates crates
 COPY assets assets
+COPY charts/tether/crds charts/tether/crds
 COPY benches benches
 COPY tests/integration tests/integration
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

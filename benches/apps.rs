@@ -20,7 +20,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use support::git;
-use tether::sandbox::{Sandbox, SandboxOptions};
+use tether_sandbox::{Sandbox, SandboxOptions};
 
 const APPS: usize = 1_000;
 const OBJECTS_PER_APP: usize = 10;
@@ -148,7 +148,7 @@ async fn main() {
 
     // 1. Apps.
     let (sandbox, kubeconfig, client) = sandbox_with_namespaces(dir.path()).await;
-    let crd: Value = serde_saphyr::from_str(tether::config::APP_CRD_YAML).expect("CRD");
+    let crd: Value = serde_saphyr::from_str(tether_controller::config::APP_CRD_YAML).expect("CRD");
     let crds = dynamic(
         &client,
         "apiextensions.k8s.io",

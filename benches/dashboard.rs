@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether::report::status::SyncStatus;
+use tether_core::report::status::SyncStatus;
 
 use dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
 use webdriver::Browser;
@@ -57,7 +57,7 @@ async fn main() {
     );
     for apps in SIZES {
         let statuses = many_app_statuses(apps);
-        let router = tether::server::router(
+        let router = tether_controller::server::router(
             statuses.clone(),
             Arc::new(NoWorkers),
             axum::Router::new(),

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether::diff::{DiffOptions, Drift, MaskKey, Mode, OpenApiSchemas, diff};
-use tether::manifest::ObjectId;
+use tether_diff::diff::{DiffOptions, Drift, MaskKey, Mode, OpenApiSchemas, diff};
+use tether_diff::manifest::ObjectId;
 
 /// A Deployment as people write it, with `containers` containers.
 fn desired(i: usize, containers: usize) -> Value {
@@ -222,13 +222,13 @@ fn yaml_read(n: usize) -> [Row; 2] {
             (format!("apps-{f:04}.yaml"), text)
         })
         .collect();
-    let options = tether::manifest::ParseOptions::default();
+    let options = tether_diff::manifest::ParseOptions::default();
     let mut read = 0;
     let (wall, cpu) = median_of(3, libc::CLOCK_PROCESS_CPUTIME_ID, || {
         read = files
             .iter()
             .map(|file| {
-                tether::manifest::parse_files(std::slice::from_ref(file), &options)
+                tether_diff::manifest::parse_files(std::slice::from_ref(file), &options)
                     .map_or(0, |set| set.objects.len())
             })
             .sum();
@@ -250,7 +250,7 @@ fn yaml_read(n: usize) -> [Row; 2] {
         target: None,
     };
     [
-        row("YAML read: tether::manifest", wall, cpu),
+        row("YAML read: tether_diff::manifest", wall, cpu),
         row(
             "reference: serde-saphyr, same YAML",
             general_wall,

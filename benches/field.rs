@@ -44,12 +44,12 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
-use tether::cluster::{Cluster, DEFAULT_REQUEST_TIMEOUT};
-use tether::manifest::{ParseOptions, read_dir};
-use tether::ownership::{APP_LABEL, DEFAULT_INVENTORY_NAMESPACE, inventory_name};
-use tether::sandbox::{Sandbox, SandboxOptions};
-use tether::sync::desired::label_for_app;
-use tether::sync::{SyncOptions, observe, sync};
+use tether_core::cluster::{Cluster, DEFAULT_REQUEST_TIMEOUT};
+use tether_core::sync::desired::label_for_app;
+use tether_core::sync::{SyncOptions, observe, sync};
+use tether_diff::manifest::{ParseOptions, read_dir};
+use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_schema::ownership::{APP_LABEL, DEFAULT_INVENTORY_NAMESPACE, inventory_name};
 
 /// Crash runs: three Namespaces and 199 ConfigMaps in each, 600 objects in all.
 const CRASH_NAMESPACES: usize = 3;

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tether::sandbox::protobuf;
-use tether::sandbox::{Sandbox, SandboxOptions};
+use tether_sandbox::protobuf;
+use tether_sandbox::{Sandbox, SandboxOptions};
 
 /// Requests of each kind, verb and format: medians of this many, interleaved.
 const REQUESTS: usize = 1_000;

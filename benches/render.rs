@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::git;
-use tether::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
-use tether::source::{Revision, Source, SourceCache};
-use tether::sync::desired::{DesiredError, RenderCache, read_revision};
+use tether_core::source::{Revision, Source, SourceCache};
+use tether_core::sync::desired::{DesiredError, RenderCache, read_revision};
+use tether_diff::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
 
 /// Objects of the Kustomize app: per index one ConfigMap, and every other index a
 /// Service and a Deployment.

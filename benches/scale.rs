@@ -33,7 +33,7 @@ use support::{
     GitDaemon, clock_ticks_per_second, free_port, git, ms, percentile, proc_stat_ticks,
     proc_status, verdict,
 };
-use tether::sandbox::{
+use tether_sandbox::{
     DEFAULT_CONTROLLER_DELAY, RequestCounts, Sandbox, SandboxOptions, WRITE_VERBS,
 };
 

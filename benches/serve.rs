@@ -39,7 +39,7 @@ use support::{
     GitDaemon, clock_ticks_per_second, free_port, git, ms, percentile, proc_stat_ticks,
     proc_status_mib, verdict,
 };
-use tether::sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
+use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
 
 const APPS: usize = 100;
 /// Per app: 90 ConfigMaps, 5 Services and 5 Deployments.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tether::source::{
+use tether_core::source::{
     PollConfig, Provider, Source, SourceCache, SourceWatcher, Triggers, WebhookConfig,
     WebhookSecret, WebhookState, webhook_router,
 };

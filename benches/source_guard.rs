@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{GitHttp, git, ms, percentile, verdict};
-use tether::source::{Source, SourceCache, SourceWatcher, Triggers};
+use tether_core::source::{Source, SourceCache, SourceWatcher, Triggers};
 use tokio_util::sync::CancellationToken;
 
 const BOMB_BLOB_BYTES: usize = 1024 * 1024;
@@ -149,7 +149,7 @@ async fn requests_per_window(work: &Path, windows: usize, window: Duration) -> V
             ("GIT_HOST_LOG", log_path.as_str()),
         ],
     );
-    let config = tether::config::Config::parse(
+    let config = tether_controller::config::Config::parse(
         &format!(
             "apps:\n- name: eager\n  source: {{repo: \"{}\", interval: 1ms}}\n",
             host.url("app.git")

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether::cluster::Cluster;
-use tether::sandbox::{Sandbox, SandboxOptions};
-use tether::sync::desired::{DesiredInput, ReadOptions, read_desired};
-use tether::sync::{SyncOptions, sync};
+use tether_core::cluster::Cluster;
+use tether_core::sync::desired::{DesiredInput, ReadOptions, read_desired};
+use tether_core::sync::{SyncOptions, sync};
+use tether_sandbox::{Sandbox, SandboxOptions};
 
 const NAMESPACES: usize = 2;
 /// Per namespace: 100 each of ConfigMaps, Secrets, Services and Deployments, 50
@@ -203,7 +203,7 @@ async fn main() {
         app: Some("bench"),
         default_namespace: "default",
         scopes: None,
-        renderers: &tether::manifest::Renderers::default(),
+        renderers: &tether_diff::manifest::Renderers::default(),
     };
     let desired = read_desired(DesiredInput::Dir(&manifests), &read)
         .await

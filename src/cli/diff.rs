@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use tether::cluster::Cluster;
-use tether::report::drift;
-use tether::sync::SyncOptions;
-use tether::sync::desired::{
+use tether_core::cluster::Cluster;
+use tether_core::report::drift;
+use tether_core::sync::SyncOptions;
+use tether_core::sync::desired::{
     Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
 };
 
@@ -50,12 +50,12 @@ pub struct DiffArgs {
     pub app: Option<String>,
 
     /// Namespace for namespaced objects that name none.
-    #[arg(long, short = 'n', default_value = tether::manifest::DEFAULT_NAMESPACE)]
+    #[arg(long, short = 'n', default_value = tether_diff::manifest::DEFAULT_NAMESPACE)]
     pub namespace: String,
 
     /// Where the app's inventory lives (online, with --app: objects it owns that Git
     /// no longer has are reported as Extra).
-    #[arg(long, default_value = tether::ownership::DEFAULT_INVENTORY_NAMESPACE)]
+    #[arg(long, default_value = tether_schema::ownership::DEFAULT_INVENTORY_NAMESPACE)]
     pub inventory_namespace: String,
 
     /// Output format.
@@ -102,8 +102,8 @@ pub(super) async fn run(args: DiffArgs) -> Result<Outcome, Error> {
 /// `tether diff --config FILE [--app NAME]`: each app of a service configuration,
 /// from its Git source, against its cluster.
 async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
-    let config = tether::config::Config::load(path).map_err(Error::Config)?;
-    let apps: Vec<&tether::config::AppConfig> = match &args.app {
+    let config = tether_controller::config::Config::load(path).map_err(Error::Config)?;
+    let apps: Vec<&tether_controller::config::AppConfig> = match &args.app {
         Some(name) => match config.app(name) {
             Some(app) => vec![app],
             None => {
@@ -217,13 +217,13 @@ async fn observe_online(
     options: &SyncOptions<'_>,
 ) -> Result<drift::DriftReport, Error> {
     let inventory = if options.app.is_empty() {
-        tether::sync::inventory::Inventory::default()
+        tether_core::sync::inventory::Inventory::default()
     } else {
-        tether::sync::read_inventory(cluster, options.app, options.inventory_namespace)
+        tether_core::sync::read_inventory(cluster, options.app, options.inventory_namespace)
             .await
             .map_err(Error::Observe)?
     };
-    let observed = tether::sync::observe(cluster, &desired.manifests, &inventory, options)
+    let observed = tether_core::sync::observe(cluster, &desired.manifests, &inventory, options)
         .await
         .map_err(Error::Observe)?;
     Ok(drift::DriftReport {
@@ -286,11 +286,15 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
 /// `/version` request; a Git path's content is not known yet, so it is always asked.
 pub(super) async fn for_cluster(
     cluster: &Cluster,
-    renderers: tether::manifest::Renderers,
+    renderers: tether_diff::manifest::Renderers,
     path: &str,
     repo: Option<&str>,
-) -> Result<tether::manifest::Renderers, Error> {
-    if repo.is_none() && !Path::new(path).join(tether::manifest::CHART_FILE).is_file() {
+) -> Result<tether_diff::manifest::Renderers, Error> {
+    if repo.is_none()
+        && !Path::new(path)
+            .join(tether_diff::manifest::CHART_FILE)
+            .is_file()
+    {
         return Ok(renderers);
     }
     let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;

@@ -4,13 +4,14 @@
 use std::error::Error as _;
 use std::path::PathBuf;
 
-use tether::cluster::ClusterError;
-use tether::config::ConfigError;
-use tether::sandbox::SandboxError;
-use tether::server::service::ServeError;
-use tether::source::SourceError;
-use tether::sync::SyncError;
-use tether::sync::desired::DesiredError;
+use tether_controller::config::ConfigError;
+use tether_controller::server::service::ServeError;
+use tether_core::cluster::ClusterError;
+use tether_core::source::SourceError;
+use tether_core::sync::SyncError;
+use tether_core::sync::desired::DesiredError;
+#[cfg(feature = "sandbox")]
+use tether_sandbox::SandboxError;
 
 /// Exit code of a command that could not do its work: every [`Error`].
 pub const EXIT_ERROR: u8 = 2;
@@ -99,6 +100,7 @@ pub enum Error {
     Sync(#[source] SyncError),
     #[error("{0}")]
     Serve(#[source] ServeError),
+    #[cfg(feature = "sandbox")]
     #[error("cannot start the sandbox: {0}")]
     Sandbox(#[source] SandboxError),
     #[error("cannot write the kubeconfig to {}: {source}", path.display())]
@@ -156,6 +158,7 @@ mod tests {
         assert_eq!(EXIT_ERROR, 2);
     }
 
+    #[cfg(feature = "sandbox")]
     #[test]
     fn a_cause_in_the_message_is_not_repeated() {
         let err = Error::Sandbox(SandboxError::Listen {

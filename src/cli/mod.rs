@@ -5,6 +5,7 @@
 pub mod allocator;
 mod diff;
 mod exit;
+#[cfg(feature = "sandbox")]
 mod sandbox;
 mod serve;
 mod source;
@@ -15,9 +16,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tether::config::Credentials;
-use tether::manifest::{HelmInputs, KustomizeCommand, Renderers};
-use tether::source::{SecretRef, Source, SourceCache, SourceError};
+use tether_controller::config::Credentials;
+use tether_core::source::{SecretRef, Source, SourceCache, SourceError};
+use tether_diff::manifest::{HelmInputs, KustomizeCommand, Renderers};
 
 pub use exit::{EXIT_ERROR, Error, Outcome};
 
@@ -48,6 +49,7 @@ pub enum Command {
     ///
     /// Prints one line `ready <url>` on stdout once it accepts requests, and stops on
     /// SIGTERM or SIGINT.
+    #[cfg(feature = "sandbox")]
     Sandbox(sandbox::SandboxArgs),
 
     /// Fetch a Git source and show the revision it resolves to and the files at its path.
@@ -123,10 +125,11 @@ impl RequestArgs {
         &self,
         cluster: &ClusterArgs,
         context: Option<&str>,
-    ) -> Result<tether::cluster::Cluster, Error> {
-        let connected = tether::cluster::Cluster::connect(cluster.kubeconfig.as_deref(), context)
-            .await
-            .map_err(Error::Connect)?;
+    ) -> Result<tether_core::cluster::Cluster, Error> {
+        let connected =
+            tether_core::cluster::Cluster::connect(cluster.kubeconfig.as_deref(), context)
+                .await
+                .map_err(Error::Connect)?;
         Ok(connected.with_timeout(self.request_timeout))
     }
 }
@@ -136,7 +139,7 @@ impl RequestArgs {
 fn parse_request_timeout(text: &str) -> Result<Duration, String> {
     let duration = match text.trim().parse::<u64>() {
         Ok(seconds) => Duration::from_secs(seconds),
-        Err(_) => tether::config::parse_duration(text)?,
+        Err(_) => tether_controller::config::parse_duration(text)?,
     };
     Ok(if duration.is_zero() {
         Duration::MAX
@@ -313,13 +316,16 @@ pub fn init_logging(format: LogFormat) -> Result<(), Error> {
 /// Runs one command to its end.
 pub async fn run(cli: Cli) -> Result<Outcome, Error> {
     match cli.command {
+        #[cfg(feature = "sandbox")]
         Command::Sandbox(args) => sandbox::run(args).await,
         Command::Source(args) => source::run(args).await,
         Command::Diff(args) => diff::run(args).await,
         Command::Sync(args) => sync::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Status(args) => status::run(args).await,
-        Command::Crd => write_stdout(tether::config::APP_CRD_YAML).map(|()| Outcome::Success),
+        Command::Crd => {
+            write_stdout(tether_controller::config::APP_CRD_YAML).map(|()| Outcome::Success)
+        }
     }
 }
 
@@ -380,7 +386,7 @@ mod tests {
                 .contains("is not a duration")
         );
     }
-    use tether::source::Auth;
+    use tether_core::source::Auth;
 
     fn source_args(args: &[&str]) -> source::SourceArgs {
         let mut argv = vec!["tether", "source"];

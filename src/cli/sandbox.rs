@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tether::sandbox::{self, Sandbox, SandboxOptions};
+use tether_sandbox::{self as sandbox, Sandbox, SandboxOptions};
 use tokio::io::AsyncWriteExt as _;
 
 use super::{Error, Outcome, shutdown_signal};

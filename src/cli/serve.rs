@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use tether::server::service::{ServeOptions, serve};
+use tether_controller::server::service::{ServeOptions, serve};
 
 use super::{ClusterArgs, Error, Outcome, shutdown_signal};
 

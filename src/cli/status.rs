@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use tether::source::SecretRef;
+use tether_core::source::SecretRef;
 
 use super::{Error, Outcome, write_stdout};
 
@@ -76,7 +76,7 @@ pub(super) async fn run(args: StatusArgs) -> Result<Outcome, Error> {
     };
     let out = match args.output {
         StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&body)?),
-        StatusFormat::Table => tether::report::status::render_table(&apps),
+        StatusFormat::Table => tether_core::report::status::render_table(&apps),
     };
     write_stdout(&out)?;
     let all_good = apps

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use tether::sync::SyncOptions;
-use tether::sync::desired::ReadOptions;
+use tether_core::sync::SyncOptions;
+use tether_core::sync::desired::ReadOptions;
 
 use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
@@ -35,11 +35,11 @@ pub struct SyncArgs {
     pub app: String,
 
     /// Namespace for namespaced objects that name none.
-    #[arg(long, short = 'n', default_value = tether::manifest::DEFAULT_NAMESPACE)]
+    #[arg(long, short = 'n', default_value = tether_diff::manifest::DEFAULT_NAMESPACE)]
     pub namespace: String,
 
     /// Where the app's inventory ConfigMap lives (created when missing).
-    #[arg(long, default_value = tether::ownership::DEFAULT_INVENTORY_NAMESPACE)]
+    #[arg(long, default_value = tether_schema::ownership::DEFAULT_INVENTORY_NAMESPACE)]
     pub inventory_namespace: String,
 
     /// Validate and show what would change; write nothing.
@@ -67,11 +67,11 @@ pub struct SyncArgs {
     pub wait: bool,
 
     /// How long --wait waits in all (e.g. 90s, 5m).
-    #[arg(long, default_value = "5m", value_parser = tether::config::parse_duration, requires = "wait")]
+    #[arg(long, default_value = "5m", value_parser = tether_controller::config::parse_duration, requires = "wait")]
     pub timeout: Duration,
 
     /// Requests in flight at once.
-    #[arg(long, default_value_t = tether::sync::DEFAULT_REQUEST_CONCURRENCY)]
+    #[arg(long, default_value_t = tether_core::sync::DEFAULT_REQUEST_CONCURRENCY)]
     pub concurrency: usize,
 
     /// Output format.
@@ -131,16 +131,16 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         ..options
     };
     let revision = desired.revision.as_ref().map(|r| r.sha.as_str());
-    let report = tether::sync::sync(&cluster, &desired.manifests, revision, &options).await;
+    let report = tether_core::sync::sync(&cluster, &desired.manifests, revision, &options).await;
     if show_progress {
         eprint!("\r\x1b[K");
     }
     let report = report.map_err(Error::Sync)?;
     let out = match args.output {
-        Format::Text => tether::report::sync::render_text(&report),
+        Format::Text => tether_core::report::sync::render_text(&report),
         Format::Json => format!(
             "{}\n",
-            serde_json::to_string_pretty(&tether::report::sync::to_json(&report))?
+            serde_json::to_string_pretty(&tether_core::report::sync::to_json(&report))?
         ),
     };
     write_stdout(&out)?;

@@ -23,7 +23,7 @@ async fn install_crd(sandbox: &TestSandbox) {
         .expect("tether crd runs");
     assert!(crd.status.success());
     let text = String::from_utf8(crd.stdout).expect("UTF-8");
-    assert_eq!(text, tether::config::APP_CRD_YAML);
+    assert_eq!(text, tether_controller::config::APP_CRD_YAML);
     sandbox
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(&text))
         .await

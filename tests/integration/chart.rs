@@ -105,7 +105,7 @@ impl Rendered {
         let text = self.one("ConfigMap")["data"]["tether.yaml"]
             .as_str()
             .expect("the ConfigMap holds tether.yaml");
-        if let Err(err) = tether::config::Config::parse(text, "tether.yaml") {
+        if let Err(err) = tether_controller::config::Config::parse(text, "tether.yaml") {
             panic!("the chart's config does not load: {err}\n{text}");
         }
         serde_saphyr::from_str(text).expect("tether.yaml is YAML")
@@ -1089,7 +1089,8 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
         .iter()
         .find(|o| o["kind"] == "CustomResourceDefinition")
         .expect("the App CRD is rendered");
-    let shipped: Value = serde_saphyr::from_str(tether::config::APP_CRD_YAML).expect("YAML");
+    let shipped: Value =
+        serde_saphyr::from_str(tether_controller::config::APP_CRD_YAML).expect("YAML");
     assert_eq!(crd, &shipped);
 
     let app_rules = |role: &Value| -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {

@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tether::config::{Config, ConfigError};
-use tether::source::{SourceCache, Triggers, WebhookState, webhook_router};
+use tether_controller::config::{Config, ConfigError};
+use tether_core::source::{SourceCache, Triggers, WebhookState, webhook_router};
 use tower::ServiceExt;
 
 use crate::support::git;

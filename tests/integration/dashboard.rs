@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether::sandbox::SandboxOptions;
+use tether_sandbox::SandboxOptions;
 
 use crate::dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
 use crate::serve::{Origin, Serve, origin, origin_http};
@@ -709,7 +709,11 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
             json!([]),
         )
         .await;
-    let recorded = configmap_data(&sandbox, tether::server::service::SUSPENDED_CONFIGMAP).await;
+    let recorded = configmap_data(
+        &sandbox,
+        tether_controller::server::service::SUSPENDED_CONFIGMAP,
+    )
+    .await;
     assert!(
         recorded.as_ref().is_some_and(|d| d[APP]
             .as_str()
@@ -754,7 +758,11 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
             json!([]),
         )
         .await;
-    let recorded = configmap_data(&sandbox, tether::server::service::SUSPENDED_CONFIGMAP).await;
+    let recorded = configmap_data(
+        &sandbox,
+        tether_controller::server::service::SUSPENDED_CONFIGMAP,
+    )
+    .await;
     assert!(
         recorded.as_ref().is_some_and(|d| d.get(APP).is_none()),
         "{recorded:?}"
@@ -774,7 +782,10 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         sandbox.namespace(ns).await;
     }
     sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(tether::config::APP_CRD_YAML))
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(tether_controller::config::APP_CRD_YAML),
+        )
         .await
         .ok();
     let origin = origin_http(
@@ -991,7 +1002,8 @@ async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_apps_fit_the_page_budget() {
     let statuses = many_app_statuses(1000);
-    let router = tether::server::router(statuses, Arc::new(NoWorkers), axum::Router::new(), None);
+    let router =
+        tether_controller::server::router(statuses, Arc::new(NoWorkers), axum::Router::new(), None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");

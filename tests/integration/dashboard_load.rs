@@ -5,10 +5,10 @@
 
 use chrono::Utc;
 use serde_json::json;
-use tether::report::status::{
+use tether_core::report::status::{
     Automation, DriftedObject, PassInfo, PassResult, RevisionInfo, Statuses, SyncStatus,
 };
-use tether::sync::health::Health;
+use tether_core::sync::health::Health;
 
 /// What the running service would hold for `n` apps across 10 repositories: a tenth
 /// out of sync with one drifted field each, realistic names, SHAs and subjects.
@@ -83,7 +83,7 @@ pub fn many_app_statuses(n: usize) -> Statuses {
 /// The service's app table, for a router serving statuses no worker writes.
 pub struct NoWorkers;
 
-impl tether::server::Control for NoWorkers {
+impl tether_controller::server::Control for NoWorkers {
     fn request_sync(&self, _: &str) -> bool {
         false
     }
@@ -91,7 +91,10 @@ impl tether::server::Control for NoWorkers {
         &self,
         _: &str,
         _: bool,
-    ) -> futures::future::BoxFuture<'_, Result<bool, tether::server::service::SuspendError>> {
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<bool, tether_controller::server::service::SuspendError>,
+    > {
         Box::pin(async { Ok(false) })
     }
     fn readiness(&self) -> Vec<(&'static str, bool)> {

@@ -7,14 +7,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use tether::diff::{
-    DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, Status, diff_sets,
-};
-use tether::manifest::{ManifestSet, ParseOptions, parse_files};
-use tether::report::drift::{DriftReport, Format, render};
-use tether::sync::desired::{
+use tether_core::report::drift::{DriftReport, Format, render};
+use tether_core::sync::desired::{
     DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
 };
+use tether_diff::diff::{
+    DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, OpenApiSchemas, Status, diff_sets,
+};
+use tether_diff::manifest::{ManifestSet, ParseOptions, parse_files};
 
 /// `tether diff --path desired --live live [--app app]`, in-process.
 fn offline_diff(
@@ -30,7 +30,7 @@ fn offline_diff(
             app,
             default_namespace: "default",
             scopes: None,
-            renderers: &tether::manifest::Renderers::default(),
+            renderers: &tether_diff::manifest::Renderers::default(),
         };
         let desired = read_desired(DesiredInput::Dir(desired), &read).await?;
         let live = read_snapshot(live, "default")?;

@@ -338,7 +338,7 @@ async fn the_workflow_diff_step_reports_drift_without_failing_and_fails_on_error
 #[test]
 fn the_example_configuration_loads_with_every_option() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config/tether.yaml");
-    let config = tether::config::Config::load(&path)
+    let config = tether_controller::config::Config::load(&path)
         .unwrap_or_else(|err| panic!("examples/config/tether.yaml does not load: {err}"));
     assert!(!config.apps.is_empty());
     let app = &config.apps[0];

@@ -17,7 +17,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use reqwest::Method;
 use serde_json::{Value, json};
-use tether::sandbox::protobuf;
+use tether_sandbox::protobuf;
 
 use crate::support::{Answer, TestSandbox, read};
 

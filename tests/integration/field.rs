@@ -9,11 +9,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tether::cluster::Cluster;
-use tether::manifest::{ParseOptions, read_dir};
-use tether::sync::desired::label_for_app;
-use tether::sync::inventory::{Entry, Inventory};
-use tether::sync::{Action, SyncOptions, sync};
+use tether_core::cluster::Cluster;
+use tether_core::sync::desired::label_for_app;
+use tether_core::sync::inventory::{Entry, Inventory};
+use tether_core::sync::{Action, SyncOptions, sync};
+use tether_diff::manifest::{ParseOptions, read_dir};
 
 use crate::support::{TestSandbox, action_of, app_dir, eventually, json, sync_app, tether};
 
@@ -440,7 +440,7 @@ async fn a_diff_right_after_a_sync_sees_no_drift_while_controllers_write() {
             .await
             .expect("sync");
         assert!(!report.failed(), "round {round}: {report:?}");
-        let observed = tether::sync::observe(&cluster, &desired, &report.inventory, &options)
+        let observed = tether_core::sync::observe(&cluster, &desired, &report.inventory, &options)
             .await
             .expect("observe");
         let drifted: Vec<String> = observed

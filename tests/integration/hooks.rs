@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use tether::sandbox::SandboxOptions;
+use tether_sandbox::SandboxOptions;
 
 use crate::support::{Run, TestSandbox, app_dir, json, tether};
 

@@ -1203,7 +1203,7 @@ data: {a: b}
 
 #[tokio::test]
 async fn a_job_completes_and_says_so_in_get_describe_and_events() {
-    let sandbox = TestSandbox::start_with(tether::sandbox::SandboxOptions {
+    let sandbox = TestSandbox::start_with(tether_sandbox::SandboxOptions {
         simulate_controllers: Some(Duration::from_millis(50)),
         ..Default::default()
     })

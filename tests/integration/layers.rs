@@ -1,26 +1,24 @@
-//! The house keeps its floors: a module of the library imports only modules on lower
-//! floors, in the order `src/lib.rs` documents, and the sandbox imports only `schema`.
+//! The house keeps its floors. Between crates, Cargo keeps them: a crate names only the
+//! crates below it in its `Cargo.toml` (schema ← diff ← core ← controller ← the binary;
+//! the sandbox beside them, on schema alone), so an import pointing up is a cycle Cargo
+//! refuses. Within a crate of several floors, the order of the module table in its
+//! `lib.rs` is the order of its floors, and a module imports only those listed above it.
 //! Read from the source itself, so a new arrow pointing up fails here first.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The floors as `src/lib.rs` documents them: module → floor (`None`: apart).
-fn floors(lib: &str) -> BTreeMap<String, Option<u32>> {
+/// The crates of several floors, each with the modules its `lib.rs` table lists.
+const LAYERED_CRATES: [&str; 3] = ["diff", "core", "controller"];
+
+/// The floors as a crate's `lib.rs` documents them, bottom first: the first word of
+/// each row of its `text` table (`//! module   what it is`).
+fn floors(lib: &str) -> Vec<String> {
     lib.lines()
         .filter_map(|line| line.strip_prefix("//!"))
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let floor = words.next()?;
-            let module = words.next()?;
-            if !module.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
-                return None;
-            }
-            match floor {
-                "–" => Some((module.to_string(), None)),
-                n => Some((module.to_string(), Some(n.parse().ok()?))),
-            }
-        })
+        .skip_while(|line| !line.trim().starts_with("```text"))
+        .skip(2) // the fence and the heading row
+        .take_while(|line| !line.trim().starts_with("```"))
+        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
         .collect()
 }
 
@@ -55,63 +53,57 @@ fn imports(source: &str) -> Vec<(usize, String)> {
     found
 }
 
+/// What `file` (under `src`) imports against the floors: one line per arrow pointing up.
+fn arrows_up(src: &Path, floors: &[String], file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).expect("under src");
+    let first = relative
+        .components()
+        .next()
+        .and_then(|c| c.as_os_str().to_str())
+        .unwrap_or_default()
+        .trim_end_matches(".rs")
+        .to_string();
+    if first == "lib" {
+        return Vec::new();
+    }
+    let floor = |module: &str| floors.iter().position(|m| m == module);
+    let Some(own) = floor(&first) else {
+        return vec![format!(
+            "{}: module {first:?} has no floor in lib.rs",
+            file.display()
+        )];
+    };
+    let source = std::fs::read_to_string(file).expect("read a source file");
+    imports(&source)
+        .into_iter()
+        .filter(|(_, module)| *module != first)
+        .filter_map(|(line, module)| match floor(&module) {
+            Some(theirs) if theirs < own => None,
+            Some(_) => Some(format!(
+                "{}:{line}: {first} imports crate::{module}, a floor above it",
+                file.display()
+            )),
+            None => Some(format!(
+                "{}:{line}: crate::{module} has no floor",
+                file.display()
+            )),
+        })
+        .collect()
+}
+
 #[test]
 fn no_module_imports_one_above_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let lib = std::fs::read_to_string(root.join("lib.rs")).expect("src/lib.rs");
-    let floors = floors(&lib);
-    assert!(
-        floors.len() >= 10,
-        "src/lib.rs documents no floors: {floors:?}"
-    );
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
     let mut wrong = Vec::new();
-    for file in files {
-        let relative = file.strip_prefix(&root).expect("under src");
-        let first = relative
-            .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
-            .unwrap_or_default()
-            .trim_end_matches(".rs")
-            .to_string();
-        if first == "lib" || first == "main" || first == "cli" {
-            continue; // the crate root and the binary stand above every floor
-        }
-        let Some(&own) = floors.get(&first) else {
-            wrong.push(format!(
-                "src/{}: module {first:?} has no floor in src/lib.rs",
-                relative.display()
-            ));
-            continue;
-        };
-        let source = std::fs::read_to_string(&file).expect("read a source file");
-        for (line, module) in imports(&source) {
-            if module == first {
-                continue;
-            }
-            let Some(&theirs) = floors.get(&module) else {
-                wrong.push(format!(
-                    "src/{}:{line}: crate::{module} has no floor",
-                    relative.display()
-                ));
-                continue;
-            };
-            let allowed = match (own, theirs) {
-                // The sandbox stands apart: it may use the schemas, nothing else.
-                (None, _) => module == "schema",
-                (Some(_), None) => false,
-                (Some(own), Some(theirs)) => theirs < own,
-            };
-            if !allowed {
-                wrong.push(format!(
-                    "src/{}:{line}: {first} (floor {}) imports crate::{module} (floor {})",
-                    relative.display(),
-                    own.map_or("apart".into(), |f| f.to_string()),
-                    theirs.map_or("apart".into(), |f| f.to_string()),
-                ));
-            }
+    for name in LAYERED_CRATES {
+        let src = crates.join(name).join("src");
+        let lib = std::fs::read_to_string(src.join("lib.rs")).expect("the crate's lib.rs");
+        let floors = floors(&lib);
+        assert!(floors.len() >= 2, "{name}/src/lib.rs documents no floors");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            wrong.extend(arrows_up(&src, &floors, &file));
         }
     }
     assert!(
@@ -121,14 +113,44 @@ fn no_module_imports_one_above_it() {
     );
 }
 
+/// "diff is pure" holds by construction: the floors below the cluster cannot reach an
+/// API server, a Git host or an async runtime, because they do not depend on one.
+#[test]
+fn the_pure_floors_depend_on_no_client_and_no_runtime() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    for name in ["schema", "diff"] {
+        let manifest = std::fs::read_to_string(crates.join(name).join("Cargo.toml"))
+            .expect("the crate's Cargo.toml");
+        let dependencies: Vec<&str> = manifest
+            .lines()
+            .skip_while(|line| line.trim() != "[dependencies]")
+            .skip(1)
+            .take_while(|line| !line.starts_with('['))
+            .filter_map(|line| line.split(['.', ' ', '=']).next())
+            .filter(|name| !name.is_empty() && !name.starts_with('#'))
+            .collect();
+        assert!(!dependencies.is_empty(), "{name} lists no dependencies");
+        for forbidden in [
+            "tokio",
+            "kube",
+            "git2",
+            "reqwest",
+            "axum",
+            "hyper",
+            "tether-core",
+        ] {
+            assert!(
+                !dependencies.contains(&forbidden),
+                "crates/{name} depends on {forbidden}: {dependencies:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_floors_are_read_from_the_documented_table() {
-    let doc = "//! floor  module  what\n//!   1    ownership   words\n//!   2    schema   x\n//!   –    sandbox   y\n";
-    let floors = floors(doc);
-    assert_eq!(floors.get("ownership"), Some(&Some(1)));
-    assert_eq!(floors.get("schema"), Some(&Some(2)));
-    assert_eq!(floors.get("sandbox"), Some(&None));
-    assert_eq!(floors.get("module"), None);
+    let doc = "//! intro\n//! ```text\n//! module   what\n//! metrics  the registry\n//! cluster  the API\n//! ```\n";
+    assert_eq!(floors(doc), ["metrics", "cluster"]);
     assert_eq!(
         imports("use crate::diff::X; // crate::server\nlet y = crate::sync::run();"),
         vec![(1, "diff".to_string()), (2, "sync".to_string())]

@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
-use tether::cluster::{Cluster, ClusterError};
-use tether::reconcile::leader::{Elector, LeaderConfig, Leadership};
+use tether_controller::reconcile::leader::{Elector, LeaderConfig, Leadership};
+use tether_core::cluster::{Cluster, ClusterError};
 use tokio::time::Instant;
 
 use crate::support::{POLL_TIMEOUT, TestSandbox};

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use tether::manifest::{MAX_FILE_BYTES, ParseOptions, read_dir};
+use tether_diff::manifest::{MAX_FILE_BYTES, ParseOptions, read_dir};
 
 fn write(root: &Path, rel: &str, text: &str) -> anyhow::Result<()> {
     let p = root.join(rel);

@@ -16,15 +16,17 @@ use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use tether::diff::{Change, Drift, FieldPath, ObjectDiff, Segment};
-use tether::manifest::ObjectId;
-use tether::report::commit_status::{
+use tether_core::report::commit_status::{
     CommitState, CommitStatusConfig, CommitStatusReporter, StatusReport,
 };
-use tether::report::delivery::DeliveryOptions;
-use tether::report::drift::DriftReport;
-use tether::report::notify::{Event, EventKind, NotificationConfig, Notifier, resolve_channels};
-use tether::source::Revision;
+use tether_core::report::delivery::DeliveryOptions;
+use tether_core::report::drift::DriftReport;
+use tether_core::report::notify::{
+    Event, EventKind, NotificationConfig, Notifier, resolve_channels,
+};
+use tether_core::source::Revision;
+use tether_diff::diff::{Change, Drift, FieldPath, ObjectDiff, Segment};
+use tether_diff::manifest::ObjectId;
 
 use crate::support;
 
@@ -167,7 +169,7 @@ fn status_config(yaml: &str) -> CommitStatusConfig {
 }
 
 fn report(
-    target: &Arc<tether::report::commit_status::CommitStatusTarget>,
+    target: &Arc<tether_core::report::commit_status::CommitStatusTarget>,
     sha: &str,
     state: CommitState,
 ) -> StatusReport {
@@ -582,7 +584,7 @@ fn revision() -> Revision {
     }
 }
 
-fn channels(yaml: &str) -> Vec<Arc<tether::report::notify::Channel>> {
+fn channels(yaml: &str) -> Vec<Arc<tether_core::report::notify::Channel>> {
     let configs: Vec<NotificationConfig> = serde_saphyr::from_str(yaml).unwrap();
     resolve_channels(&configs).unwrap()
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tether::sandbox::protobuf::{self, MEDIA_TYPE, WATCH_MEDIA_TYPE};
+use tether_sandbox::protobuf::{self, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use tokio::io::AsyncReadExt as _;
 
 use crate::support::{TestSandbox, eventually, read};

@@ -13,8 +13,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use tether::reconcile::shard::{MEMBER_GC_LEASES, fair_shares, member_lease_name, shard_of};
-use tether::server::service::{ServeError, ServeOptions, serve};
+use tether_controller::reconcile::shard::{
+    MEMBER_GC_LEASES, fair_shares, member_lease_name, shard_of,
+};
+use tether_controller::server::service::{ServeError, ServeOptions, serve};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -768,7 +770,10 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
     let (sandbox, origin) = setup_http().await;
     sandbox.namespace("team-a").await;
     sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(tether::config::APP_CRD_YAML))
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(tether_controller::config::APP_CRD_YAML),
+        )
         .await
         .ok();
     let replicas = [
@@ -1368,8 +1373,8 @@ fn apps_in(shard: u32, count: usize) -> Vec<String> {
         .collect()
 }
 
-fn key(name: &str) -> tether::manifest::ObjectKey {
-    tether::manifest::ObjectKey {
+fn key(name: &str) -> tether_diff::manifest::ObjectKey {
+    tether_diff::manifest::ObjectKey {
         group: String::new(),
         kind: "ConfigMap".into(),
         namespace: Some(NAMESPACE.into()),
@@ -1385,8 +1390,8 @@ fn key(name: &str) -> tether::manifest::ObjectKey {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_cache_holds_its_shards_apps_and_says_not_known_of_the_others() {
     use std::sync::Arc;
-    use tether::cluster::cache::{Cache, ShardMap};
-    use tether::cluster::{Cluster, LiveObjects as _};
+    use tether_core::cluster::cache::{Cache, ShardMap};
+    use tether_core::cluster::{Cluster, LiveObjects as _};
 
     let sandbox = TestSandbox::start().await;
     sandbox.namespace(NAMESPACE).await;

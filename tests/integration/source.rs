@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use tether::source::{
+use tether_core::source::{
     Auth, CredentialsSecret, DEFAULT_READ_TIMEOUT, FileKind, GitTimeouts, PollConfig, SecretRef,
     Source, SourceCache, SourceError, SourceWatcher, TimeoutKind, Triggers, WebhookState,
     webhook_router,
@@ -77,7 +77,7 @@ fn cache() -> (tempfile::TempDir, SourceCache) {
     (dir, cache)
 }
 
-fn file_paths(files: &[tether::source::SourceFile]) -> Vec<&str> {
+fn file_paths(files: &[tether_core::source::SourceFile]) -> Vec<&str> {
     files.iter().map(|f| f.path.as_str()).collect()
 }
 
@@ -303,7 +303,7 @@ async fn a_credentials_secret_is_read_before_each_fetch_and_never_shown() {
     assert!(matches!(err, SourceError::Credentials { .. }), "{err:?}");
     assert!(err.to_string().contains("Secret team/git"), "{err}");
 
-    let cluster = tether::cluster::Cluster::connect(Some(&sandbox.kubeconfig), None)
+    let cluster = tether_core::cluster::Cluster::connect(Some(&sandbox.kubeconfig), None)
         .await
         .expect("cluster");
     cache.read_secrets_with(std::sync::Arc::new(cluster));
@@ -877,10 +877,10 @@ async fn the_socket_read_timeout_ends_a_silent_connection() {
 
 /// The value of `tether_source_last_success_timestamp_seconds` for `source`, if set.
 fn last_success_metric(source: &Source) -> Option<f64> {
-    let text = tether::metrics::METRICS.render();
+    let text = tether_core::metrics::METRICS.render();
     let labels = format!(
         "{{url=\"{}\",ref=\"{}\",path=\"{}\"}}",
-        tether::source::redact(&source.url),
+        tether_core::source::redact(&source.url),
         source.reference,
         source.path
     );
@@ -1019,11 +1019,11 @@ async fn tether_source_prints_no_credential_from_the_url() {
 // Triggers: polling and coalescing
 // ---------------------------------------------------------------------------------
 
-async fn wait_until<F: Fn(&tether::source::SourceState) -> bool>(
-    rx: &mut tokio::sync::watch::Receiver<tether::source::SourceState>,
+async fn wait_until<F: Fn(&tether_core::source::SourceState) -> bool>(
+    rx: &mut tokio::sync::watch::Receiver<tether_core::source::SourceState>,
     what: &str,
     f: F,
-) -> tether::source::SourceState {
+) -> tether_core::source::SourceState {
     let deadline = Duration::from_secs(20);
     tokio::time::timeout(deadline, rx.wait_for(|s| f(s)))
         .await

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tether::source::{
+use tether_core::source::{
     Auth, BudgetKind, CacheOptions, PollConfig, RevisionBudget, SecretRef, Source, SourceCache,
     SourceError, SourceWatcher, Triggers,
 };
@@ -132,7 +132,7 @@ async fn a_private_repository_is_read_only_with_its_own_credentials() {
         clone.display().to_string(),
     ] {
         let spec = serde_json::json!({"source": {"repo": repo, "ref": sha, "path": "deploy"}});
-        let err = tether::config::app_from_spec("team-b.steal", &spec)
+        let err = tether_controller::config::app_from_spec("team-b.steal", &spec)
             .expect_err("a local repository")
             .to_string();
         assert!(
@@ -392,7 +392,7 @@ async fn requests_to_a_failing_host(config: PollConfig, window: Duration) -> usi
 /// failing host is retried with a growing wait.
 #[tokio::test]
 async fn an_app_polling_every_millisecond_sends_a_bounded_number_of_requests() {
-    let config = tether::config::Config::parse(
+    let config = tether_controller::config::Config::parse(
         "apps:\n- name: eager\n  source: {repo: \"https://h.example/r.git\", interval: 1ms}\n",
         "tether.yaml",
     )
@@ -425,11 +425,11 @@ fn clones(cache: &SourceCache) -> Vec<String> {
 fn has_series(source: &Source) -> bool {
     let labels = format!(
         "{{url=\"{}\",ref=\"{}\",path=\"{}\"}}",
-        tether::source::redact(&source.url),
+        tether_core::source::redact(&source.url),
         source.reference,
         source.path
     );
-    tether::metrics::METRICS
+    tether_core::metrics::METRICS
         .render()
         .lines()
         .any(|l| l.starts_with("tether_source_") && l.contains(&labels))
@@ -477,7 +477,7 @@ async fn a_forgotten_source_releases_its_clone_status_and_series() {
     assert!(
         !has_series(&source),
         "{}",
-        tether::metrics::METRICS.render()
+        tether_core::metrics::METRICS.render()
     );
 }
 

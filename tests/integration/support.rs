@@ -12,7 +12,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tether::sandbox::{Sandbox, SandboxOptions};
+use tether_sandbox::{Sandbox, SandboxOptions};
 use tokio::io::AsyncWriteExt as _;
 
 /// How long one kubectl invocation may take before the test fails.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use tether::sandbox::SandboxOptions;
+use tether_sandbox::SandboxOptions;
 
 use crate::support::{
     KubectlOutput, TestSandbox, action_of, app_dir, json as report, sync_app as sync, tether,
@@ -712,10 +712,10 @@ async fn a_cluster_scoped_custom_resource_takes_its_scope_from_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
     use std::sync::Arc;
-    use tether::cluster::Cluster;
-    use tether::cluster::cache::Cache;
-    use tether::manifest::{ParseOptions, read_dir};
-    use tether::sync::{Action, SyncOptions};
+    use tether_core::cluster::Cluster;
+    use tether_core::cluster::cache::Cache;
+    use tether_core::sync::{Action, SyncOptions};
+    use tether_diff::manifest::{ParseOptions, read_dir};
 
     let sandbox = TestSandbox::start().await;
     let before = app_dir(
@@ -736,7 +736,7 @@ async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
         ],
     );
     let mut desired = read_dir(&dir, &ParseOptions::default()).expect("the manifests read");
-    tether::sync::desired::label_for_app(&mut desired, "adopt");
+    tether_core::sync::desired::label_for_app(&mut desired, "adopt");
 
     let cluster = Arc::new(
         Cluster::connect(Some(&sandbox.kubeconfig), None)
@@ -756,7 +756,7 @@ async fn an_unlabelled_object_absent_from_the_cache_is_adopted_not_created() {
         live: Some(&cache),
         ..SyncOptions::new("adopt")
     };
-    let report = tether::sync::sync(&cluster, &desired, None, &options)
+    let report = tether_core::sync::sync(&cluster, &desired, None, &options)
         .await
         .expect("the sync runs");
     let result = |name: &str| {

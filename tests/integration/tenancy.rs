@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use tether::cluster::{Bookkeeping, Cluster, ClusterError, ServiceAccount};
-use tether::sandbox::RequestCounts;
+use tether_core::cluster::{Bookkeeping, Cluster, ClusterError, ServiceAccount};
+use tether_sandbox::RequestCounts;
 
 use crate::serve::{Serve, origin, server_section};
 use crate::support::{TestSandbox, eventually};

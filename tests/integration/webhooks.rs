@@ -7,7 +7,7 @@ use axum::http::{Request, StatusCode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::Path;
-use tether::source::{
+use tether_core::source::{
     Provider, Source, Triggers, WebhookConfig, WebhookSecret, WebhookState, webhook_router,
 };
 use tower::ServiceExt;

@@ -1,0 +1,429 @@
+//! HTTP: the status API, `/healthz`, `/readyz`, `/metrics`, manual syncs, and the Git
+//! providers' webhooks (from the source stage). With a token configured, `/api/v1`
+//! (status and manual syncs) asks for it as a bearer token; probes and metrics stay
+//! open for kubelets and Prometheus, and webhooks carry their own signatures. The
+//! dashboard's page (`dashboard`) is open too: it holds no data, and asks for the
+//! token when the API does.
+//!
+//! The top floor of the library: `service` runs `tether serve`, the workers of the
+//! reconcile loop and this HTTP surface together under one shutdown signal.
+
+pub mod dashboard;
+pub mod peers;
+pub mod service;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::future::BoxFuture;
+use serde_json::json;
+use tower_http::compression::CompressionLayer;
+
+use crate::config::ApiToken;
+use dashboard::tree::{TreeCache, read_tree};
+use service::SuspendError;
+use tether_core::cluster::Cluster;
+use tether_core::report::status::Statuses;
+
+/// What the server needs from the running service.
+pub trait Control: Send + Sync {
+    /// Asks the app for a manual sync; false when there is no such app.
+    fn request_sync(&self, app: &str) -> bool;
+    /// Suspends or resumes the app's automation, and records it in the cluster so a
+    /// restart and every replica keep it: `Ok(false)` when there is no such app, an
+    /// error when it could not be recorded (and nothing changed).
+    fn set_suspended(
+        &self,
+        app: &str,
+        suspended: bool,
+    ) -> BoxFuture<'_, Result<bool, SuspendError>>;
+    /// Each readiness check by name, with whether it passes.
+    fn readiness(&self) -> Vec<(&'static str, bool)>;
+    /// The connection the app syncs through (as its ServiceAccount, when it has one),
+    /// for reads on its behalf: the objects its controllers made.
+    fn cluster(&self, _app: &str) -> Option<Arc<Cluster>> {
+        None
+    }
+    /// Who answers for `app` when apps are sharded across replicas (see [`peers`]);
+    /// None: this replica answers for every app.
+    fn owner(&self, _app: &str) -> Option<crate::reconcile::shard::Owner> {
+        None
+    }
+    /// How many objects this service's watch caches hold (`tether_cache_objects`).
+    fn cache_objects(&self) -> usize {
+        0
+    }
+}
+
+/// The bearer token of a request (`Authorization: Bearer <token>`). The scheme is
+/// case-insensitive (RFC 7235), the token is not.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token))
+}
+
+#[derive(Clone)]
+struct ServerState {
+    statuses: Statuses,
+    control: Arc<dyn Control>,
+    trees: TreeCache,
+}
+
+/// The whole HTTP surface; `webhooks` is the source stage's receiver. With `token`,
+/// `/api/v1` answers 401 to requests without it.
+pub fn router(
+    statuses: Statuses,
+    control: Arc<dyn Control>,
+    webhooks: Router,
+    token: Option<ApiToken>,
+) -> Router {
+    let mut api = Router::new()
+        .route("/api/v1/apps", get(list_apps))
+        .route("/api/v1/apps/{name}", get(get_app))
+        .route("/api/v1/apps/{name}/sync", post(sync_app))
+        .route("/api/v1/apps/{name}/suspend", post(suspend_app))
+        .route("/api/v1/apps/{name}/resume", post(resume_app))
+        .route("/api/v1/apps/{name}/tree", get(app_tree))
+        .route("/api/v1/events", get(events))
+        .route_layer(middleware::from_fn_with_state(
+            control.clone(),
+            peers::forward_actions,
+        ));
+    if let Some(token) = token {
+        api = api.route_layer(middleware::from_fn_with_state(token, authorize));
+    }
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(api)
+        .merge(dashboard::routes())
+        .with_state(ServerState {
+            statuses: statuses.clone(),
+            control: control.clone(),
+            trees: TreeCache::default(),
+        })
+        .merge(webhooks.layer(middleware::from_fn_with_state(
+            (control, statuses),
+            peers::forward_webhooks,
+        )))
+        // gzip for whoever accepts it: 5,000 apps' list is ~700 KB of JSON, ~10 times
+        // less gzipped. Event streams, tiny answers and the assets (gzipped once, in
+        // `dashboard`) are left as they are.
+        .layer(CompressionLayer::new())
+}
+
+async fn authorize(State(token): State<ApiToken>, request: Request, next: Next) -> Response {
+    if bearer(request.headers()).is_some_and(|given| token.accepts(given)) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, r#"Bearer realm="tether""#)],
+        axum::Json(json!({
+            "error": "this API needs the token server.apiToken names, as Authorization: Bearer <token>"
+        })),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<ServerState>) -> Response {
+    let checks = state.control.readiness();
+    let ready = checks.iter().all(|(_, ok)| *ok);
+    let body: String = checks
+        .iter()
+        .map(|(name, ok)| format!("[{}] {name}\n", if *ok { "+" } else { "-" }))
+        .collect();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, body).into_response()
+}
+
+async fn metrics(State(state): State<ServerState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        tether_core::metrics::METRICS.render_with(state.control.cache_objects()),
+    )
+        .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    /// `summary`: the compact list the dashboard reads (see [`dashboard::summary`]).
+    view: Option<String>,
+}
+
+async fn list_apps(
+    State(state): State<ServerState>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Response {
+    match query.view.as_deref() {
+        None | Some("full") => {
+            let apps = state
+                .statuses
+                .all()
+                .into_iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect();
+            let apps = peers::complete_list(apps, state.control.as_ref(), &headers).await;
+            axum::Json(json!({ "apps": apps })).into_response()
+        }
+        Some("summary") => {
+            let summary = dashboard::summary(&state.statuses);
+            let summary = peers::complete_summary(summary, state.control.as_ref(), &headers).await;
+            axum::Json(summary).into_response()
+        }
+        Some(other) => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({
+                "error": format!("unknown view {other:?}: use \"full\" or \"summary\"")
+            })),
+        )
+            .into_response(),
+    }
+}
+
+/// The live feed: this replica's apps, and with shards the others' through their
+/// holders' own feeds (see [`peers::relay`]), so the page on any replica sees them all.
+async fn events(State(state): State<ServerState>, headers: HeaderMap) -> Response {
+    let relayed = peers::relay(state.control.clone(), state.statuses.clone(), &headers);
+    let control = state.control.clone();
+    let ours = move |app: &str| control.owner(app).is_none_or(|o| o.local);
+    dashboard::events(state.statuses.clone(), ours, relayed)
+}
+
+async fn suspend_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+    set_suspended(&state, &name, true).await
+}
+
+async fn resume_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+    set_suspended(&state, &name, false).await
+}
+
+async fn set_suspended(state: &ServerState, name: &str, suspended: bool) -> Response {
+    match state.control.set_suspended(name, suspended).await {
+        Ok(true) => {
+            let status = if suspended { "suspended" } else { "resumed" };
+            axum::Json(json!({ "status": status, "app": name })).into_response()
+        }
+        Ok(false) => not_found(name),
+        Err(err @ SuspendError::Declared(_)) => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({ "error": err.to_string() })),
+        )
+            .into_response(),
+        // The cluster refused or could not be reached: nothing changed.
+        Err(err) => (
+            StatusCode::BAD_GATEWAY,
+            axum::Json(json!({ "error": err.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /api/v1/apps/{name}/tree`: the app's objects with what their controllers
+/// made, by ownerReferences (see [`dashboard::tree`]). Read on demand and shared for
+/// a moment; another replica's app is asked of its holder (see [`peers`]); an app
+/// whose worker does not run (one that could not start) gets its own objects without
+/// children.
+async fn app_tree(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(resources) = state.statuses.with(&name, |s| s.resources.clone()) else {
+        return not_found(&name);
+    };
+    if let Some(owner) = state
+        .control
+        .owner(&name)
+        .filter(|o| !o.local && !peers::is_forwarded(&headers))
+    {
+        let path = format!("/api/v1/apps/{name}/tree");
+        return match peers::ask(&owner, &path, headers.get(header::AUTHORIZATION)).await {
+            Ok(tree) => axum::Json(tree).into_response(),
+            Err(err) => {
+                let holder = owner.holder.as_deref().unwrap_or("no replica");
+                let error = format!(
+                    "shard {} is held by {holder}, whose tree could not be read: {err}",
+                    owner.shard
+                );
+                (
+                    StatusCode::BAD_GATEWAY,
+                    axum::Json(json!({ "error": error })),
+                )
+                    .into_response()
+            }
+        };
+    }
+    if let Some(tree) = state.trees.fresh(&name) {
+        return axum::Json(tree.as_ref()).into_response();
+    }
+    let tree = match state.control.cluster(&name) {
+        Some(cluster) => read_tree(&cluster, &resources).await,
+        None => dashboard::tree::ObjectTree {
+            roots: dashboard::tree::build_tree(&resources, &[]),
+            errors: Vec::new(),
+        },
+    };
+    let tree = Arc::new(tree);
+    state.trees.keep(&name, tree.clone());
+    axum::Json(tree.as_ref()).into_response()
+}
+
+async fn get_app(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(status) = state
+        .statuses
+        .get(&name)
+        .and_then(|s| serde_json::to_value(s).ok())
+    else {
+        return not_found(&name);
+    };
+    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers).await).into_response()
+}
+
+async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+    if state.control.request_sync(&name) {
+        (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({ "status": "accepted", "app": name })),
+        )
+            .into_response()
+    } else {
+        not_found(&name)
+    }
+}
+
+fn not_found(name: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({ "error": format!("no app named {name:?}") })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            value.parse().expect("a header value"),
+        );
+        headers
+    }
+
+    fn accepted(token: &ApiToken, headers: &HeaderMap) -> bool {
+        bearer(headers).is_some_and(|given| token.accepts(given))
+    }
+
+    struct NoApps;
+
+    impl Control for NoApps {
+        fn request_sync(&self, _: &str) -> bool {
+            false
+        }
+        fn set_suspended(&self, _: &str, _: bool) -> BoxFuture<'_, Result<bool, SuspendError>> {
+            Box::pin(async { Ok(false) })
+        }
+        fn readiness(&self) -> Vec<(&'static str, bool)> {
+            Vec::new()
+        }
+    }
+
+    async fn answer(router: &Router, path: &str, accept: &str) -> Response {
+        use tower::ServiceExt;
+        router
+            .clone()
+            .oneshot(
+                axum::http::Request::get(path)
+                    .header(header::ACCEPT_ENCODING, accept)
+                    .body(axum::body::Body::empty())
+                    .expect("a request"),
+            )
+            .await
+            .expect("an answer")
+    }
+
+    #[tokio::test]
+    async fn the_api_answers_gzipped_when_asked_and_event_streams_never_are() {
+        use std::io::Read;
+        let statuses = Statuses::default();
+        for i in 0..200 {
+            statuses.update(&format!("app-{i:03}"), |_| {});
+        }
+        let router = router(statuses, Arc::new(NoApps), Router::new(), None);
+        let plain = answer(&router, "/api/v1/apps?view=summary", "identity").await;
+        assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
+        let plain = axum::body::to_bytes(plain.into_body(), usize::MAX)
+            .await
+            .expect("a body");
+        let zipped = answer(&router, "/api/v1/apps?view=summary", "gzip, br").await;
+        assert_eq!(zipped.headers()[header::CONTENT_ENCODING], "gzip");
+        let zipped = axum::body::to_bytes(zipped.into_body(), usize::MAX)
+            .await
+            .expect("a body");
+        assert!(
+            zipped.len() * 4 < plain.len(),
+            "{} of {}",
+            zipped.len(),
+            plain.len()
+        );
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(&zipped[..])
+            .read_to_end(&mut text)
+            .expect("gzip");
+        assert_eq!(text, plain);
+        // An event stream goes out as it is written, never held back to compress.
+        let events = answer(&router, "/api/v1/events", "gzip").await;
+        assert_eq!(events.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert!(events.headers().get(header::CONTENT_ENCODING).is_none());
+        let missing = answer(&router, "/api/v1/apps/nope/tree", "gzip").await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn only_the_exact_bearer_token_is_accepted() {
+        let token = ApiToken::new("s3cret");
+        assert!(accepted(&token, &with_authorization("Bearer s3cret")));
+        assert!(accepted(&token, &with_authorization("bearer s3cret")));
+        assert!(!accepted(&token, &HeaderMap::new()));
+        for wrong in [
+            "Bearer s3cre",
+            "Bearer s3crett",
+            "Bearer S3CRET",
+            "Bearers3cret",
+            "Bearer ",
+            "Basic s3cret",
+            "s3cret",
+        ] {
+            assert!(!accepted(&token, &with_authorization(wrong)), "{wrong}");
+        }
+        assert_eq!(format!("{token:?}"), "ApiToken(..)");
+    }
+}

@@ -1,0 +1,461 @@
+//! Decide: what applying each desired object would do. An object is known to be
+//! unchanged without asking the server when every desired field already has its
+//! value and tether owns no field Git dropped; otherwise the server's answer to a
+//! server-side apply dry run is compared with the live object it was computed from.
+//!
+//! That last clause is what keeps verdicts free of races: controllers write while a
+//! pass runs (the Deployment controller's `deployment.kubernetes.io/revision`, a few
+//! milliseconds after each apply), so an answer and a live copy read at different
+//! resourceVersions differ by whatever was written between them. A verdict compares
+//! the two only at the same resourceVersion, reading the live object again (a few
+//! times at most) when they are not.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::StreamExt as _;
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, ClusterError, LiveObjects};
+use tether_diff::diff::{
+    DiffOptions, Drift, ObjectDiff, diff_object, is_secret, unchanged_by_apply,
+};
+use tether_diff::manifest::{GroupKind, Manifest, ObjectId, Scope, crd_scope};
+use tether_schema::ownership::{FIELD_MANAGER, app_of};
+
+use super::SyncOptions;
+use super::annotations::{Write, not_reconciled};
+use super::item::{Item, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
+
+/// How many times a dry run is repeated when the live object moved under it: each
+/// round costs a dry run and a read; a controller settles within a couple.
+const RACE_ATTEMPTS: usize = 3;
+
+const IF_NOT_PRESENT: &str =
+    "exists: not updated (annotated kustomize.toolkit.fluxcd.io/ssa: IfNotPresent)";
+
+/// Decides what each object needs, dry-running every object that would change.
+pub(super) async fn decide(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    items: &mut [Item<'_>],
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) {
+    let crd_kinds = crd_kinds(items.iter().map(|i| i.manifest));
+    let namespaces = namespaces_present(cluster, view, items).await;
+    for item in items.iter_mut() {
+        let id = &item.manifest.id;
+        if let Some(owner) = item.live.as_ref().and_then(foreign_owner(options.app)) {
+            item.diff = Some(conflict(id, &owner));
+            item.plan = Plan::Conflict(owner);
+            continue;
+        }
+        if item.options.write == Write::IfNotPresent && item.live.is_some() {
+            item.plan = Plan::Skip(IF_NOT_PRESENT.into());
+            continue;
+        }
+        let namespaced = match &item.kind {
+            Some(kind) => kind.namespaced,
+            None => match crd_kinds.get(&id.group_kind()) {
+                Some(namespaced) => *namespaced,
+                // Argo CD's SkipDryRunOnMissingResource: a kind something else will
+                // define (a controller, another app) is not this revision's error.
+                None if item.options.skip_missing_kind => {
+                    item.plan = Plan::Skip(format!(
+                        "not applied: the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it (annotated argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true)",
+                        id.api_version(),
+                        id.kind
+                    ));
+                    item.diff = Some(missing(item.manifest, diff_options));
+                    continue;
+                }
+                None => {
+                    item.plan = Plan::Failed(format!(
+                        "the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it",
+                        id.api_version(),
+                        id.kind
+                    ));
+                    continue;
+                }
+            },
+        };
+        let mut need = Need {
+            kind: item.kind.is_none().then(|| gvk_of(id)),
+            namespace: None,
+        };
+        if namespaced && let Some(ns) = &id.namespace {
+            match namespaces.get(ns) {
+                Some(true) => {}
+                Some(false) => need.namespace = Some(ns.clone()),
+                None => {
+                    item.plan = Plan::Failed(format!(
+                        "namespace {ns:?} neither exists nor is in this revision"
+                    ));
+                    continue;
+                }
+            }
+        }
+        if need.kind.is_some() || need.namespace.is_some() {
+            item.plan = Plan::Deferred(need);
+            item.diff = Some(missing(item.manifest, diff_options));
+            continue;
+        }
+        item.plan = match &item.live {
+            Some(live)
+                if unchanged_by_apply(
+                    id,
+                    &item.manifest.object,
+                    live,
+                    FIELD_MANAGER,
+                    diff_options.schema,
+                ) =>
+            {
+                Plan::Unchanged
+            }
+            _ => Plan::Create, // refined by the dry run below
+        };
+    }
+    let mut checks: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].plan == Plan::Create)
+        .collect();
+    if let [only] = checks[..]
+        && heals_unchecked(&items[only], options)
+    {
+        let item = &mut items[only];
+        if item.live.is_some() {
+            item.plan = Plan::Configure(String::new());
+        }
+        item.undecided = true;
+        checks.clear();
+    }
+    dry_run_all(cluster, items, checks, diff_options, options).await;
+    for item in items.iter_mut() {
+        hold_unreconciled(item);
+    }
+}
+
+/// Whether the one object that drifted in a validated revision is applied without a
+/// dry run: a heal then costs one request, the apply. The server accepted this very
+/// manifest when the revision was applied; a live edit changed the object since, and
+/// the apply puts Git's fields back. That apply can still be refused (an admission
+/// policy added since): it is then reported as a failed heal, and since it is the only
+/// object this pass writes, "one invalid object means nothing is written" holds (prune
+/// and the PostSync hooks do not run after a failure). Only an object written by
+/// plain apply qualifies: an edited one (another app's was set apart as a conflict
+/// above, from the view) or a deleted one (recreated; one found there unlabelled is
+/// adopted, as the dry run would have planned). A live edit cannot touch an immutable
+/// field, so no replace is missed. The verdict (what the heal changed) is the apply's
+/// answer against the live copy.
+fn heals_unchecked(item: &Item<'_>, options: &SyncOptions<'_>) -> bool {
+    options.validated
+        && !options.dry_run
+        && item.options.write == Write::Apply
+        && item.options.not_reconciled.is_none()
+        && item.live.as_ref().and_then(not_reconciled).is_none()
+}
+
+/// An object Flux's `reconcile: disabled` or `ssa: Ignore` (in Git, or set on the live
+/// object) keeps out of reconciliation: its drift is reported, nothing is written,
+/// and a refusal to validate it stops nothing else.
+fn hold_unreconciled(item: &mut Item<'_>) {
+    let Some(why) = item
+        .options
+        .not_reconciled
+        .or_else(|| item.live.as_ref().and_then(not_reconciled))
+    else {
+        return;
+    };
+    item.plan = match &item.plan {
+        Plan::Unchanged | Plan::Conflict(_) | Plan::Skip(_) => return,
+        Plan::Create | Plan::Configure(_) | Plan::Replace(_) | Plan::Deferred(_) => {
+            Plan::Skip(format!("not applied: annotated {why}"))
+        }
+        Plan::Failed(refusal) | Plan::Unavailable(refusal) => {
+            Plan::Skip(format!("not applied: annotated {why} ({refusal})"))
+        }
+    };
+}
+
+/// Dry-runs the items at `indices`, `options.concurrency` at a time, and records
+/// their plans and verdicts.
+pub(super) async fn dry_run_all(
+    cluster: &Cluster,
+    items: &mut [Item<'_>],
+    indices: Vec<usize>,
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) {
+    let runs: Vec<_> = indices
+        .into_iter()
+        .map(|i| {
+            let item = &items[i];
+            async move { (i, dry_run(cluster, item, diff_options, options).await) }
+        })
+        .collect();
+    let answers: Vec<_> = futures::stream::iter(runs)
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    for (i, (plan, live, diff)) in answers {
+        let item = &mut items[i];
+        item.plan = plan;
+        if let Some(live) = live {
+            item.latest = Some(live.clone());
+            item.live = Some(live);
+        }
+        item.diff = diff;
+    }
+}
+
+/// A dry run's outcome: the plan, the live object it was compared with when that was
+/// read again, and the verdict.
+type Decided = (Plan, Option<Value>, Option<ObjectDiff>);
+
+/// Asks the server what applying the object would do, and what that means.
+async fn dry_run(
+    cluster: &Cluster,
+    item: &Item<'_>,
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) -> Decided {
+    let Some(kind) = &item.kind else {
+        return (Plan::Failed("the kind is not served".into()), None, None);
+    };
+    let id = &item.manifest.id;
+    let object = &item.manifest.object;
+    let force = options.force;
+    let replace_immutable = options.replace_immutable || item.options.recreate_immutable;
+    let mut live = item.live.clone();
+    let mut reread = false;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let answer = match cluster.dry_run_apply(kind, object, force).await {
+            Ok(answer) => answer,
+            Err(err) if is_immutable(&err) && replace_immutable => {
+                // Not in the view (unlabelled): the delete needs its uid.
+                if live.is_none() {
+                    live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
+                        Ok(found) => found,
+                        Err(err) => return (refused(id, &err), None, None),
+                    };
+                    reread = true;
+                }
+                let Some(current) = &live else {
+                    return (refused(id, &err), None, None);
+                };
+                let diff = ObjectDiff {
+                    id: id.clone(),
+                    drift: Drift::Modified(Vec::new()),
+                    desired: None,
+                    live: None,
+                };
+                let current = reread.then(|| current.clone());
+                return (Plan::Replace(server_message(id, &err)), current, Some(diff));
+            }
+            Err(err) if is_immutable(&err) => {
+                let message = format!(
+                    "{} (pass --replace-immutable to delete and recreate it)",
+                    server_message(id, &err)
+                );
+                return (Plan::Failed(message), None, None);
+            }
+            Err(err) => return (refused(id, &err), None, None),
+        };
+        if !exists(&answer) {
+            return (
+                Plan::Create,
+                None,
+                Some(missing(item.manifest, diff_options)),
+            );
+        }
+        // Absent from the view (a cache of the objects labelled for the app) or read
+        // before the answer was computed: read what the answer was computed from.
+        if live
+            .as_ref()
+            .is_none_or(|l| resource_version(l) != resource_version(&answer))
+        {
+            live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
+                Ok(found) => found,
+                Err(err) => return (refused(id, &err), None, None),
+            };
+            reread = true;
+        }
+        let Some(current) = &live else {
+            // Deleted between the dry run and the read: it is to be created.
+            return (
+                Plan::Create,
+                None,
+                Some(missing(item.manifest, diff_options)),
+            );
+        };
+        if let Some(owner) = foreign_owner(options.app)(current) {
+            let diff = conflict(id, &owner);
+            return (
+                Plan::Conflict(owner),
+                reread.then(|| current.clone()),
+                Some(diff),
+            );
+        }
+        if item.options.write == Write::IfNotPresent {
+            // Found only now (it was not in the view): still not updated.
+            return (
+                Plan::Skip(IF_NOT_PRESENT.into()),
+                reread.then(|| current.clone()),
+                None,
+            );
+        }
+        let settled = resource_version(current) == resource_version(&answer);
+        if !settled && attempt < RACE_ATTEMPTS {
+            continue;
+        }
+        if !settled {
+            tracing::debug!(object = %id, "the object kept changing during the dry run; compared with its latest copy");
+        }
+        let diff = diff_object(id, Some(&answer), Some(current), diff_options);
+        let plan = match &diff.drift {
+            Drift::InSync => Plan::Unchanged,
+            drift => Plan::Configure(describe_changes(drift)),
+        };
+        let diff = diff.drift.is_drift().then_some(diff);
+        return (plan, reread.then(|| current.clone()), diff);
+    }
+}
+
+/// The app another app's label names on a live object, when it is not `app` (and
+/// `app` is one: objects compared as written belong to no app).
+fn foreign_owner(app: &str) -> impl Fn(&Value) -> Option<String> + '_ {
+    move |live| {
+        app_of(live)
+            .filter(|owner| !app.is_empty() && *owner != app)
+            .map(str::to_string)
+    }
+}
+
+/// The verdict for an object another app owns.
+fn conflict(id: &ObjectId, owner: &str) -> ObjectDiff {
+    ObjectDiff {
+        id: id.clone(),
+        drift: Drift::Conflict(owner.to_string()),
+        desired: None,
+        live: None,
+    }
+}
+
+/// The verdict for an object that does not exist yet.
+fn missing(manifest: &Manifest, diff_options: &DiffOptions<'_>) -> ObjectDiff {
+    diff_object(&manifest.id, Some(&manifest.object), None, diff_options)
+}
+
+fn resource_version(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
+}
+
+/// Whether a dry-run answer is an object the server already stores: a would-be
+/// creation has no resourceVersion yet (the registry assigns one when it persists).
+fn exists(answer: &Value) -> bool {
+    resource_version(answer).is_some()
+}
+
+/// Which namespaces the desired objects need exist: true when present, false when
+/// absent but created by this sync; namespaces neither present nor desired are left
+/// out.
+async fn namespaces_present(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    items: &[Item<'_>],
+) -> HashMap<String, bool> {
+    let mut present = HashMap::new();
+    for item in items {
+        let id = &item.manifest.id;
+        if id.group.is_empty() && id.kind == "Namespace" {
+            present.insert(id.name.clone(), item.live.is_some());
+        }
+    }
+    let gvk = GroupVersionKind::gvk("", "v1", "Namespace");
+    let Ok(Some(kind)) = cluster.resolve(&gvk).await else {
+        return present;
+    };
+    let wanted: HashSet<&String> = items
+        .iter()
+        .filter_map(|i| i.manifest.id.namespace.as_ref())
+        .filter(|ns| !present.contains_key(*ns))
+        .collect();
+    for ns in wanted {
+        let id = ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: ns.clone(),
+        };
+        match read_live(cluster, view, &kind, &id).await {
+            Ok(Some(_)) => {
+                present.insert(ns.clone(), true);
+            }
+            // A tenant may not read its namespace: the dry run, which it may make,
+            // says whether the namespace is there.
+            Err(ClusterError::Api { code: 403, .. }) => {
+                present.insert(ns.clone(), true);
+            }
+            _ => {}
+        }
+    }
+    present
+}
+
+/// The kinds CRDs in the set define, by (group, kind), with whether they are
+/// namespaced.
+fn crd_kinds<'m>(manifests: impl Iterator<Item = &'m Manifest>) -> HashMap<GroupKind, bool> {
+    manifests
+        .filter(|m| is_crd(&m.id))
+        .filter_map(|m| crd_scope(&m.object))
+        .map(|(gk, scope)| (gk, scope == Scope::Namespaced))
+        .collect()
+}
+
+fn is_immutable(err: &ClusterError) -> bool {
+    matches!(err, ClusterError::Api { code: 422, message, .. } if message.contains("immutable"))
+}
+
+/// The plan for an object the server did not validate: failed, or unavailable when a
+/// retry can pass.
+pub(super) fn refused(id: &ObjectId, err: &ClusterError) -> Plan {
+    let message = server_message(id, err);
+    if err.is_retryable() {
+        Plan::Unavailable(message)
+    } else {
+        Plan::Failed(message)
+    }
+}
+
+/// The server's refusal, for a person; a Secret's is withheld, since the server may
+/// quote the value it refused.
+pub(super) fn server_message(id: &ObjectId, err: &ClusterError) -> String {
+    match err {
+        ClusterError::Api { code, reason, .. } if is_secret(id) => {
+            format!("{reason} ({code}): the server's message is withheld for a Secret")
+        }
+        ClusterError::Api { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `spec.replicas, spec.template.spec.containers[name="web"].image`, at most a few.
+pub(super) fn describe_changes(drift: &Drift) -> String {
+    const SHOWN: usize = 3;
+    let changes = drift.changes();
+    let mut paths: Vec<String> = changes
+        .iter()
+        .take(SHOWN)
+        .map(|c| c.path.to_string())
+        .collect();
+    if changes.len() > SHOWN {
+        paths.push(format!("and {} more", changes.len() - SHOWN));
+    }
+    paths.join(", ")
+}

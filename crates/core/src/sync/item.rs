@@ -1,0 +1,100 @@
+//! One desired object on its way through a pass: its kind as served, what was read of
+//! it, what the pass plans for it (`decide`), and what the pass did (`apply`). The
+//! stages of a sync hand these along; this module holds their shapes and how one
+//! object's live state is read.
+
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
+use tether_diff::diff::ObjectDiff;
+use tether_diff::manifest::{Manifest, ObjectId, ObjectKey};
+
+use super::annotations::Options;
+use super::report::Action;
+
+/// One desired object as observed, and what the sync will do with it.
+pub(super) struct Item<'m> {
+    pub manifest: &'m Manifest,
+    /// What its annotations ask of the sync (Argo CD's and Flux's included).
+    pub options: Options,
+    pub kind: Option<Resolved>,
+    pub live: Option<Value>,
+    pub plan: Plan,
+    /// The verdict against Git, with the views reports render (drifted objects only).
+    pub diff: Option<ObjectDiff>,
+    /// The object as the server last returned it (apply answer or live object).
+    pub latest: Option<Value>,
+    /// What the sync did, once it acted.
+    pub result: Option<(Action, String)>,
+    /// Planned without a dry run (the heal of a validated revision): the verdict is
+    /// the apply's answer against the live copy.
+    pub undecided: bool,
+}
+
+/// What a sync will do with a desired object.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Plan {
+    Unchanged,
+    Create,
+    /// What changes, for a person (the paths).
+    Configure(String),
+    Replace(String),
+    /// Cannot be dry-run until its CRD or Namespace exists; that one is in this sync.
+    Deferred(Need),
+    /// Labelled for another app, named here: this app leaves it alone.
+    Conflict(String),
+    /// Left alone as its annotations ask (why, for a person): not written.
+    Skip(String),
+    /// The server refused it: a change to Git is needed.
+    Failed(String),
+    /// The server could not answer (unavailable, throttling, a conflict): a retry
+    /// may pass.
+    Unavailable(String),
+}
+
+/// What a deferred object waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Need {
+    /// Its kind, defined by a CRD in this sync.
+    pub kind: Option<GroupVersionKind>,
+    /// Its namespace, created by this sync.
+    pub namespace: Option<String>,
+}
+
+/// The live object named by `id` as `kind` addresses it: from the view when it
+/// knows, else from the server.
+pub(super) async fn read_live(
+    cluster: &Cluster,
+    view: &dyn LiveObjects,
+    kind: &Resolved,
+    id: &ObjectId,
+) -> Result<Option<Value>, ClusterError> {
+    let namespace = namespace_of(kind, id);
+    let key = ObjectKey {
+        group: id.group.clone(),
+        kind: id.kind.clone(),
+        namespace: namespace.map(str::to_string),
+        name: id.name.clone(),
+    };
+    if let Some(known) = view.lookup(&key) {
+        return Ok(known);
+    }
+    cluster.get(kind, namespace, &id.name).await
+}
+
+pub(super) fn gvk_of(id: &ObjectId) -> GroupVersionKind {
+    GroupVersionKind::gvk(&id.group, &id.version, &id.kind)
+}
+
+pub(super) fn namespace_of<'i>(kind: &Resolved, id: &'i ObjectId) -> Option<&'i str> {
+    if kind.namespaced {
+        id.namespace.as_deref()
+    } else {
+        None
+    }
+}
+
+pub(super) fn is_crd(id: &ObjectId) -> bool {
+    id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition"
+}

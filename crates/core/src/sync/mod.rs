@@ -1,0 +1,543 @@
+//! Acting on drift: make the cluster match the desired state with as few writes as
+//! possible, in an order that works the first time, deleting only what the app owns.
+//!
+//! A sync reads top to bottom as the loop: observe (live objects and what applying
+//! each would do, `observe` and `decide`), record what it may write in the inventory,
+//! act (`apply`, in order), prune, and record what the app owns now. It validates
+//! everything before it writes anything: every object that would change is dry-run
+//! first, and one refusal means nothing is applied. Objects that cannot be dry-run
+//! yet (their CRD or Namespace is created by this same sync) are dry-run as soon as
+//! what they need exists, before any of them is applied.
+
+mod annotations;
+mod apply;
+mod decide;
+pub mod desired;
+pub mod health;
+pub mod hooks;
+pub mod inventory;
+mod item;
+mod observe;
+pub mod plan;
+pub mod prune;
+mod report;
+
+use std::time::{Duration, Instant};
+
+use crate::cluster::{Cluster, ClusterError, LiveObjects};
+use tether_diff::diff::{DiffOptions, IgnoreRule, Mode};
+use tether_diff::manifest::ManifestSet;
+use tether_schema::ownership::DEFAULT_INVENTORY_NAMESPACE;
+
+use health::{Assessment, Health};
+use hooks::HookError;
+use inventory::{Entry, Inventory, InventoryError};
+use item::Plan;
+use plan::WaveError;
+use report::Phase;
+
+pub use observe::{Candidate, Observed, observe, observe_objects};
+pub use report::{Action, Lineage, ObjectResult, OwnerReference, SyncFailure, SyncReport};
+pub use report::{HookAction, HookResult};
+
+/// How many requests a sync keeps in flight: enough to hide round trips, few enough
+/// not to trip API priority and fairness on a real cluster (kubectl's own parallel
+/// operations default to a similar figure).
+pub const DEFAULT_REQUEST_CONCURRENCY: usize = 16;
+
+/// What a sync may do.
+#[derive(Clone)]
+pub struct SyncOptions<'a> {
+    /// Names the inventory; every applied object is labelled for it. Empty (only to
+    /// observe, as `tether diff` without `--app` does): the objects belong to no app,
+    /// so none is another app's and nothing is a prune candidate.
+    pub app: &'a str,
+    pub inventory_namespace: &'a str,
+    /// Take fields other managers own (server-side apply `force`).
+    pub force: bool,
+    pub prune: bool,
+    pub allow_mass_prune: bool,
+    /// Validate and report, write nothing.
+    pub dry_run: bool,
+    /// Delete and recreate an object whose change touches an immutable field.
+    pub replace_immutable: bool,
+    /// Wait for each wave to be Healthy, within this overall time.
+    pub wait: Option<Duration>,
+    pub concurrency: usize,
+    /// Differences these rules ignore are not a reason to write.
+    pub rules: &'a [IgnoreRule],
+    /// Live objects already known; without it, the app's objects are listed.
+    pub live: Option<&'a dyn LiveObjects>,
+    /// The app's inventory as the caller last saw it written; without it, it is read.
+    /// It is read again before anything is pruned.
+    pub inventory: Option<&'a Inventory>,
+    /// Told after each step how many desired objects are done, of how many.
+    pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+    /// When the app's hooks run.
+    pub hooks: HookRuns,
+    /// This revision was applied in full before (every object accepted by the
+    /// server): a heal of one object is applied without a dry run first (see
+    /// `decide`).
+    pub validated: bool,
+}
+
+/// When a sync runs the app's hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookRuns {
+    /// Every sync: an explicit `tether sync` is one sync operation, as Argo CD runs
+    /// hooks on every sync it is asked for.
+    Always,
+    /// Only a pass that has something to write (create, change or prune): `tether
+    /// serve` passes again and again, and a steady-state pass is no sync operation.
+    WhenWriting,
+}
+
+impl<'a> SyncOptions<'a> {
+    pub fn new(app: &'a str) -> SyncOptions<'a> {
+        SyncOptions {
+            app,
+            inventory_namespace: DEFAULT_INVENTORY_NAMESPACE,
+            force: true,
+            prune: false,
+            allow_mass_prune: false,
+            dry_run: false,
+            replace_immutable: false,
+            wait: None,
+            concurrency: DEFAULT_REQUEST_CONCURRENCY,
+            rules: &[],
+            live: None,
+            inventory: None,
+            progress: None,
+            hooks: HookRuns::Always,
+            validated: false,
+        }
+    }
+}
+
+/// Why a sync could not run at all (per-object failures are in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("invalid sync waves:\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Waves(Vec<WaveError>),
+    #[error("invalid hooks:\n  {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Hooks(Vec<HookError>),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    /// The server refused to validate objects (a diff cannot say what applying them
+    /// would do).
+    #[error("{}", .0.join("\n"))]
+    Refused(Vec<String>),
+}
+
+impl SyncError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SyncError::Waves(_)
+            | SyncError::Hooks(_)
+            | SyncError::Inventory(_)
+            | SyncError::Refused(_) => false,
+            SyncError::Cluster(err) => err.is_retryable(),
+        }
+    }
+}
+
+impl From<inventory::ReadError> for SyncError {
+    fn from(err: inventory::ReadError) -> Self {
+        match err {
+            inventory::ReadError::Cluster(err) => SyncError::Cluster(err),
+            inventory::ReadError::Invalid(err) => SyncError::Inventory(err),
+        }
+    }
+}
+
+/// Makes the cluster match `desired` for `options.app`, running its hooks (objects
+/// annotated as such) at their phases.
+pub async fn sync(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+    revision: Option<&str>,
+    options: &SyncOptions<'_>,
+) -> Result<SyncReport, SyncError> {
+    let started = Instant::now();
+    // Hooks are not app objects: from here on, `desired` is the app's objects only.
+    let (app_objects, hooks) = hooks::split(desired).map_err(SyncError::Hooks)?;
+    let desired: &ManifestSet = &app_objects;
+    let hook_deadline = started + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
+    let steps =
+        plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
+    let mut inventory = match options.inventory {
+        Some(known) => known.clone(),
+        None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
+    };
+    let Observed {
+        items,
+        candidates,
+        schema,
+        mask,
+    } = observe(cluster, desired, &inventory, options).await?;
+    let diff_options = DiffOptions {
+        mode: Mode::Online,
+        rules: options.rules,
+        schema: &schema,
+        mask: &mask,
+    };
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
+        return Ok(report);
+    };
+    if options.dry_run {
+        for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
+            report
+                .hooks
+                .extend(hooks::skipped(&hooks, phase, "dry run: not run"));
+        }
+        report.objects = finish(items, "");
+        report.health = report::worst(&report.objects);
+        let kept = prune::run(
+            cluster,
+            candidates,
+            &inventory,
+            desired.len(),
+            options,
+            &mut report,
+        )
+        .await?;
+        report.inventory = next_inventory(desired, revision, kept);
+        return Ok(report);
+    }
+
+    // Hooks run with a sync operation; in `serve`, a pass that writes nothing is none.
+    let writes = items.iter().any(|i| {
+        matches!(
+            i.plan,
+            Plan::Create | Plan::Configure(_) | Plan::Replace(_) | Plan::Deferred(_)
+        )
+    }) || (options.prune
+        && candidates
+            .iter()
+            .any(|c| matches!(c.verdict, prune::Verdict::Delete)));
+    let run_hooks = !hooks.is_empty() && (options.hooks == HookRuns::Always || writes);
+    if !hooks.is_empty() && !run_hooks {
+        for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
+            report
+                .hooks
+                .extend(hooks::skipped(&hooks, phase, "nothing to sync: not run"));
+        }
+    }
+    if run_hooks {
+        let ran =
+            hooks::run_phase(cluster, &hooks, Phase::PreSync, options.app, hook_deadline).await;
+        let failed = ran.iter().any(|r| r.action == HookAction::Failed);
+        report.hooks.extend(ran);
+        if failed {
+            // A failed PreSync hook applies nothing else.
+            report.objects = finish(items, "not applied: a PreSync hook failed");
+            report.health = report::worst(&report.objects);
+            run_sync_fail(cluster, &hooks, options, &mut report).await;
+            return Ok(report);
+        }
+    }
+
+    // Before the first write, the inventory covers everything this pass may write.
+    let covering = inventory.covering(desired);
+    if covering.objects != inventory.objects {
+        write_inventory(cluster, &covering, options).await?;
+    }
+    let completed =
+        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    report.wait_failed = completed.err();
+    let skipped = if report.wait_failed.is_some() {
+        "not applied: an earlier wave did not become healthy"
+    } else {
+        "not applied: an earlier step failed"
+    };
+    let mut any_failed = items
+        .iter()
+        .any(|i| matches!(i.result, Some((Action::Failed, _))));
+    if run_hooks && !any_failed && report.wait_failed.is_none() {
+        let ran = hooks::run_phase(cluster, &hooks, Phase::Sync, options.app, hook_deadline).await;
+        any_failed |= ran.iter().any(|r| r.action == HookAction::Failed);
+        report.hooks.extend(ran);
+        let post_sync = hooks.iter().any(|h| h.phases.contains(&Phase::PostSync));
+        if !any_failed && post_sync {
+            // PostSync hooks run once the app is Healthy, whether or not `--wait` asked.
+            let all: Vec<usize> = (0..items.len()).collect();
+            report.wait_failed = apply::wait_healthy(cluster, &mut items, &all, hook_deadline)
+                .await
+                .err();
+        }
+    }
+    report.objects = finish(items, skipped);
+    report.health = report::worst(&report.objects);
+
+    let kept: Vec<Entry> = if !any_failed && report.wait_failed.is_none() {
+        if options.inventory.is_some() && !candidates.is_empty() {
+            // Prune decides from the inventory as stored now, not as last seen.
+            let stored = inventory::read(cluster, options.app, options.inventory_namespace).await?;
+            inventory.objects.extend(stored.objects);
+        }
+        prune::run(
+            cluster,
+            candidates,
+            &inventory,
+            desired.len(),
+            options,
+            &mut report,
+        )
+        .await?
+    } else {
+        // Nothing is pruned after a failure: what the app owns stays recorded.
+        candidates
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.verdict,
+                    prune::Verdict::Delete | prune::Verdict::Protected(_)
+                )
+            })
+            .map(|c| Entry::of(&c.id))
+            .collect()
+    };
+    let next = next_inventory(desired, revision, kept);
+    if next != covering {
+        write_inventory(cluster, &next, options).await?;
+    }
+    report.inventory = next;
+    if run_hooks {
+        if !report.failed() {
+            let ran =
+                hooks::run_phase(cluster, &hooks, Phase::PostSync, options.app, hook_deadline)
+                    .await;
+            report.hooks.extend(ran);
+        }
+        if report.failed() {
+            run_sync_fail(cluster, &hooks, options, &mut report).await;
+        }
+    }
+    log_finished(&report, "sync", desired.len(), started);
+    Ok(report)
+}
+
+/// Heals some objects of a revision the app has applied in full: `desired` holds
+/// only the objects a live change touched. They are observed and decided as a sync
+/// decides them (the verdicts, the dry run and "one refusal means nothing is
+/// written" included) and the drifted ones applied in order; nothing else is read,
+/// nothing is pruned, no hook runs, and the inventory is written only if it did not
+/// cover these objects yet. The report holds these objects only: what the whole app
+/// looks like is the next full sync's to say.
+pub async fn heal(
+    cluster: &Cluster,
+    desired: &ManifestSet,
+    revision: Option<&str>,
+    options: &SyncOptions<'_>,
+) -> Result<SyncReport, SyncError> {
+    let started = Instant::now();
+    let steps =
+        plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object))).map_err(SyncError::Waves)?;
+    let inventory = match options.inventory {
+        Some(known) => known.clone(),
+        None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
+    };
+    let Observed {
+        items,
+        schema,
+        mask,
+        ..
+    } = observe_objects(cluster, desired, options).await?;
+    let diff_options = DiffOptions {
+        mode: Mode::Online,
+        rules: options.rules,
+        schema: &schema,
+        mask: &mask,
+    };
+    let mut report = new_report(options, revision, &inventory);
+    let Some(mut items) = refuse_invalid(items, &mut report) else {
+        return Ok(report);
+    };
+    if options.dry_run {
+        report.objects = finish(items, "");
+        report.health = report::worst(&report.objects);
+        return Ok(report);
+    }
+    let covering = inventory.covering(desired);
+    if covering.objects != inventory.objects {
+        write_inventory(cluster, &covering, options).await?;
+        report.inventory = covering;
+    }
+    let completed =
+        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    report.wait_failed = completed.err();
+    report.objects = finish(items, "not applied: an earlier step failed");
+    report.health = report::worst(&report.objects);
+    log_finished(&report, "heal", desired.len(), started);
+    Ok(report)
+}
+
+/// One log line for a sync or heal that wrote or failed (`what` says which).
+fn log_finished(report: &SyncReport, what: &'static str, objects: usize, started: Instant) {
+    if report.changed() || report.failed() {
+        tracing::info!(
+            app = %report.app,
+            objects,
+            created = report.count(Action::Created),
+            configured = report.count(Action::Configured),
+            pruned = report.count(Action::Pruned),
+            failed = report.count(Action::Failed),
+            conflicts = report.count(Action::Conflict),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "{what} finished"
+        );
+    }
+}
+
+/// A report of nothing done yet.
+fn new_report(
+    options: &SyncOptions<'_>,
+    revision: Option<&str>,
+    inventory: &Inventory,
+) -> SyncReport {
+    SyncReport {
+        app: options.app.to_string(),
+        revision: revision.map(str::to_string),
+        dry_run: options.dry_run,
+        objects: Vec::new(),
+        prune_refused: None,
+        health: Health::Healthy,
+        wait_failed: None,
+        validation_failed: false,
+        validation_retryable: false,
+        inventory: inventory.clone(),
+        hooks: Vec::new(),
+    }
+}
+
+/// One object the server did not validate means nothing is applied: the report
+/// then says so for every object, and the items are spent. Otherwise they are
+/// given back.
+fn refuse_invalid<'m>(
+    items: Vec<item::Item<'m>>,
+    report: &mut SyncReport,
+) -> Option<Vec<item::Item<'m>>> {
+    let failures = items
+        .iter()
+        .filter(|i| matches!(i.plan, Plan::Failed(_) | Plan::Unavailable(_)))
+        .count();
+    if failures == 0 {
+        return Some(items);
+    }
+    report.validation_failed = true;
+    report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
+    let why = format!("not applied: {failures} objects failed validation");
+    report.objects = finish(items, &why);
+    report.health = report::worst(&report.objects);
+    None
+}
+
+/// Runs the SyncFail hooks of a sync that failed, with a time of their own (the
+/// failure may have used up the sync's).
+async fn run_sync_fail(
+    cluster: &Cluster,
+    hooks: &[hooks::Hook<'_>],
+    options: &SyncOptions<'_>,
+    report: &mut SyncReport,
+) {
+    let deadline = Instant::now() + options.wait.unwrap_or(hooks::DEFAULT_HOOK_TIMEOUT);
+    let ran = hooks::run_phase(cluster, hooks, Phase::SyncFail, options.app, deadline).await;
+    report.hooks.extend(ran);
+}
+
+/// What the app owns after a pass: its desired objects, and what prune kept.
+fn next_inventory(desired: &ManifestSet, revision: Option<&str>, kept: Vec<Entry>) -> Inventory {
+    Inventory {
+        revision: revision.map(str::to_string),
+        objects: desired
+            .objects
+            .iter()
+            .map(|m| Entry::of(&m.id))
+            .chain(kept)
+            .collect(),
+    }
+}
+
+async fn write_inventory(
+    cluster: &Cluster,
+    inventory: &Inventory,
+    options: &SyncOptions<'_>,
+) -> Result<(), SyncError> {
+    inventory::write(cluster, inventory, options.app, options.inventory_namespace)
+        .await
+        .map_err(SyncError::Cluster)
+}
+
+/// An app's inventory as stored in the cluster; empty when it has none yet.
+pub async fn read_inventory(
+    cluster: &Cluster,
+    app: &str,
+    namespace: &str,
+) -> Result<Inventory, SyncError> {
+    Ok(inventory::read(cluster, app, namespace).await?)
+}
+
+/// The report's entries for the desired objects; objects never reached get
+/// `skipped` with `why`.
+fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
+    items
+        .into_iter()
+        .map(|item| {
+            // Without a verdict an object is in sync, unless the server refused it.
+            let drift = match (&item.diff, &item.plan) {
+                (Some(diff), _) => Some(diff.drift.status()),
+                (None, Plan::Failed(_) | Plan::Unavailable(_)) => None,
+                (None, _) => Some(tether_diff::diff::Status::InSync),
+            };
+            let (changes, views) = match (&item.plan, &item.diff) {
+                (Plan::Configure(_), Some(diff)) => {
+                    (diff.drift.changes().to_vec(), Some(Box::new(diff.clone())))
+                }
+                _ => (Vec::new(), None),
+            };
+            let (action, message) = match (item.result, item.plan) {
+                (Some(result), _) => result,
+                (None, Plan::Failed(message) | Plan::Unavailable(message)) => {
+                    (Action::Failed, message)
+                }
+                (None, Plan::Conflict(owner)) => (
+                    Action::Conflict,
+                    format!("labelled for app {owner:?}: not applied"),
+                ),
+                // A dry run (or a sync stopped by a failure) reports what it would do.
+                (None, Plan::Unchanged) => (Action::Unchanged, String::new()),
+                (None, Plan::Skip(why)) => (Action::Skipped, why),
+                (None, _) if !why.is_empty() => (Action::Skipped, why.to_string()),
+                (None, Plan::Create) => (Action::Created, String::new()),
+                (None, Plan::Configure(m)) => (Action::Configured, m),
+                (None, Plan::Replace(m)) => (Action::Replaced, m),
+                (None, Plan::Deferred(need)) => (
+                    Action::Created,
+                    if need.kind.is_some() {
+                        "validated once its CustomResourceDefinition exists"
+                    } else {
+                        "validated once its Namespace exists"
+                    }
+                    .to_string(),
+                ),
+            };
+            let health = Some(match &item.latest {
+                Some(live) => health::assess(&item.manifest.id, live),
+                None => Assessment::missing(),
+            });
+            ObjectResult {
+                id: item.manifest.id.clone(),
+                action,
+                drift,
+                health,
+                message,
+                changes,
+                views,
+                lineage: item.latest.as_ref().map(Lineage::of).unwrap_or_default(),
+            }
+        })
+        .collect()
+}

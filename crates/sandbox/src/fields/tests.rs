@@ -1,0 +1,1017 @@
+use serde_json::{Value, json};
+
+use super::*;
+use tether_schema::Schemas;
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/fixtures/kube-apiserver-v1.36/"
+);
+/// The time of the recorded SSA sequence and later writes.
+const T18: &str = "2026-11-21T21:02:18Z";
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{FIXTURES}{name}");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The request body of a fixture, YAML (apply) or JSON.
+fn request_body(fx: &Value) -> Value {
+    match &fx["request"]["body"] {
+        Value::String(s) => serde_saphyr::from_str(s).expect("a YAML body"),
+        other => other.clone(),
+    }
+}
+
+fn response(fx: &Value) -> Value {
+    fx["response"]["body"].clone()
+}
+
+fn schema_of(obj: &Value) -> Schema {
+    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
+    let kind = obj["kind"].as_str().expect("kind");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    if let Some(s) = Schemas::builtin().get(group, version, kind) {
+        return s;
+    }
+    assert_eq!(kind, "Widget", "only the CRD's kind is not built in");
+    let crd = response(&fixture(
+        "apply/customresourcedefinition-widgets.example.com.json",
+    ));
+    Schema::from_openapi_v3(&crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+}
+
+fn opts<'a>(manager: &'a str, force: bool, api_version: &'a str, now: &'a str) -> ApplyOptions<'a> {
+    ApplyOptions {
+        manager,
+        force,
+        api_version,
+        now,
+        reset_fields: &["status"],
+        subresource: "",
+    }
+}
+
+fn managed(obj: &Value) -> &Value {
+    &obj["metadata"]["managedFields"]
+}
+
+/// Compares as text, so key order counts as well.
+fn assert_same_json(got: &Value, want: &Value, what: &str) {
+    assert_eq!(
+        serde_json::to_string_pretty(got).expect("json"),
+        serde_json::to_string_pretty(want).expect("json"),
+        "{what}"
+    );
+}
+
+#[test]
+fn applying_each_recorded_manifest_gives_the_recorded_field_set() {
+    let mut seen = 0;
+    let mut dir: Vec<_> = std::fs::read_dir(format!("{FIXTURES}apply"))
+        .expect("apply fixtures")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    dir.sort();
+    for file in dir {
+        let name = format!(
+            "apply/{}",
+            file.file_name().and_then(|n| n.to_str()).expect("name")
+        );
+        let fx = fixture(&name);
+        let want = response(&fx);
+        let Some(want_entries) = want["metadata"]["managedFields"].as_array() else {
+            // An apply the server refused has no object to compare.
+            continue;
+        };
+        let config = request_body(&fx);
+        let schema = schema_of(&config);
+        let now = want_entries[0]["time"].as_str().expect("time");
+        let api_version = config["apiVersion"].as_str().expect("apiVersion");
+        let got = apply(
+            &schema,
+            None,
+            &config,
+            &opts("tether", true, api_version, now),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut want_entry = want_entries[0].clone();
+        // Widget was recorded with its keys sorted; the field order of an entry is
+        // the typed one everywhere else.
+        if config["kind"] == "Widget" {
+            want_entry = json!({
+                "manager": want_entry["manager"], "operation": want_entry["operation"],
+                "apiVersion": want_entry["apiVersion"], "time": want_entry["time"],
+                "fieldsType": want_entry["fieldsType"], "fieldsV1": want_entry["fieldsV1"],
+            });
+        }
+        assert_same_json(&managed(&got)[0], &want_entry, &name);
+        assert_eq!(managed(&got).as_array().map(Vec::len), Some(1), "{name}");
+        seen += 1;
+    }
+    assert!(seen >= 20, "only {seen} apply fixtures compared");
+}
+
+#[test]
+fn apply_to_nothing_creates_the_object_from_the_config() {
+    let fx = fixture("apply/configmap-app-config.json");
+    let config = request_body(&fx);
+    let schema = schema_of(&config);
+    let got = apply(&schema, None, &config, &opts("tether", false, "v1", T18)).expect("apply");
+    assert_eq!(got["data"], config["data"]);
+    assert_eq!(got["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(got["metadata"]["name"], "app-config");
+}
+
+/// Replays the recorded SSA sequence, each step from the recorded state before it.
+#[test]
+fn a_second_manager_changing_an_owned_field_conflicts() {
+    let live = response(&fixture("apply/deployment-web.json"));
+    let fx = fixture("ssa/conflict-without-force.json");
+    let config = request_body(&fx);
+    let schema = schema_of(&config);
+    let err = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("other", false, "apps/v1", T18),
+    )
+    .expect_err("a conflict");
+    let want = response(&fx);
+    assert_eq!(err.to_string(), want["message"].as_str().expect("message"));
+    let ApplyError::Conflicts(conflicts) = err else {
+        panic!("not a conflict");
+    };
+    assert_eq!(conflicts.len(), 1);
+    let cause = &want["details"]["causes"][0];
+    assert_eq!(conflicts[0].field, cause["field"].as_str().expect("field"));
+    assert_eq!(
+        conflicts[0].message(),
+        cause["message"].as_str().expect("msg")
+    );
+    assert_eq!(conflicts[0].manager, "tether");
+}
+
+fn replay(before: &str, step: &str, manager: &str, force: bool) -> (Value, Value) {
+    let live = response(&fixture(before));
+    let fx = fixture(step);
+    let config = request_body(&fx);
+    let schema = schema_of(&config);
+    let got = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts(manager, force, "apps/v1", T18),
+    )
+    .unwrap_or_else(|e| panic!("{step}: {e}"));
+    (got, response(&fx))
+}
+
+#[test]
+fn force_moves_the_conflicting_field_to_the_forcing_manager() {
+    let (got, want) = replay(
+        "apply/deployment-web.json",
+        "ssa/other-manager-forced.json",
+        "other",
+        true,
+    );
+    assert_same_json(managed(&got), managed(&want), "managedFields");
+    assert_eq!(
+        got["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.26"
+    );
+    assert_eq!(got["spec"]["replicas"], want["spec"]["replicas"]);
+}
+
+#[test]
+fn a_manager_setting_an_unowned_field_shares_the_object() {
+    let (got, want) = replay(
+        "ssa/other-manager-forced.json",
+        "ssa/other-manager-sets-replicas.json",
+        "hpa-like",
+        false,
+    );
+    assert_same_json(managed(&got), managed(&want), "managedFields");
+    assert_eq!(got["spec"]["replicas"], 4);
+}
+
+#[test]
+fn reapplying_with_force_takes_the_field_back() {
+    let (got, want) = replay(
+        "ssa/other-manager-sets-replicas.json",
+        "ssa/tether-reapplies.json",
+        "tether",
+        true,
+    );
+    assert_same_json(managed(&got), managed(&want), "managedFields");
+    assert_eq!(got["spec"], want["spec"]);
+}
+
+#[test]
+fn a_dry_run_apply_computes_the_same_answer() {
+    let (got, want) = replay(
+        "ssa/tether-reapplies.json",
+        "ssa/dry-run.json",
+        "tether",
+        true,
+    );
+    assert_same_json(managed(&got), managed(&want), "managedFields");
+    assert_eq!(got["spec"], want["spec"]);
+}
+
+#[test]
+fn a_field_the_manager_omits_is_removed() {
+    let live = response(&fixture("apply/configmap-app-config.json"));
+    let fx = fixture("ssa/field-removed-when-manager-omits-it.json");
+    let config = request_body(&fx);
+    let schema = schema_of(&config);
+    let got = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("tether", true, "v1", T18),
+    )
+    .expect("apply");
+    let want = response(&fx);
+    assert_same_json(managed(&got), managed(&want), "managedFields");
+    assert_eq!(got["data"], want["data"]);
+}
+
+/// The same sequence, each step from this engine's own previous answer.
+#[test]
+fn the_ssa_sequence_chains_on_its_own_results() {
+    let first = fixture("apply/deployment-web.json");
+    let config = request_body(&first);
+    let schema = schema_of(&config);
+    let t15 = "2026-11-21T21:02:15Z";
+    let mut live = apply(
+        &schema,
+        None,
+        &config,
+        &opts("tether", true, "apps/v1", t15),
+    )
+    .expect("create");
+    for (step, manager, force) in [
+        ("ssa/other-manager-forced.json", "other", true),
+        ("ssa/other-manager-sets-replicas.json", "hpa-like", false),
+        ("ssa/tether-reapplies.json", "tether", true),
+    ] {
+        let fx = fixture(step);
+        live = apply(
+            &schema,
+            Some(&live),
+            &request_body(&fx),
+            &opts(manager, force, "apps/v1", T18),
+        )
+        .unwrap_or_else(|e| panic!("{step}: {e}"));
+        assert_same_json(managed(&live), managed(&response(&fx)), step);
+    }
+    assert_eq!(live["spec"]["replicas"], 4);
+}
+
+#[test]
+fn applying_the_live_value_is_no_conflict_and_keeps_the_time() {
+    let live = response(&fixture("apply/deployment-web.json"));
+    let config = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "fixtures"},
+        "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}}
+    });
+    let schema = schema_of(&config);
+    let got = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("other", false, "apps/v1", T18),
+    )
+    .expect("no conflict");
+    let entries = managed(&got).as_array().expect("entries");
+    assert_eq!(entries.len(), 2);
+    // Unchanged object: the tether entry is untouched, the new one shares the image.
+    assert_eq!(entries[0], managed(&live)[0]);
+    assert_eq!(
+        entries[1]["fieldsV1"],
+        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
+    );
+    // Re-applying tether's own manifest changes nothing, not even its time.
+    let again = apply(
+        &schema,
+        Some(&live),
+        &request_body(&fixture("apply/deployment-web.json")),
+        &opts("tether", false, "apps/v1", T18),
+    )
+    .expect("re-apply");
+    assert_eq!(managed(&again), managed(&live));
+}
+
+#[test]
+fn conflicts_with_several_fields_and_updaters_are_worded_like_the_server() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let mut live = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"a": "1"}},
+        "spec": {"replicas": 1, "minReadySeconds": 1}
+    });
+    let created = live.clone();
+    record_update(
+        &schema,
+        None,
+        &mut live,
+        &UpdateOptions {
+            manager: "kubectl-edit",
+            api_version: "apps/v1",
+            now: T18,
+            reset_fields: &["status"],
+            subresource: "",
+        },
+    );
+    assert_eq!(created["spec"], live["spec"]);
+    let config = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"a": "2"}},
+        "spec": {"replicas": 3, "minReadySeconds": 1}
+    });
+    let err = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("tether", false, "apps/v1", T18),
+    )
+    .expect_err("conflicts");
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 2 conflicts: conflicts with \"kubectl-edit\" using apps/v1:\n- .metadata.labels.a\n- .spec.replicas"
+    );
+    let forced = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("tether", true, "apps/v1", T18),
+    )
+    .expect("forced");
+    let entries = managed(&forced).as_array().expect("entries");
+    assert_eq!(entries[0]["manager"], "tether");
+    assert_eq!(entries[1]["manager"], "kubectl-edit");
+    // The updater keeps the labels map it created and the field both set alike.
+    assert_eq!(
+        entries[1]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {}}, "f:spec": {"f:minReadySeconds": {}}})
+    );
+}
+
+#[test]
+fn an_omitted_field_another_manager_owns_stays() {
+    let schema = Schemas::builtin()
+        .get("", "v1", "ConfigMap")
+        .expect("ConfigMap");
+    let o = |m| opts(m, false, "v1", T18);
+    let both = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                      "data": {"a": "1", "b": "2"}});
+    let live = apply(&schema, None, &both, &o("first")).expect("first");
+    let live = apply(
+        &schema,
+        Some(&live),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c"}, "data": {"b": "2"}}),
+        &o("second"),
+    )
+    .expect("second");
+    let only_a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                        "data": {"a": "1"}});
+    let got = apply(&schema, Some(&live), &only_a, &o("first")).expect("shrink");
+    assert_eq!(got["data"], json!({"a": "1", "b": "2"}));
+    let got = apply(
+        &schema,
+        Some(&got),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c"}}),
+        &o("second"),
+    )
+    .expect("second drops b");
+    assert_eq!(got["data"], json!({"a": "1"}));
+    // Dropping every label removes the labels map, not just its keys.
+    let labelled = apply(
+        &schema,
+        None,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "labels": {"x": "y"}}}),
+        &o("first"),
+    )
+    .expect("labelled");
+    let bare = apply(
+        &schema,
+        Some(&labelled),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c"}}),
+        &o("first"),
+    )
+    .expect("bare");
+    assert_eq!(bare["metadata"], json!({"name": "c"}));
+}
+
+#[test]
+fn set_lists_are_owned_by_value_and_atomic_values_whole() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let config = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "finalizers": ["a/b", "c/d"], "annotations": {}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"spec": {"containers": [{"name": "c", "args": ["x"], "ports": []}]}}}
+    });
+    let got = apply(&schema, None, &config, &opts("m", false, "apps/v1", T18)).expect("apply");
+    assert_same_json(
+        &managed(&got)[0]["fieldsV1"],
+        &json!({
+            "f:metadata": {"f:annotations": {}, "f:finalizers": {"v:\"a/b\"": {}, "v:\"c/d\"": {}}},
+            "f:spec": {"f:selector": {}, "f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"c\"}": {".": {}, "f:args": {}, "f:name": {}}}}}}
+        }),
+        "fieldsV1",
+    );
+    // A second manager adding a finalizer merges into the set.
+    let more = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "finalizers": ["e/f"]}});
+    let merged = apply(
+        &schema,
+        Some(&got),
+        &more,
+        &opts("n", false, "apps/v1", T18),
+    )
+    .expect("apply");
+    assert_eq!(
+        merged["metadata"]["finalizers"],
+        json!(["a/b", "c/d", "e/f"])
+    );
+}
+
+#[test]
+fn keyed_lists_merge_in_the_configs_order_and_keep_live_only_items() {
+    let schema = schema_of(&json!({"apiVersion": "v1", "kind": "Pod"}));
+    let c = |names: &[&str]| {
+        let containers: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "image": n}))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": containers}})
+    };
+    let live = apply(
+        &schema,
+        None,
+        &c(&["a", "b", "c"]),
+        &opts("one", false, "v1", T18),
+    )
+    .expect("one");
+    let got = apply(
+        &schema,
+        Some(&live),
+        &c(&["c", "d", "a"]),
+        &opts("two", true, "v1", T18),
+    )
+    .expect("two");
+    let names: Vec<&str> = got["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .map(|x| x["name"].as_str().expect("name"))
+        .collect();
+    // Shared items follow the config; a live-only item keeps its place before them.
+    assert_eq!(names, ["b", "c", "d", "a"]);
+}
+
+#[test]
+fn configs_that_cannot_be_merged_are_invalid() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let o = opts("m", false, "apps/v1", T18);
+    // The recorded OpenAPI gives `name` a default of "", which keys the item.
+    let unnamed = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+    let got = apply(&schema, None, &unnamed, &o).expect("keyed by the default");
+    assert!(
+        managed(&got)[0]["fieldsV1"]
+            .to_string()
+            .contains(r#"k:{\"name\":\"\"}"#),
+        "{got}"
+    );
+    let crd = Schema::from_openapi_v3(&json!({"type": "object", "properties": {"spec": {
+    "type": "object", "properties": {"items": {
+        "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
+        "items": {"type": "object", "properties": {"id": {"type": "string"}, "v": {"type": "string"}}}
+    }}}}}));
+    let missing_key = json!({"spec": {"items": [{"id": "a"}, {"v": "x"}]}});
+    let err = apply(&crd, None, &missing_key, &o).expect_err("no id");
+    assert_eq!(
+        err.to_string(),
+        ".spec.items: element 1: associative list with keys has an element that omits key field \"id\" (and doesn't have default value)"
+    );
+    let duplicate =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}}});
+    let err = apply(&schema, None, &duplicate, &o).expect_err("duplicate");
+    assert!(
+        matches!(&err, ApplyError::Invalid(m) if m.contains("duplicate entries for key [name=\"a\"]")),
+        "{err}"
+    );
+    assert!(matches!(
+        apply(&schema, None, &json!([1]), &o),
+        Err(ApplyError::Invalid(_))
+    ));
+}
+
+#[test]
+fn apply_ignores_reset_fields_and_keeps_them_from_live() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                      "status": {"replicas": 2}});
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                        "spec": {"paused": true}, "status": {"replicas": 9}});
+    let got = apply(
+        &schema,
+        Some(&live),
+        &config,
+        &opts("m", false, "apps/v1", T18),
+    )
+    .expect("apply");
+    assert_eq!(got["status"], json!({"replicas": 2}));
+    assert_eq!(
+        managed(&got)[0]["fieldsV1"],
+        json!({"f:spec": {"f:paused": {}}})
+    );
+}
+
+#[test]
+fn unknown_kinds_merge_maps_and_replace_lists() {
+    let schema = Schema::untyped();
+    let live = apply(
+        &schema,
+        None,
+        &json!({"apiVersion": "x/v1", "kind": "Thing",
+        "metadata": {"name": "t"}, "spec": {"a": {"b": 1}, "list": [1, 2]}}),
+        &opts("m", false, "x/v1", T18),
+    )
+    .expect("create");
+    assert_same_json(
+        &managed(&live)[0]["fieldsV1"],
+        // Every key of an untyped object is a map entry, so owned itself.
+        &json!({"f:spec": {".": {}, "f:a": {".": {}, "f:b": {}}, "f:list": {}}}),
+        "untyped field set",
+    );
+    let got = apply(
+        &schema,
+        Some(&live),
+        &json!({"apiVersion": "x/v1", "kind": "Thing",
+        "metadata": {"name": "t"}, "spec": {"a": {"c": 2}, "list": [3]}}),
+        &opts("n", true, "x/v1", T18),
+    )
+    .expect("merge");
+    assert_eq!(got["spec"], json!({"a": {"b": 1, "c": 2}, "list": [3]}));
+}
+
+fn update_opts<'a>(manager: &'a str, api_version: &'a str) -> UpdateOptions<'a> {
+    UpdateOptions {
+        manager,
+        api_version,
+        now: T18,
+        reset_fields: &["status"],
+        subresource: "",
+    }
+}
+
+fn server_fields(obj: &mut Value, from: &Value) {
+    for key in ["uid", "resourceVersion", "creationTimestamp", "namespace"] {
+        if let Some(v) = from["metadata"].get(key) {
+            obj["metadata"][key] = v.clone();
+        }
+    }
+}
+
+#[test]
+fn a_create_owns_every_field_it_sets() {
+    let fx = fixture("delete/create-with-finalizer.json");
+    let want = response(&fx);
+    let mut obj = request_body(&fx);
+    server_fields(&mut obj, &want);
+    let schema = schema_of(&obj);
+    record_update(&schema, None, &mut obj, &update_opts("Python-urllib", "v1"));
+    assert_same_json(managed(&obj), managed(&want), "managedFields");
+
+    let watch = fixture("watch/create-modify-delete.json");
+    let events = response(&watch);
+    let added = &events[0]["object"];
+    let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "watched", "namespace": "fixtures"}, "data": {"a": "1"}});
+    record_update(&schema, None, &mut obj, &update_opts("Python-urllib", "v1"));
+    assert_same_json(managed(&obj), managed(added), "ADDED");
+    let old = obj.clone();
+    obj["data"]["a"] = json!("2");
+    record_update(
+        &schema,
+        Some(&old),
+        &mut obj,
+        &update_opts("Python-urllib", "v1"),
+    );
+    assert_same_json(managed(&obj), managed(&events[1]["object"]), "MODIFIED");
+}
+
+#[test]
+fn updates_after_applies_take_only_what_they_change() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let steps = [
+        (
+            "ssa/get-after-dry-run.json",
+            "generation/label-merge-patch.json",
+        ),
+        (
+            "generation/label-merge-patch.json",
+            "generation/spec-merge-patch.json",
+        ),
+    ];
+    for (before, step) in steps {
+        let old = response(&fixture(before));
+        let fx = fixture(step);
+        let mut new = old.clone();
+        json_patch::merge(&mut new, &request_body(&fx));
+        record_update(
+            &schema,
+            Some(&old),
+            &mut new,
+            &update_opts("Python-urllib", "apps/v1"),
+        );
+        assert_same_json(managed(&new), managed(&response(&fx)), step);
+    }
+    let cm = Schemas::builtin()
+        .get("", "v1", "ConfigMap")
+        .expect("ConfigMap");
+    let old = response(&fixture("ssa/field-removed-when-manager-omits-it.json"));
+    let fx = fixture("patch/json-patch.json");
+    let mut new = old.clone();
+    new["data"]["added"] = json!("x");
+    record_update(
+        &cm,
+        Some(&old),
+        &mut new,
+        &update_opts("Python-urllib", "v1"),
+    );
+    assert_same_json(managed(&new), managed(&response(&fx)), "json patch");
+}
+
+#[test]
+fn strategic_merge_patch_merges_containers_by_name() {
+    let old = response(&fixture("generation/spec-merge-patch.json"));
+    let fx = fixture("patch/strategic-merge-patch.json");
+    let schema = schema_of(&old);
+    let mut new = strategic_merge_patch(&schema, &old, &request_body(&fx)).expect("patch");
+    let want = response(&fx);
+    assert_eq!(new["spec"], want["spec"]);
+    record_update(
+        &schema,
+        Some(&old),
+        &mut new,
+        &update_opts("Python-urllib", "apps/v1"),
+    );
+    assert_same_json(managed(&new), managed(&want), "managedFields");
+}
+
+#[test]
+fn a_no_op_update_records_nothing_and_removals_leave_every_owner() {
+    let schema = Schemas::builtin()
+        .get("", "v1", "ConfigMap")
+        .expect("ConfigMap");
+    let live = apply(
+        &schema,
+        None,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}),
+        &opts("tether", false, "v1", T18),
+    )
+    .expect("apply");
+    let mut same = live.clone();
+    record_update(
+        &schema,
+        Some(&live),
+        &mut same,
+        &update_opts("kubectl", "v1"),
+    );
+    assert_eq!(managed(&same), managed(&live));
+    let mut fewer = live.clone();
+    fewer["data"].as_object_mut().expect("data").remove("a");
+    record_update(
+        &schema,
+        Some(&live),
+        &mut fewer,
+        &update_opts("kubectl", "v1"),
+    );
+    let entries = managed(&fewer).as_array().expect("entries");
+    assert_eq!(
+        entries.len(),
+        1,
+        "a removal alone gives the updater nothing"
+    );
+    assert_eq!(entries[0]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
+    let mut none = live.clone();
+    none.as_object_mut().expect("obj").remove("data");
+    record_update(
+        &schema,
+        Some(&live),
+        &mut none,
+        &update_opts("kubectl", "v1"),
+    );
+    assert!(none["metadata"].get("managedFields").is_none());
+}
+
+#[test]
+fn fields_v1_round_trips_every_recorded_entry() {
+    let mut count = 0;
+    for dir in ["apply", "ssa", "generation", "patch", "delete"] {
+        for entry in std::fs::read_dir(format!("{FIXTURES}{dir}")).expect("dir") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("read");
+            let fx: Value = serde_json::from_str(&text).expect("json");
+            let body = response(&fx);
+            for e in body["metadata"]["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let set = FieldSet::from_fields_v1(&e["fieldsV1"]).expect("parse");
+                assert_same_json(
+                    &set.to_fields_v1(),
+                    &e["fieldsV1"],
+                    &path.display().to_string(),
+                );
+                count += 1;
+            }
+        }
+    }
+    assert!(count > 30);
+    assert!(FieldSet::from_fields_v1(&json!({"x:1": {}})).is_err());
+    assert!(FieldSet::from_fields_v1(&json!({"f:a": 1})).is_err());
+    assert!(FieldSet::from_fields_v1(&json!([])).is_err());
+}
+
+#[test]
+fn field_set_operations() {
+    let a =
+        FieldSet::from_fields_v1(&json!({"f:spec": {"f:a": {}, "f:b": {"f:c": {}}}})).expect("a");
+    let b =
+        FieldSet::from_fields_v1(&json!({"f:spec": {"f:b": {"f:c": {}}, "f:d": {}}})).expect("b");
+    assert_eq!(
+        a.union(&b).to_fields_v1(),
+        json!({"f:spec": {"f:a": {}, "f:b": {"f:c": {}}, "f:d": {}}})
+    );
+    assert_eq!(
+        a.intersection(&b).to_fields_v1(),
+        json!({"f:spec": {"f:b": {"f:c": {}}}})
+    );
+    assert_eq!(
+        a.difference(&b).to_fields_v1(),
+        json!({"f:spec": {"f:a": {}}})
+    );
+    assert!(a.difference(&a).is_empty());
+    let p = |s: &str| PathElement::Field(s.into());
+    assert!(a.contains(&[p("spec"), p("a")]));
+    assert!(!a.contains(&[p("spec")]));
+    assert!(a.has_prefix(&[p("spec")]));
+    assert_eq!(a.paths().len(), 2);
+}
+
+#[test]
+fn strategic_merge_patch_directives() {
+    let schema = schema_of(&json!({"apiVersion": "v1", "kind": "Pod"}));
+    let pod = json!({
+        "metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"]},
+        "spec": {
+            "containers": [
+                {"name": "a", "image": "a:1", "args": ["1", "2"], "env": [{"name": "E", "value": "1"}]},
+                {"name": "b", "image": "b:1"}
+            ],
+            "volumes": [{"name": "v", "emptyDir": {}}]
+        }
+    });
+    let patch = |p: Value| strategic_merge_patch(&schema, &pod, &p).expect("patch");
+
+    let got = patch(json!({"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}));
+    assert_eq!(got["spec"]["containers"].as_array().map(Vec::len), Some(1));
+
+    let got = patch(
+        json!({"spec": {"containers": [{"name": "c", "image": "c"}, {"$patch": "replace"}]}}),
+    );
+    assert_eq!(
+        got["spec"]["containers"],
+        json!([{"name": "c", "image": "c"}])
+    );
+
+    let got = patch(json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}}));
+    assert_eq!(
+        got["spec"]["containers"][0]["args"],
+        json!(["3"]),
+        "args has no merge strategy"
+    );
+    assert_eq!(got["spec"]["containers"][0]["image"], "a:1");
+
+    let got =
+        patch(json!({"metadata": {"labels": {"a": null, "c": "3"}, "finalizers": ["z", "x"]}}));
+    assert_eq!(got["metadata"]["labels"], json!({"b": "2", "c": "3"}));
+    assert_eq!(got["metadata"]["finalizers"], json!(["x", "y", "z"]));
+
+    let got = patch(json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}}));
+    assert_eq!(got["metadata"]["finalizers"], json!(["y"]));
+
+    let got = patch(json!({"spec": {
+        "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+        "containers": [{"name": "a", "image": "a:2"}]}}));
+    assert_eq!(got["spec"]["containers"][0]["name"], "b");
+    assert_eq!(got["spec"]["containers"][1]["image"], "a:2");
+
+    let got = patch(
+        json!({"spec": {"volumes": [{"name": "v", "configMap": {"name": "cm"},
+        "$retainKeys": ["name", "configMap"]}]}}),
+    );
+    assert_eq!(
+        got["spec"]["volumes"],
+        json!([{"name": "v", "configMap": {"name": "cm"}}])
+    );
+
+    let got = patch(json!({"metadata": {"labels": {"$patch": "replace", "z": "9"}}}));
+    assert_eq!(got["metadata"]["labels"], json!({"z": "9"}));
+
+    let got = patch(
+        json!({"spec": {"containers": [{"name": "a", "env": [{"name": "F", "value": "2"}]}]}}),
+    );
+    assert_eq!(
+        got["spec"]["containers"][0]["env"].as_array().map(Vec::len),
+        Some(2)
+    );
+}
+
+#[test]
+fn strategic_merge_patch_errors() {
+    let schema = schema_of(&json!({"apiVersion": "v1", "kind": "Pod"}));
+    let pod = json!({"spec": {"containers": [{"name": "a"}]}});
+    let err = strategic_merge_patch(
+        &schema,
+        &pod,
+        &json!({"spec": {"containers": [{"image": "x"}]}}),
+    )
+    .expect_err("no merge key");
+    assert_eq!(
+        err.to_string(),
+        "map: {\"image\":\"x\"} does not contain declared merge key: name"
+    );
+    assert_eq!(
+        strategic_merge_patch(&schema, &pod, &json!([1])),
+        Err(PatchError::NotAnObject)
+    );
+    assert_eq!(
+        strategic_merge_patch(&schema, &pod, &json!({"spec": {"$patch": "explode"}})),
+        Err(PatchError::UnknownDirective("explode".into()))
+    );
+    assert!(matches!(
+        strategic_merge_patch(&schema, &pod, &json!({"$retainKeys": "spec"})),
+        Err(PatchError::InvalidDirective { .. })
+    ));
+}
+
+#[test]
+fn subresource_writes_keep_their_own_entries() {
+    let schema = schema_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"}));
+    let live = response(&fixture("apply/deployment-web.json"));
+    let mut new = live.clone();
+    new["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    record_update(
+        &schema,
+        Some(&live),
+        &mut new,
+        &UpdateOptions {
+            manager: "kube-controller-manager",
+            api_version: "apps/v1",
+            now: T18,
+            reset_fields: &[],
+            subresource: "status",
+        },
+    );
+    let entries = managed(&new).as_array().expect("entries");
+    assert_eq!(entries.len(), 2);
+    assert_same_json(
+        &entries[1],
+        &json!({
+            "manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
+            "time": T18, "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:readyReplicas": {}, "f:replicas": {}}},
+            "subresource": "status"
+        }),
+        "status entry",
+    );
+    // The main resource ignores status: the same change there records nothing.
+    let mut main = live.clone();
+    main["status"] = json!({"replicas": 1});
+    record_update(
+        &schema,
+        Some(&live),
+        &mut main,
+        &update_opts("kubectl", "apps/v1"),
+    );
+    assert_eq!(managed(&main), managed(&live));
+}
+
+#[test]
+fn a_manager_that_loses_every_field_is_dropped() {
+    let schema = Schemas::builtin()
+        .get("", "v1", "ConfigMap")
+        .expect("ConfigMap");
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+    let mut created = live.clone();
+    record_update(
+        &schema,
+        None,
+        &mut created,
+        &update_opts("kubectl-create", "v1"),
+    );
+    assert_eq!(
+        managed(&created)[0]["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "2"}});
+    let got = apply(
+        &schema,
+        Some(&created),
+        &config,
+        &opts("tether", true, "v1", T18),
+    )
+    .expect("apply");
+    let entries = managed(&got).as_array().expect("entries");
+    // kubectl-create keeps only the map it created; its key moved to tether.
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1]["fieldsV1"], json!({"f:data": {}}));
+    let mut emptied = got.clone();
+    emptied.as_object_mut().expect("obj").remove("data");
+    record_update(
+        &schema,
+        Some(&got),
+        &mut emptied,
+        &update_opts("kubectl-edit", "v1"),
+    );
+    assert!(
+        emptied["metadata"].get("managedFields").is_none(),
+        "{emptied}"
+    );
+}
+
+#[test]
+fn a_custom_resource_created_by_an_update_owns_its_top_level_objects() {
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget"});
+    let schema = schema_of(&widget);
+    let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"color": "red", "size": 1}});
+    record_update(
+        &schema,
+        None,
+        &mut obj,
+        &update_opts("kubectl-create", "example.com/v1"),
+    );
+    assert_same_json(
+        &managed(&obj)[0]["fieldsV1"],
+        &json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                "f:spec": {".": {}, "f:color": {}, "f:size": {}}}),
+        "widget",
+    );
+}
+
+/// A created Deployment starts from Go zero values: its non-pointer structs and
+/// required lists exist before the create, so they are not owned themselves, while
+/// everything the create brings (pointers, maps, list items) is.
+#[test]
+fn a_created_deployment_owns_fields_like_kubectl_create() {
+    let mut obj = response(&fixture("apply/deployment-web.json"));
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("managedFields");
+    let schema = schema_of(&obj);
+    record_update(
+        &schema,
+        None,
+        &mut obj,
+        &update_opts("kubectl-create", "apps/v1"),
+    );
+    let fields = &managed(&obj)[0]["fieldsV1"];
+    let spec = &fields["f:spec"];
+    assert!(spec.get(".").is_none());
+    assert_eq!(
+        spec["f:strategy"],
+        json!({"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}})
+    );
+    let pod = &spec["f:template"]["f:spec"];
+    assert!(pod.get(".").is_none());
+    assert!(
+        pod["f:containers"].get(".").is_none(),
+        "containers is required"
+    );
+    assert_eq!(pod["f:securityContext"], json!({}));
+    let sidecar = &pod["f:containers"]["k:{\"name\":\"sidecar\"}"];
+    assert_eq!(sidecar["."], json!({}));
+    assert_eq!(sidecar["f:resources"], json!({}));
+    assert_eq!(sidecar["f:imagePullPolicy"], json!({}));
+    assert_eq!(fields["f:metadata"]["f:labels"]["."], json!({}));
+    assert!(fields.get("f:status").is_none());
+}
