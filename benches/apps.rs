@@ -193,6 +193,10 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
     let url = repository(&dir.path().join("fleet.git"));
+    // App objects may name only network repositories (issue #24): the same repository
+    // over smart HTTP. The configuration file's apps read it by `file://`.
+    let http = support::GitHttp::start(dir.path(), &[]);
+    let app_url = http.url("fleet.git");
 
     // 1. Apps.
     let (sandbox, kubeconfig, client) = sandbox_with_namespaces(dir.path()).await;
@@ -232,7 +236,7 @@ async fn main() {
         let object = json!({
             "apiVersion": "tether.dev/v1alpha1", "kind": "App",
             "metadata": {"name": format!("app-{app}"), "namespace": APPS_NAMESPACE},
-            "spec": spec(&url, app),
+            "spec": spec(&app_url, app),
         });
         apps.create(
             &PostParams::default(),

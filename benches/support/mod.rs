@@ -89,6 +89,49 @@ impl Drop for GitDaemon {
     }
 }
 
+/// git's smart HTTP (`git http-backend` behind `tests/fixtures/git-http-host.py`)
+/// serving a directory, killed by PID on drop: what App objects may name (`http://`).
+/// `env` sets the host's options (`GIT_HOST_STATUS`, `GIT_HOST_LOG`, …).
+pub struct GitHttp {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl GitHttp {
+    pub fn start(root: &Path, env: &[(&str, &str)]) -> GitHttp {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/git-http-host.py");
+        let mut command = Command::new("python3");
+        command
+            .arg(script)
+            .arg(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("start the python3 git host");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the port line");
+        let port = line.trim().parse().expect("a port");
+        GitHttp { child, port }
+    }
+
+    /// The `http://` URL of repository `name` under the host's root.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for GitHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // A process, from /proc.
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Long enough that only webhooks and spec changes move an app during a test.
@@ -68,7 +68,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team-a", "deployer").await;
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[
             ("apps/web/config.yaml", &configmap("web", "live", "v1")),
@@ -255,7 +255,7 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team-b", "deployer").await;
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[("apps/kept/config.yaml", &configmap("kept", "live", "k"))],
     );
@@ -398,7 +398,7 @@ async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
     for ns in ["live", "team-d"] {
         sandbox.namespace(ns).await;
     }
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[("apps/late/config.yaml", &configmap("late", "live", "l"))],
     );
@@ -473,7 +473,7 @@ async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden()
         .await
         .ok();
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
-    let origin = origin(&sandbox, &[("web/web.yaml", deployment)]);
+    let origin = origin_http(&sandbox, &[("web/web.yaml", deployment)]);
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "tenant-app", &format!("{server}apps: []\n"), &[]).await;
     let spec = format!(
@@ -537,22 +537,25 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
         sandbox.namespace(ns).await;
     }
     install_crd(&sandbox).await;
-    let _origin = origin(
+    let _origin = origin_http(
         &sandbox,
         &[(
             "apps/private/config.yaml",
             &configmap("private", "live", "p"),
         )],
     );
-    let http = crate::source::HttpGit::start(
+    let http = crate::support::HttpGit::start(
         &sandbox.dir.path().join("srv"),
         Some(&format!("tether:{RIGHT}")),
     );
     let server = server_section(sandbox.dir.path());
-    let serve = Serve::start(&sandbox, "gitsecret", &format!("{server}apps: []\n"), &[]).await;
+    // Polled every 100 ms (the minimum interval lowered for the test), so the fixed
+    // Secret is used within the failures' backoff.
+    let config = format!("sources: {{minInterval: 100ms}}\n{server}apps: []\n");
+    let serve = Serve::start(&sandbox, "gitsecret", &config, &[]).await;
     sandbox.trusted_service_account("team-s", "deployer").await;
     let spec = format!(
-        "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    ref: main\n    path: apps/private\n    interval: 1s\n    \
+        "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    ref: main\n    path: apps/private\n    interval: 100ms\n    \
          credentials:\n      secretRef: {{name: git-creds}}\n  destination: {{namespace: live}}\n  \
          sync: {{automated: true}}\n",
         http.url("apps.git")

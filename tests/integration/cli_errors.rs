@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use tether_sandbox::SandboxOptions;
 
-use crate::source::HttpGit;
+use crate::support::HttpGit;
 use crate::support::{self, TestSandbox};
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tether_sandbox::SandboxOptions;
 
 use crate::dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
-use crate::serve::{Origin, Serve, origin};
+use crate::serve::{Origin, Serve, origin, origin_http};
 use crate::support::TestSandbox;
 use crate::webdriver::Browser;
 
@@ -788,7 +788,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         )
         .await
         .ok();
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[(
             "apps/web/cm.yaml",

@@ -37,6 +37,7 @@ mod sandbox_kubectl;
 mod serve;
 mod shard;
 mod source;
+mod source_security;
 mod support;
 mod sync;
 mod tenancy;

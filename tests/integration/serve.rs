@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::notify::Recorder;
-use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
+use crate::support::{GitDaemon, GitRepo, HttpGit, POLL_TIMEOUT, TestSandbox, eventually};
 
 /// Long enough that only webhooks and live changes move an app during a test.
 const POLL: &str = "1h";
@@ -216,27 +216,50 @@ fn bound_address(log: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The origin repository served by a git daemon, and its URL.
+/// The origin repository served by a git daemon (or git's smart HTTP), and its URL.
 pub(crate) struct Origin {
     pub(crate) repo: GitRepo,
-    _daemon: GitDaemon,
+    _daemon: Option<GitDaemon>,
+    _http: Option<HttpGit>,
     pub(crate) url: String,
 }
 
+/// A repository of `files` served by `git daemon` (`git://`), for configuration-file apps.
 pub(crate) fn origin(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
     let root = sandbox.dir.path().join("srv");
+    let repo = origin_repo(&root, files);
+    let daemon = GitDaemon::start(&root);
+    let url = daemon.url("apps.git");
+    Origin {
+        repo,
+        _daemon: Some(daemon),
+        _http: None,
+        url,
+    }
+}
+
+/// A repository of `files` served over smart HTTP (`http://`): what App objects may
+/// name (issue #24: no `git://`, no local paths for tenants).
+pub(crate) fn origin_http(sandbox: &TestSandbox, files: &[(&str, &str)]) -> Origin {
+    let root = sandbox.dir.path().join("srv");
+    let repo = origin_repo(&root, files);
+    let http = HttpGit::start(&root, None);
+    let url = http.url("apps.git");
+    Origin {
+        repo,
+        _daemon: None,
+        _http: Some(http),
+        url,
+    }
+}
+
+fn origin_repo(root: &Path, files: &[(&str, &str)]) -> GitRepo {
     let repo = GitRepo::init(root.join("apps.git"));
     for (path, content) in files {
         repo.write(path, content);
     }
     repo.commit("first");
-    let daemon = GitDaemon::start(&root);
-    let url = daemon.url("apps.git");
-    Origin {
-        repo,
-        _daemon: daemon,
-        url,
-    }
+    repo
 }
 
 fn secret_file(dir: &Path) -> String {
@@ -1397,9 +1420,10 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     let url = daemon.url("apps.git");
     let hooks = Recorder::start().await;
     let server = server_section(sandbox.dir.path());
-    // Polled every second, so failures (and the recovery) are seen without webhooks.
+    // Polled every 100 ms (below the minimum interval, lowered for the test), so
+    // failures (and the recovery, within the failures' backoff) are seen without webhooks.
     let config = format!(
-        "{server}apps:\n- name: web\n  source: {{repo: \"{url}\", ref: main, path: stale, interval: 1s, staleAfter: 2s}}\n  destination: {{namespace: stale}}\n  sync: {{automated: true}}\n  notifications:\n  - {{type: webhook, url: \"{}/hook\", events: [sourceStale], minInterval: 0s}}\n",
+        "sources: {{minInterval: 100ms}}\n{server}apps:\n- name: web\n  source: {{repo: \"{url}\", ref: main, path: stale, interval: 100ms, staleAfter: 2s}}\n  destination: {{namespace: stale}}\n  sync: {{automated: true}}\n  notifications:\n  - {{type: webhook, url: \"{}/hook\", events: [sourceStale], minInterval: 0s}}\n",
         hooks.base
     );
     let serve = Serve::start(&sandbox, "stale", &config, &[]).await;

@@ -3,10 +3,9 @@
 //! accept and never answer, and credentials pasted into URLs. Webhooks are in
 //! `webhooks.rs`.
 
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ use tether_core::source::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{GitDaemon, git};
+use crate::support::{GitDaemon, HttpGit, git};
 use crate::webhooks::{headers_for, post, signed_config};
 
 // ---------------------------------------------------------------------------------
@@ -72,47 +71,6 @@ impl Origin {
     }
 }
 
-/// git's smart-HTTP server (`git http-backend`) behind a small python CGI host.
-pub(crate) struct HttpGit {
-    child: Child,
-    port: u16,
-}
-
-impl HttpGit {
-    pub(crate) fn start(root: &Path, auth: Option<&str>) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/git-http-host.py");
-        let mut cmd = Command::new("python3");
-        cmd.arg(script)
-            .arg(root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        match auth {
-            Some(a) => cmd.env("GIT_HOST_AUTH", a),
-            None => cmd.env_remove("GIT_HOST_AUTH"),
-        };
-        let mut child = cmd.spawn().expect("start python3 CGI host");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("port line");
-        // The host prints its port once it listens on it.
-        let port: u16 = line.trim().parse().expect("port");
-        HttpGit { child, port }
-    }
-
-    pub(crate) fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/{name}", self.port)
-    }
-}
-
-impl Drop for HttpGit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn cache() -> (tempfile::TempDir, SourceCache) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = SourceCache::open(dir.path().join("cache")).expect("open cache");
@@ -151,10 +109,11 @@ async fn file_urls_and_plain_paths_share_one_clone_and_read_one_revision() {
         file_paths(&cache.read_files(&by_path, &other).expect("read")),
         ["other/readme.txt"]
     );
-    // Both spellings of the repository use one clone.
+    // Both spellings of the repository use one clone (beside the cache's key file).
     let clones: Vec<_> = std::fs::read_dir(cache.root())
         .expect("ls cache")
         .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .collect();
     assert_eq!(clones.len(), 1, "{clones:?}");
 
@@ -1086,6 +1045,7 @@ async fn a_burst_of_webhooks_coalesces_into_one_sync() {
         interval: Duration::from_secs(3600),
         jitter: 0.0,
         coalesce: Duration::from_millis(300),
+        ..PollConfig::default()
     };
     let (mut rx, handle) = SourceWatcher::spawn(
         cache.clone(),
@@ -1130,6 +1090,7 @@ async fn polling_skips_the_fetch_until_the_remote_moves() {
     let shutdown = CancellationToken::new();
     let config = PollConfig {
         interval: Duration::from_millis(100),
+        min_interval: Duration::from_millis(100),
         jitter: 0.2,
         coalesce: Duration::ZERO,
     };
@@ -1165,5 +1126,10 @@ async fn concurrent_syncs_of_one_repository_share_a_fetch() {
     let (ra, rb) = tokio::join!(cache.sync(&a), cache.sync(&b));
     let (ra, rb) = (ra.expect("a"), rb.expect("b"));
     assert_eq!(ra.sha, rb.sha);
-    assert_eq!(std::fs::read_dir(cache.root()).expect("ls").count(), 1);
+    let clones = std::fs::read_dir(cache.root())
+        .expect("ls")
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(clones, 1);
 }

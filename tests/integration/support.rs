@@ -635,6 +635,80 @@ fn ready_to_rumble(daemon: &mut Child) -> bool {
     listening.recv_timeout(POLL_TIMEOUT).is_ok()
 }
 
+/// git's smart-HTTP server (`git http-backend`) behind a small python CGI host
+/// (`tests/fixtures/git-http-host.py`), killed by PID on drop. With a log, every
+/// request it answers is a line of [`HttpGit::requests`].
+pub struct HttpGit {
+    child: Child,
+    pub port: u16,
+    log: Option<tempfile::NamedTempFile>,
+}
+
+impl HttpGit {
+    /// Serves `root`, requiring `auth` (`user:password`) when given.
+    pub fn start(root: &Path, auth: Option<&str>) -> Self {
+        let env: Vec<(&str, &str)> = auth.map(|a| ("GIT_HOST_AUTH", a)).into_iter().collect();
+        Self::start_with(root, &env, false)
+    }
+
+    /// Serves `root` with the host's environment options (`GIT_HOST_AUTH`,
+    /// `GIT_HOST_STATUS`, `GIT_HOST_REDIRECT`), logging requests when `logged`.
+    pub fn start_with(root: &Path, env: &[(&str, &str)], logged: bool) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/git-http-host.py");
+        let log = logged.then(|| tempfile::NamedTempFile::new().expect("log file"));
+        let mut cmd = Command::new("python3");
+        cmd.arg(script)
+            .arg(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for key in [
+            "GIT_HOST_AUTH",
+            "GIT_HOST_STATUS",
+            "GIT_HOST_REDIRECT",
+            "GIT_HOST_LOG",
+        ] {
+            cmd.env_remove(key);
+        }
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        if let Some(log) = &log {
+            cmd.env("GIT_HOST_LOG", log.path());
+        }
+        let mut child = cmd.spawn().expect("start python3 CGI host");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("port line");
+        // The host prints its port once it listens on it.
+        let port: u16 = line.trim().parse().expect("port");
+        HttpGit { child, port, log }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// The requests answered so far, one line each:
+    /// `METHOD PATH auth=none|user:NAME|refused:NAME status=N`.
+    pub fn requests(&self) -> Vec<String> {
+        let log = self.log.as_ref().expect("started with a log");
+        std::fs::read_to_string(log.path())
+            .expect("read the log")
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for HttpGit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A Git repository on disk to commit manifests into (branch `main`).
 pub struct GitRepo {
     pub dir: PathBuf,

@@ -2,8 +2,9 @@
 //! its fetches, the webhook receiver its deliveries, the cluster client its requests,
 //! the loop its passes); `server` renders them at `/metrics`.
 
-use std::sync::LazyLock;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +25,9 @@ pub struct Metrics {
     health: Family<Labels, Gauge>,
     git_fetch_duration: Family<Labels, Histogram>,
     git_fetch_failures: Family<Labels, Counter>,
+    /// The reasons each repository's `git_fetch_failures` has a series for, so that a
+    /// forgotten repository's series can all be removed.
+    git_fetch_failure_reasons: Mutex<HashMap<String, BTreeSet<String>>>,
     source_last_success: Family<Labels, Gauge<f64, AtomicU64>>,
     webhook_events: Family<Labels, Counter>,
     api_requests: Family<Labels, Counter>,
@@ -117,6 +121,7 @@ impl Metrics {
             health,
             git_fetch_duration,
             git_fetch_failures,
+            git_fetch_failure_reasons: Mutex::default(),
             source_last_success,
             webhook_events,
             api_requests,
@@ -207,6 +212,12 @@ impl Metrics {
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
         if let Some(reason) = failure {
+            self.git_fetch_failure_reasons
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(repo.to_string())
+                .or_default()
+                .insert(reason.to_string());
             self.git_fetch_failures
                 .get_or_create(&vec![
                     ("repo", repo.to_string()),
@@ -232,6 +243,32 @@ impl Metrics {
         ];
         let seconds = at.timestamp_millis() as f64 / 1000.0;
         self.source_last_success.get_or_create(&labels).set(seconds);
+    }
+
+    /// Drops a source's `source_last_success` series (no source of that URL, ref and
+    /// path is left). `url` is redacted, as it was given to [`Metrics::source_success`].
+    pub fn forget_source(&self, url: &str, reference: &str, path: &str) {
+        self.source_last_success.remove(&vec![
+            ("url", url.to_string()),
+            ("ref", reference.to_string()),
+            ("path", path.to_string()),
+        ]);
+    }
+
+    /// Drops a repository's `git_fetch_*` series (no source of it is left).
+    pub fn forget_repo(&self, repo: &str) {
+        self.git_fetch_duration
+            .remove(&vec![("repo", repo.to_string())]);
+        let reasons = self
+            .git_fetch_failure_reasons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(repo)
+            .unwrap_or_default();
+        for reason in reasons {
+            self.git_fetch_failures
+                .remove(&vec![("repo", repo.to_string()), ("reason", reason)]);
+        }
     }
 
     pub fn webhook(&self, provider: &str, outcome: &str) {

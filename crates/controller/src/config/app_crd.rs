@@ -214,6 +214,18 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
     match Config::parse(&text, &origin) {
         Ok(mut config) => {
             let mut app = config.apps.remove(0);
+            // A tenant reads only what its credentials can fetch over the network,
+            // never tether's own files (its Git cache among them).
+            if let Err(message) = tether_core::source::check_tenant_repo_url(&app.source.repo) {
+                return Err(ConfigError::Invalid {
+                    origin,
+                    problems: vec![super::Problem {
+                        path: "spec.source.repo".into(),
+                        line: None,
+                        message,
+                    }],
+                });
+            }
             app.name = identity.to_string();
             // Its ServiceAccount and Secrets are its namespace's (no other was named).
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
@@ -538,7 +550,7 @@ apps:
         let object = json!({
             "metadata": {"namespace": "t1", "name": "web.v2", "uid": "u1", "generation": 3,
                          "finalizers": [APP_FINALIZER], "deletionTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"source": {"repo": "r"}, "deletionPolicy": "Prune"},
+            "spec": {"source": {"repo": "https://h.example/r.git"}, "deletionPolicy": "Prune"},
         });
         let app = AppObject::from_object(&object).expect("an App");
         assert_eq!(app.identity(), "t1.web.v2");

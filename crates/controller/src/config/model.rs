@@ -10,7 +10,9 @@ use crate::windows::SyncWindow;
 use tether_core::cluster::{KubeConfigSecret, ServiceAccount};
 use tether_core::report::commit_status::CommitStatusTarget;
 use tether_core::report::notify::Channel;
-use tether_core::source::{Auth, CredentialsSecret, PollConfig, Provider, SecretRef, Source};
+use tether_core::source::{
+    Auth, CredentialsSecret, PollConfig, Provider, RevisionBudget, SecretRef, Source,
+};
 use tether_diff::diff::IgnoreRule;
 use tether_schema::ownership::DEFAULT_INVENTORY_NAMESPACE;
 
@@ -88,8 +90,28 @@ pub struct Config {
     /// as a Lease (`reconcile::shard`). 1: no sharding; more implies leader election's
     /// namespace and timings, without its single leader Lease.
     pub shards: u32,
+    /// Limits every app's Git source shares.
+    pub sources: SourcesConfig,
     /// May be empty: the service then idles.
     pub apps: Vec<AppConfig>,
+}
+
+/// `sources`: the floor of every app's poll interval and the budget of a revision read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourcesConfig {
+    /// No source polls more often ([`tether_core::source::DEFAULT_MIN_POLL_INTERVAL`]).
+    pub min_interval: Duration,
+    /// What one read of a revision may spend ([`tether_core::source::RevisionBudget`]).
+    pub budget: RevisionBudget,
+}
+
+impl Default for SourcesConfig {
+    fn default() -> Self {
+        SourcesConfig {
+            min_interval: tether_core::source::DEFAULT_MIN_POLL_INTERVAL,
+            budget: RevisionBudget::default(),
+        }
+    }
 }
 
 /// The HTTP server.
@@ -352,6 +374,7 @@ impl Default for Config {
             render_timeout: tether_diff::manifest::DEFAULT_RENDER_TIMEOUT,
             leader_election: LeaderElectionConfig::default(),
             shards: DEFAULT_SHARDS,
+            sources: SourcesConfig::default(),
             apps: Vec::new(),
         }
     }
@@ -399,10 +422,12 @@ impl AppConfig {
         }
     }
 
-    /// How to poll the source: the configured interval, default jitter and coalescing.
-    pub fn poll_config(&self) -> PollConfig {
+    /// How to poll the source: the configured interval, default jitter and coalescing,
+    /// no more often than `sources` allows.
+    pub fn poll_config(&self, sources: &SourcesConfig) -> PollConfig {
         PollConfig {
             interval: self.source.interval,
+            min_interval: sources.min_interval,
             ..PollConfig::default()
         }
     }

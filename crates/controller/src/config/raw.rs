@@ -40,7 +40,27 @@ pub struct Config {
     pub leader_election: LeaderElection,
     pub shards: Option<S<i64>>,
     #[serde(default, deserialize_with = "null_is_default")]
+    pub sources: Sources,
+    #[serde(default, deserialize_with = "null_is_default")]
     pub apps: Vec<App>,
+}
+
+/// `sources`: limits every app's Git source shares.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Sources {
+    pub min_interval: Option<S<String>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub budget: Budget,
+}
+
+/// `sources.budget`: what one read of a revision may spend.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Budget {
+    pub files: Option<S<i64>>,
+    pub bytes: Option<S<i64>>,
+    pub objects: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -62,6 +62,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
              with it (a Secret the chart generates); set secretFile or secretEnv",
         );
     }
+    let sources = resolve_sources(&raw.sources, check);
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
@@ -88,7 +89,40 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         render_timeout,
         leader_election,
         shards,
+        sources,
         apps,
+    }
+}
+
+/// `sources`: a positive minimum interval, budgets of at least 1.
+fn resolve_sources(raw: &raw::Sources, check: &mut Checker) -> SourcesConfig {
+    let defaults = SourcesConfig::default();
+    let mut count = |key: &str, value: &Option<S<i64>>, default: u64| match value {
+        None => default,
+        Some(v) => match u64::try_from(v.value) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                check.report(
+                    format!("sources.budget.{key}"),
+                    line_of(v),
+                    format!("{} must be at least 1", v.value),
+                );
+                default
+            }
+        },
+    };
+    let budget = tether_core::source::RevisionBudget {
+        files: count("files", &raw.budget.files, defaults.budget.files),
+        bytes: count("bytes", &raw.budget.bytes, defaults.budget.bytes),
+        objects: count("objects", &raw.budget.objects, defaults.budget.objects),
+    };
+    SourcesConfig {
+        min_interval: check.duration(
+            "sources.minInterval",
+            raw.min_interval.as_ref(),
+            defaults.min_interval,
+        ),
+        budget,
     }
 }
 

@@ -130,7 +130,10 @@ fn the_schema_example_loads_as_written() {
         }]
     );
     assert_eq!(web.inventory_name(), "tether-inventory-web");
-    assert_eq!(web.poll_config().interval, Duration::from_secs(60));
+    assert_eq!(
+        web.poll_config(&c.sources).interval,
+        Duration::from_secs(60)
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@ use tether_core::report::notify::Notifier;
 use tether_core::report::outbound::OutboundPolicy;
 use tether_core::report::status::Statuses;
 use tether_core::source::{
-    SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
+    CacheOptions, SourceCache, SourceError, SourceWatcher, Triggers, WebhookState, webhook_router,
 };
 
 /// How long a worker stopped by a reload may take to finish its pass (in-flight
@@ -195,11 +195,15 @@ impl Control for Apps {
 /// Runs the service until `shutdown` fires.
 pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
     let config = Config::load(&options.config)?;
-    let sources = SourceCache::open(
+    let sources = SourceCache::open_with(
         options
             .cache_dir
             .clone()
             .unwrap_or_else(SourceCache::default_dir),
+        CacheOptions {
+            budget: config.sources.budget,
+            ..CacheOptions::default()
+        },
     )?;
     let cluster = Arc::new(
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
@@ -696,7 +700,7 @@ impl Contexts {
         let (rx, source_task) = SourceWatcher::spawn_while(
             self.sources.clone(),
             source,
-            app.poll_config(),
+            app.poll_config(&config.sources),
             trigger,
             self.held(&app.name, source_cancel.clone()),
             source_cancel.clone(),
@@ -741,6 +745,9 @@ impl Contexts {
         }
         if old.shards != new.shards || old.leader_election != new.leader_election {
             tracing::warn!("shards and leader election change at the next restart");
+        }
+        if old.sources.budget != new.sources.budget {
+            tracing::warn!("sources.budget changes at the next restart");
         }
         for app in &old.apps {
             if new.app(&app.name) == Some(app) {

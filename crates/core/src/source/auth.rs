@@ -245,9 +245,20 @@ pub(crate) fn callbacks<'a>(
     outcome: &'a RefCell<AuthOutcome>,
 ) -> RemoteCallbacks<'a> {
     let mut cb = RemoteCallbacks::new();
-    cb.credentials(move |_url, username_from_url, allowed| {
+    cb.credentials(move |asked, username_from_url, allowed| {
         let mut out = outcome.borrow_mut();
         out.attempts += 1;
+        // libgit2 asks for the URL it is talking to, which a redirect may have moved
+        // to another server: credentials go only where they belong.
+        if !same_origin(url, asked) {
+            let asked = super::redact(asked);
+            let message = format!("credentials withheld from {asked}");
+            out.failure = Some(SourceError::CredentialsWithheld {
+                url: url.to_string(),
+                asked,
+            });
+            return Err(git2::Error::from_str(&message));
+        }
         let refuse = |out: &mut AuthOutcome, message: String| {
             out.failure = Some(SourceError::AuthRefused {
                 url: url.to_string(),
@@ -357,6 +368,109 @@ pub(crate) fn callbacks<'a>(
         });
     }
     cb
+}
+
+/// The scheme, host and port a URL's credentials belong to: `ssh` for `ssh://` and
+/// scp-like URLs, default ports filled in, host lowercase. None for what is no
+/// network URL (a local path), which is never given credentials.
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    if url.contains("://") {
+        let parsed = url::Url::parse(url).ok()?;
+        let scheme = match parsed.scheme().to_ascii_lowercase().as_str() {
+            "git+ssh" | "ssh+git" => "ssh".to_string(),
+            other => other.to_string(),
+        };
+        let host = parsed.host_str()?.to_ascii_lowercase();
+        let port = parsed.port_or_known_default().or(match scheme.as_str() {
+            "ssh" => Some(22),
+            "git" => Some(9418),
+            _ => None,
+        })?;
+        return Some((scheme, host, port));
+    }
+    if !is_ssh_url(url) {
+        return None;
+    }
+    let (before, _) = url.split_once(':')?;
+    let host = before.rsplit_once('@').map_or(before, |(_, h)| h);
+    Some(("ssh".to_string(), host.to_ascii_lowercase(), 22))
+}
+
+/// Whether `asked` (the URL libgit2 wants credentials for) is on the same scheme, host
+/// and port as `configured` (the source's URL). Anything unreadable is not.
+pub(crate) fn same_origin(configured: &str, asked: &str) -> bool {
+    match (origin(configured), origin(asked)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The credentials `auth` stands for, read now, as bytes to digest: two sources share a
+/// clone only when these are equal. Never shown, never stored: the cache keeps only a
+/// keyed hash of them.
+pub(crate) fn credential_material(url: &str, auth: &Auth) -> Result<Vec<u8>, SourceError> {
+    let cred_err = |message: String| SourceError::Credentials {
+        url: url.to_string(),
+        message,
+    };
+    let read = |secret: &SecretRef| secret.read().map_err(cred_err);
+    let read_file = |path: &Path| {
+        std::fs::read(path).map_err(|e| cred_err(format!("cannot read {}: {e}", path.display())))
+    };
+    let parts: Vec<Vec<u8>> = match auth {
+        Auth::None => vec![b"none".to_vec()],
+        Auth::Token { token, username } => vec![
+            b"token".to_vec(),
+            username.clone().unwrap_or_default().into_bytes(),
+            read(token)?.into_bytes(),
+        ],
+        Auth::Basic { username, password } => vec![
+            b"basic".to_vec(),
+            username.clone().into_bytes(),
+            read(password)?.into_bytes(),
+        ],
+        Auth::SshKey {
+            private_key,
+            known_hosts,
+            passphrase,
+            username,
+        } => vec![
+            b"ssh-key".to_vec(),
+            username.clone().unwrap_or_default().into_bytes(),
+            read_file(private_key)?,
+            read_file(known_hosts)?,
+            passphrase
+                .as_ref()
+                .map(read)
+                .transpose()?
+                .unwrap_or_default()
+                .into_bytes(),
+        ],
+        Auth::SshInline {
+            identity,
+            known_hosts,
+            passphrase,
+        } => vec![
+            b"ssh-inline".to_vec(),
+            read(identity)?.into_bytes(),
+            known_hosts.clone().into_bytes(),
+            passphrase
+                .as_ref()
+                .map(read)
+                .transpose()?
+                .unwrap_or_default()
+                .into_bytes(),
+        ],
+        // Resolved into one of the above before any fetch; never keyed unresolved.
+        Auth::Secret(secret) => vec![b"secret".to_vec(), secret.to_string().into_bytes()],
+    };
+    // Length-prefixed, so no two different lists make the same bytes.
+    let mut material = Vec::new();
+    for part in parts {
+        material.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        material.extend_from_slice(&part);
+    }
+    Ok(material)
 }
 
 /// Where the trusted host keys are.
@@ -477,6 +591,34 @@ mod tests {
         // A non-default port is a different known_hosts entry.
         let err = check_known_host(&path, "github.com", Some(2222), &key).expect_err("port");
         assert!(err.contains("[github.com]:2222"), "{err}");
+    }
+
+    #[test]
+    fn credentials_belong_to_one_scheme_host_and_port() {
+        let url = "https://git.example.com/org/app.git";
+        assert!(same_origin(
+            url,
+            "https://git.example.com/org/app.git/info/refs?service=x"
+        ));
+        assert!(same_origin(url, "https://GIT.example.com:443/other"));
+        for other in [
+            "https://evil.example.com/org/app.git",
+            "http://git.example.com/org/app.git",
+            "https://git.example.com:8443/org/app.git",
+            "/tmp/repo",
+            "not a url",
+        ] {
+            assert!(!same_origin(url, other), "{other}");
+        }
+        assert!(same_origin(
+            "git@github.com:org/r.git",
+            "ssh://git@github.com/org/r.git"
+        ));
+        assert!(!same_origin(
+            "git@github.com:org/r.git",
+            "ssh://git@gitlab.com/org/r.git"
+        ));
+        assert!(!same_origin("/tmp/repo", "/tmp/repo"));
     }
 
     #[test]

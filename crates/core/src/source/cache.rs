@@ -1,5 +1,7 @@
-//! One bare clone per repository under a cache directory, fetched incrementally and
-//! shared by every source that reads that repository.
+//! One bare clone per repository and credentials under a cache directory, fetched
+//! incrementally and shared only by sources that reach the repository by the same
+//! scheme with the same credentials ([`super::clone_key`]); what each source may read
+//! there is what its own syncs resolved ([`super::records`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -8,15 +10,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use chrono::{DateTime, Utc};
 use git2::{AutotagOption, Direction, FetchOptions, FetchPrune, Oid, Remote, Repository};
 use tokio::task::JoinHandle;
 
 use super::auth::{self, AuthOutcome};
-use super::read::{self, git_err};
+use super::clone_key::{self, CloneKey, Keyer};
+use super::read::{self, RevisionBudget, git_err};
+use super::records::{Records, SourceStatus};
 use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
-use super::{Auth, RepoKey, Revision, Source, SourceError, SourceFile, is_full_sha};
+use super::{Auth, Revision, Source, SourceError, SourceFile, is_full_sha};
 use crate::cluster::Cluster;
 
 /// Every branch and tag, mirrored under the same names: one fetch serves every source
@@ -26,31 +29,22 @@ const FETCH_REFSPECS: &[&str] = &["+refs/heads/*:refs/heads/*", "+refs/tags/*:re
 /// Where the cache lives when `--cache-dir` is not given.
 const CACHE_SUBDIR: &str = "tether/git";
 
-/// The state of one source, as status conditions report it.
-///
-/// A failing source keeps serving its last good revision, so the failure must show
-/// elsewhere: `last_success` says how old that revision's confirmation is, and
-/// `failing_since` how long the source has been failing (a `Stale` condition, an
-/// alert on `time() - tether_source_last_success_timestamp_seconds`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SourceStatus {
-    /// `Ready=True` after the last sync succeeded.
-    pub ready: bool,
-    /// Why not ready (`SourceError::reason`), when not.
-    pub reason: Option<&'static str>,
-    /// The last error's message, when not ready. Credentials in it are redacted.
-    pub message: Option<String>,
-    /// Whether the last error is worth retrying unchanged.
-    pub retryable: bool,
-    /// The last revision that synced successfully: what stays in use after a failure.
-    pub last_good: Option<Revision>,
-    /// When the last sync succeeded (the remote answered and the reference and path
-    /// resolved); `None` until one has.
-    pub last_success: Option<DateTime<Utc>>,
-    /// When the first failure after the last success happened: set by the first failed
-    /// sync, kept by the ones after it, cleared by the next success. `None` while
-    /// ready.
-    pub failing_since: Option<DateTime<Utc>>,
+/// What a [`SourceCache`] is opened with: the limits of its fetches and of its reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheOptions {
+    /// Bounds on every fetch and `ls-remote`.
+    pub timeouts: GitTimeouts,
+    /// What one read of a revision may spend.
+    pub budget: RevisionBudget,
+}
+
+impl From<GitTimeouts> for CacheOptions {
+    fn from(timeouts: GitTimeouts) -> Self {
+        CacheOptions {
+            timeouts,
+            ..CacheOptions::default()
+        }
+    }
 }
 
 /// The shared Git cache. Cheap to clone (an `Arc`); every clone sees the same
@@ -62,10 +56,11 @@ pub struct SourceCache {
 
 struct Inner {
     root: PathBuf,
-    repos: Mutex<HashMap<RepoKey, Arc<RepoEntry>>>,
-    statuses: Mutex<HashMap<Source, SourceStatus>>,
+    keyer: Keyer,
+    repos: Mutex<HashMap<CloneKey, Arc<RepoEntry>>>,
+    records: Records,
     file_limit: u64,
-    timeouts: GitTimeouts,
+    options: CacheOptions,
     /// The connection that reads `credentials.secretRef` Secrets, as tether itself
     /// (Flux's source-controller reads them as the controller too).
     secrets: Mutex<Option<Arc<Cluster>>>,
@@ -100,21 +95,38 @@ impl SourceCache {
         Self::open_with(dir, GitTimeouts::default())
     }
 
-    /// Open a cache whose fetches and `ls-remote`s stop at `timeouts`.
-    pub fn open_with(dir: impl Into<PathBuf>, timeouts: GitTimeouts) -> Result<Self, SourceError> {
+    /// Open a cache whose fetches and `ls-remote`s stop at `options.timeouts` and
+    /// whose reads spend at most `options.budget` (a [`GitTimeouts`] alone keeps the
+    /// default budget).
+    pub fn open_with(
+        dir: impl Into<PathBuf>,
+        options: impl Into<CacheOptions>,
+    ) -> Result<Self, SourceError> {
         timeout::apply_socket_timeouts();
         let root = dir.into();
-        std::fs::create_dir_all(&root).map_err(|source| SourceError::CacheIo {
-            path: root.display().to_string(),
-            source,
-        })?;
+        // A folder tether makes is its owner's only; one given that exists is left as
+        // it is (it may be shared on purpose).
+        let made = !root.exists();
+        std::fs::create_dir_all(&root)
+            .and_then(|()| {
+                if made {
+                    clone_key::restrict(&root)
+                } else {
+                    Ok(())
+                }
+            })
+            .map_err(|source| SourceError::CacheIo {
+                path: root.display().to_string(),
+                source,
+            })?;
         Ok(SourceCache {
             inner: Arc::new(Inner {
+                keyer: Keyer::open(&root)?,
                 root,
                 repos: Mutex::new(HashMap::new()),
-                statuses: Mutex::new(HashMap::new()),
+                records: Records::default(),
                 file_limit: read::MAX_FILE_BYTES,
-                timeouts,
+                options: options.into(),
                 secrets: Mutex::new(None),
             }),
         })
@@ -167,8 +179,8 @@ impl SourceCache {
     }
 
     /// Fetch the source's repository (incrementally; sharing a fetch with concurrent
-    /// syncs of the same repository), resolve its reference to one commit, and check the
-    /// path exists there.
+    /// syncs of the same clone, which hold the same credentials), resolve its
+    /// reference to one commit, and check the path exists there.
     ///
     /// On failure the cache keeps what it had: [`SourceCache::status`] reports
     /// `Ready=False` with the reason and still holds the last good revision, whose files
@@ -179,24 +191,35 @@ impl SourceCache {
             .sync_inner(source, requested)
             .await
             .map_err(|e| e.redact(&source.url));
-        self.record(source, &result);
+        if let Some(unused) = self.inner.records.record(source, &result) {
+            self.discard(&unused);
+        }
         crate::metrics::METRICS.git_fetch(
             &source.repo_key().host_path,
             requested.elapsed(),
             result.as_ref().err().map(SourceError::reason),
         );
-        result
+        result.map(|(revision, _)| revision)
     }
 
     async fn sync_inner(
         &self,
         source: &Source,
         requested: Instant,
-    ) -> Result<Revision, SourceError> {
+    ) -> Result<(Revision, CloneKey), SourceError> {
         let resolved = self.resolve_auth(source).await?;
-        let entry = self.entry(&source.repo_key());
+        auth::preflight(&resolved.url, &resolved.auth)?;
+        let key = self.inner.keyer.key(&resolved)?;
+        // A pinned commit needs no network only if this source's own credentials
+        // resolved it before: another source having brought it into a clone is not enough.
+        let pinned_known = source.is_pinned()
+            && self
+                .inner
+                .records
+                .verified_in(source, &key, &source.reference);
+        let entry = self.entry(&key);
         let mut state = entry.fetch.lock().await;
-        let watchdog = Watchdog::start(self.inner.timeouts.deadline);
+        let watchdog = Watchdog::start(self.inner.options.timeouts.deadline);
         if let Some(mut straggler) = state.straggler.take() {
             if tokio::time::timeout(watchdog.remaining(), &mut straggler)
                 .await
@@ -212,6 +235,7 @@ impl SourceCache {
             dir: entry.dir.clone(),
             source: resolved,
             skip_fetch: already_fetched && !repair,
+            pinned_known,
             repair,
             watchdog: watchdog.clone(),
         };
@@ -234,7 +258,7 @@ impl SourceCache {
                 if fetched {
                     state.last_fetch_started = Some(started);
                 }
-                Ok(revision)
+                Ok((revision, key))
             }
             Err(e) => {
                 if matches!(e, SourceError::CacheCorrupt { .. }) {
@@ -274,13 +298,15 @@ impl SourceCache {
         revision: &Revision,
         path: &str,
     ) -> Result<Vec<SourceFile>, SourceError> {
-        let entry = self.entry(&source.repo_key());
+        let key = self.inner.records.clone_for(source, &revision.sha)?;
+        let entry = self.entry(&key);
         let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
         let repo = Repository::open_bare(&entry.dir).map_err(|e| {
             entry.needs_repair.store(true, Ordering::SeqCst);
             corrupt(&source.url, &e)
         })?;
-        read::read_tree(&repo, oid, path, self.inner.file_limit).map_err(|e| match e {
+        let budget = self.inner.options.budget;
+        read::read_tree(&repo, oid, path, self.inner.file_limit, budget).map_err(|e| match e {
             // The revision was resolved from this clone: an object missing now means the
             // clone is damaged, which the next sync repairs.
             SourceError::Git { message } => {
@@ -310,7 +336,7 @@ impl SourceCache {
             .resolve_auth(source)
             .await
             .map_err(|e| e.redact(&url))?;
-        let watchdog = Watchdog::start(self.inner.timeouts.deadline);
+        let watchdog = Watchdog::start(self.inner.options.timeouts.deadline);
         let job_watchdog = watchdog.clone();
         let task = tokio::task::spawn_blocking(move || {
             let remote = ls_remote(&source.url, &source.auth, &source.reference, &job_watchdog)?;
@@ -337,11 +363,7 @@ impl SourceCache {
 
     /// The source's readiness and last good revision.
     pub fn status(&self, source: &Source) -> SourceStatus {
-        self.inner
-            .statuses
-            .lock()
-            .map(|s| s.get(source).cloned().unwrap_or_default())
-            .unwrap_or_default()
+        self.inner.records.status(source)
     }
 
     /// The revision to keep using: the last one that synced.
@@ -349,41 +371,57 @@ impl SourceCache {
         self.status(source).last_good
     }
 
-    fn record(&self, source: &Source, result: &Result<Revision, SourceError>) {
-        let Ok(mut statuses) = self.inner.statuses.lock() else {
-            return;
-        };
-        let status = statuses.entry(source.clone()).or_default();
-        let now = Utc::now();
-        match result {
-            Ok(revision) => {
-                status.ready = true;
-                status.reason = None;
-                status.message = None;
-                status.retryable = false;
-                status.last_good = Some(revision.clone());
-                status.last_success = Some(now);
-                status.failing_since = None;
-                crate::metrics::METRICS.source_success(
-                    &redact(&source.url),
-                    &source.reference,
-                    &source.path,
-                    now,
-                );
+    /// Hold `source` while it is in use (a watcher holds its source for as long as it
+    /// runs). When the last hold of a source is dropped, the cache forgets it: its
+    /// status, its metric series, and its clone when no other source uses that clone.
+    pub fn hold(&self, source: &Source) -> SourceHold {
+        self.inner.records.hold(source);
+        SourceHold {
+            cache: self.clone(),
+            source: source.clone(),
+        }
+    }
+
+    fn release(&self, source: &Source) {
+        let forgotten = self.inner.records.release(source);
+        if let Some((url, reference, path)) = &forgotten.series {
+            crate::metrics::METRICS.forget_source(url, reference, path);
+        }
+        if let Some(repo) = &forgotten.repo {
+            crate::metrics::METRICS.forget_repo(repo);
+        }
+        if let Some(key) = &forgotten.clone {
+            self.discard(key);
+        }
+    }
+
+    /// Delete a clone no source uses any more. One being fetched right now (a source
+    /// starting up with the same credentials) is kept: it is in use again.
+    fn discard(&self, key: &CloneKey) {
+        let mut repos = self.inner.repos.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = self.inner.root.join(key.dir_name());
+        if let Some(entry) = repos.get(key) {
+            let Ok(state) = entry.fetch.try_lock() else {
+                return;
+            };
+            if state.straggler.is_some() {
+                return;
             }
-            // Not logged here: the caller reports the error it gets back (the service's
-            // poller logs it, the CLI prints it), so it is said once.
+        }
+        repos.remove(key);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::debug!(
+                clone = key.dir_name(),
+                "removed the clone of a forgotten source"
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                status.ready = false;
-                status.reason = Some(e.reason());
-                status.message = Some(e.to_string());
-                status.retryable = e.is_retryable();
-                status.failing_since.get_or_insert(now);
+                tracing::warn!(clone = key.dir_name(), error = %e, "cannot remove the clone of a forgotten source")
             }
         }
     }
 
-    fn entry(&self, key: &RepoKey) -> Arc<RepoEntry> {
+    fn entry(&self, key: &CloneKey) -> Arc<RepoEntry> {
         let mut repos = match self.inner.repos.lock() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
@@ -401,11 +439,26 @@ impl SourceCache {
     }
 }
 
+/// A source in use: dropping the last hold of a source makes the cache forget it
+/// ([`SourceCache::hold`]).
+pub struct SourceHold {
+    cache: SourceCache,
+    source: Source,
+}
+
+impl Drop for SourceHold {
+    fn drop(&mut self) {
+        self.cache.release(&self.source);
+    }
+}
+
 /// The blocking part of one sync.
 struct SyncJob {
     dir: PathBuf,
     source: Source,
     skip_fetch: bool,
+    /// The reference is a commit this source resolved before in this clone.
+    pinned_known: bool,
     repair: bool,
     watchdog: Watchdog,
 }
@@ -414,7 +467,6 @@ impl SyncJob {
     /// Returns the revision and whether a fetch ran.
     fn run(self) -> Result<(Revision, bool), SourceError> {
         let url = &self.source.url;
-        auth::preflight(url, &self.source.auth)?;
         let exists = self.dir.join("HEAD").exists() || self.dir.join("objects").exists();
         if !exists {
             self.reclone()?;
@@ -433,8 +485,8 @@ impl SyncJob {
                 return Ok((self.resolve_fresh()?, true));
             }
         };
-        // A pinned commit already here needs no network at all.
-        if self.source.is_pinned() {
+        // A pinned commit this source resolved here before needs no network at all.
+        if self.pinned_known {
             if let Ok(rev) = self.resolve(&repo) {
                 return Ok((rev, false));
             }

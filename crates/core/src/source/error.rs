@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::read::BudgetKind;
 use super::url::{redact, redact_known};
 
 /// A source stage failure. None is fatal: the caller keeps the last good revision and
@@ -81,6 +82,38 @@ pub enum SourceError {
     #[error("file {file:?} is {size} bytes, above the {limit}-byte limit")]
     FileTooLarge { file: String, size: u64, limit: u64 },
 
+    /// A tree entry has a name `git fsck` refuses (`..`, `.git` in any spelling, a `/`
+    /// or NUL): nothing of the revision is read. Not retryable: a commit must remove it.
+    #[error("tree entry {path:?} refused: {message}")]
+    UnsafeEntry { path: String, message: String },
+
+    /// Reading the path at this revision ran past its budget (files, bytes or objects;
+    /// [`super::RevisionBudget`]), stopped at `at`. Not retryable: the repository must
+    /// shrink, or the operator raise the budget.
+    #[error(
+        "reading {root:?} exceeds the budget of {limit} {kind} (stopped at {at:?}): a Git \
+         bomb, or raise sources.budget.{kind_key}",
+        kind_key = budget_key(*.kind)
+    )]
+    RevisionTooLarge {
+        root: String,
+        at: String,
+        kind: BudgetKind,
+        limit: u64,
+    },
+
+    /// A server other than the source's (another host, port or scheme: a redirect)
+    /// asked for the source's credentials, and was given none. Not retryable: the
+    /// URL must name the server that holds the repository.
+    #[error("credentials for {} withheld from {}: they are given only to the scheme, host and port they belong to", redact(.url), redact(.asked))]
+    CredentialsWithheld { url: String, asked: String },
+
+    /// The revision was not fetched or listed with this source's own credentials (it
+    /// never synced, or synced another revision). Retryable: a sync of the source
+    /// checks it.
+    #[error("revision {sha} was not fetched for {} with its own credentials", redact(.url))]
+    NotVerified { url: String, sha: String },
+
     /// The local clone is damaged and could not be repaired by re-cloning (the repair
     /// itself needs the remote). Retryable: the next sync re-clones again.
     #[error("cache of {} is corrupt: {}", redact(.url), redact(.message))]
@@ -119,6 +152,15 @@ impl fmt::Display for TimeoutKind {
             TimeoutKind::Read => "read timeout",
             TimeoutKind::Deadline => "deadline",
         })
+    }
+}
+
+/// The configuration key of a budget, as the message tells an operator to raise it.
+fn budget_key(kind: BudgetKind) -> &'static str {
+    match kind {
+        BudgetKind::Files => "files",
+        BudgetKind::Bytes => "bytes",
+        BudgetKind::Objects => "objects",
     }
 }
 
@@ -171,6 +213,13 @@ impl SourceError {
             SourceError::Git { message } => SourceError::Git {
                 message: fix(message),
             },
+            SourceError::CredentialsWithheld { url, asked } => SourceError::CredentialsWithheld {
+                url: fix(url),
+                asked: fix(asked),
+            },
+            SourceError::NotVerified { url, sha } => {
+                SourceError::NotVerified { url: fix(url), sha }
+            }
             other => other,
         }
     }
@@ -182,6 +231,7 @@ impl SourceError {
             | SourceError::Timeout { .. }
             | SourceError::CacheCorrupt { .. }
             | SourceError::CacheIo { .. }
+            | SourceError::NotVerified { .. }
             | SourceError::Git { .. } => true,
             SourceError::AuthRefused { .. }
             | SourceError::Credentials { .. }
@@ -190,7 +240,10 @@ impl SourceError {
             | SourceError::RefMissing { .. }
             | SourceError::PathMissing { .. }
             | SourceError::OutsideRoot { .. }
-            | SourceError::FileTooLarge { .. } => false,
+            | SourceError::FileTooLarge { .. }
+            | SourceError::UnsafeEntry { .. }
+            | SourceError::RevisionTooLarge { .. }
+            | SourceError::CredentialsWithheld { .. } => false,
         }
     }
 
@@ -207,6 +260,10 @@ impl SourceError {
             SourceError::PathMissing { .. } => "PathNotFound",
             SourceError::OutsideRoot { .. } => "PathOutsideRoot",
             SourceError::FileTooLarge { .. } => "FileTooLarge",
+            SourceError::UnsafeEntry { .. } => "UnsafeTreeEntry",
+            SourceError::RevisionTooLarge { .. } => "RevisionTooLarge",
+            SourceError::CredentialsWithheld { .. } => "CredentialsWithheld",
+            SourceError::NotVerified { .. } => "RevisionNotVerified",
             SourceError::CacheCorrupt { .. } => "CacheCorrupt",
             SourceError::CacheIo { .. } => "CacheUnavailable",
             SourceError::Git { .. } => "GitError",

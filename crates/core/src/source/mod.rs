@@ -2,14 +2,17 @@
 //!
 //! The first stage of the loop. A [`Source`] is a repository URL, a reference (branch,
 //! tag or full commit SHA) and a path inside the repository. [`SourceCache`] keeps one
-//! bare clone per repository under a cache directory, fetches it incrementally,
-//! resolves the reference to one commit ([`Revision`]) and reads the files under the
-//! path straight from that commit's tree (no working tree, so a reader of revision X
-//! never sees a file of revision Y).
+//! bare clone per repository, scheme and credentials under a cache directory, fetches
+//! it incrementally, resolves the reference to one commit ([`Revision`]) and reads the
+//! files under the path straight from that commit's tree (no working tree, so a reader
+//! of revision X never sees a file of revision Y). A repository is hostile input: tree
+//! entries are checked as `git fsck` checks them and a read spends a
+//! [`RevisionBudget`]; a revision is read for a source only after its own credentials
+//! fetched it.
 //!
 //! Triggers live here too: [`SourceWatcher`] polls one source at an interval with
-//! jitter (skipping the fetch when the remote ref has not moved) and wakes early when
-//! [`webhook_router`] receives a matching push from a Git provider.
+//! jitter (never more often than a minimum interval, backing off while it fails) and
+//! wakes early when [`webhook_router`] receives a matching push from a Git provider.
 //!
 //! Failures are [`SourceError`]s: typed, never fatal, each documented as retryable or
 //! not. The last good revision of a source stays in use and [`SourceCache::status`]
@@ -19,28 +22,36 @@
 
 mod auth;
 mod cache;
+mod clone_key;
 mod error;
 mod poll;
 mod provider;
 mod read;
+mod records;
 mod timeout;
 mod url;
 mod webhook;
 
 pub use auth::is_ssh_url;
 pub use auth::{Auth, CredentialsSecret, SecretRef};
-pub use cache::{SourceCache, SourceStatus};
+pub use cache::{CacheOptions, SourceCache, SourceHold};
 pub use error::{SourceError, TimeoutKind};
 pub use poll::{
-    DEFAULT_COALESCE_WINDOW, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER, PollConfig, PushedRef,
-    PushedRepo, SourceState, SourceWatcher, Trigger, Triggers,
+    DEFAULT_COALESCE_WINDOW, DEFAULT_MIN_POLL_INTERVAL, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER,
+    MAX_FAILURE_BACKOFF, PollConfig, PushedRef, PushedRepo, SourceState, SourceWatcher, Trigger,
+    Triggers,
 };
 pub use provider::{AzureRepo, Provider};
-pub use read::{FileKind, MAX_FILE_BYTES, SourceFile};
+pub use read::{
+    BudgetKind, DEFAULT_MAX_REVISION_BYTES, DEFAULT_MAX_REVISION_FILES,
+    DEFAULT_MAX_REVISION_OBJECTS, FileKind, MAX_FILE_BYTES, RevisionBudget, SourceFile,
+    check_entry_name,
+};
+pub use records::SourceStatus;
 pub use timeout::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_DEADLINE, DEFAULT_READ_TIMEOUT, GitTimeouts,
 };
-pub use url::{RepoKey, normalize_repo_url, redact, redact_url};
+pub use url::{RepoKey, check_tenant_repo_url, normalize_repo_url, redact, redact_url};
 pub use webhook::{
     AZURE_DEVOPS_SECRET_HEADER, DEFAULT_WEBHOOK_BODY_LIMIT, WebhookConfig, WebhookSecret,
     WebhookState, webhook_router,
@@ -87,7 +98,8 @@ impl Source {
     }
 
     /// The repository this source reads, normalized so that https/ssh/scp-like,
-    /// `.git` and case variants of one repository share one clone.
+    /// `.git` and case variants of one repository are one (webhooks match on it; a
+    /// clone is shared only with the same scheme and credentials too).
     pub fn repo_key(&self) -> RepoKey {
         normalize_repo_url(&self.url)
     }

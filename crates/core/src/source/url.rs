@@ -1,8 +1,9 @@
 //! One name per repository, whatever spelling of its URL a user or a webhook gives.
 //!
 //! `https://github.com/Org/Repo.git`, `git@github.com:org/repo`, and
-//! `ssh://git@github.com/org/repo/` are one repository: they share one clone, and a
-//! webhook that names any of them triggers sources configured with any other.
+//! `ssh://git@github.com/org/repo/` are one repository: a webhook that names any of them
+//! triggers sources configured with any other (a clone is shared only by one scheme and
+//! one set of credentials too: see `clone_key`).
 
 use std::fmt;
 use std::path::Path;
@@ -21,24 +22,6 @@ pub struct RepoKey {
     /// A non-default port, kept apart so two servers on one host do not share a clone
     /// but a webhook naming the https URL still matches an ssh source on port 2222.
     pub port: Option<u16>,
-}
-
-impl RepoKey {
-    /// A name safe to use as a directory under the cache root, unique per key.
-    pub fn dir_name(&self) -> String {
-        use sha2::Digest;
-        let full = self.to_string();
-        let digest = sha2::Sha256::digest(full.as_bytes());
-        let readable: String = full
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        // Long paths are cut; the hash keeps the name unique.
-        let readable = readable
-            .get(readable.len().saturating_sub(60)..)
-            .unwrap_or("");
-        format!("{readable}-{}", hex::encode(&digest[..8]))
-    }
 }
 
 impl fmt::Display for RepoKey {
@@ -233,6 +216,51 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether a tenant (an App object) may name `url` as its repository: `https://`,
+/// `http://`, `ssh://` or scp-like SSH only. `file://` and local paths would read the
+/// files of tether's own pod (its Git cache among them), and `git://` is unauthenticated
+/// plain text; they stay for the configuration file and the CLI, which the operator
+/// writes. The error says what is accepted, never the URL's credentials.
+pub fn check_tenant_repo_url(url: &str) -> Result<(), String> {
+    let accepted = "an App's repository must be an https://, http://, ssh:// or \
+                    user@host:path URL";
+    match url.trim().split_once("://") {
+        Some((scheme, rest)) => {
+            let known = ["https", "http", "ssh"]
+                .iter()
+                .any(|s| scheme.eq_ignore_ascii_case(s));
+            let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            if known && !host.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{accepted}, not {scheme}://"))
+            }
+        }
+        None if is_plain_scp(url.trim()) => Ok(()),
+        None => Err(format!("{accepted}, not a local path")),
+    }
+}
+
+/// `[user@]host:path` with a plain host and user name and nothing else (no `ext::`
+/// transport, no spaces): what git reads as SSH.
+fn is_plain_scp(url: &str) -> bool {
+    let Some((authority, path)) = url.split_once(':') else {
+        return false;
+    };
+    let (user, host) = authority.rsplit_once('@').unwrap_or(("git", authority));
+    let plain = |s: &str, extra: &[char]| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-') || extra.contains(&c))
+    };
+    plain(host, &[])
+        && plain(user, &['_'])
+        && !path.is_empty()
+        && !path.starts_with(':')
+        && !path.chars().any(char::is_whitespace)
 }
 
 /// Normalize a repository URL to its [`RepoKey`].
@@ -452,13 +480,25 @@ mod tests {
     }
 
     #[test]
-    fn dir_names_are_safe_and_distinct() {
-        let a = normalize_repo_url("https://h/a/b").dir_name();
-        let b = normalize_repo_url("https://h/a_b").dir_name();
-        assert_ne!(a, b);
-        assert!(
-            a.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        );
+    fn tenants_name_only_network_repositories() {
+        for ok in [
+            "https://h.example/org/r.git",
+            "HTTP://h.example:8080/r",
+            "ssh://git@h.example:2222/r.git",
+            "git@github.com:org/r.git",
+        ] {
+            assert!(check_tenant_repo_url(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "file:///var/cache/tether/git/x",
+            "/var/cache/tether/git/x",
+            "./repo",
+            "git://h.example/r.git",
+            "https:///local",
+            "ext::sh -c touch% /tmp/x",
+        ] {
+            let err = check_tenant_repo_url(refused).expect_err(refused);
+            assert!(err.starts_with("an App's repository must be"), "{err}");
+        }
     }
 }
