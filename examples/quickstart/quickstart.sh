@@ -233,8 +233,8 @@ changed=$((desired + 3))
 api_post() {
   local path="$1" answer=""
   exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach tether serve on port $port"
-  printf 'POST %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' \
-    "$path" "$port" >&3
+  printf 'POST %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' \
+    "$path" "$port" "$TETHER_API_TOKEN" >&3
   IFS= read -r answer <&3 || true
   exec 3<&- 3>&-
   case "$answer" in

@@ -1004,7 +1004,17 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
         .filter_map(|l| l.trim().strip_prefix("path = \""))
         .map(|p| p.trim_end_matches('"').to_string())
         .collect();
-    needed.extend(["Cargo.lock".into(), "benches".into(), "assets".into()]);
+    // The workspace's crates, and the App CRD the binary embeds (`tether crd`).
+    needed.extend(
+        [
+            "Cargo.lock",
+            "benches",
+            "assets",
+            "crates",
+            "charts/tether/crds/app.yaml",
+        ]
+        .map(String::from),
+    );
     for path in needed {
         assert!(
             copied

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::notify::Recorder;
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, origin, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 const POLL: &str = "1h";
@@ -162,7 +162,7 @@ async fn an_apps_notification_to_loopback_is_refused_unless_the_operator_allows_
         )
         .await
         .ok();
-    let origin = origin(&sandbox, &[("web/cm.yaml", &configmap("web", "t1", "v1"))]);
+    let origin = origin_http(&sandbox, &[("web/cm.yaml", &configmap("web", "t1", "v1"))]);
     let internal = Recorder::start().await;
     let url = format!("{}/internal/admin/reset", internal.base);
     failing_app(&sandbox, &origin.url, &url).await;

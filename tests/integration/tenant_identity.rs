@@ -13,7 +13,7 @@ use serde_json::Value;
 use tether_sandbox::{SandboxOptions, UserRequest};
 
 use crate::app_crd::{app, app_yaml, exists, install_crd};
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Long enough that only webhooks and spec changes move an app during a test.
@@ -105,7 +105,7 @@ async fn an_app_without_a_service_account_takes_nothing_of_the_cluster() {
     .await;
     install_crd(&sandbox).await;
     apply(&sandbox, DEPLOYER_RBAC).await;
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[
             ("escalate/admin.yaml", ESCALATION),
@@ -199,7 +199,7 @@ async fn every_path_of_an_app_acts_as_its_service_account() {
     let hook = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: team-a\n\
         \x20 annotations: {tether.dev/hook: PreSync}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n\
         \x20     restartPolicy: Never\n      containers: [{name: run, image: migrate:1}]\n";
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[
             ("app/settings.yaml", &configmap("settings", "team-a", "v1")),
@@ -328,7 +328,7 @@ async fn a_deleted_app_without_its_identity_leaves_its_objects() {
         ),
     )
     .await;
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[
             ("broken/cm.yaml", &configmap("kept-broken", "team-a", "b")),
@@ -416,7 +416,7 @@ async fn git_cannot_write_tethers_inventory() {
     apply(&sandbox, DEPLOYER_RBAC).await;
     let forged = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tether-inventory-team-a.web\n  namespace: tether-system\n\
         data:\n  objects: '{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"namespace\":\"kube-system\",\"name\":\"coredns\"}'\n";
-    let origin = origin(
+    let origin = origin_http(
         &sandbox,
         &[
             ("app/settings.yaml", &configmap("settings", "team-a", "v1")),
