@@ -21,7 +21,9 @@ use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
-use super::peers::FORWARDED_HEADER;
+/// Marks a request one replica forwards to another; such a request must carry a
+/// signature ([`PEER_HEADER`]).
+pub const FORWARDED_HEADER: &str = "x-tether-forwarded";
 
 /// A peer's signature on a call: `t=<unix seconds>,n=<nonce>,s=<hex HMAC>`.
 pub const PEER_HEADER: &str = "x-tether-peer";

@@ -24,13 +24,10 @@ use serde_json::{Value, json};
 
 use super::Control;
 use super::dashboard::SUMMARY_COLUMNS;
-use super::peer_auth::{PEER_HEADER, PeerAuthError, PeerKey};
+use super::peer_auth::{FORWARDED_HEADER, PEER_HEADER, PeerAuthError, PeerKey};
 use crate::reconcile::shard::Owner;
 use tether_core::report::status::Statuses;
 use tether_core::source::DEFAULT_WEBHOOK_BODY_LIMIT;
-
-/// Marks a request one replica forwards to another.
-pub const FORWARDED_HEADER: &str = "x-tether-forwarded";
 
 /// How long a replica waits for a peer's answer: a status page must stay quick even
 /// while a replica is dying (its shards move within a lease duration anyway).

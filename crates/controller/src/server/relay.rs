@@ -17,8 +17,9 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
 use super::Control;
+use super::peer_auth::FORWARDED_HEADER;
 use super::peer_auth::{PEER_HEADER, PeerKey};
-use super::peers::{FORWARD_TIMEOUT, FORWARDED_HEADER, ForwardError, is_forwarded, live_peers};
+use super::peers::{FORWARD_TIMEOUT, ForwardError, is_forwarded, live_peers};
 use tether_core::report::status::Statuses;
 
 /// How often the relay looks again at who holds the apps this replica does not, to
