@@ -8,6 +8,8 @@
 //!
 //! Prints a table and writes `target/bench-results/source.json`.
 
+mod support;
+
 use std::io::Write;
 use std::net::TcpListener as StdListener;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,8 @@ use tether_core::source::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
+
+use support::fast_import;
 
 const FILES: usize = 10_000;
 const DIRS: usize = 100;
@@ -56,23 +60,6 @@ fn inline(out: &mut Vec<u8>, path: &str, content: &str) {
     writeln!(out, "M 100644 inline {path}\ndata {}", content.len()).expect("write");
     out.extend_from_slice(content.as_bytes());
     out.push(b'\n');
-}
-
-/// Append commits to `refs/heads/main` with git fast-import.
-fn fast_import(repo: &Path, stream: &[u8]) {
-    let mut child = Command::new("git")
-        .args(["fast-import", "--quiet"])
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("fast-import");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream)
-        .expect("feed fast-import");
-    assert!(child.wait().expect("wait").success());
 }
 
 /// A commit on main; `from_stored_tip` continues the branch as stored in the repository

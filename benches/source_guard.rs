@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{GitHttp, git, ms, percentile, verdict};
+use support::{GitHttp, fast_import, git, ms, percentile, verdict};
 use tether_core::source::{Source, SourceCache, SourceWatcher, Triggers};
 use tokio_util::sync::CancellationToken;
 
@@ -66,22 +66,6 @@ fn plain(dir: &Path) {
     .expect("write");
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", "plain"]);
-}
-
-fn fast_import(repo: &Path, stream: &[u8]) {
-    let mut child = Command::new("git")
-        .args(["fast-import", "--quiet"])
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("fast-import");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream)
-        .expect("feed fast-import");
-    assert!(child.wait().expect("wait").success());
 }
 
 /// One `tether diff` of `repo`'s `app/`: wall time, peak RSS (MiB, from the child's own

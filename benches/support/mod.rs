@@ -3,6 +3,7 @@
 //! Each bench is its own crate and uses part of it.
 #![allow(dead_code)]
 
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -184,4 +185,21 @@ pub fn percentile(samples: &[f64], p: f64) -> f64 {
 
 pub fn verdict(pass: bool) -> &'static str {
     if pass { "pass" } else { "FAIL" }
+}
+
+/// Append commits to `refs/heads/main` with git fast-import.
+pub fn fast_import(repo: &Path, stream: &[u8]) {
+    let mut child = Command::new("git")
+        .args(["fast-import", "--quiet"])
+        .current_dir(repo)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("fast-import");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stream)
+        .expect("feed fast-import");
+    assert!(child.wait().expect("wait").success());
 }
