@@ -165,7 +165,7 @@ export TETHER_API_TOKEN
 
 write_config() {
   cat >"$config" <<EOF
-# The configuration the quickstart runs tether serve with (README: Configuration).
+# The configuration the quickstart runs tether serve with (docs/configuration.md).
 server:
   listen: 127.0.0.1:$port
   apiToken: {secretFile: $token_file}

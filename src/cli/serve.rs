@@ -8,7 +8,7 @@ use super::{ClusterArgs, Error, Outcome, shutdown_signal};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The configuration file (YAML; see README for every option).
+    /// The configuration file (YAML; docs/configuration.md documents every option).
     #[arg(long)]
     pub config: PathBuf,
 

@@ -1,6 +1,8 @@
 //! The documentation agrees with the code (issue #7): `docs/cli.md` is what
 //! `docs/generate-cli.sh` makes from the binary's `--help`, every command's help is in it
-//! verbatim, and the README gives the commands CI and the quickstart really run.
+//! verbatim, the README gives the commands CI and the quickstart really run, the
+//! configuration reference names every option, and the comparison with Argo CD and Flux
+//! claims for tether exactly the features tether has.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -166,7 +168,7 @@ fn key_paths(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
 }
 
 #[test]
-fn readme_documents_every_key_of_the_example_configuration() {
+fn the_configuration_reference_documents_every_key_of_the_example() {
     let example: serde_json::Value =
         serde_saphyr::from_str(&read("examples/config/tether.yaml")).expect("example parses");
     let mut paths = Vec::new();
@@ -177,8 +179,8 @@ fn readme_documents_every_key_of_the_example_configuration() {
         paths.len() > 40,
         "the example names every option: {paths:?}"
     );
-    let readme = read("README.md");
-    // The README documents a webhook secret's keys once, for every provider.
+    let reference = read("docs/configuration.md");
+    // The reference documents a webhook secret's keys once, for every provider.
     let documented = |path: &str| {
         let general = [
             "github",
@@ -195,11 +197,110 @@ fn readme_documents_every_key_of_the_example_configuration() {
                 "server.webhooks.<provider>.",
             )
         });
-        readme.contains(&format!("`{general}`"))
+        reference.contains(&format!("`{general}`"))
     };
     let missing: Vec<&String> = paths.iter().filter(|p| !documented(p)).collect();
     assert!(
         missing.is_empty(),
-        "README.md's configuration reference lacks {missing:?}"
+        "docs/configuration.md lacks {missing:?}"
     );
+}
+
+/// What the product says of itself, to hold the comparison's claims against: the CLI
+/// reference (generated from `--help`, kept fresh by the tests above) and the CRDs that
+/// `tether crd` installs.
+struct Product {
+    cli: String,
+    crds: String,
+}
+
+impl Product {
+    fn read() -> Self {
+        let out = Command::new(TETHER)
+            .arg("crd")
+            .output()
+            .expect("tether crd runs");
+        assert!(out.status.success(), "tether crd failed");
+        Product {
+            cli: read("docs/cli.md"),
+            crds: String::from_utf8(out.stdout).expect("the CRDs are UTF-8"),
+        }
+    }
+
+    /// Whether an installed CRD's schema has a property of this name.
+    fn crd_field(&self, name: &str) -> bool {
+        self.crds.lines().any(|l| l.trim() == format!("{name}:"))
+    }
+}
+
+/// Each claim of tether's column in `docs/comparison.md` (a cell beginning **yes** or
+/// **no**) and how to tell from the product whether tether has that feature.
+const CLAIMS: &[(&str, fn(&Product) -> bool)] = &[
+    ("charts from Helm repositories and OCI registries", |p| {
+        p.crd_field("chart")
+    }),
+    ("pull-request previews (base branch against head)", |p| {
+        p.cli.contains("--base")
+    }),
+    ("sync hooks (PreSync, Sync, PostSync, SyncFail)", |p| {
+        p.cli.contains("--hook-timeout")
+    }),
+    ("dependencies between apps", |p| p.crd_field("dependsOn")),
+    ("apps generated from Git or clusters", |p| {
+        p.crds.contains("appsets.tether.dev")
+    }),
+    ("SOPS-encrypted Secrets", |p| p.crd_field("decryption")),
+    ("variable substitution", |p| p.crd_field("substitute")),
+    ("signed-commit verification", |p| p.crd_field("verify")),
+    ("web UI", |_| {
+        repo_file("crates/controller/src/server/dashboard/mod.rs").is_file()
+    }),
+    ("multi-tenancy", |p| p.crd_field("serviceAccountName")),
+    ("testing without a cluster", |p| {
+        p.cli.contains("## tether sandbox")
+    }),
+];
+
+#[test]
+fn the_comparison_with_argo_cd_and_flux_claims_what_tether_has() {
+    let page = read("docs/comparison.md");
+    // (row, tether's cell) of the table; a claim is a cell beginning **yes** or **no**.
+    let claims: Vec<(&str, bool)> = page
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.strip_prefix("| ")?.split(" | ").collect();
+            let (row, tether) = (cells.first()?, cells.get(1)?);
+            let has = if tether.starts_with("**yes**") {
+                true
+            } else if tether.starts_with("**no**") {
+                false
+            } else {
+                return None;
+            };
+            Some((*row, has))
+        })
+        .collect();
+    assert!(
+        claims.len() >= CLAIMS.len(),
+        "the table's claims: {claims:?}"
+    );
+    let product = Product::read();
+    for (row, claimed) in &claims {
+        let (_, has) = CLAIMS
+            .iter()
+            .find(|(name, _)| name == row)
+            .unwrap_or_else(|| panic!("docs/comparison.md claims `{row}`, which no check holds"));
+        assert_eq!(
+            *claimed,
+            has(&product),
+            "docs/comparison.md says tether has `{row}`: {}, the product says otherwise",
+            if *claimed { "yes" } else { "no" }
+        );
+    }
+    for (name, _) in CLAIMS {
+        assert!(
+            claims.iter().any(|(row, _)| row == name),
+            "docs/comparison.md lost its row `{name}`"
+        );
+    }
 }

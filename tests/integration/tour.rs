@@ -1,6 +1,6 @@
-//! The README's five-minute tour runs as written (issue #31): its commands, taken from
-//! the README itself, run one after another in one fresh `bash` in a fresh repository
-//! holding this one's `examples/`, and print what the README shows. Only what a test
+//! The five-minute tour of `docs/getting-started.md` runs as written (issue #31): its
+//! commands, taken from the page itself, run one after another in one fresh `bash` in a
+//! fresh repository holding this one's `examples/`, and print what the page shows. Only what a test
 //! must change is changed: `cargo build` is the test's own build (its binary is linked
 //! where the build puts it), `/tmp/tour` is a temporary directory and the port
 //! `127.0.0.1:8080` a free one.
@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Far more than the tour takes (seconds): it only bounds a hung step.
 const TOUR_LIMIT: Duration = Duration::from_secs(120);
 
-/// One command of the tour and the output the README shows after it.
+/// One command of the tour and the output the page shows after it.
 #[derive(Debug)]
 struct Step {
     command: String,
@@ -21,12 +21,10 @@ struct Step {
 
 /// The tour's commands, in order: the lines of its code blocks, or in a block that
 /// shows a session, the lines after `$ ` with the output shown below each.
-fn tour_steps(readme: &str) -> Vec<Step> {
-    let tour = readme
-        .split("\n## A five-minute tour\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("the README has a tour");
+fn tour_steps(page: &str) -> Vec<Step> {
+    let tour = page
+        .strip_prefix("# A five-minute tour\n")
+        .expect("docs/getting-started.md is the tour");
     let mut steps = Vec::new();
     let mut block: Option<Vec<&str>> = None;
     for line in tour.lines() {
@@ -139,10 +137,12 @@ fn fresh_clone(dir: &Path, port: u16) {
 }
 
 #[test]
-fn the_readme_tour_runs_as_written_in_a_fresh_shell() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let steps = tour_steps(&readme);
+fn the_getting_started_tour_runs_as_written_in_a_fresh_shell() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/getting-started.md"),
+    )
+    .expect("docs/getting-started.md");
+    let steps = tour_steps(&page);
     assert!(
         steps.iter().any(|s| s.command == "cargo build")
             && steps.iter().any(|s| s.command.starts_with("export PATH=")),
