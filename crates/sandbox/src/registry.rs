@@ -279,10 +279,6 @@ impl Registry {
             .cloned()
     }
 
-    pub fn has_group_version(&self, group: &str, version: &str) -> bool {
-        self.all().any(|t| t.group == group && t.version == version)
-    }
-
     /// The schema a CRD declares for one of its versions.
     pub fn custom_schema(&self, group: &str, version: &str, kind: &str) -> Option<&Value> {
         self.custom

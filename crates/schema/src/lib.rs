@@ -470,14 +470,6 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// The declared fields of a struct, in schema order.
-    pub fn field_names(&self) -> &'a [String] {
-        match self.def() {
-            TypeDef::Struct { order, .. } => order,
-            _ => &[],
-        }
-    }
-
     /// The OpenAPI `default` of declared field `name`.
     pub fn field_default(&self, name: &str) -> Option<&'a Value> {
         match self.def() {

@@ -434,11 +434,6 @@ impl Cluster {
         self.discover_all().await
     }
 
-    /// Forgets what was resolved (after CRDs change).
-    pub fn forget_kinds(&self) {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-
     /// The API of a kind, through this connection's client (its tenant's, when it
     /// impersonates one: see [`Cluster::for_bookkeeping`] for the one exception).
     fn api(&self, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
