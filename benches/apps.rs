@@ -10,8 +10,6 @@
 //! `cargo bench --bench apps` prints a table and writes
 //! `target/bench-results/apps.json`.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -19,8 +17,8 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use support::git;
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::git::{HttpGit, git};
 
 const APPS: usize = 1_000;
 const OBJECTS_PER_APP: usize = 10;
@@ -195,7 +193,7 @@ async fn main() {
     let url = repository(&dir.path().join("fleet.git"));
     // App objects may name only network repositories (issue #24): the same repository
     // over smart HTTP. The configuration file's apps read it by `file://`.
-    let http = support::GitHttp::start(dir.path(), &[]);
+    let http = HttpGit::start_with(dir.path(), &[], false);
     let app_url = http.url("fleet.git");
 
     // 1. Apps.

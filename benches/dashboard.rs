@@ -26,16 +26,12 @@ use serde_json::{Value, json};
 use tether_core::report::status::SyncStatus;
 
 use dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
+use tether_testkit::figures::median;
 use webdriver::Browser;
 
 const SIZES: [usize; 3] = [100, 1000, 5000];
 const LOADS: usize = 5;
 const LIVE_TRIALS: usize = 20;
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 fn max(values: &[f64]) -> f64 {
     values.iter().copied().fold(f64::MIN, f64::max)
@@ -131,12 +127,12 @@ async fn main() {
         let row = json!({
             "apps": apps,
             "loads": LOADS,
-            "firstPaintMs": {"median": median(&mut paint), "max": max(&paint)},
-            "firstContentfulPaintMs": {"median": median(&mut fcp), "max": max(&fcp)},
-            "listShownMs": {"median": median(&mut shown), "max": max(&shown)},
-            "transferredKB": {"median": median(&mut kb), "max": max(&kb)},
-            "decodedKB": {"median": median(&mut plain_kb), "max": max(&plain_kb)},
-            "eventToPageMs": {"median": median(&mut live), "max": max(&live), "trials": LIVE_TRIALS},
+            "firstPaintMs": {"median": median(&paint), "max": max(&paint)},
+            "firstContentfulPaintMs": {"median": median(&fcp), "max": max(&fcp)},
+            "listShownMs": {"median": median(&shown), "max": max(&shown)},
+            "transferredKB": {"median": median(&kb), "max": max(&kb)},
+            "decodedKB": {"median": median(&plain_kb), "max": max(&plain_kb)},
+            "eventToPageMs": {"median": median(&live), "max": max(&live), "trials": LIVE_TRIALS},
         });
         let cell = |k: &str| {
             format!(

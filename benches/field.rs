@@ -50,6 +50,7 @@ use tether_core::sync::{SyncOptions, observe, sync};
 use tether_diff::manifest::{ParseOptions, read_dir};
 use tether_sandbox::{Sandbox, SandboxOptions};
 use tether_schema::ownership::{APP_LABEL, DEFAULT_INVENTORY_NAMESPACE, inventory_name};
+use tether_testkit::figures::{ms, verdict};
 
 /// Crash runs: three Namespaces and 199 ConfigMaps in each, 600 objects in all.
 const CRASH_NAMESPACES: usize = 3;
@@ -246,14 +247,6 @@ async fn inventory_written(client: &kube::Client, app: &str) -> bool {
         .ok()
         .flatten()
         .is_some()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "ok" } else { "FAIL" }
 }
 
 // ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tether_sandbox::protobuf;
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::figures::median;
 
 /// Requests of each kind, verb and format: medians of this many, interleaved.
 const REQUESTS: usize = 1_000;
@@ -97,9 +98,9 @@ fn client(kubeconfig: &str) -> reqwest::Client {
         .expect("client builds")
 }
 
-fn median(mut values: Vec<Duration>) -> f64 {
-    values.sort();
-    values[values.len() / 2].as_secs_f64() * 1e6
+/// The median of timings, in microseconds.
+fn median_us(values: Vec<Duration>) -> f64 {
+    median(&values).as_secs_f64() * 1e6
 }
 
 /// Per request, client and transport included, and the sandbox's own share of it
@@ -340,7 +341,7 @@ async fn kubectl_apply(sandbox: &Sandbox, objects: usize) -> Applied {
 
 /// Median microseconds of `run`, over [`CODEC_RUNS`] runs.
 fn codec(mut run: impl FnMut()) -> f64 {
-    median(
+    median_us(
         (0..CODEC_RUNS)
             .map(|_| {
                 let started = Instant::now();
@@ -526,10 +527,10 @@ fn main() {
             ("create", &figures.create, &figures.create_server),
             ("get", &figures.get, &figures.get_server),
         ] {
-            let json = median(times[0].clone());
-            let proto = median(times[1].clone());
+            let json = median_us(times[0].clone());
+            let proto = median_us(times[1].clone());
             let (json_server, proto_server) =
-                (median(server[0].clone()), median(server[1].clone()));
+                (median_us(server[0].clone()), median_us(server[1].clone()));
             let row = if proto <= json * (1.0 + tolerance) {
                 "PASS"
             } else {

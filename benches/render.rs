@@ -16,17 +16,16 @@
 //! Kustomize is `kubectl kustomize` from PATH (tether's default); Helm is `TETHER_HELM`,
 //! else the one `.ci/install-helm` installs, else `helm` from PATH.
 
-mod support;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::git;
 use tether_core::source::{Revision, Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, RenderCache, read_revision};
 use tether_diff::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
+use tether_testkit::figures::{median, ms};
+use tether_testkit::git::git;
 
 /// Objects of the Kustomize app: per index one ConfigMap, and every other index a
 /// Service and a Deployment.
@@ -159,15 +158,6 @@ fn helm_program() -> String {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 /// One app's figures.
 struct Figures {
     objects: usize,
@@ -240,9 +230,9 @@ async fn measure(
         assert_eq!(set.objects.len(), objects, "the warm pass read another set");
     }
     let (after, _) = processes(log);
-    let cold = median(colds);
-    let build = median(builds);
-    let materialize = median(materializes);
+    let cold = median(&colds);
+    let build = median(&builds);
+    let materialize = median(&materializes);
     Figures {
         objects,
         materialize,
@@ -250,7 +240,7 @@ async fn measure(
         parse: cold.saturating_sub(materialize + build),
         cold,
         cold_processes,
-        warm: median(warms),
+        warm: median(&warms),
         warm_processes: after - before,
     }
 }

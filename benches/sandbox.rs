@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::json;
+use tether_testkit::figures::median;
 
 const STARTS: usize = 20;
 const LIST_OBJECTS: usize = 10_000;
@@ -134,11 +135,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort();
-    values[values.len() / 2]
-}
-
 fn deployment(i: usize) -> serde_json::Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -172,7 +168,7 @@ fn main() {
         starts.push(elapsed);
         drop(sandbox);
     }
-    let start_median = median(starts.clone());
+    let start_median = median(&starts);
     let start_max = starts.iter().max().copied().unwrap_or_default();
 
     // 2. A list of 10,000 ConfigMaps.
@@ -207,7 +203,7 @@ fn main() {
             })
         })
         .collect();
-    let list_median = median(list_times);
+    let list_median = median(&list_times);
     drop(sandbox);
 
     // 3. Memory held by 10,000 Deployments.

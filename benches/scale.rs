@@ -16,8 +16,6 @@
 //! `target/bench-results/scale{,-quick,-curve}.json`; a figure off its target prints
 //! FAIL and the bench exits 1.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -29,13 +27,13 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-use support::{
-    GitDaemon, clock_ticks_per_second, free_port, git, ms, percentile, proc_stat_ticks,
-    proc_status, verdict,
-};
 use tether_sandbox::{
     DEFAULT_CONTROLLER_DELAY, RequestCounts, Sandbox, SandboxOptions, WRITE_VERBS,
 };
+use tether_testkit::figures::{ms, percentile, verdict};
+use tether_testkit::free_port;
+use tether_testkit::git::{GitDaemon, git};
+use tether_testkit::proc::{clock_ticks_per_second, proc_stat_ticks, proc_status};
 
 /// The full run: issue #18's 1,000 apps / 100,000 objects.
 const APPS: usize = 1_000;
@@ -573,7 +571,7 @@ async fn serve(fleet: &Fleet) -> Served {
     let srv = dir.path().join("srv");
     write_fleet(&srv, fleet.apps, fleet.objects_per_app);
     let daemon = GitDaemon::start(&srv);
-    let url = format!("git://127.0.0.1:{}/fleet.git", daemon.port);
+    let url = daemon.url("fleet.git");
     let http = reqwest::Client::new();
     let started = Instant::now();
     let (apps, replicas) = (fleet.apps, fleet.replicas);

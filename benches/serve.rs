@@ -21,8 +21,6 @@
 //! bench exits 1. `-- --quick` runs 5 apps, a 22 s steady window over a 20 s resync
 //! interval, 20 heals and 5 webhooks, in about 35 s.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -35,11 +33,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use support::{
-    GitDaemon, clock_ticks_per_second, free_port, git, ms, percentile, proc_stat_ticks,
-    proc_status_mib, verdict,
-};
 use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
+use tether_testkit::figures::{ms, percentile, verdict};
+use tether_testkit::free_port;
+use tether_testkit::git::{GitDaemon, git};
+use tether_testkit::proc::{clock_ticks_per_second, proc_stat_ticks, proc_status_mib};
 
 const APPS: usize = 100;
 /// Per app: 90 ConfigMaps, 5 Services and 5 Deployments.

@@ -8,12 +8,9 @@
 //!
 //! Prints a table and writes `target/bench-results/source.json`.
 
-mod support;
-
 use std::io::Write;
-use std::net::TcpListener as StdListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -25,7 +22,8 @@ use tether_core::source::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use support::fast_import;
+use tether_testkit::figures::{median, ms};
+use tether_testkit::git::{GitDaemon, fast_import};
 
 const FILES: usize = 10_000;
 const DIRS: usize = 100;
@@ -117,50 +115,6 @@ fn add_commit(repo: &Path, n: usize) -> String {
     git(repo, &["rev-parse", "refs/heads/main"])
 }
 
-struct Daemon(Child);
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn git_daemon_binary() -> PathBuf {
-    let out = Command::new("git")
-        .arg("--exec-path")
-        .output()
-        .expect("git --exec-path");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
-}
-
-fn start_daemon(root: &Path) -> (Daemon, u16) {
-    let port = StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
-    // `git daemon` would run git-daemon as a child and leave it behind when killed:
-    // start the daemon itself so its PID is the one we kill.
-    let child = Command::new(git_daemon_binary())
-        .args([
-            "--reuseaddr",
-            "--export-all",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", root.display()),
-            &root.display().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("git daemon");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "git daemon did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Daemon(child), port)
-}
-
 /// git's own answer: fetch, list the path, read its blobs.
 fn git_fetch_and_read(clone: &Path) -> usize {
     git(
@@ -186,15 +140,6 @@ fn git_fetch_and_read(clone: &Path) -> usize {
     let _ = writer.join();
     assert!(out.stdout.len() > 100 * 200);
     ids.len()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 async fn post_webhook(port: u16, body: &[u8]) -> u16 {
@@ -238,8 +183,8 @@ fn main() {
         .expect("count");
     println!("generated {files} files, {commits} commits in {gen_ms:.0} ms");
 
-    let (_daemon, port) = start_daemon(&srv);
-    let url = format!("git://127.0.0.1:{port}/app.git");
+    let daemon = GitDaemon::start(&srv);
+    let url = daemon.url("app.git");
 
     // tether: first clone.
     let cache = SourceCache::open(tmp.path().join("cache")).expect("cache");
@@ -293,8 +238,8 @@ fn main() {
             ours.push(measure_ours());
         }
     }
-    let ours_med = median(ours.clone());
-    let git_med = median(theirs.clone());
+    let ours_med = median(&ours);
+    let git_med = median(&theirs);
 
     // Webhook → revision, through a real HTTP port and a watcher.
     let webhook = rt.block_on(async {
@@ -344,7 +289,7 @@ fn main() {
         let _ = server.await;
         times
     });
-    let webhook_med = median(webhook.clone());
+    let webhook_med = median(&webhook);
 
     let ratio = ours_med / git_med;
     println!();

@@ -13,16 +13,15 @@
 //! `--quick` runs the bomb once and watches the failing host for 30 s (its rate is
 //! then that half minute's count doubled: an upper bound, as the waits only grow).
 
-mod support;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{GitHttp, fast_import, git, ms, percentile, verdict};
 use tether_core::source::{Source, SourceCache, SourceWatcher, Triggers};
+use tether_testkit::figures::{ms, percentile, verdict};
+use tether_testkit::git::{HttpGit, fast_import, git};
 use tokio_util::sync::CancellationToken;
 
 const BOMB_BLOB_BYTES: usize = 1024 * 1024;
@@ -128,12 +127,13 @@ fn diff_figures(repo: &Path, work: &Path, runs: usize) -> DiffFigures {
 async fn requests_per_window(work: &Path, windows: usize, window: Duration) -> Vec<usize> {
     let log = work.join("requests.log");
     let log_path = log.display().to_string();
-    let host = GitHttp::start(
+    let host = HttpGit::start_with(
         work,
         &[
             ("GIT_HOST_STATUS", "503"),
             ("GIT_HOST_LOG", log_path.as_str()),
         ],
+        false,
     );
     let config = tether_controller::config::Config::parse(
         &format!(

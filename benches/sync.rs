@@ -18,6 +18,7 @@ use tether_core::cluster::Cluster;
 use tether_core::sync::desired::{DesiredInput, ReadOptions, read_desired};
 use tether_core::sync::{SyncOptions, sync};
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::figures::{median, ms};
 
 const NAMESPACES: usize = 2;
 /// Per namespace: 100 each of ConfigMaps, Secrets, Services and Deployments, 50
@@ -132,15 +133,6 @@ fn tether_sync(kubeconfig: &Path, manifests: &Path) -> tokio::process::Command {
     c
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -227,10 +219,10 @@ async fn main() {
         call_requests += target.sandbox.requests().total();
     }
 
-    let kubectl_ms = ms(median(kubectl_cold.clone()));
-    let tether_ms = ms(median(tether_cold.clone()));
-    let process_ms = ms(median(resync_process.clone()));
-    let call_ms = ms(median(resync_call.clone()));
+    let kubectl_ms = ms(median(&kubectl_cold));
+    let tether_ms = ms(median(&tether_cold));
+    let process_ms = ms(median(&resync_process));
+    let call_ms = ms(median(&resync_call));
     let ratio = tether_ms / kubectl_ms;
     let writes = process_writes + call_writes;
     let requests_per_resync = call_requests / scale.resync_runs as u64;

@@ -233,9 +233,12 @@ impl Product {
     }
 }
 
+/// Whether the product has a feature.
+type Has = fn(&Product) -> bool;
+
 /// Each claim of tether's column in `docs/comparison.md` (a cell beginning **yes** or
 /// **no**) and how to tell from the product whether tether has that feature.
-const CLAIMS: &[(&str, fn(&Product) -> bool)] = &[
+const CLAIMS: &[(&str, Has)] = &[
     ("charts from Helm repositories and OCI registries", |p| {
         p.crd_field("chart")
     }),

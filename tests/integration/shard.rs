@@ -16,6 +16,7 @@ use tether_controller::reconcile::shard::{
     MEMBER_GC_LEASES, fair_shares, member_lease_name, shard_of,
 };
 use tether_controller::server::service::{ServeError, ServeOptions, serve};
+use tether_testkit::free_port;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -71,14 +72,6 @@ impl Drop for Replica {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// A port free now (the replica binds it at once; its peers are told it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The replicas' shared peer token (`server.peerToken`, required with shards): one

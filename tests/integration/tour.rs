@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
+use tether_testkit::free_port;
 
 /// Far more than the tour takes (seconds): it only bounds a hung step.
 const TOUR_LIMIT: Duration = Duration::from_secs(120);
@@ -74,14 +75,6 @@ fn shows(output: &str, expected: &str) -> bool {
             None => false,
         })
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 fn git(dir: &Path, args: &[&str]) {
