@@ -331,6 +331,70 @@ async fn a_failed_pre_sync_hook_applies_nothing_and_sync_fail_runs() {
     assert!(names[1].starts_with("notify-"), "{names:?}");
 }
 
+/// A PreSync hook in a namespace the same revision creates (issue #25): the Namespace
+/// is applied before the hook runs, as Argo CD's CreateNamespace makes it; before, the
+/// hook failed with `namespaces "migrations" not found` at every sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_sync_hook_runs_in_a_namespace_the_revision_creates() {
+    let sandbox = sandbox().await;
+    let in_migrations = |text: String| text.replace("namespace: default", "namespace: migrations");
+    let dir = app_dir(
+        &sandbox,
+        "fresh",
+        &[
+            (
+                "namespace.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: migrations\n".to_string(),
+            ),
+            ("settings.yaml", in_migrations(configmap("settings", "1"))),
+            (
+                "migrate.yaml",
+                in_migrations(job(
+                    "name: migrate",
+                    &[("argocd.argoproj.io/hook", "PreSync")],
+                    "busybox:1.36",
+                )),
+            ),
+        ],
+    );
+    let out = run(&sandbox, "sync", &dir, "fresh").await;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    assert_eq!(
+        hooks(&report),
+        vec![(
+            "PreSync".into(),
+            "migrate".into(),
+            "succeeded".into(),
+            false
+        )],
+        "{report}"
+    );
+    let actions: Vec<(&str, &str)> = report["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap_or_default(),
+                r["action"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        actions.contains(&("Namespace", "created")) && actions.contains(&("ConfigMap", "created")),
+        "{report}"
+    );
+    sandbox
+        .kubectl(&["get", "job", "migrate", "-n", "migrations"])
+        .await
+        .ok();
+    sandbox
+        .kubectl(&["get", "configmap", "settings", "-n", "migrations"])
+        .await
+        .ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_failed_policy_deletes_a_failed_sync_hook() {
     let sandbox = sandbox().await;

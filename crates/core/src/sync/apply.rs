@@ -29,6 +29,15 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long `--replace-immutable` waits for the old object to be gone.
 const REPLACE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What a sync's writes have made so far that its deferred objects may wait for:
+/// Namespaces created and kinds served by the CRDs it applied. One sync applies in
+/// more than one call (the Namespaces and CRDs its PreSync hooks need come first).
+#[derive(Debug, Default)]
+pub(super) struct Made {
+    namespaces: HashSet<String>,
+    served: HashSet<GroupVersionKind>,
+}
+
 /// Applies the steps in order; stops at the first step with a failure. Returns why
 /// waiting for health failed, if it did.
 pub(super) async fn apply_steps(
@@ -38,17 +47,20 @@ pub(super) async fn apply_steps(
     diff_options: &DiffOptions<'_>,
     options: &SyncOptions<'_>,
     started: Instant,
+    made: &mut Made,
 ) -> Result<(), String> {
-    let mut created_namespaces: HashSet<String> = HashSet::new();
-    let mut served: HashSet<GroupVersionKind> = HashSet::new();
+    let Made {
+        namespaces: created_namespaces,
+        served,
+    } = made;
     for (n, step) in steps.iter().enumerate() {
         // Deferred objects whose CRD or Namespace now exists are validated before
         // anything that depends on them is written.
         if !validate_deferred(
             cluster,
             items,
-            &created_namespaces,
-            &served,
+            created_namespaces,
+            served,
             diff_options,
             options,
         )

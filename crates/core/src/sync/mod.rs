@@ -7,7 +7,9 @@
 //! everything before it writes anything: every object that would change is dry-run
 //! first, and one refusal means nothing is applied. Objects that cannot be dry-run
 //! yet (their CRD or Namespace is created by this same sync) are dry-run as soon as
-//! what they need exists, before any of them is applied.
+//! what they need exists, before any of them is applied. Hooks are steps at their
+//! phases; the Namespaces and CRDs a revision creates are applied before its PreSync
+//! hooks, which may need them.
 
 mod annotations;
 mod apply;
@@ -236,6 +238,39 @@ pub async fn sync(
                 .extend(hooks::skipped(&hooks, phase, "nothing to sync: not run"));
         }
     }
+    // Before the first write, the inventory covers everything this pass may write.
+    let covering = inventory.covering(desired);
+    let mut covered = covering.objects == inventory.objects;
+    let mut made = apply::Made::default();
+    let pre_sync = run_hooks && hooks.iter().any(|h| h.phases.contains(&Phase::PreSync));
+    let first = foundation(&steps, &items);
+    if pre_sync && !first.is_empty() {
+        // The Namespaces and CRDs this revision creates exist before its PreSync hooks
+        // run (a hook in a namespace of the revision would fail forever otherwise), as
+        // Argo CD's CreateNamespace makes the app's namespace first.
+        write_inventory(cluster, &covering, options).await?;
+        covered = true;
+        let completed = apply::apply_steps(
+            cluster,
+            &mut items,
+            &first,
+            &diff_options,
+            options,
+            started,
+            &mut made,
+        )
+        .await;
+        report.wait_failed = completed.err();
+        let failed = items
+            .iter()
+            .any(|i| matches!(i.result, Some((Action::Failed, _))));
+        if failed || report.wait_failed.is_some() {
+            report.objects = finish(items, "not applied: an earlier step failed");
+            report.health = report::worst(&report.objects);
+            run_sync_fail(cluster, &hooks, options, &mut report).await;
+            return Ok(report);
+        }
+    }
     if run_hooks {
         let ran = run_phase(cluster, &hooks, Phase::PreSync, options).await;
         let failed = ran.iter().any(|r| r.action == HookAction::Failed);
@@ -249,13 +284,19 @@ pub async fn sync(
         }
     }
 
-    // Before the first write, the inventory covers everything this pass may write.
-    let covering = inventory.covering(desired);
-    if covering.objects != inventory.objects {
+    if !covered {
         write_inventory(cluster, &covering, options).await?;
     }
-    let completed =
-        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    let completed = apply::apply_steps(
+        cluster,
+        &mut items,
+        &steps,
+        &diff_options,
+        options,
+        started,
+        &mut made,
+    )
+    .await;
     report.wait_failed = completed.err();
     let skipped = if report.wait_failed.is_some() {
         "not applied: an earlier wave did not become healthy"
@@ -378,13 +419,48 @@ pub async fn heal(
         write_inventory(cluster, &covering, options).await?;
         report.inventory = covering;
     }
-    let completed =
-        apply::apply_steps(cluster, &mut items, &steps, &diff_options, options, started).await;
+    let completed = apply::apply_steps(
+        cluster,
+        &mut items,
+        &steps,
+        &diff_options,
+        options,
+        started,
+        &mut apply::Made::default(),
+    )
+    .await;
     report.wait_failed = completed.err();
     report.objects = finish(items, "not applied: an earlier step failed");
     report.health = report::worst(&report.objects);
     log_finished(&report, "heal", desired.len(), started);
     Ok(report)
+}
+
+/// The kinds a sync applies first (`plan::kind_rank`): Namespaces (0) and CRDs (1).
+const FOUNDATION_RANK: u8 = 1;
+
+/// The steps of `steps` cut down to the Namespaces and CRDs they create: what the
+/// revision's PreSync hooks may need to exist.
+fn foundation(steps: &[plan::Step], items: &[item::Item<'_>]) -> Vec<plan::Step> {
+    steps
+        .iter()
+        .filter_map(|step| {
+            let objects: Vec<usize> = step
+                .objects
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let id = &items[i].manifest.id;
+                    items[i].plan == Plan::Create
+                        && plan::kind_rank(&id.group, &id.kind) <= FOUNDATION_RANK
+                })
+                .collect();
+            (!objects.is_empty()).then(|| plan::Step {
+                objects,
+                ..step.clone()
+            })
+        })
+        .collect()
 }
 
 /// One log line for a sync or heal that wrote or failed (`what` says which).
