@@ -2,13 +2,15 @@
 //! `dependsOn` holds a chain of three apps (a CRD, an operator, custom resources of
 //! the CRD) until each dependency is Synced and Healthy, says in the status API and
 //! `tether status` which one it waits for, and wakes each dependent when its
-//! dependency becomes ready, in order (asserted from status times, not timing).
+//! dependency becomes ready, in order (asserted from status times, not timing); App
+//! objects depend across namespaces and are deleted in reverse order.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::serve::{Serve, configmap, origin, server_section};
-use crate::support::TestSandbox;
+use crate::app_crd::{app, app_yaml, exists, install_crd};
+use crate::serve::{Serve, configmap, origin, origin_http, server_section};
+use crate::support::{TestSandbox, eventually};
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.fleets.example.com}\nspec:\n  group: fleets.example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
 
@@ -175,4 +177,99 @@ async fn a_configuration_with_a_dependency_cycle_is_refused_naming_the_chain() {
         stderr.contains("apps[0].dependsOn: a dependency cycle: a → b → c → a"),
         "{stderr}"
     );
+}
+
+/// An App of another namespace: waited for while it does not exist, then followed
+/// (its readiness wakes the dependent); deleted while the dependent still runs, its
+/// objects stay until the dependent's deletion is done (reverse order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_depend_across_namespaces_and_are_deleted_in_reverse_order() {
+    let sandbox = TestSandbox::start().await;
+    for ns in ["platform", "team-a", "live"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    sandbox
+        .trusted_service_account("platform", "deployer")
+        .await;
+    sandbox.trusted_service_account("team-a", "deployer").await;
+    let origin = origin_http(
+        &sandbox,
+        &[
+            ("apps/db/cm.yaml", &configmap("db", "live", "1")),
+            ("apps/web/cm.yaml", &configmap("web", "live", "1")),
+        ],
+    );
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "fleet-apps", &format!("{server}apps: []\n"), &[]).await;
+    let spec = |path: &str, depends: &str| {
+        format!(
+            "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: {path}, interval: 1h}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, allowMassPrune: true}}\n  deletionPolicy: Prune\n{depends}",
+            origin.url
+        )
+    };
+    let apply = |yaml: String| {
+        let sandbox = &sandbox;
+        async move {
+            sandbox
+                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
+                .await
+                .ok();
+        }
+    };
+    apply(app_yaml(
+        "web",
+        "team-a",
+        &spec("apps/web", "  dependsOn: [platform/db]\n"),
+    ))
+    .await;
+    let waiting = eventually("web says it waits for platform/db", || async {
+        let web = app(&sandbox, "web", "team-a").await;
+        let ready = web["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?
+            .clone();
+        (ready["reason"] == "DependencyNotReady").then_some(ready)
+    })
+    .await;
+    assert_eq!(
+        waiting["message"], "waiting for platform/db (not found)",
+        "{waiting}"
+    );
+    assert!(!exists(&sandbox, "cm", "web", "live").await);
+
+    // The dependency appears and syncs: web follows without a poll or a resync.
+    apply(app_yaml("db", "platform", &spec("apps/db", ""))).await;
+    eventually("web syncs after db", || async {
+        exists(&sandbox, "cm", "web", "live").await.then_some(())
+    })
+    .await;
+    assert!(exists(&sandbox, "cm", "db", "live").await);
+
+    // db deleted first: its objects wait for web's deletion.
+    sandbox
+        .kubectl(&["delete", "tapp", "db", "-n", "platform", "--wait=false"])
+        .await
+        .ok();
+    eventually("db's deletion waits for web", || async {
+        serve.log().contains("waiting for team-a/web").then_some(())
+    })
+    .await;
+    assert!(exists(&sandbox, "cm", "db", "live").await);
+    sandbox
+        .kubectl(&["delete", "tapp", "web", "-n", "team-a", "--wait=false"])
+        .await
+        .ok();
+    eventually("db's objects go once web's are gone", || async {
+        let db = exists(&sandbox, "cm", "db", "live").await;
+        let web = exists(&sandbox, "cm", "web", "live").await;
+        if !db {
+            assert!(!web, "db's objects were pruned before web's");
+            return Some(());
+        }
+        None
+    })
+    .await;
+    assert_eq!(serve.stop().await, Some(0));
 }
