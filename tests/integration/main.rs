@@ -18,6 +18,7 @@ mod docs;
 mod examples;
 mod fidelity;
 mod field;
+mod fleets;
 mod helm_hooks;
 mod hooks;
 mod http_guard;

@@ -206,6 +206,17 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
     // The name is metadata's (and not a DNS label: it holds a dot); a stand-in passes
     // the entry's name check, and the identity replaces it below.
     entry.insert("name".into(), Value::String("app".into()));
+    // A bare name in an App's `dependsOn` is an App of its own namespace (Flux's
+    // reading), never one of the file's apps: the operator's apps are not a tenant's.
+    if let (Some(Value::Array(refs)), Some((namespace, _))) =
+        (entry.get_mut("dependsOn"), identity.split_once('.'))
+    {
+        for reference in refs.iter_mut() {
+            if let Some(name) = reference.as_str().filter(|r| !r.contains('/')) {
+                *reference = Value::String(format!("{namespace}/{name}"));
+            }
+        }
+    }
     let text = serde_json::json!({ "apps": [entry] }).to_string();
     let respell = |path: String| match path.strip_prefix("apps[0]") {
         Some(rest) => format!("spec{rest}"),

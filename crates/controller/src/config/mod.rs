@@ -20,6 +20,7 @@
 
 mod app_crd;
 mod check;
+pub mod depends;
 mod model;
 mod raw;
 mod resolve;

@@ -224,6 +224,9 @@ pub struct AppConfig {
     /// ServiceAccount is then in the destination namespace, and its kubeconfig Secret
     /// where `secretRef.namespace` says (by default the inventory namespace, tether's own).
     pub tenant_namespace: Option<String>,
+    /// The apps a pass waits for before it syncs or prunes (`dependsOn`), by identity:
+    /// a file app's name, an App's `<namespace>.<name>` (see `config::depends`).
+    pub depends_on: Vec<String>,
 }
 
 /// Where an app's desired state lives.

@@ -158,6 +158,9 @@ pub struct App {
     #[serde(default)]
     pub commit_status: Option<tether_core::report::commit_status::CommitStatusConfig>,
     pub service_account_name: Option<S<String>>,
+    /// Apps this one waits for: a file app's `name`, an App's `namespace/name`.
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub depends_on: Vec<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

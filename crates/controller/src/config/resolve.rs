@@ -81,6 +81,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         }
         apps.push(resolved);
     }
+    super::depends::check_file_apps(&apps, &raw.apps, check);
     Config {
         server,
         inventory_namespace,
@@ -492,6 +493,7 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         commit_status,
         service_account_name,
         tenant_namespace: None,
+        depends_on: super::depends::resolve_references(&raw.depends_on, path, check),
     }
 }
 

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
 use super::shard::Ownership;
@@ -74,6 +75,8 @@ pub struct Shared {
     pub render_timeout: Duration,
     pub notifier: Notifier,
     pub commit_statuses: CommitStatusReporter,
+    /// Every app's `dependsOn`, and the wakes of those waiting.
+    pub dependencies: Dependencies,
 }
 
 /// What woke a worker since it last looked: objects of the app that changed live,
@@ -149,7 +152,18 @@ pub fn spawn(
     let wakes = Arc::new(Mutex::new(Wakes::default()));
     let sync_requested = Arc::new(AtomicBool::new(false));
     let suspended = Arc::new(AtomicBool::new(false));
+    let woken: super::depends::Wake = {
+        let (wake, wakes) = (wake.clone(), wakes.clone());
+        Arc::new(move || {
+            wakes.lock().unwrap_or_else(|p| p.into_inner()).other = true;
+            wake.notify_one();
+        })
+    };
+    let dependencies = shared
+        .dependencies
+        .register(&config.name, config.depends_on.clone(), woken);
     let worker = Worker {
+        dependencies,
         leadership: shared.ownership.for_app(&config.name),
         channels: config.notifications.clone(),
         status_target: config.commit_status.clone(),
@@ -187,6 +201,8 @@ pub fn spawn(
 
 struct Worker {
     config: AppConfig,
+    /// Its place among the apps' `dependsOn`: a pass waits for its dependencies.
+    dependencies: Registration,
     /// The leader's, or this app's shard's: writes happen only while it leads.
     leadership: Leadership,
     channels: Vec<Arc<Channel>>,
@@ -360,6 +376,9 @@ impl Worker {
                 subject: revision.subject.clone(),
             });
         });
+        if self.dependencies.hold(&self.shared.statuses) {
+            return;
+        }
         // A stalled revision waits for a new commit, or for a person asking again.
         let manual = self.sync_requested.load(Ordering::SeqCst);
         if self.stalled_on.as_deref() == Some(revision.sha.as_str()) && !manual {
@@ -434,6 +453,9 @@ impl Worker {
                 None => {
                     s.set_condition("Ready", "True", "Succeeded", "", now);
                     s.set_condition("Stalled", "False", "Succeeded", "", now);
+                    if s.sync == SyncStatus::Synced {
+                        s.applied_revision = Some(revision.sha.clone());
+                    }
                 }
                 Some(err) => {
                     s.set_condition("Ready", "False", err.reason(), &message, now);
@@ -660,7 +682,8 @@ impl Worker {
             && self.inventory.is_some()
             && self.shared.cluster.service_account().is_none()
             && !self.sync_requested.load(Ordering::SeqCst)
-            && self.automation(sha).acting;
+            && self.automation(sha).acting
+            && self.dependencies.gate() == Gate::Open;
         if !eligible {
             return false;
         }

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{AppConfig, Config, ConfigError};
 use crate::reconcile::app::{self, AppHandle, Shared};
+use crate::reconcile::depends::Dependencies;
 use crate::reconcile::leader::{Elector, LeaderConfig, Leadership, default_identity};
 use crate::reconcile::shard::{Ownership, ShardConfig, Sharding, shard_of};
 use crate::server::{self, Control};
@@ -293,7 +294,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         notifier: Notifier::start(delivery.clone()).map_err(ServeError::Delivery)?,
         commit_statuses: CommitStatusReporter::start(delivery).map_err(ServeError::Delivery)?,
         app_objects: apps::AppObjects::default(),
+        dependencies: Dependencies::new(statuses.clone()),
     };
+    contexts.dependencies.spawn_waker(workers.child_token());
 
     let webhooks = webhook_router(WebhookState::new(
         config.server.webhook_config()?,
@@ -488,6 +491,8 @@ struct Contexts {
     notifier: Notifier,
     commit_statuses: CommitStatusReporter,
     app_objects: apps::AppObjects,
+    /// Every app's `dependsOn` (`reconcile::depends`).
+    dependencies: Dependencies,
 }
 
 impl Contexts {
@@ -553,6 +558,7 @@ impl Contexts {
             render_timeout: config.render_timeout,
             notifier: self.notifier.clone(),
             commit_statuses: self.commit_statuses.clone(),
+            dependencies: self.dependencies.clone(),
         });
         let connection = Connection {
             shared: shared.clone(),
@@ -614,6 +620,7 @@ impl Contexts {
                 render_timeout: base.render_timeout,
                 notifier: base.notifier.clone(),
                 commit_statuses: base.commit_statuses.clone(),
+                dependencies: base.dependencies.clone(),
             }),
         ))
     }

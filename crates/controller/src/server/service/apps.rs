@@ -25,7 +25,7 @@ use crate::reconcile::shard::Ownership;
 use tether_core::cluster::objects::Watched;
 use tether_core::cluster::{Cluster, Resolved};
 use tether_core::metrics::METRICS;
-use tether_core::report::status::{AppStatus, PassResult, Statuses};
+use tether_core::report::status::{AppStatus, DEPENDENCY_NOT_READY, PassResult, Statuses};
 use tether_core::source::Triggers;
 use tether_core::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
 use tether_diff::manifest::ManifestSet;
@@ -272,11 +272,12 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
             "health": "Unknown",
         });
     }
-    // A pass ended, or the worker could not start (its cluster: Stalled, said why).
+    // A pass ended, or the worker could not start (its cluster: Stalled, said why), or
+    // it waits for its dependencies (`dependsOn`: Ready says which).
     let stalled = |s: &AppStatus| {
-        s.conditions
-            .iter()
-            .any(|c| c.kind == "Stalled" && c.status == "True")
+        s.conditions.iter().any(|c| {
+            (c.kind == "Stalled" && c.status == "True") || c.reason == DEPENDENCY_NOT_READY
+        })
     };
     let Some(status) = status.filter(|s| s.last_pass.is_some() || stalled(s)) else {
         let previous = entry.written.clone().unwrap_or_else(|| json!({}));
@@ -572,6 +573,10 @@ impl Contexts {
         if !first {
             return;
         }
+        // Deletion in reverse `dependsOn` order: what it depends on waits for this.
+        let depends_on = app.config.as_ref().map(|c| c.depends_on.clone());
+        let held =
+            (self.dependencies).register(&id, depends_on.unwrap_or_default(), Arc::new(|| {}));
         self.stop_app_object(&id, triggers).await;
         if !self.ownership.is_writer(&id) {
             // The leader (or the shard's holder) finishes it; this one only lets go.
@@ -615,6 +620,7 @@ impl Contexts {
         let inventory_namespace = config.inventory_namespace.clone();
         let finalizing = self.app_objects.finalizing.clone();
         let statuses = self.statuses.clone();
+        let dependencies = self.dependencies.clone();
         let cancel = self.workers.child_token();
         let others: Vec<Value> = object
             .pointer("/metadata/finalizers")
@@ -623,8 +629,13 @@ impl Contexts {
             .unwrap_or_default();
         tokio::spawn(async move {
             loop {
+                let dependents = dependencies.dependents(&id);
                 let pruned = match &pruner {
                     None => Ok(()),
+                    Some(_) if !dependents.is_empty() => Err(format!(
+                        "the Apps that depend on it are deleted first: waiting for {}",
+                        dependents.join(", ")
+                    )),
                     Some(cluster) => prune_all(cluster, &id, &inventory_namespace).await,
                 };
                 let released = match pruned {
@@ -660,6 +671,7 @@ impl Contexts {
                     _ = tokio::time::sleep(FINALIZE_RETRY) => {}
                 }
             }
+            drop(held);
             statuses.remove(&id);
             METRICS.forget_app(&id);
             finalizing
@@ -693,105 +705,4 @@ async fn prune_all(cluster: &Cluster, app: &str, inventory_namespace: &str) -> R
 }
 
 #[cfg(test)]
-mod tests {
-    use chrono::TimeZone;
-
-    use super::*;
-    use tether_core::report::status::{PassInfo, RevisionInfo, SyncStatus};
-    use tether_core::sync::health::Health;
-
-    fn entry(generation: i64) -> Entry {
-        Entry {
-            namespace: "t1".into(),
-            name: "web".into(),
-            generation,
-            invalid: None,
-            written: None,
-        }
-    }
-
-    fn condition<'v>(status: &'v Value, kind: &str) -> &'v Value {
-        status["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-            .unwrap_or_else(|| panic!("no {kind}: {status}"))
-    }
-
-    fn passed(sha: &str, sync: SyncStatus) -> AppStatus {
-        let at = Utc
-            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
-            .single()
-            .expect("a time");
-        let mut status = AppStatus::new("t1.web");
-        status.sync = sync;
-        status.health = Health::Healthy;
-        status.revision = Some(RevisionInfo {
-            sha: sha.into(),
-            subject: "s".into(),
-        });
-        status.last_pass = Some(PassInfo {
-            finished_at: at,
-            duration_ms: 7,
-            result: PassResult::Succeeded,
-            error: None,
-            changed: 0,
-        });
-        status.set_condition("Ready", "True", "Succeeded", "", at);
-        status
-    }
-
-    #[test]
-    fn before_the_first_pass_an_app_is_reconciling_and_keeps_what_it_had() {
-        let mut e = entry(2);
-        e.written = Some(json!({"observedGeneration": 1, "lastAppliedRevision": "abc"}));
-        let status = render_status(&e, Some(&AppStatus::new("t1.web")));
-        assert_eq!(condition(&status, "Reconciling")["status"], "True");
-        assert_eq!(condition(&status, "Ready")["status"], "Unknown");
-        assert_eq!(
-            status["observedGeneration"], 1,
-            "the old spec's, until a pass ends"
-        );
-        assert_eq!(status["lastAppliedRevision"], "abc");
-    }
-
-    #[test]
-    fn a_finished_pass_is_observed_and_a_steady_state_renders_the_same_status() {
-        let mut e = entry(3);
-        let first = render_status(&e, Some(&passed("abc", SyncStatus::Synced)));
-        assert_eq!(first["observedGeneration"], 3);
-        assert_eq!(first["lastAppliedRevision"], "abc");
-        assert_eq!(
-            first["lastPass"],
-            json!({"result": "Succeeded", "changed": 0})
-        );
-        assert_eq!(condition(&first, "Reconciling")["status"], "False");
-        e.written = Some(first.clone());
-        // Later passes, same outcome: nothing to write, transition times kept.
-        std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(
-            render_status(&e, Some(&passed("abc", SyncStatus::Synced))),
-            first
-        );
-        // Out of sync at a new revision: attempted moves, applied stays.
-        let drifting = render_status(&e, Some(&passed("def", SyncStatus::OutOfSync)));
-        assert_eq!(drifting["lastAttemptedRevision"], "def");
-        assert_eq!(drifting["lastAppliedRevision"], "abc");
-    }
-
-    #[test]
-    fn a_spec_the_parser_refuses_stalls_the_app_with_its_message() {
-        let mut e = entry(4);
-        e.invalid = Some("App t1/web: spec.source.interval: bad".into());
-        let status = render_status(&e, None);
-        assert_eq!(status["observedGeneration"], 4);
-        let stalled = condition(&status, "Stalled");
-        assert_eq!(
-            (&stalled["status"], &stalled["reason"]),
-            (&json!("True"), &json!("SpecInvalid"))
-        );
-        assert_eq!(
-            condition(&status, "Ready")["message"],
-            "App t1/web: spec.source.interval: bad"
-        );
-    }
-}
+mod tests;

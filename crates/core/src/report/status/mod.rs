@@ -170,6 +170,10 @@ pub struct Condition {
     pub last_transition_time: DateTime<Utc>,
 }
 
+/// The `Ready` condition's reason while an app waits for its dependencies
+/// (`dependsOn`): Flux's reason for the same wait, so tools that know Flux read it.
+pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+
 /// How many passes an app's status keeps (`history`): the dashboard shows the last
 /// 50, enough to see a flapping app without growing with uptime.
 pub const PASS_HISTORY: usize = 50;
@@ -234,6 +238,11 @@ pub struct AppStatus {
     /// Absent until the source has been tried once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceInfo>,
+    /// The revision of the last pass that succeeded with the app Synced: equal to
+    /// `revision` when the live state is Git's at its current revision (what an app
+    /// that `dependsOn` this one waits for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<String>,
     pub objects: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassInfo>,
@@ -261,6 +270,7 @@ impl AppStatus {
             health: Health::Unknown,
             revision: None,
             source: None,
+            applied_revision: None,
             objects: 0,
             last_pass: None,
             next_attempt: None,

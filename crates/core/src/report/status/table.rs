@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use super::DEPENDENCY_NOT_READY;
+
 /// `NAME SYNC HEALTH REVISION SOURCE LAST PASS NOTE` for the apps the status API
 /// returned. SOURCE is `Ready`, the reason a source fails, or `STALE` once it has
 /// failed for longer than its `staleAfter` (REVISION is then its last good one).
@@ -38,9 +40,16 @@ pub fn render_table(apps: &[Value]) -> String {
             let failing = source["failingSince"]
                 .as_str()
                 .map(|since| format!("source failing since {since}"));
-            let note = pass["error"]
-                .as_str()
-                .map(str::to_string)
+            // Waiting for dependencies (`dependsOn`) says why before any older error.
+            let waiting = app["conditions"].as_array().and_then(|conditions| {
+                conditions
+                    .iter()
+                    .find(|c| c["type"] == "Ready" && c["reason"] == DEPENDENCY_NOT_READY)
+                    .and_then(|c| c["message"].as_str())
+                    .map(str::to_string)
+            });
+            let note = waiting
+                .or_else(|| pass["error"].as_str().map(str::to_string))
                 .or(failing)
                 .or_else(|| app["automation"]["reason"].as_str().map(str::to_string))
                 .unwrap_or_default();
@@ -99,6 +108,23 @@ mod tests {
         assert!(lines[1].ends_with("suspended"));
         assert!(lines[0].contains("SOURCE"));
         assert_eq!(cell(&table, 1, "SOURCE"), "-");
+    }
+
+    #[test]
+    fn an_app_waiting_for_its_dependencies_says_which_before_an_older_error() {
+        let apps = [json!({
+            "name": "crs", "sync": "Unknown", "health": "Unknown",
+            "lastPass": {"result": "Failed", "durationMs": 3, "error": "apply failed: old"},
+            "conditions": [{"type": "Ready", "status": "False", "reason": "DependencyNotReady",
+                            "message": "waiting for ops (not Synced at its revision)"}],
+            "automation": {"acting": false}
+        })];
+        let table = render_table(&apps);
+        let row = table.lines().nth(1).expect("a row");
+        assert!(
+            row.ends_with("waiting for ops (not Synced at its revision)"),
+            "{table}"
+        );
     }
 
     /// The text under `column` in row `row`, by the header's offsets.
