@@ -224,6 +224,8 @@ pub struct AppConfig {
     /// ServiceAccount is then in the destination namespace, and its kubeconfig Secret
     /// where `secretRef.namespace` says (by default the inventory namespace, tether's own).
     pub tenant_namespace: Option<String>,
+    /// Post-build substitution: the `postBuild:` block (see [`super::post_build`]).
+    pub post_build: Option<super::PostBuildConfig>,
 }
 
 /// Where an app's desired state lives.

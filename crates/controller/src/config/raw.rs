@@ -158,6 +158,8 @@ pub struct App {
     #[serde(default)]
     pub commit_status: Option<tether_core::report::commit_status::CommitStatusConfig>,
     pub service_account_name: Option<S<String>>,
+    #[serde(default)]
+    pub post_build: Option<S<super::post_build::RawPostBuild>>,
 }
 
 #[derive(Debug, Deserialize)]

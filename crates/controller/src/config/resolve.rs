@@ -492,6 +492,9 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         commit_status,
         service_account_name,
         tenant_namespace: None,
+        post_build: raw.post_build.as_ref().map(|p| {
+            super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
+        }),
     }
 }
 

@@ -6,3 +6,4 @@ pub mod backoff;
 pub mod leader;
 pub mod pass;
 pub mod shard;
+pub mod variables;
