@@ -39,6 +39,7 @@ mod shard;
 mod source;
 mod source_security;
 mod support;
+mod substitute;
 mod sync;
 mod tenancy;
 mod tenant_identity;
