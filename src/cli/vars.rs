@@ -26,9 +26,8 @@ impl VarArgs {
         if base.is_none() && self.vars.is_empty() && self.vars_files.is_empty() {
             return Ok(None);
         }
-        let mut substitution = base.unwrap_or_else(|| {
-            Substitution::new(tether_controller::config::DEFAULT_STRICT)
-        });
+        let mut substitution =
+            base.unwrap_or_else(|| Substitution::new(tether_controller::config::DEFAULT_STRICT));
         for file in &self.vars_files {
             let from = file.display().to_string();
             for (name, value) in read_vars_file(file)? {
@@ -55,8 +54,8 @@ impl VarArgs {
 /// name the file and line, never a value.
 fn read_vars_file(path: &PathBuf) -> Result<Vec<(String, String)>, Error> {
     let at = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Vars(format!("--vars-file {at}: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::Vars(format!("--vars-file {at}: {e}")))?;
     let mut vars = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();

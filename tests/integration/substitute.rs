@@ -189,7 +189,11 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
     );
 
     // A changed ConfigMap is a new desired state: applied without a commit.
-    apply(&sandbox, &one_key("cluster-vars", "team-v", "cluster", "dev")).await;
+    apply(
+        &sandbox,
+        &one_key("cluster-vars", "team-v", "cluster", "dev"),
+    )
+    .await;
     eventually("the changed variable applied", || async {
         (data(&sandbox, "cm", "web", "live").await["cluster"] == "dev").then_some(())
     })
@@ -220,8 +224,11 @@ async fn cli_variables_render_sync_and_diff_and_bad_ones_are_named() {
         )],
     );
     let vars_file = sandbox.dir.path().join("ci.vars");
-    std::fs::write(&vars_file, "# CI's variables\ncluster=from-file\ntoken=first-T0ken\n")
-        .expect("write vars");
+    std::fs::write(
+        &vars_file,
+        "# CI's variables\ncluster=from-file\ntoken=first-T0ken\n",
+    )
+    .expect("write vars");
     let file = vars_file.to_str().expect("utf-8");
 
     let run = tether_app(

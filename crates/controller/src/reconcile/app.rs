@@ -286,8 +286,7 @@ impl Worker {
                 return;
             };
             if self.retry_at.is_some_and(|at| at > Instant::now())
-                && self.source.borrow().revision.as_ref().map(|r| r.sha.as_str())
-                    == self.rendered.revision().map(|id| variables::revision_sha(id))
+                && self.rendered_is_current()
                 && !self.sync_requested.load(Ordering::SeqCst)
             {
                 // Backing off: live changes and resyncs wait for the retry; the
@@ -787,6 +786,20 @@ impl Worker {
                 description,
             });
         }
+    }
+
+    /// Whether the kept render is of the source's current commit.
+    fn rendered_is_current(&self) -> bool {
+        let kept = self
+            .rendered
+            .revision()
+            .map(|id| variables::revision_sha(id));
+        self.source
+            .borrow()
+            .revision
+            .as_ref()
+            .map(|r| r.sha.as_str())
+            == kept
     }
 
     /// The identity of what a pass at `sha` renders: the commit and the variables.

@@ -9,9 +9,9 @@
 use serde_json::Value;
 
 use crate::config::{AppConfig, VariablesFrom, VariablesKind};
+use kube::core::GroupVersionKind;
 use tether_core::cluster::{Cluster, ClusterError};
 use tether_diff::manifest::substitute::Substitution;
-use kube::core::GroupVersionKind;
 
 /// Why the variables could not be read. Each is worth retrying: the object may be
 /// created or fixed, which moves no source, so only a later pass sees it.

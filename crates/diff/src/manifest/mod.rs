@@ -316,13 +316,15 @@ pub(crate) fn parse_inputs(
     };
 
     if let Some(substitution) = opts.substitute {
-        raw.retain_mut(|(object, origin)| match substitution.apply(object, origin) {
-            Ok(()) => true,
-            Err(e) => {
-                errors.push(e);
-                false
-            }
-        });
+        raw.retain_mut(
+            |(object, origin)| match substitution.apply(object, origin) {
+                Ok(()) => true,
+                Err(e) => {
+                    errors.push(e);
+                    false
+                }
+            },
+        );
     }
 
     // Scope: CRDs of the same set are known before any object is identified.

@@ -472,7 +472,10 @@ mod tests {
         let errors = super::super::parse_files(&files, &opts).unwrap_err();
         assert_eq!(errors.0.len(), 1, "{errors}");
         let text = errors.to_string();
-        assert!(text.contains("a.yaml, document 2") && text.contains("\"region\""), "{text}");
+        assert!(
+            text.contains("a.yaml, document 2") && text.contains("\"region\""),
+            "{text}"
+        );
         assert!(text.contains("ConfigMap other"), "{text}");
 
         let s = vars(&[("cluster", "prod"), ("region", "eu")]);
