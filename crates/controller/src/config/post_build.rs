@@ -145,3 +145,60 @@ pub(super) fn resolve_post_build(
         strict: raw.strict.unwrap_or(DEFAULT_STRICT),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn post_build_is_checked_naming_each_bad_field() {
+        let text = "apps:\n- name: a\n  source: {repo: r}\n  postBuild:\n    substitute: {ok: x, bad-name: y, m: [1]}\n    substituteFrom: [{kind: Pod, name: x}, {kind: Secret, name: Bad_Name}]\n";
+        let err = Config::parse(text, "t").unwrap_err().to_string();
+        for want in [
+            "apps[0].postBuild.substitute.bad-name",
+            "apps[0].postBuild.substitute.m",
+            "apps[0].postBuild.substituteFrom[0].kind",
+            "apps[0].postBuild.substituteFrom[1].name",
+        ] {
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        assert!(!err.contains("apps[0].postBuild.substitute.ok"), "{err}");
+    }
+
+    #[test]
+    fn post_build_resolves_with_fluxs_names_and_strict_by_default() {
+        let text = "apps:\n- name: a\n  source: {repo: r}\n  postBuild:\n    substitute: {n: 3, on: true, s: x}\n    substituteFrom: [{kind: ConfigMap, name: vars, optional: true}, {kind: Secret, name: keys}]\n";
+        let config = Config::parse(text, "t").expect("valid");
+        let post_build = config.apps[0].post_build.clone().expect("postBuild");
+        assert_eq!(post_build.substitute["n"], "3");
+        assert_eq!(post_build.substitute["on"], "true");
+        assert!(post_build.strict);
+        assert_eq!(
+            post_build.substitute_from,
+            [
+                VariablesFrom {
+                    kind: VariablesKind::ConfigMap,
+                    name: "vars".into(),
+                    optional: true
+                },
+                VariablesFrom {
+                    kind: VariablesKind::Secret,
+                    name: "keys".into(),
+                    optional: false
+                },
+            ]
+        );
+        let lax = "apps:\n- name: a\n  source: {repo: r}\n  postBuild: {strict: false}\n";
+        let config = Config::parse(lax, "t").expect("valid");
+        assert!(
+            !config.apps[0]
+                .post_build
+                .as_ref()
+                .expect("postBuild")
+                .strict
+        );
+        let none = Config::parse("apps:\n- name: a\n  source: {repo: r}\n", "t").expect("valid");
+        assert_eq!(none.apps[0].post_build, None);
+    }
+}
