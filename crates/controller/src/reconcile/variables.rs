@@ -40,8 +40,9 @@ pub enum VariablesError {
         kind: &'static str,
         namespace: String,
         name: String,
+        /// Boxed: keeps the error small enough to return by value.
         #[source]
-        source: ClusterError,
+        source: Box<ClusterError>,
     },
 }
 
@@ -132,7 +133,7 @@ impl Place<'_> {
             kind: self.kind,
             namespace: self.namespace.to_string(),
             name: self.name.to_string(),
-            source,
+            source: Box::new(source),
         }
     }
 }

@@ -122,7 +122,8 @@ pub enum ManifestError {
     Substitution {
         at: Location,
         object: String,
-        problem: super::substitute::Problem,
+        /// Boxed: keeps every error small enough to return by value.
+        problem: Box<super::substitute::Problem>,
     },
     #[error("{at}: cannot read: {source}")]
     Io {

@@ -114,7 +114,7 @@ impl Substitution {
             ManifestError::Substitution {
                 at: origin.location(),
                 object: id.unwrap_or_else(|| "the object".into()),
-                problem,
+                problem: Box::new(problem),
             }
         })
     }
