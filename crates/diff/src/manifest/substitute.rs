@@ -280,11 +280,28 @@ fn retype(original: &str, expanded: String) -> Value {
     if !plain || expanded.contains('\n') || expanded.trim() != expanded {
         return Value::String(expanded);
     }
+    if !may_read_as_other_than_a_string(&expanded) {
+        return Value::String(expanded);
+    }
     match super::yaml::resolve_plain(&expanded) {
         Some(v @ (Value::Number(_) | Value::Bool(_))) => v,
         Some(Value::Null) if !expanded.is_empty() && !expanded.starts_with('#') => Value::Null,
         Some(Value::String(s)) if expanded.starts_with(['"', '\'']) => Value::String(s),
         _ => Value::String(expanded),
+    }
+}
+
+/// Whether a plain scalar can read as anything but a string: a number (digits,
+/// signs, `.inf`), a quoted string, `~`, or a boolean or null word (YAML 1.1's
+/// included, as kubectl reads it). Spares the YAML parser the usual `eu-west-1`.
+fn may_read_as_other_than_a_string(text: &str) -> bool {
+    match text.as_bytes().first() {
+        Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'"' | b'\'' | b'~') => true,
+        Some(_) => matches!(
+            text.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n"
+        ),
+        None => false,
     }
 }
 
