@@ -145,12 +145,20 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             cache.read_secrets_with(cluster.clone());
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
             let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
+            let own = tether_controller::reconcile::variables::read(
+                &cluster,
+                app,
+                &config.inventory_namespace,
+            )
+            .await
+            .map_err(|e| Error::Vars(e.to_string()))?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
                 scopes: Some(&scopes),
                 renderers: &tether_diff::manifest::Renderers {
                     timeout: config.render_timeout,
+                    substitute: args.render.vars.substitution(own)?,
                     ..app.renderers()
                 }
                 .for_cluster(version, apis),
@@ -256,7 +264,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         scopes: None,
         renderers: &args
             .render
-            .renderers(args.app.as_deref(), path, &args.namespace),
+            .renderers(args.app.as_deref(), path, &args.namespace)?,
     };
     match &args.live {
         Some(live) => {

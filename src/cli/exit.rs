@@ -95,6 +95,10 @@ pub enum Error {
     },
     #[error("{0}")]
     Connect(#[source] ClusterError),
+    /// Post-build variables (`--var`, `--vars-file`, an app's `substituteFrom`)
+    /// cannot be read; the message names where, never a value.
+    #[error("post-build variables: {0}")]
+    Vars(String),
     /// No kubeconfig or in-cluster configuration names a cluster: the message says
     /// kube's reason, the hint the flags that name one.
     #[error("{error}\nhint: {hint}")]

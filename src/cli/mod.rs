@@ -11,6 +11,7 @@ mod serve;
 mod source;
 mod status;
 mod sync;
+mod vars;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -205,19 +206,27 @@ pub struct RenderArgs {
     /// started, is killed.
     #[arg(long, default_value = "2m", value_parser = tether_controller::config::parse_duration)]
     pub render_timeout: std::time::Duration,
+
+    #[command(flatten)]
+    pub vars: vars::VarArgs,
 }
 
 impl RenderArgs {
     /// The renderers for an app (`app` names the default release) whose objects land
     /// in `namespace`.
-    pub fn renderers(&self, app: Option<&str>, path: &str, namespace: &str) -> Renderers {
+    pub fn renderers(
+        &self,
+        app: Option<&str>,
+        path: &str,
+        namespace: &str,
+    ) -> Result<Renderers, Error> {
         let dir_name = path
             .trim_end_matches('/')
             .rsplit('/')
             .next()
             .filter(|n| !n.is_empty() && *n != ".")
             .unwrap_or("release");
-        Renderers {
+        Ok(Renderers {
             kustomize: if self.kustomize == "kubectl" {
                 KustomizeCommand::kubectl()
             } else {
@@ -236,7 +245,8 @@ impl RenderArgs {
             },
             release: app.unwrap_or(dir_name).to_string(),
             timeout: self.render_timeout,
-        }
+            substitute: self.vars.substitution(None)?,
+        })
     }
 }
 

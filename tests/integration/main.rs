@@ -39,6 +39,7 @@ mod serve;
 mod shard;
 mod source;
 mod source_security;
+mod substitute;
 mod support;
 mod sync;
 mod tenancy;

@@ -22,6 +22,7 @@ mod app_crd;
 mod check;
 pub mod depends;
 mod model;
+mod post_build;
 mod raw;
 mod resolve;
 mod secrets;
@@ -32,6 +33,7 @@ use std::path::Path;
 
 pub use app_crd::*;
 pub use model::*;
+pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
 
 /// Kept for callers that read durations as the configuration spells them (the

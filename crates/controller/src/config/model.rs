@@ -227,6 +227,8 @@ pub struct AppConfig {
     /// The apps a pass waits for before it syncs or prunes (`dependsOn`), by identity:
     /// a file app's name, an App's `<namespace>.<name>` (see `config::depends`).
     pub depends_on: Vec<String>,
+    /// Post-build substitution: the `postBuild:` block (see [`super::post_build`]).
+    pub post_build: Option<super::PostBuildConfig>,
 }
 
 /// Where an app's desired state lives.

@@ -161,6 +161,8 @@ pub struct App {
     /// Apps this one waits for: a file app's `name`, an App's `namespace/name`.
     #[serde(default, deserialize_with = "null_is_default")]
     pub depends_on: Vec<S<String>>,
+    #[serde(default)]
+    pub post_build: Option<S<super::post_build::RawPostBuild>>,
 }
 
 #[derive(Debug, Deserialize)]

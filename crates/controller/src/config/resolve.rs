@@ -494,6 +494,9 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         service_account_name,
         tenant_namespace: None,
         depends_on: super::depends::resolve_references(&raw.depends_on, path, check),
+        post_build: raw.post_build.as_ref().map(|p| {
+            super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
+        }),
     }
 }
 

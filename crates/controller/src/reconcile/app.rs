@@ -23,6 +23,7 @@ use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
 use super::shard::Ownership;
+use super::variables;
 use crate::config::AppConfig;
 use crate::windows::{self, Verdict};
 use tether_core::cluster::Cluster;
@@ -42,6 +43,7 @@ use tether_core::sync::health::Health;
 use tether_core::sync::inventory::Inventory;
 use tether_core::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
 use tether_diff::diff::IgnoreRule;
+use tether_diff::manifest::substitute::Substitution;
 use tether_diff::manifest::{ManifestSet, ObjectKey};
 use tether_schema::ownership::is_hook;
 
@@ -181,6 +183,7 @@ pub fn spawn(
         suspended: suspended.clone(),
         inventory: None,
         synced_revision: None,
+        variables: None,
         synced_hooks: false,
         stalled_on: None,
         backoff: Backoff::new(),
@@ -225,8 +228,10 @@ struct Worker {
     rendered: RenderCache,
     /// The inventory as last written (or read) by this worker.
     inventory: Option<Inventory>,
-    /// The revision last applied in full.
+    /// The revision last applied in full, by [`variables::revision_id`].
     synced_revision: Option<String>,
+    /// The post-build variables the last pass read (`postBuild`).
+    variables: Option<Substitution>,
     /// Whether that revision has hooks (which run with every pass that writes, so a
     /// heal of it is a full pass).
     synced_hooks: bool,
@@ -297,8 +302,7 @@ impl Worker {
                 return;
             };
             if self.retry_at.is_some_and(|at| at > Instant::now())
-                && self.source.borrow().revision.as_ref().map(|r| &r.sha)
-                    == self.rendered.revision()
+                && self.rendered_is_current()
                 && !self.sync_requested.load(Ordering::SeqCst)
             {
                 // Backing off: live changes and resyncs wait for the retry; the
@@ -379,9 +383,23 @@ impl Worker {
         if self.dependencies.hold(&self.shared.statuses) {
             return;
         }
-        // A stalled revision waits for a new commit, or for a person asking again.
+        match variables::read(
+            &self.shared.cluster,
+            &self.config,
+            &self.shared.inventory_namespace,
+        )
+        .await
+        {
+            Ok(read) => self.variables = read,
+            Err(err) => {
+                self.record_pass(&revision, started, Err((PassError::Variables(err), 0)));
+                return;
+            }
+        }
+        // A stalled revision waits for a new commit or new variables, or for a
+        // person asking again.
         let manual = self.sync_requested.load(Ordering::SeqCst);
-        if self.stalled_on.as_deref() == Some(revision.sha.as_str()) && !manual {
+        if self.stalled_on.as_deref() == Some(self.revision_id(&revision.sha).as_str()) && !manual {
             return;
         }
         self.stalled_on = None;
@@ -416,7 +434,7 @@ impl Worker {
             }
             Err((err, changed)) if err.is_retryable() => (self.retry(), Some(err), changed),
             Err((err, changed)) => {
-                self.stalled_on = Some(revision.sha.clone());
+                self.stalled_on = Some(self.revision_id(&revision.sha));
                 self.retry_at = None;
                 (PassResult::Stalled, Some(err), changed)
             }
@@ -582,10 +600,11 @@ impl Worker {
     async fn sync_revision(&mut self, sha: &str) -> Result<usize, (PassError, usize)> {
         let desired = self.desired(sha).await.map_err(|e| (e, 0))?;
         self.watch_kinds(&desired).await;
-        let automation = self.automation(sha);
+        let id = self.revision_id(sha);
+        let automation = self.automation(&id);
         let acting = automation.acting;
         let manual = self.sync_requested.swap(false, Ordering::SeqCst);
-        let options = self.sync_options(sha, acting);
+        let options = self.sync_options(&id, acting);
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);
         let report = if acting {
             match self.leadership.while_leading(pass).await {
@@ -614,7 +633,7 @@ impl Worker {
         }
         self.inventory = Some(report.inventory.clone());
         if acting && !report.failed() {
-            self.synced_revision = Some(sha.to_string());
+            self.synced_revision = Some(id);
             self.synced_hooks = desired.objects.iter().any(|m| is_hook(&m.object));
         }
         let changed = if acting { report.written() } else { 0 };
@@ -632,8 +651,8 @@ impl Worker {
         }
     }
 
-    /// How a pass at `sha` syncs.
-    fn sync_options(&self, sha: &str, acting: bool) -> SyncOptions<'_> {
+    /// How a pass at revision `id` ([`variables::revision_id`]) syncs.
+    fn sync_options(&self, id: &str, acting: bool) -> SyncOptions<'_> {
         SyncOptions {
             inventory_namespace: &self.shared.inventory_namespace,
             force: self.config.sync.force,
@@ -651,7 +670,7 @@ impl Worker {
             hooks: HookRuns::WhenWriting,
             hook_timeout: self.config.sync.hook_timeout,
             // Applied in full at this revision: a heal skips the dry run.
-            validated: acting && self.synced_revision.as_deref() == Some(sha),
+            validated: acting && self.synced_revision.as_deref() == Some(id),
             ..SyncOptions::new(&self.config.name)
         }
     }
@@ -675,19 +694,20 @@ impl Worker {
             return false;
         };
         let sha = revision.sha.as_str();
-        let eligible = self.synced_revision.as_deref() == Some(sha)
+        let id = self.revision_id(sha);
+        let eligible = self.synced_revision.as_deref() == Some(id.as_str())
             && !self.synced_hooks
             && self.stalled_on.is_none()
             && self.retry_at.is_none()
             && self.inventory.is_some()
             && self.shared.cluster.service_account().is_none()
             && !self.sync_requested.load(Ordering::SeqCst)
-            && self.automation(sha).acting
+            && self.automation(&id).acting
             && self.dependencies.gate() == Gate::Open;
         if !eligible {
             return false;
         }
-        let Some(desired) = self.rendered.select(sha, changed) else {
+        let Some(desired) = self.rendered.select(&id, changed) else {
             return false;
         };
         if desired.is_empty() {
@@ -697,7 +717,7 @@ impl Worker {
         let Ok(_permit) = self.shared.heals.clone().acquire_owned().await else {
             return false;
         };
-        let options = self.sync_options(sha, true);
+        let options = self.sync_options(&id, true);
         let healing = heal(&self.shared.cluster, &desired, Some(sha), &options);
         let Some(healed) = self.leadership.while_leading(healing).await else {
             // The full pass that follows sees who leads now, and reads the inventory.
@@ -791,11 +811,31 @@ impl Worker {
         }
     }
 
-    /// The manifests at `sha`, read, rendered and validated once per revision.
+    /// Whether the kept render is of the source's current commit.
+    fn rendered_is_current(&self) -> bool {
+        let kept = self
+            .rendered
+            .revision()
+            .map(|id| variables::revision_sha(id));
+        self.source
+            .borrow()
+            .revision
+            .as_ref()
+            .map(|r| r.sha.as_str())
+            == kept
+    }
+
+    /// The identity of what a pass at `sha` renders: the commit and the variables.
+    fn revision_id(&self, sha: &str) -> String {
+        variables::revision_id(sha, self.variables.as_ref())
+    }
+
+    /// The manifests at `sha` with the pass's variables, read, rendered and validated
+    /// once per revision and variables.
     async fn desired(&mut self, sha: &str) -> Result<ManifestSet, PassError> {
         let mut rendered = std::mem::take(&mut self.rendered);
         let set = rendered
-            .manifests(sha, || async {
+            .manifests(&self.revision_id(sha), || async {
                 let source = self.config.source();
                 let revision = self
                     .source
@@ -815,6 +855,7 @@ impl Worker {
                     Some(&scopes),
                     &tether_diff::manifest::Renderers {
                         timeout: self.shared.render_timeout,
+                        substitute: self.variables.clone(),
                         ..self.config.renderers()
                     }
                     .for_cluster(version, apis),
@@ -855,8 +896,8 @@ impl Worker {
         }
     }
 
-    /// Whether automation may correct drift now, and if not, why.
-    fn automation(&self, sha: &str) -> Automation {
+    /// Whether automation may correct drift now at revision `id`, and if not, why.
+    fn automation(&self, id: &str) -> Automation {
         let blocked = |reason: String| Automation {
             acting: false,
             reason: Some(reason),
@@ -896,7 +937,7 @@ impl Worker {
         if !self.config.sync.automated && !manual {
             return blocked("automated sync is off: drift is reported only".into());
         }
-        let live_drift_only = self.synced_revision.as_deref() == Some(sha);
+        let live_drift_only = self.synced_revision.as_deref() == Some(id);
         if live_drift_only && !self.config.sync.self_heal && !manual {
             return blocked("self-heal is off: live changes are reported, not corrected".into());
         }

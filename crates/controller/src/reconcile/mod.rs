@@ -7,3 +7,4 @@ pub mod depends;
 pub mod leader;
 pub mod pass;
 pub mod shard;
+pub mod variables;

@@ -46,6 +46,9 @@ pub enum PassError {
     RevisionMoved,
     #[error("the pass did not finish within {}s", .0.as_secs())]
     TimedOut(std::time::Duration),
+    /// The post-build variables could not be read; nothing was rendered.
+    #[error("{0}")]
+    Variables(#[source] super::variables::VariablesError),
 }
 
 impl PassError {
@@ -68,6 +71,7 @@ impl PassError {
             PassError::LeadershipLost => "LeadershipLost",
             PassError::RevisionMoved => "RevisionMoved",
             PassError::TimedOut(_) => "PassTimedOut",
+            PassError::Variables(_) => "VariablesFailed",
         }
     }
 
@@ -88,6 +92,8 @@ impl PassError {
             | PassError::Conflict(_) => true,
             PassError::Cluster(err) => err.is_retryable(),
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
+            // A ConfigMap or Secret may be created or fixed, which moves no source.
+            PassError::Variables(_) => true,
         }
     }
 }

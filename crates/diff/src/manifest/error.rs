@@ -116,6 +116,15 @@ pub enum ManifestError {
         "{at}: this kustomization is also built by {by}; rendering both would apply its objects twice (point the path at one of them)"
     )]
     DoubleRender { at: Location, by: String },
+    /// A `${var}` placeholder of post-build substitution (see
+    /// [`super::substitute`]): names the variable or expression, never a value.
+    #[error("{at}: {object}: {problem}")]
+    Substitution {
+        at: Location,
+        object: String,
+        /// Boxed: keeps every error small enough to return by value.
+        problem: Box<super::substitute::Problem>,
+    },
     #[error("{at}: cannot read: {source}")]
     Io {
         at: Location,
@@ -146,6 +155,7 @@ impl ManifestError {
             | ManifestError::RemoteBase { at, .. }
             | ManifestError::OutsideRepository { at, .. }
             | ManifestError::DoubleRender { at, .. }
+            | ManifestError::Substitution { at, .. }
             | ManifestError::Io { at, .. } => at,
         }
     }

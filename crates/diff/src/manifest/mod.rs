@@ -9,6 +9,7 @@ mod block;
 mod error;
 pub mod render;
 mod scope;
+pub mod substitute;
 mod walk;
 mod yaml;
 
@@ -220,6 +221,9 @@ pub struct ParseOptions<'a> {
     pub scope: Option<ScopeLookup<'a>>,
     /// Files larger than this are refused.
     pub max_file_bytes: u64,
+    /// Post-build substitution of every object read, before it is identified (a
+    /// placeholder may name it); None reads objects as written.
+    pub substitute: Option<&'a substitute::Substitution>,
 }
 
 impl Default for ParseOptions<'_> {
@@ -228,6 +232,7 @@ impl Default for ParseOptions<'_> {
             default_namespace: DEFAULT_NAMESPACE,
             scope: None,
             max_file_bytes: MAX_FILE_BYTES,
+            substitute: None,
         }
     }
 }
@@ -238,6 +243,7 @@ impl fmt::Debug for ParseOptions<'_> {
             .field("default_namespace", &self.default_namespace)
             .field("scope", &self.scope.map(|_| "<lookup>"))
             .field("max_file_bytes", &self.max_file_bytes)
+            .field("substitute", &self.substitute)
             .finish()
     }
 }
@@ -298,7 +304,7 @@ pub(crate) fn parse_inputs(
     inputs.retain(|i| i.rendered || is_manifest_file(&i.path) || is_kustomization(&i.path));
     inputs.sort_by(|a, b| a.path.cmp(&b.path));
 
-    let raw = match read_all(&inputs, opts, &mut errors) {
+    let mut raw = match read_all(&inputs, opts, &mut errors) {
         Ok(raw) => raw,
         Err(source) => {
             errors.push(ManifestError::Io {
@@ -308,6 +314,18 @@ pub(crate) fn parse_inputs(
             return Err(ManifestErrors(errors));
         }
     };
+
+    if let Some(substitution) = opts.substitute {
+        raw.retain_mut(
+            |(object, origin)| match substitution.apply(object, origin) {
+                Ok(()) => true,
+                Err(e) => {
+                    errors.push(e);
+                    false
+                }
+            },
+        );
+    }
 
     // Scope: CRDs of the same set are known before any object is identified.
     let mut crds: HashMap<GroupKind, Scope> = HashMap::new();

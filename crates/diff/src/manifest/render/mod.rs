@@ -43,6 +43,8 @@ pub struct Renderers {
     /// How long one renderer run may take before it and every process it started
     /// are killed ([`DEFAULT_RENDER_TIMEOUT`]).
     pub timeout: Duration,
+    /// Post-build substitution of the rendered objects, whatever rendered them.
+    pub substitute: Option<super::substitute::Substitution>,
 }
 
 impl Default for Renderers {
@@ -53,6 +55,7 @@ impl Default for Renderers {
             helm: HelmInputs::default(),
             release: String::new(),
             timeout: DEFAULT_RENDER_TIMEOUT,
+            substitute: None,
         }
     }
 }
@@ -64,6 +67,16 @@ impl Renderers {
         self.helm.kube_version = Some(kube_version);
         self.helm.api_versions = api_versions;
         self
+    }
+}
+
+impl Renderers {
+    /// `opts` with this render's post-build substitution, unless `opts` has one.
+    pub(super) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
+        ParseOptions {
+            substitute: opts.substitute.or(self.substitute.as_ref()),
+            ..*opts
+        }
     }
 }
 
@@ -247,6 +260,7 @@ pub fn render_tree<P: AsRef<str>>(
     renderers: &Renderers,
     opts: &ParseOptions<'_>,
 ) -> Result<ManifestSet, ManifestErrors> {
+    let opts = &renderers.parse_options(opts);
     let path = norm(path);
     let map: BTreeMap<String, &[u8]> = files
         .iter()
