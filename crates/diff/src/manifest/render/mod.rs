@@ -237,6 +237,51 @@ pub fn needs_repository<P: AsRef<str>>(
     })
 }
 
+/// The repository paths (directories or files) whose content rendering `path` reads:
+/// the path itself, every directory and file the kustomizations at or under it use
+/// (bases, components, generator files), and a chart's values files from elsewhere.
+/// When [`needs_repository`] says so, `files` must hold the whole repository. Two
+/// revisions with the same content at each of these paths render the same objects,
+/// so `tether diff --base` skips such an app. A kustomization whose references do
+/// not resolve reads, for all this knows, the whole repository (`""`).
+pub fn render_inputs<P: AsRef<str>>(
+    files: &[(P, Vec<u8>)],
+    path: &str,
+    renderers: &Renderers,
+) -> BTreeSet<String> {
+    let path = norm(path);
+    let map: BTreeMap<String, &[u8]> = files
+        .iter()
+        .map(|(p, b)| (norm(p.as_ref()), b.as_slice()))
+        .collect();
+    let tree = MemTree(&map);
+    let mut inputs = BTreeSet::from([path.clone()]);
+    if map.contains_key(&join(&path, CHART_FILE)) {
+        inputs.extend(
+            renderers
+                .helm
+                .value_files
+                .iter()
+                .map(|f| resolve(&path, f).unwrap_or_default()),
+        );
+        return inputs;
+    }
+    let under = |dir: &str| path.is_empty() || dir == path || dir.starts_with(&format!("{path}/"));
+    let kustomizations = map.keys().filter_map(|key| {
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        (super::KUSTOMIZATION_FILES.contains(&name) && under(dir)).then_some(dir)
+    });
+    for dir in kustomizations {
+        match closure(&tree, dir, renderers.allow_remote_bases) {
+            Ok(used) => inputs.extend(used.dirs.into_iter().chain(used.files)),
+            Err(_) => {
+                inputs.insert(String::new());
+            }
+        }
+    }
+    inputs
+}
+
 /// Renders the files of a tree (a Git commit's, keyed by their path from the
 /// repository root) at `path`. When [`needs_repository`] says so, `files` must hold
 /// the whole repository, since a kustomization may use any of it; Kustomize then runs
