@@ -3,7 +3,7 @@
 //! apps of `--config` that read this repository) is rendered at the base and at the
 //! head (`--ref`, default the checked-out `HEAD`) and the two compared, offline.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tether_controller::config::Config;
 use tether_core::report::preview::{Totals, render_json, render_markdown, render_text};
@@ -105,11 +105,7 @@ fn repo_path(repo: &LocalRepo, cwd: &Path, path: &str) -> String {
 
 /// The apps of a service configuration whose source is this repository (one of its
 /// remotes, or its own directory), all or the one `--app` names.
-fn config_apps(
-    repo: &LocalRepo,
-    path: &PathBuf,
-    args: &DiffArgs,
-) -> Result<Vec<PreviewApp>, Error> {
+fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<PreviewApp>, Error> {
     let only = args.app.as_deref();
     // The renderers' programs are the command line's (--helm, --kustomize and their
     // environment variables), as the job's machine has them.
@@ -119,7 +115,7 @@ fn config_apps(
         && config.app(name).is_none()
     {
         return Err(Error::NoSuchApp {
-            config: path.clone(),
+            config: path.to_path_buf(),
             app: name.to_string(),
         });
     }
@@ -153,7 +149,7 @@ fn config_apps(
         .collect();
     if apps.is_empty() {
         return Err(Error::NoAppReadsRepository {
-            config: path.clone(),
+            config: path.to_path_buf(),
         });
     }
     Ok(apps)

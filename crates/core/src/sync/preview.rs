@@ -20,7 +20,9 @@ use tether_diff::diff::{
     DiffOptions, ExtraPolicy, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
     fold_string_data, is_secret,
 };
-use tether_diff::manifest::{ManifestSet, ObjectId, Renderers, needs_repository, render_inputs};
+use tether_diff::manifest::{
+    FileTree, ManifestSet, ObjectId, Renderers, needs_repository, render_inputs,
+};
 
 /// Labels that change with every chart release and say nothing about what the
 /// objects do (Helm's chart label carries the chart version, which Renovate bumps).
@@ -286,16 +288,16 @@ pub enum PreviewError {
 struct WholeTree<'a> {
     repo: &'a LocalRepo,
     revision: &'a Revision,
-    files: Option<Vec<(String, Vec<u8>)>>,
+    tree: Option<FileTree>,
 }
 
 impl WholeTree<'_> {
-    fn files(&mut self) -> Result<&[(String, Vec<u8>)], SourceError> {
-        if self.files.is_none() {
-            let read = self.repo.read_path(self.revision, "")?;
-            self.files = Some(read.into_iter().map(|f| (f.path, f.bytes)).collect());
+    fn tree(&mut self) -> Result<&FileTree, SourceError> {
+        if self.tree.is_none() {
+            let files = pairs(self.repo.read_path(self.revision, "")?);
+            self.tree = Some(FileTree::new(files));
         }
-        Ok(self.files.as_deref().unwrap_or_default())
+        Ok(self.tree.get_or_insert_default())
     }
 
     /// What rendering `app` reads at this revision.
@@ -303,11 +305,15 @@ impl WholeTree<'_> {
         if self.repo.object_id(self.revision, &app.path)?.is_none() {
             return Ok(BTreeSet::from([app.path.clone()]));
         }
-        let at_path: Vec<(String, Vec<u8>)> = pairs(self.repo.read_path(self.revision, &app.path)?);
+        let at_path = pairs(self.repo.read_path(self.revision, &app.path)?);
         if needs_repository(&at_path, &app.path, &app.renderers) {
-            return Ok(render_inputs(self.files()?, &app.path, &app.renderers));
+            return Ok(render_inputs(self.tree()?, &app.path, &app.renderers));
         }
-        Ok(render_inputs(&at_path, &app.path, &app.renderers))
+        Ok(render_inputs(
+            &FileTree::new(at_path),
+            &app.path,
+            &app.renderers,
+        ))
     }
 }
 
@@ -327,7 +333,7 @@ pub fn preview(
     let mut trees = [base, head].map(|revision| WholeTree {
         repo,
         revision,
-        files: None,
+        tree: None,
     });
     let mut renders = 0;
     let mut out = Vec::with_capacity(apps.len());
