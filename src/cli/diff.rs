@@ -99,6 +99,12 @@ pub struct DiffArgs {
     /// cut first, each with a line saying how much was left out.
     #[arg(long, default_value_t = tether_core::report::preview::GITHUB_COMMENT_LIMIT)]
     pub markdown_limit: usize,
+
+    /// With --base: also write the full Markdown report, never cut, to this
+    /// directory (created if needed): one `<app>.md` per changed or failed app and
+    /// `index.md`, for the job's artifact.
+    #[arg(long, requires = "base")]
+    pub output_dir: Option<std::path::PathBuf>,
 }
 
 /// What to do when no cluster is configured: name one, or compare offline.

@@ -90,6 +90,11 @@ pub enum Error {
     /// `tether diff --base --fail-on-error`: apps whose render failed (reported).
     #[error("render failed for app(s) {}", apps.join(", "))]
     RenderFailed { apps: Vec<String> },
+    #[error("cannot write the report to {}: {source}", dir.display())]
+    OutputDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error(
         "{}: no app reads this repository\nhint: an app's source.repo must be one of this checkout's remotes (git remote -v) or its directory",
         config.display()

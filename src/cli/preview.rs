@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use tether_controller::config::Config;
-use tether_core::report::preview::{Totals, render_json, render_markdown, render_text};
+use tether_core::report::preview::{
+    Totals, render_json, render_markdown, render_markdown_files, render_text,
+};
 use tether_core::source::{LocalRepo, normalize_repo_url};
 use tether_core::sync::preview::{AppOutcome, NoiseFilter, PreviewApp, preview};
 
@@ -62,6 +64,9 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     };
     if !out.ends_with('\n') {
         out.push('\n');
+    }
+    if let Some(dir) = &args.output_dir {
+        write_files(dir, &render_markdown_files(&found))?;
     }
     write_stdout(&out)?;
     let failed: Vec<String> = found
@@ -153,4 +158,17 @@ fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<Pre
         });
     }
     Ok(apps)
+}
+
+/// Writes the report's files into `dir`, creating it.
+fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Error> {
+    let io = |source| Error::OutputDir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).map_err(io)?;
+    }
+    Ok(())
 }

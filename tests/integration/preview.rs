@@ -389,6 +389,39 @@ fn the_markdown_comment_fits_its_limit_and_says_what_it_left_out() {
     // The summary is never cut: every image change is still there.
     assert!(cut.stdout.contains("`nginx:1.25` → `nginx:1.27`"));
     assert!(cut.stdout.ends_with("<!-- tether-preview -->\n"));
+
+    // The artifact holds every app's report whole.
+    let dir = tmp.path().join("artifact");
+    let dir_arg = dir.display().to_string();
+    let limit = limit.to_string();
+    let run = tether_in(
+        &repo.dir,
+        &[
+            &args[..],
+            &["--markdown-limit", &limit, "--output-dir", &dir_arg],
+        ]
+        .concat(),
+    );
+    assert_eq!(run.stdout, cut.stdout, "stdout is the comment either way");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["broken.md", "crds.md", "index.md", "shop.md", "web.md"]
+    );
+    assert!(read("web.md").contains("+        image: nginx:1.27"));
+    assert!(!read("web.md").contains("left out"));
+    assert!(read("index.md").contains("- [web](web.md): "));
+    assert!(read("index.md").contains("- api: unchanged"));
+    for file in &files {
+        for value in [SECRET_BASE, SECRET_HEAD] {
+            assert!(!read(file).contains(value), "{file}");
+        }
+    }
 }
 
 #[test]

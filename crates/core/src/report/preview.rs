@@ -434,6 +434,18 @@ fn cut(body: &str, budget: usize) -> String {
         return body.to_string();
     }
     let note_room = 200;
+    if budget < note_room {
+        // Too little room for any of the body: the shortest honest line, if it fits.
+        let short = format!(
+            "_({} characters left out: see the job's artifact)_\n",
+            body.len()
+        );
+        return if short.len() <= budget {
+            short
+        } else {
+            String::new()
+        };
+    }
     let mut kept = String::new();
     let mut fenced = false;
     for line in body.split_inclusive('\n') {
@@ -450,7 +462,7 @@ fn cut(body: &str, budget: usize) -> String {
     }
     let _ = writeln!(
         kept,
-        "\n_… {} of {} characters of this app's report left out to fit the comment; the job's `tether diff --base` output has all of it._",
+        "\n_… {} of {} characters of this app's report left out to fit the comment; the full report is in the job's artifact (`-o markdown --output-dir`)._",
         body.len() - kept.len().min(body.len()),
         body.len()
     );
@@ -504,7 +516,8 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
     out.push_str(&tail);
     if out.len() > limit {
         // Only a summary larger than the limit itself gets here.
-        let mut end = limit.saturating_sub(COMMENT_MARKER.len() + 1);
+        // Room for the line break and the marker line `writeln!` adds below.
+        let mut end = limit.saturating_sub(COMMENT_MARKER.len() + 2);
         while !out.is_char_boundary(end) {
             end -= 1;
         }
@@ -512,4 +525,42 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
         let _ = writeln!(out, "\n{COMMENT_MARKER}");
     }
     out
+}
+
+/// A file name for an app's report: its name with anything but letters, digits,
+/// `-`, `_` and `.` replaced, so no name can leave the output directory.
+fn file_name(app: &str) -> String {
+    let safe: String = app
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}.md", safe.trim_start_matches('.'))
+}
+
+/// The full report as files, for a CI job's artifact (`--output-dir`): one
+/// `<app>.md` per changed or failed app, never cut, and `index.md` with the
+/// summary and a link to each. Returns `(file name, content)` pairs.
+pub fn render_markdown_files(preview: &Preview) -> Vec<(String, String)> {
+    let mut index = markdown_head(preview);
+    let mut files = Vec::new();
+    for app in &preview.apps {
+        match markdown_app(&app.name, &app.outcome) {
+            Some((summary, body)) => {
+                let name = file_name(&app.name);
+                let _ = writeln!(index, "- [{}]({name}): {summary}", cell(&app.name));
+                files.push((name, format!("### {summary}\n\n{body}")));
+            }
+            None => {
+                let _ = writeln!(index, "- {}: unchanged", cell(&app.name));
+            }
+        }
+    }
+    files.push(("index.md".to_string(), index));
+    files
 }
