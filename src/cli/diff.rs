@@ -16,7 +16,7 @@ use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
     /// Manifests: a local directory, or with --repo a directory inside the repository.
-    #[arg(long, required_unless_present = "config")]
+    #[arg(long, required_unless_present_any = ["config", "base"])]
     pub path: Option<String>,
 
     /// Diff the apps of a `tether serve` configuration file instead (all, or --app).
@@ -70,6 +70,41 @@ pub struct DiffArgs {
     /// a wrong --path would otherwise read as "in sync".
     #[arg(long)]
     pub allow_empty: bool,
+
+    /// Compare two commits of the Git checkout this runs in instead of desired and
+    /// live: render each app (--path, or the apps of --config reading this
+    /// repository) at this commit (a pull request's base: a branch, tag, SHA or
+    /// `origin/main`) and at --ref (default: the checked-out HEAD), and report what
+    /// merging changes. Apps whose inputs did not change are not rendered.
+    #[arg(long, conflicts_with_all = ["live", "repo", "kubeconfig", "context"])]
+    pub base: Option<String>,
+
+    /// With --base: exit 2 when an app fails to render (it is reported either way,
+    /// and the other apps are still compared).
+    #[arg(long, requires = "base")]
+    pub fail_on_error: bool,
+
+    /// With --base: also leave this label out of the comparison (repeatable; `key*`
+    /// is a prefix). `helm.sh/chart` is always left out.
+    #[arg(long, requires = "base")]
+    pub ignore_label: Vec<String>,
+
+    /// With --base: also leave this annotation out of the comparison (repeatable;
+    /// `key*` is a prefix). `checksum/*` is always left out.
+    #[arg(long, requires = "base")]
+    pub ignore_annotation: Vec<String>,
+
+    /// With --base -o markdown: the most characters the report may have, to fit a
+    /// comment (GitHub's limit by default; GitLab's is 1000000). The largest apps are
+    /// cut first, each with a line saying how much was left out.
+    #[arg(long, default_value_t = tether_core::report::preview::GITHUB_COMMENT_LIMIT)]
+    pub markdown_limit: usize,
+
+    /// With --base: also write the full Markdown report, never cut, to this
+    /// directory (created if needed): one `<app>.md` per changed or failed app and
+    /// `index.md`, for the job's artifact.
+    #[arg(long, requires = "base")]
+    pub output_dir: Option<std::path::PathBuf>,
 }
 
 /// What to do when no cluster is configured: name one, or compare offline.
@@ -91,6 +126,9 @@ pub enum Color {
 }
 
 pub(super) async fn run(args: DiffArgs) -> Result<Outcome, Error> {
+    if let Some(base) = &args.base {
+        return super::preview::run(&args, base).await;
+    }
     if let Some(config) = &args.config {
         return run_config(&args, config).await;
     }

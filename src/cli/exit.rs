@@ -82,6 +82,24 @@ pub enum Error {
     NoSuchApp { config: PathBuf, app: String },
     #[error("JUnit output covers one app: pass --app, or use -o json")]
     JunitForSeveralApps,
+    #[error("JUnit output is not available with --base: use -o text, json or markdown")]
+    JunitForPreview,
+    /// `tether diff --base` could not read the checkout or a commit.
+    #[error("{0}")]
+    Preview(#[source] tether_core::sync::preview::PreviewError),
+    /// `tether diff --base --fail-on-error`: apps whose render failed (reported).
+    #[error("render failed for app(s) {}", apps.join(", "))]
+    RenderFailed { apps: Vec<String> },
+    #[error("cannot write the report to {}: {source}", dir.display())]
+    OutputDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{}: no app reads this repository\nhint: an app's source.repo must be one of this checkout's remotes (git remote -v) or its directory",
+        config.display()
+    )]
+    NoAppReadsRepository { config: PathBuf },
     /// The Git cache directory cannot be created.
     #[error("{0}")]
     Cache(#[source] SourceError),

@@ -5,6 +5,7 @@
 pub mod allocator;
 mod diff;
 mod exit;
+mod preview;
 #[cfg(feature = "sandbox")]
 mod sandbox;
 mod serve;

@@ -28,6 +28,7 @@ mod leader;
 mod manifest;
 mod notify;
 mod peer_trust;
+mod preview;
 mod protobuf;
 mod quickstart;
 mod render;

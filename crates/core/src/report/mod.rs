@@ -6,5 +6,6 @@ pub mod delivery;
 pub mod drift;
 pub mod notify;
 pub mod outbound;
+pub mod preview;
 pub mod status;
 pub mod sync;

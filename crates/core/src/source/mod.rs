@@ -24,6 +24,7 @@ mod auth;
 mod cache;
 mod clone_key;
 mod error;
+mod local;
 mod poll;
 mod provider;
 mod read;
@@ -36,6 +37,7 @@ pub use auth::is_ssh_url;
 pub use auth::{Auth, CredentialsSecret, SecretRef};
 pub use cache::{CacheOptions, SourceCache, SourceHold};
 pub use error::{SourceError, TimeoutKind};
+pub use local::LocalRepo;
 pub use poll::{
     DEFAULT_COALESCE_WINDOW, DEFAULT_MIN_POLL_INTERVAL, DEFAULT_POLL_INTERVAL, DEFAULT_POLL_JITTER,
     MAX_FAILURE_BACKOFF, PollConfig, PushedRef, PushedRepo, SourceState, SourceWatcher, Trigger,

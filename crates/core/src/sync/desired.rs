@@ -145,31 +145,42 @@ pub async fn read_revision(
     let scopes = scopes.cloned();
     let renderers = renderers.clone();
     tokio::task::spawn_blocking(move || {
-        let pairs = |files: Vec<crate::source::SourceFile>| -> Vec<(String, Vec<u8>)> {
-            files.into_iter().map(|f| (f.path, f.bytes)).collect()
-        };
-        let mut files = pairs(
-            cache
-                .read_files(&source, &at)
-                .map_err(DesiredError::Source)?,
-        );
-        if needs_repository(&files, &source.path, &renderers) {
-            files = pairs(
-                cache
-                    .read_path(&source, &at, "")
-                    .map_err(DesiredError::Source)?,
-            );
-        }
-        let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
-        let options = ParseOptions {
-            default_namespace: &default_namespace,
-            scope: Some(&lookup),
-            ..ParseOptions::default()
-        };
-        render_tree(&files, &source.path, &renderers, &options).map_err(DesiredError::Invalid)
+        render_files(
+            |path| cache.read_path(&source, &at, path),
+            &source.path,
+            &default_namespace,
+            scopes.as_ref(),
+            &renderers,
+        )
     })
     .await
     .map_err(|e| DesiredError::Internal(e.to_string()))?
+}
+
+/// The render stage over a revision that `read` reads a path of (a clone's, or a
+/// local repository's for `tether diff --base`): the files at `path`, or the whole
+/// tree when a kustomization or a chart's values may use any of it. Blocking.
+pub fn render_files(
+    read: impl Fn(&str) -> Result<Vec<crate::source::SourceFile>, SourceError>,
+    path: &str,
+    default_namespace: &str,
+    scopes: Option<&Scopes>,
+    renderers: &Renderers,
+) -> Result<ManifestSet, DesiredError> {
+    let pairs = |files: Vec<crate::source::SourceFile>| -> Vec<(String, Vec<u8>)> {
+        files.into_iter().map(|f| (f.path, f.bytes)).collect()
+    };
+    let mut files = pairs(read(path)?);
+    if needs_repository(&files, path, renderers) {
+        files = pairs(read("")?);
+    }
+    let lookup = |gk: &GroupKind| scopes?.get(gk).copied();
+    let options = ParseOptions {
+        default_namespace,
+        scope: Some(&lookup),
+        ..ParseOptions::default()
+    };
+    render_tree(&files, path, renderers, &options).map_err(DesiredError::Invalid)
 }
 
 /// The render stage between passes: the manifests of the last revision rendered,

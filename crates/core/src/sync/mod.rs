@@ -21,6 +21,7 @@ pub mod inventory;
 mod item;
 mod observe;
 pub mod plan;
+pub mod preview;
 pub mod prune;
 mod report;
 

@@ -98,7 +98,7 @@ pub(crate) fn mask_change(change: &mut Change, key: &MaskKey) {
 }
 
 /// A Secret with `stringData` folded into `data` (base64), as the API server stores it.
-pub(crate) fn fold_string_data(secret: &Value) -> Value {
+pub fn fold_string_data(secret: &Value) -> Value {
     let mut out = secret.clone();
     let Some(m) = out.as_object_mut() else {
         return out;

@@ -23,7 +23,7 @@ use tether_schema::ownership::owned_by;
 pub use compare::{LAST_APPLIED, SERVER_METADATA};
 pub use fields::owned_leaves;
 pub use managers::{ChangedBy, changed_by};
-pub use mask::{MaskKey, is_secret, mask_secret_object};
+pub use mask::{MaskKey, fold_string_data, is_secret, mask_secret_object};
 pub use path::{FieldPath, Segment};
 pub use schema::{ListType, OpenApiSchemas, ScalarFormat, SchemaLookup};
 pub use tether_schema::{Quantity, same_quantity};

@@ -21,8 +21,8 @@ use serde_json::Value;
 
 pub use error::{Location, ManifestError, ManifestErrors};
 pub use render::{
-    CHART_FILE, DEFAULT_RENDER_TIMEOUT, HelmInputs, KustomizeCommand, Renderers, needs_repository,
-    render_tree,
+    CHART_FILE, DEFAULT_RENDER_TIMEOUT, FileTree, HelmInputs, KustomizeCommand, Renderers,
+    needs_repository, render_inputs, render_tree,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
 pub use walk::{read_dir, render_dir};

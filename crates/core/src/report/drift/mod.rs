@@ -15,7 +15,7 @@ use tether_diff::diff::{ObjectDiff, Status};
 pub use json::{render_json, render_json_apps};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
-pub use text::{render_text, unified_diff};
+pub use text::{render_text, unified_diff, unified_diff_between};
 
 /// The drift of one app (or one path) at one revision.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -19,13 +19,18 @@ const CONTEXT_LINES: usize = 3;
 
 /// The unified diff of one object's views (empty when they are equal).
 pub fn unified_diff(o: &ObjectDiff, color: bool) -> String {
+    unified_diff_between(o, color, ["live", "desired"])
+}
+
+/// [`unified_diff`] with the two sides named (`base`, `head` for a pull request).
+pub fn unified_diff_between(o: &ObjectDiff, color: bool, [old, new]: [&str; 2]) -> String {
     let live = to_yaml(o.live.as_ref());
     let desired = to_yaml(o.desired.as_ref());
     let diff = TextDiff::from_lines(&live, &desired);
     let name = title(o);
     let mut out = String::new();
-    let _ = writeln!(out, "--- live/{name}");
-    let _ = writeln!(out, "+++ desired/{name}");
+    let _ = writeln!(out, "--- {old}/{name}");
+    let _ = writeln!(out, "+++ {new}/{name}");
     for hunk in diff
         .unified_diff()
         .context_radius(CONTEXT_LINES)

@@ -250,6 +250,87 @@ pub fn needs_repository<P: AsRef<str>>(
     })
 }
 
+/// A revision's files by path from the repository root, for [`render_inputs`]:
+/// built once, then asked about every app of the revision.
+#[derive(Debug, Default)]
+pub struct FileTree(BTreeMap<String, Vec<u8>>);
+
+impl FileTree {
+    pub fn new<P: AsRef<str>>(files: Vec<(P, Vec<u8>)>) -> FileTree {
+        FileTree(
+            files
+                .into_iter()
+                .map(|(p, b)| (norm(p.as_ref()), b))
+                .collect(),
+        )
+    }
+
+    /// The paths of the files under `dir` (`""`: all of them).
+    fn under<'a>(&'a self, dir: &str) -> impl Iterator<Item = &'a String> {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let exact = (!dir.is_empty()).then(|| self.0.get_key_value(dir).map(|(k, _)| k));
+        self.0
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(move |k| k.starts_with(&prefix))
+            .chain(exact.flatten())
+    }
+}
+
+impl TreeView for FileTree {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        self.0.get(path).cloned()
+    }
+    fn is_file(&self, path: &str) -> bool {
+        self.0.contains_key(path)
+    }
+    fn is_dir(&self, path: &str) -> bool {
+        self.under(path).next().is_some_and(|k| k != path)
+    }
+}
+
+/// The repository paths (directories or files) whose content rendering `path` reads:
+/// the path itself, every directory and file the kustomizations at or under it use
+/// (bases, components, generator files), and a chart's values files from elsewhere.
+/// When [`needs_repository`] says so, `tree` must hold the whole repository. Two
+/// revisions with the same content at each of these paths render the same objects,
+/// so `tether diff --base` skips such an app. A kustomization whose references do
+/// not resolve reads, for all this knows, the whole repository (`""`).
+pub fn render_inputs(tree: &FileTree, path: &str, renderers: &Renderers) -> BTreeSet<String> {
+    let path = norm(path);
+    let mut inputs = BTreeSet::from([path.clone()]);
+    if tree.is_file(&join(&path, CHART_FILE)) {
+        inputs.extend(
+            renderers
+                .helm
+                .value_files
+                .iter()
+                .map(|f| resolve(&path, f).unwrap_or_default()),
+        );
+        return inputs;
+    }
+    let kustomizations: Vec<&str> = tree
+        .under(&path)
+        .filter_map(|key| {
+            let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+            super::KUSTOMIZATION_FILES.contains(&name).then_some(dir)
+        })
+        .collect();
+    for dir in kustomizations {
+        match closure(tree, dir, renderers.allow_remote_bases) {
+            Ok(used) => inputs.extend(used.dirs.into_iter().chain(used.files)),
+            Err(_) => {
+                inputs.insert(String::new());
+            }
+        }
+    }
+    inputs
+}
+
 /// Renders the files of a tree (a Git commit's, keyed by their path from the
 /// repository root) at `path`. When [`needs_repository`] says so, `files` must hold
 /// the whole repository, since a kustomization may use any of it; Kustomize then runs

@@ -1,0 +1,174 @@
+//! `tether diff --base REF`: what merging a change does, for a pull request. The
+//! repository is the Git checkout the command runs in; each app (`--path`, or the
+//! apps of `--config` that read this repository) is rendered at the base and at the
+//! head (`--ref`, default the checked-out `HEAD`) and the two compared, offline.
+
+use std::path::Path;
+
+use tether_controller::config::Config;
+use tether_core::report::preview::{
+    Totals, render_json, render_markdown, render_markdown_files, render_text,
+};
+use tether_core::source::{LocalRepo, normalize_repo_url};
+use tether_core::sync::preview::{AppOutcome, NoiseFilter, PreviewApp, preview};
+
+use super::diff::{Color, DiffArgs, ReportFormat};
+use super::{Error, Outcome, write_stdout};
+
+pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
+    if args.output == ReportFormat::Junit {
+        return Err(Error::JunitForPreview);
+    }
+    let cwd = std::env::current_dir().map_err(Error::Output)?;
+    let repo = LocalRepo::discover(&cwd).map_err(Error::Cache)?;
+    let base = repo.resolve(base).map_err(Error::Cache)?;
+    let head = repo.resolve(&args.git.reference).map_err(Error::Cache)?;
+    let apps = match &args.config {
+        Some(config) => config_apps(&repo, config, args)?,
+        None => {
+            let path = repo_path(&repo, &cwd, args.path.as_deref().unwrap_or("."));
+            let name = args.app.clone().unwrap_or_else(|| {
+                path.rsplit('/')
+                    .next()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("root")
+                    .to_string()
+            });
+            vec![PreviewApp {
+                renderers: args.render.renderers(Some(&name), &path, &args.namespace),
+                name,
+                default_namespace: args.namespace.clone(),
+                path,
+            }]
+        }
+    };
+    let mut noise = NoiseFilter::default();
+    noise.labels.extend(args.ignore_label.iter().cloned());
+    noise
+        .annotations
+        .extend(args.ignore_annotation.iter().cloned());
+    let found = tokio::task::spawn_blocking(move || preview(&repo, &base, &head, &apps, &noise))
+        .await?
+        .map_err(Error::Preview)?;
+    let mut out = match args.output {
+        ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
+        ReportFormat::Markdown => render_markdown(&found, args.markdown_limit),
+        _ => render_text(
+            &found,
+            match args.color {
+                Color::Always => true,
+                Color::Never => false,
+                Color::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            },
+        ),
+    };
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if let Some(dir) = &args.output_dir {
+        write_files(dir, &render_markdown_files(&found))?;
+    }
+    write_stdout(&out)?;
+    let failed: Vec<String> = found
+        .apps
+        .iter()
+        .filter(|app| matches!(app.outcome, AppOutcome::Failed { .. }))
+        .map(|app| app.name.clone())
+        .collect();
+    if args.fail_on_error && !failed.is_empty() {
+        return Err(Error::RenderFailed { apps: failed });
+    }
+    Ok(if Totals::of(&found).has_changes() {
+        Outcome::Drift
+    } else {
+        Outcome::Success
+    })
+}
+
+/// `path` (relative to the current directory, as a user types it) as a path from
+/// the repository's top, where Git's trees are read.
+fn repo_path(repo: &LocalRepo, cwd: &Path, path: &str) -> String {
+    let top = repo
+        .work_dir()
+        .and_then(|dir| std::fs::canonicalize(dir).ok());
+    let here = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let prefix = top
+        .and_then(|top| here.strip_prefix(top).ok().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut parts: Vec<String> = Vec::new();
+    for part in prefix.join(path).components() {
+        match part {
+            std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            std::path::Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    parts.join("/")
+}
+
+/// The apps of a service configuration whose source is this repository (one of its
+/// remotes, or its own directory), all or the one `--app` names.
+fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<PreviewApp>, Error> {
+    let only = args.app.as_deref();
+    // The renderers' programs are the command line's (--helm, --kustomize and their
+    // environment variables), as the job's machine has them.
+    let programs = args.render.renderers(None, ".", "");
+    let config = Config::load(path).map_err(Error::Config)?;
+    if let Some(name) = only
+        && config.app(name).is_none()
+    {
+        return Err(Error::NoSuchApp {
+            config: path.to_path_buf(),
+            app: name.to_string(),
+        });
+    }
+    let mut ours: Vec<_> = repo
+        .remote_urls()
+        .iter()
+        .map(|url| normalize_repo_url(url))
+        .collect();
+    if let Some(dir) = repo.work_dir() {
+        ours.push(normalize_repo_url(&dir.to_string_lossy()));
+    }
+    let apps: Vec<PreviewApp> = config
+        .apps
+        .iter()
+        .filter(|app| only.is_none_or(|name| app.name == name))
+        .filter(|app| ours.contains(&normalize_repo_url(&app.source.repo)))
+        .map(|app| {
+            let mut renderers = tether_diff::manifest::Renderers {
+                timeout: config.render_timeout,
+                kustomize: programs.kustomize.clone(),
+                ..app.renderers()
+            };
+            renderers.helm.program = programs.helm.program.clone();
+            PreviewApp {
+                name: app.name.clone(),
+                path: app.source.path.clone(),
+                default_namespace: app.destination.namespace.clone(),
+                renderers,
+            }
+        })
+        .collect();
+    if apps.is_empty() {
+        return Err(Error::NoAppReadsRepository {
+            config: path.to_path_buf(),
+        });
+    }
+    Ok(apps)
+}
+
+/// Writes the report's files into `dir`, creating it.
+fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Error> {
+    let io = |source| Error::OutputDir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).map_err(io)?;
+    }
+    Ok(())
+}
