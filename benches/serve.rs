@@ -24,6 +24,7 @@
 //! bench exits 1. `-- --quick` runs 5 apps, a 22 s steady window over a 20 s resync
 //! interval, 20 heals and 5 webhooks, in about 35 s.
 
+mod heal;
 mod support;
 
 use std::collections::BTreeMap;
@@ -31,11 +32,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt as _, TryStreamExt as _};
+use heal::{apply_floor, tamper, uid, until_event, watch_object};
 use hmac::{Hmac, Mac};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use support::{
@@ -43,7 +44,6 @@ use support::{
     proc_status_mib, verdict,
 };
 use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
-use tether_schema::ownership::FIELD_MANAGER;
 
 const APPS: usize = 100;
 /// Per app: 90 ConfigMaps, 5 Services and 5 Deployments.
@@ -242,103 +242,6 @@ where
         assert!(started.elapsed() < TRIAL_TIMEOUT, "timed out: {what}");
         tokio::time::sleep(CHECK_EVERY).await;
     }
-}
-
-async fn uid<K>(api: &Api<K>, name: &str) -> String
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get(name)
-        .await
-        .expect("the object exists")
-        .meta()
-        .uid
-        .clone()
-        .expect("an object has a uid")
-}
-
-type Events<K> = futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>;
-
-/// A watch on the object `name`, from the version stored now: no event after it is
-/// missed, and each arrives as the sandbox commits the change.
-async fn watch_object<K>(api: &Api<K>, name: &str) -> Events<K>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let version = api
-        .get(name)
-        .await
-        .expect("the object exists")
-        .meta()
-        .resource_version
-        .clone()
-        .expect("a stored object has a resourceVersion");
-    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
-    api.watch(&params, &version)
-        .await
-        .expect("the watch opens")
-        .boxed()
-}
-
-/// The time from `began` to the first event for which `corrected` holds.
-/// When the correction arrived on the watch (since `began`), and since the first event
-/// the watch delivered after `began` (the bench's own change, as every watcher sees it).
-async fn until_event<K>(
-    events: &mut Events<K>,
-    began: Instant,
-    what: &str,
-    corrected: impl Fn(&K) -> bool,
-) -> (Duration, Duration) {
-    let mut first_seen = None;
-    loop {
-        let event = tokio::time::timeout(TRIAL_TIMEOUT, events.try_next())
-            .await
-            .unwrap_or_else(|_| panic!("timed out: {what}"))
-            .expect("the watch delivers")
-            .unwrap_or_else(|| panic!("the watch ended before: {what}"));
-        let seen = *first_seen.get_or_insert_with(Instant::now);
-        if let WatchEvent::Added(object) | WatchEvent::Modified(object) = &event
-            && corrected(object)
-        {
-            return (began.elapsed(), seen.elapsed());
-        }
-    }
-}
-
-/// The floor under a heal: the round trip of the apply a heal makes, alone, on the
-/// objects the heals corrected (the same sandbox, tether stopped). Each trial edits an
-/// object as a heal trial does (untimed), then times the server-side apply of Git's
-/// object with the labels tether gives it, as field manager `tether` with force.
-async fn apply_floor(configmaps: &Api<ConfigMap>, namespace: &str) -> Vec<f64> {
-    let mut round_trips = Vec::with_capacity(APPLY_TRIALS);
-    for trial in 0..APPLY_TRIALS {
-        let name = format!("cm-{}", 1 + trial % (CONFIGMAPS - 1));
-        let expected = format!("v{}", 1 + trial % (CONFIGMAPS - 1));
-        let edited = configmaps
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {"key": TAMPERED}})),
-            )
-            .await
-            .expect("edit");
-        let object = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": edited.metadata.labels},
-            "data": {"key": expected, "mode": "production"},
-        });
-        let began = Instant::now();
-        configmaps
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(object),
-            )
-            .await
-            .expect("apply");
-        round_trips.push(ms(began.elapsed()));
-    }
-    round_trips
 }
 
 async fn data_key(api: &Api<ConfigMap>, name: &str) -> Option<String> {
@@ -579,14 +482,7 @@ async fn main() {
         let value = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("key")).cloned();
         match trial % 4 {
             0 | 2 => {
-                configmaps
-                    .patch(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"data": {"key": TAMPERED}})),
-                    )
-                    .await
-                    .expect("edit");
+                tamper(&configmaps, &name).await;
                 let events = events.as_mut().expect("a watch on the ConfigMap");
                 let (took, seen) = until_event(events, began, "the edit is healed", |cm| {
                     value(cm).as_deref() == Some(expected.as_str())
