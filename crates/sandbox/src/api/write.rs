@@ -338,40 +338,44 @@ pub(super) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
 }
 
 /// Decodes a server-side apply body as kube-apiserver's apply patcher does: leniently
-/// (a key given twice keeps its last value), then, unless `fieldValidation=Ignore`, once
-/// more as `yaml.UnmarshalStrict` would: a repeated key is a 400 under Strict (`error
-/// strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line
-/// 4: key "a" already set in map`) and a `Warning` otherwise. Only the first repeated
-/// key is named where Go's decoder lists every one.
+/// (a key given twice keeps its last value), then, unless `fieldValidation=Ignore`, as
+/// `yaml.UnmarshalStrict` would: a repeated key is a 400 under Strict (`error strict
+/// decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 4: key
+/// "a" already set in map`) and a `Warning` otherwise. Only the first repeated key is
+/// named where Go's decoder lists every one. A body without one is parsed once.
 fn decode_apply_body(request: &Request) -> Result<Value, ApiError> {
-    let mut lenient = serde_saphyr::Options::default();
-    lenient.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
-    let config: Value = serde_saphyr::from_slice_with_options(&request.body, lenient)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
-    let directive = field_validation(&request.query);
-    if directive == FieldValidation::Ignore {
-        return Ok(config);
-    }
     let mut strict = serde_saphyr::Options::default();
     strict.with_snippet = false;
-    let Err(err) = serde_saphyr::from_slice_with_options::<Value>(&request.body, strict) else {
-        return Ok(config);
+    let err = match serde_saphyr::from_slice_with_options::<Value>(&request.body, strict) {
+        Ok(config) => return Ok(config),
+        Err(err) => err,
     };
     let serde_saphyr::Error::DuplicateMappingKey { key, location } = err.without_snippet() else {
-        return Ok(config);
+        // Worded as the sandbox has always worded it, with the YAML around the error.
+        let text = match serde_saphyr::from_slice::<Value>(&request.body) {
+            Err(with_snippet) => with_snippet.to_string(),
+            Ok(_) => err.to_string(),
+        };
+        return Err(ApiError::BadRequest(format!("error decoding YAML: {text}")));
     };
     let repeated = format!(
         "line {}: key {} already set in map",
         location.line(),
         crate::validate::go_quote(key.as_deref().unwrap_or_default())
     );
-    if directive == FieldValidation::Strict {
-        return Err(ApiError::BadRequest(format!(
-            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {repeated}"
-        )));
+    match field_validation(&request.query) {
+        FieldValidation::Strict => {
+            return Err(ApiError::BadRequest(format!(
+                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {repeated}"
+            )));
+        }
+        FieldValidation::Warn => request.warnings.add(repeated),
+        FieldValidation::Ignore => {}
     }
-    request.warnings.add(repeated);
-    Ok(config)
+    let mut lenient = serde_saphyr::Options::default();
+    lenient.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+    serde_saphyr::from_slice_with_options(&request.body, lenient)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))
 }
 
 /// Decodes a create or update body: JSON, or YAML when the client sends YAML.
