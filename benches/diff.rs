@@ -6,6 +6,10 @@
 //! recorded OpenAPI schemas of the kinds compared. Prints a table and writes
 //! target/bench-results/diff.json; a missed target prints FAIL and the bench exits 1.
 //! `-- --quick`: the 1,000-object in-memory diff alone, in seconds.
+//! Memory (issue #31): the peak RSS of a `tether diff` process (`ru_maxrss` from
+//! `wait4`) against a `tether sandbox` holding 1,000 and 10,000 objects in sync
+//! (targets: < 50 and < 150 MiB), kubectl diff's at 1,000 beside it; `-- --memory`
+//! runs these figures alone (`-- --memory --quick`: 1,000 objects only).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -308,90 +312,126 @@ fn on_disk(n: usize) -> std::io::Result<Row> {
     })
 }
 
+/// A `tether sandbox` process holding `n` objects applied by kubectl from files in a
+/// folder of their own: a Deployment, a Service and two ConfigMaps per four, and their
+/// Namespace.
+struct Applied {
+    tmp: PathBuf,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    sandbox: std::process::Child,
+}
+
+impl Applied {
+    fn start(n: usize, name: &str) -> std::io::Result<Applied> {
+        use std::io::BufRead as _;
+        use std::process::{Command, Stdio};
+
+        let tmp = std::env::temp_dir().join(format!("tether-bench-{name}-{}", std::process::id()));
+        let (dir, kubeconfig) = (tmp.join("manifests"), tmp.join("kubeconfig"));
+        std::fs::create_dir_all(&dir)?;
+        let mut sandbox = Command::new(env!("CARGO_BIN_EXE_tether"))
+            .args(["sandbox", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut ready = String::new();
+        std::io::BufReader::new(
+            sandbox
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?,
+        )
+        .read_line(&mut ready)?;
+        std::fs::write(
+            dir.join("00-namespace.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: bench}\n",
+        )?;
+        for i in 0..n - 1 {
+            let text = match i % 4 {
+                0 => format!(
+                    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        ports: [{{containerPort: 8080}}]\n        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}\n"
+                ),
+                1 => format!(
+                    "apiVersion: v1\nkind: Service\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{app: app-{i}}}\n  ports: [{{port: 80, targetPort: 8080}}]\n"
+                ),
+                _ => format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app-{i}, namespace: bench}}\ndata: {{key: value-{i}}}\n"
+                ),
+            };
+            std::fs::write(dir.join(format!("{i:05}.yaml")), text)?;
+        }
+        let applied = Applied {
+            tmp,
+            dir,
+            kubeconfig,
+            sandbox,
+        };
+        let out = applied
+            .kubectl(&["apply", "--server-side", "-f"])
+            .output()?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(applied)
+    }
+
+    /// `kubectl ARGS <folder>`.
+    fn kubectl(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .arg(&self.dir)
+            .env("HOME", &self.tmp);
+        c
+    }
+
+    /// `tether diff -o json` of the folder.
+    fn tether_diff(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_tether"));
+        c.args(["diff", "-o", "json", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .arg("--path")
+            .arg(&self.dir);
+        c
+    }
+
+    fn stop(mut self) -> std::io::Result<()> {
+        let _ = self.sandbox.kill();
+        let _ = self.sandbox.wait();
+        std::fs::remove_dir_all(&self.tmp)
+    }
+}
+
 /// Online: `tether diff` of `n` objects against a sandbox process, next to `kubectl
 /// diff --server-side -f` of the same files, in the same run (target: tether at most
 /// half of kubectl's wall time).
 fn online(n: usize) -> std::io::Result<[Row; 2]> {
-    use std::io::BufRead as _;
-    use std::process::{Command, Stdio};
-
-    let tmp = std::env::temp_dir().join(format!("tether-bench-online-{}", std::process::id()));
-    let (dir, kubeconfig) = (tmp.join("manifests"), tmp.join("kubeconfig"));
-    std::fs::create_dir_all(&dir)?;
-    let mut sandbox = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["sandbox", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut ready = String::new();
-    std::io::BufReader::new(
-        sandbox
-            .stdout
-            .take()
-            .ok_or_else(|| std::io::Error::other("no stdout"))?,
-    )
-    .read_line(&mut ready)?;
-
-    // A mix as apps have them: a Deployment, a Service and two ConfigMaps per four.
-    std::fs::write(
-        dir.join("00-namespace.yaml"),
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: bench}\n",
-    )?;
-    for i in 0..n - 1 {
-        let text = match i % 4 {
-            0 => format!(
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        ports: [{{containerPort: 8080}}]\n        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}\n"
-            ),
-            1 => format!(
-                "apiVersion: v1\nkind: Service\nmetadata: {{name: app-{i}, namespace: bench}}\nspec:\n  selector: {{app: app-{i}}}\n  ports: [{{port: 80, targetPort: 8080}}]\n"
-            ),
-            _ => format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app-{i}, namespace: bench}}\ndata: {{key: value-{i}}}\n"
-            ),
-        };
-        std::fs::write(dir.join(format!("{i:05}.yaml")), text)?;
-    }
-    let kubectl = |args: &[&str]| {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .arg(&dir)
-            .env("HOME", &tmp)
-            .output()
-    };
-    let applied = kubectl(&["apply", "--server-side", "-f"])?;
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-
-    let time_median = |mut run: Box<dyn FnMut() -> std::io::Result<std::process::Output> + '_>| -> std::io::Result<Duration> {
+    let applied = Applied::start(n, "online")?;
+    let time_median = |mut command: std::process::Command| -> std::io::Result<Duration> {
         let mut samples = Vec::new();
         for _ in 0..3 {
             let started = Instant::now();
-            let out = run()?;
+            let out = command.output()?;
             let elapsed = started.elapsed();
-            assert_eq!(out.status.code(), Some(0), "in sync: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "in sync: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             samples.push(elapsed);
         }
         samples.sort();
         Ok(samples[samples.len() / 2])
     };
-    let tether = time_median(Box::new(|| {
-        Command::new(env!("CARGO_BIN_EXE_tether"))
-            .args(["diff", "-o", "json", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .arg("--path")
-            .arg(&dir)
-            .output()
-    }))?;
-    let kubectl_time = time_median(Box::new(|| kubectl(&["diff", "--server-side", "-f"])))?;
-    let _ = sandbox.kill();
-    let _ = sandbox.wait();
-    std::fs::remove_dir_all(&tmp)?;
+    let tether = time_median(applied.tether_diff())?;
+    let kubectl_time = time_median(applied.kubectl(&["diff", "--server-side", "-f"]))?;
+    applied.stop()?;
     let row = |name: &str, wall: Duration, target: Option<Duration>| Row {
         name: name.into(),
         objects: n,
@@ -414,14 +454,76 @@ fn online(n: usize) -> std::io::Result<[Row; 2]> {
     ])
 }
 
+/// Issue #31's memory targets for `tether diff` (online, in sync): peak RSS by objects.
+const DIFF_PEAK_RSS_MIB: [(usize, f64); 2] = [(1_000, 50.0), (10_000, 150.0)];
+
+/// One child's peak resident memory.
+struct Memory {
+    name: String,
+    objects: usize,
+    peak_mib: f64,
+    target_mib: Option<f64>,
+}
+
+/// Runs `command` to its end and returns its peak RSS in MiB: `ru_maxrss` of that
+/// child alone, from `wait4` (the kernel's high-water mark of its resident set).
+fn peak_rss_mib(command: &mut std::process::Command) -> std::io::Result<f64> {
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child this function spawned; both pointers are to locals.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if waited != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Linux reports ru_maxrss in KiB.
+    Ok(usage.ru_maxrss as f64 / 1024.0)
+}
+
+/// `tether diff`'s peak RSS against a sandbox holding each number of objects, in
+/// sync; kubectl diff's next to the 1,000 for scale.
+fn memory(sizes: &[(usize, f64)]) -> std::io::Result<Vec<Memory>> {
+    let mut rows = Vec::new();
+    for &(n, target) in sizes {
+        let applied = Applied::start(n, "memory")?;
+        rows.push(Memory {
+            name: "tether diff, online: peak RSS".into(),
+            objects: n,
+            peak_mib: peak_rss_mib(&mut applied.tether_diff())?,
+            target_mib: Some(target),
+        });
+        if n == 1_000 {
+            rows.push(Memory {
+                name: "kubectl diff --server-side: peak RSS".into(),
+                objects: n,
+                peak_mib: peak_rss_mib(&mut applied.kubectl(&["diff", "--server-side", "-f"]))?,
+                target_mib: None,
+            });
+        }
+        applied.stop()?;
+    }
+    Ok(rows)
+}
+
 fn main() -> std::io::Result<()> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("?").to_string();
     let mut rows = Vec::new();
-    if std::env::args().any(|a| a == "--quick") {
+    let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--memory") {
+        let sizes = if quick { 1 } else { DIFF_PEAK_RSS_MIB.len() };
+        let memory = memory(&DIFF_PEAK_RSS_MIB[..sizes])?;
+        return report(&load, &[], &memory, "diff-memory.json");
+    }
+    if quick {
         // The CI cut-down (dev profile, unoptimised: ten times the per-object budget).
         rows.push(in_memory(1_000, 2, Some(Duration::from_millis(100))));
-        return report(&load, &rows, "diff-quick.json");
+        return report(&load, &rows, &[], "diff-quick.json");
     }
     for n in [1_000, 5_000, 10_000] {
         let target = (n == 10_000).then_some(Duration::from_millis(100));
@@ -434,11 +536,11 @@ fn main() -> std::io::Result<()> {
     rows.extend(yaml_read(10_000));
     rows.push(on_disk(10_000)?);
     rows.extend(online(1_000)?);
-    report(&load, &rows, "diff.json")
+    report(&load, &rows, &memory(&DIFF_PEAK_RSS_MIB)?, "diff.json")
 }
 
 /// Prints the table and writes `file`; a missed target is FAIL, and the bench exits 1.
-fn report(load: &str, rows: &[Row], file: &str) -> std::io::Result<()> {
+fn report(load: &str, rows: &[Row], memory: &[Memory], file: &str) -> std::io::Result<()> {
     println!("load average at start: {load} (2 cores, shared); targets judged on CPU time");
     println!(
         "{:<38} {:>7} {:>6} {:>10} {:>10} {:>11} {:>12}",
@@ -470,17 +572,41 @@ fn report(load: &str, rows: &[Row], file: &str) -> std::io::Result<()> {
             "met": r.target.map(|t| r.cpu <= t),
         }));
     }
+    let mut memory_rows = Vec::new();
+    for m in memory {
+        let verdict = match m.target_mib {
+            Some(t) if m.peak_mib < t => format!("< {t:.0} MiB ok"),
+            Some(t) => format!(">= {t:.0} MiB FAIL"),
+            None => String::new(),
+        };
+        println!(
+            "{:<38} {:>7} {:>6} {:>19.1} MiB {:>17}",
+            m.name, m.objects, "", m.peak_mib, verdict
+        );
+        memory_rows.push(json!({
+            "name": m.name, "objects": m.objects, "peak_rss_mib": m.peak_mib,
+            "target_mib": m.target_mib, "met": m.target_mib.map(|t| m.peak_mib < t),
+        }));
+    }
     let dir = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into()))
         .join("bench-results");
     std::fs::create_dir_all(&dir)?;
-    let out =
-        json!({"benchmark": "diff", "threads": 1, "load_average": load, "results": json_rows});
+    let build = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    let out = json!({"benchmark": "diff", "threads": 1, "load_average": load, "build": build,
+                     "results": json_rows, "memory": memory_rows});
     std::fs::write(
         dir.join(file),
         serde_json::to_string_pretty(&out).unwrap_or_default(),
     )?;
     println!("wrote {}", dir.join(file).display());
-    if rows.iter().any(|r| r.target.is_some_and(|t| r.cpu > t)) {
+    let over = memory
+        .iter()
+        .any(|m| m.target_mib.is_some_and(|t| m.peak_mib >= t));
+    if over || rows.iter().any(|r| r.target.is_some_and(|t| r.cpu > t)) {
         std::process::exit(1);
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! Issue #31: commit statuses for Azure DevOps and Bitbucket Server / Data Center,
 //! posted to a loopback server that routes, authenticates and answers as each
 //! provider's API does (Azure DevOps "Statuses - Create": 201 with the status; Bitbucket
-//! Data Center "Store a build status": 204; both 401 for a token they do not know).
+//! Data Center "Store a build status": 204; Azure DevOps its sign-in page with 203 for
+//! a PAT it does not accept, Bitbucket 401 for a token it does not know).
 //! Each request is recorded and asserted: method, path, query, headers and body.
 
 use std::sync::{Arc, Mutex};
@@ -75,8 +76,19 @@ async fn azure_devops(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!(":{TOKEN}"))
     );
-    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
-        return StatusCode::UNAUTHORIZED.into_response();
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        Some(given) if given == expected => {}
+        // A PAT the service does not accept: its sign-in page, answered 203.
+        Some(_) => {
+            let page = "<!DOCTYPE html><html><head><title>Azure DevOps Services | Sign In</title></head><body></body></html>";
+            return (
+                StatusCode::NON_AUTHORITATIVE_INFORMATION,
+                [("content-type", "text/html; charset=utf-8")],
+                page,
+            )
+                .into_response();
+        }
+        None => return StatusCode::UNAUTHORIZED.into_response(),
     }
     let mut status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     status["id"] = json!(1);
@@ -190,12 +202,14 @@ async fn azure_devops_gets_the_statuses_api_request_with_a_pat() {
     );
     assert_eq!(reporter.stats().delivered, 1);
 
-    // A token the service does not know: refused once, not retried, not printed.
+    // A token the service does not know: Azure DevOps answers its sign-in page with
+    // 203, which is no success: failed once, not retried, not printed.
     std::fs::write(&token, "revoked").expect("write");
     reporter.report(report(&azure, CommitState::Failure));
     reporter.flush().await;
-    assert_eq!(log.lock().expect("log").len(), 2, "401 is tried once");
-    assert_eq!(reporter.stats().failed, 1);
+    assert_eq!(log.lock().expect("log").len(), 2, "203 is tried once");
+    let stats = reporter.stats();
+    assert_eq!((stats.delivered, stats.failed), (1, 1), "{stats:?}");
     reporter.shutdown().await;
 }
 

@@ -48,3 +48,4 @@ mod tenant_identity;
 mod tour;
 mod webdriver;
 mod webhooks;
+mod write_options;

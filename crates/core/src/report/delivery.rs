@@ -89,7 +89,7 @@ impl DeliveryOptions {
 /// Counters of what the worker did, for logs, metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliveryStats {
-    /// Requests the provider accepted (2xx).
+    /// Requests the provider accepted (2xx other than 203, a sign-in page's answer).
     pub delivered: u64,
     /// Reports not sent because nothing changed or a rate limit held them back.
     pub skipped: u64,
@@ -413,6 +413,12 @@ pub(crate) async fn post_with_retry(
             .send()
             .await;
         let (last, retry_after) = match sent {
+            Ok(answer) if answer.status() == StatusCode::NON_AUTHORITATIVE_INFORMATION => {
+                return Err(DeliveryError::Rejected {
+                    status: answer.status().as_u16(),
+                    detail: NOT_THE_API.into(),
+                });
+            }
             Ok(answer) if answer.status().is_success() => return Ok(attempt),
             Ok(answer) => {
                 let status = answer.status();
@@ -450,6 +456,11 @@ pub(crate) async fn post_with_retry(
         tokio::time::sleep(wait).await;
     }
 }
+
+/// Why a 203 is no success: the answer is not the API's but a sign-in page's or a
+/// proxy's. Azure DevOps answers a missing, expired or wrong personal access token with
+/// its sign-in page and 203 Non-Authoritative Information, not 401; nothing was posted.
+const NOT_THE_API: &str = "the answer is a sign-in page, not the API's (Azure DevOps answers a missing, expired or wrong personal access token this way): check the token";
 
 fn retryable(status: StatusCode) -> bool {
     status.is_server_error()

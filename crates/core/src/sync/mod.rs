@@ -7,9 +7,20 @@
 //! everything before it writes anything: every object that would change is dry-run
 //! first, and one refusal means nothing is applied. Objects that cannot be dry-run
 //! yet (their CRD or Namespace is created by this same sync) are dry-run as soon as
-//! what they need exists, before any of them is applied. Hooks are steps at their
-//! phases; the Namespaces and CRDs a revision creates are applied before its PreSync
-//! hooks, which may need them.
+//! what they need exists, before any of them is applied.
+//!
+//! A new object therefore costs two requests (its dry run and its apply), where
+//! `kubectl apply --server-side` sends one and validates nothing before writing. Judging
+//! new objects in process instead was weighed and left out: the served OpenAPI schemas
+//! catch types and undeclared fields, but kube-apiserver refuses far more (its
+//! registries' validation of names, selectors, pod specs, ports; admission webhooks,
+//! ValidatingAdmissionPolicies, ResourceQuotas; the acting ServiceAccount's RBAC), and
+//! an object such a judge passes but the server refuses would be written after others,
+//! breaking "one refusal means nothing is applied". What a cold sync costs, side by
+//! side with kubectl, is in `benches/README.md` (`benches/sync.rs`).
+//!
+//! Hooks are steps at their phases; the Namespaces and CRDs a revision creates are
+//! applied before its PreSync hooks, which may need them.
 
 mod annotations;
 mod apply;

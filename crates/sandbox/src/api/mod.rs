@@ -440,6 +440,7 @@ impl State {
             let columns = self.registry().printer_columns(&target.resource);
             return table::convert(&target.resource, columns, &table, reply);
         }
+        check_write_options(&request.method, &request.query)?;
         match (&request.method, named) {
             (&Method::GET, true) => self.get(&target, request.format),
             (&Method::GET, false) if is_watch(&request.query) => {
@@ -485,6 +486,42 @@ pub(super) enum FieldValidation {
     Warn,
     /// The write is refused (400, `strict decoding error`).
     Strict,
+}
+
+/// The values `fieldValidation` may take (`metav1.FieldValidation*`, and empty for the
+/// default), sorted as kube-apiserver lists them in its refusal.
+const FIELD_VALIDATION_VALUES: [&str; 4] = ["", "Ignore", "Strict", "Warn"];
+
+/// Refuses a write whose options kube-apiserver's handler refuses before it reads the
+/// body (`ValidateCreateOptions`, `ValidateUpdateOptions`, `ValidatePatchOptions`): a
+/// `fieldValidation` other than Ignore, Warn or Strict is a 422 on the options kind,
+/// `PatchOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: …`.
+fn check_write_options(method: &Method, query: &HashMap<String, String>) -> Result<(), ApiError> {
+    let options = match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        _ => return Ok(()),
+    };
+    let Some(value) = query.get("fieldValidation") else {
+        return Ok(());
+    };
+    if FIELD_VALIDATION_VALUES.contains(&value.as_str()) {
+        return Ok(());
+    }
+    let error = crate::validate::FieldError::not_supported(
+        "fieldValidation",
+        value,
+        &FIELD_VALIDATION_VALUES,
+    );
+    let kind = crate::validate::qualified_kind("meta.k8s.io", options);
+    Err(ApiError::Invalid {
+        message: crate::validate::invalid_message(&kind, "", std::slice::from_ref(&error)),
+        group: "meta.k8s.io".into(),
+        kind: options.into(),
+        name: String::new(),
+        causes: vec![commit::cause(&error)],
+    })
 }
 
 pub(super) fn field_validation(query: &HashMap<String, String>) -> FieldValidation {

@@ -7,7 +7,10 @@ use serde_json::Value;
 
 use super::commit::{Write, conflict, object_name};
 use super::scale::scale_of;
-use super::{Reply, Request, State, Target, field_manager, field_validation, is_dry_run, now};
+use super::{
+    FieldValidation, Reply, Request, State, Target, field_manager, field_validation, is_dry_run,
+    now,
+};
 use crate::conversion;
 use crate::fields::{self, ApplyError, ApplyOptions};
 use crate::protobuf::{self, Format};
@@ -168,8 +171,7 @@ impl State {
                 }],
             });
         }
-        let config: Value = serde_saphyr::from_slice(&request.body)
-            .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+        let config = decode_apply_body(request)?;
         if !config.is_object() {
             return Err(ApiError::BadRequest(
                 "the apply configuration must be an object".into(),
@@ -333,6 +335,47 @@ pub(super) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
             "the server rejected our request due to an error in our request: {e}"
         ))
     })
+}
+
+/// Decodes a server-side apply body as kube-apiserver's apply patcher does: leniently
+/// (a key given twice keeps its last value), then, unless `fieldValidation=Ignore`, as
+/// `yaml.UnmarshalStrict` would: a repeated key is a 400 under Strict (`error strict
+/// decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 4: key
+/// "a" already set in map`) and a `Warning` otherwise. Only the first repeated key is
+/// named where Go's decoder lists every one. A body without one is parsed once.
+fn decode_apply_body(request: &Request) -> Result<Value, ApiError> {
+    let mut strict = serde_saphyr::Options::default();
+    strict.with_snippet = false;
+    let err = match serde_saphyr::from_slice_with_options::<Value>(&request.body, strict) {
+        Ok(config) => return Ok(config),
+        Err(err) => err,
+    };
+    let serde_saphyr::Error::DuplicateMappingKey { key, location } = err.without_snippet() else {
+        // Worded as the sandbox has always worded it, with the YAML around the error.
+        let text = match serde_saphyr::from_slice::<Value>(&request.body) {
+            Err(with_snippet) => with_snippet.to_string(),
+            Ok(_) => err.to_string(),
+        };
+        return Err(ApiError::BadRequest(format!("error decoding YAML: {text}")));
+    };
+    let repeated = format!(
+        "line {}: key {} already set in map",
+        location.line(),
+        crate::validate::go_quote(key.as_deref().unwrap_or_default())
+    );
+    match field_validation(&request.query) {
+        FieldValidation::Strict => {
+            return Err(ApiError::BadRequest(format!(
+                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {repeated}"
+            )));
+        }
+        FieldValidation::Warn => request.warnings.add(repeated),
+        FieldValidation::Ignore => {}
+    }
+    let mut lenient = serde_saphyr::Options::default();
+    lenient.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+    serde_saphyr::from_slice_with_options(&request.body, lenient)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))
 }
 
 /// Decodes a create or update body: JSON, or YAML when the client sends YAML.

@@ -1,0 +1,114 @@
+//! The serve bench's self-heal trials: watches on one object, the edits a trial makes,
+//! and the floor under a heal (the apply it makes, timed alone).
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
+use serde_json::json;
+use tether_schema::ownership::FIELD_MANAGER;
+
+use tether_testkit::figures::ms;
+use super::{APPLY_TRIALS, CONFIGMAPS, TAMPERED, TRIAL_TIMEOUT};
+
+pub async fn uid<K>(api: &Api<K>, name: &str) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get(name)
+        .await
+        .expect("the object exists")
+        .meta()
+        .uid
+        .clone()
+        .expect("an object has a uid")
+}
+
+pub type Events<K> = futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>;
+
+/// A watch on the object `name`, from the version stored now: no event after it is
+/// missed, and each arrives as the sandbox commits the change.
+pub async fn watch_object<K>(api: &Api<K>, name: &str) -> Events<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let version = api
+        .get(name)
+        .await
+        .expect("the object exists")
+        .meta()
+        .resource_version
+        .clone()
+        .expect("a stored object has a resourceVersion");
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    api.watch(&params, &version)
+        .await
+        .expect("the watch opens")
+        .boxed()
+}
+
+/// When the correction arrived on the watch (since `began`), and since the first event
+/// the watch delivered after `began` (the bench's own change, as every watcher sees it).
+pub async fn until_event<K>(
+    events: &mut Events<K>,
+    began: Instant,
+    what: &str,
+    corrected: impl Fn(&K) -> bool,
+) -> (Duration, Duration) {
+    let mut first_seen = None;
+    loop {
+        let event = tokio::time::timeout(TRIAL_TIMEOUT, events.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("timed out: {what}"))
+            .expect("the watch delivers")
+            .unwrap_or_else(|| panic!("the watch ended before: {what}"));
+        let seen = *first_seen.get_or_insert_with(Instant::now);
+        if let WatchEvent::Added(object) | WatchEvent::Modified(object) = &event
+            && corrected(object)
+        {
+            return (began.elapsed(), seen.elapsed());
+        }
+    }
+}
+
+/// A live edit of a managed ConfigMap, as a person's `kubectl edit` makes it.
+pub async fn tamper(configmaps: &Api<ConfigMap>, name: &str) -> ConfigMap {
+    configmaps
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"key": TAMPERED}})),
+        )
+        .await
+        .expect("edit")
+}
+
+/// The floor under a heal: the round trip of the apply a heal makes, alone, on the
+/// objects the heals corrected (the same sandbox, tether stopped). Each trial edits an
+/// object as a heal trial does (untimed), then times the server-side apply of Git's
+/// object with the labels tether gives it, as field manager `tether` with force.
+pub async fn apply_floor(configmaps: &Api<ConfigMap>, namespace: &str) -> Vec<f64> {
+    let mut round_trips = Vec::with_capacity(APPLY_TRIALS);
+    for trial in 0..APPLY_TRIALS {
+        let name = format!("cm-{}", 1 + trial % (CONFIGMAPS - 1));
+        let expected = format!("v{}", 1 + trial % (CONFIGMAPS - 1));
+        let edited = tamper(configmaps, &name).await;
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": edited.metadata.labels},
+            "data": {"key": expected, "mode": "production"},
+        });
+        let began = Instant::now();
+        configmaps
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(object),
+            )
+            .await
+            .expect("apply");
+        round_trips.push(ms(began.elapsed()));
+    }
+    round_trips
+}
