@@ -10,8 +10,6 @@
 //! writes `target/bench-results/fleets.json`; `-- --quick` runs one and writes
 //! `fleets-quick.json`. A figure off its target prints FAIL and the bench exits 1.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -20,8 +18,9 @@ use chrono::{DateTime, Utc};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use support::{git, percentile, verdict};
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::figures::{percentile, verdict};
+use tether_testkit::git::git;
 
 const LINKS: usize = 10;
 const NAMESPACE: &str = "chain";
@@ -77,7 +76,7 @@ async fn chain(dir: &Path, url: &str, run: usize) -> (f64, f64) {
     let kubeconfig = dir.join(format!("kubeconfig-{run}"));
     sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let client = reqwest::Client::new();
-    let port = support::free_port();
+    let port = tether_testkit::free_port();
     let config_path: PathBuf = dir.join(format!("fleets-{run}.yaml"));
     std::fs::write(&config_path, config(url, port)).expect("write config");
     namespace(&sandbox).await;

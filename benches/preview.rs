@@ -13,14 +13,13 @@
 //! Kustomize is `kubectl kustomize` from PATH; Helm is `TETHER_HELM`, else the one
 //! `.ci/install-helm` installs, else `helm` from PATH.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{git, ms, verdict};
+use tether_testkit::figures::{ms, verdict};
+use tether_testkit::git::git;
 
 const OVERLAYS: usize = 200;
 const CHARTS: usize = 100;
@@ -142,7 +141,7 @@ struct Figures {
 }
 
 /// The process's peak resident memory so far, in MiB; `None` once it has exited
-/// (a zombie's status has no memory figures), unlike `support::proc_status`.
+/// (a zombie's status has no memory figures), unlike `tether_testkit::proc::proc_status`.
 fn peak_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status

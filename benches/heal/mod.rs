@@ -9,8 +9,8 @@ use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 use tether_schema::ownership::FIELD_MANAGER;
 
-use tether_testkit::figures::ms;
 use super::{APPLY_TRIALS, CONFIGMAPS, TAMPERED, TRIAL_TIMEOUT};
+use tether_testkit::figures::ms;
 
 pub async fn uid<K>(api: &Api<K>, name: &str) -> String
 where

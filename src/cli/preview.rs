@@ -35,7 +35,7 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
                     .to_string()
             });
             vec![PreviewApp {
-                renderers: args.render.renderers(Some(&name), &path, &args.namespace),
+                renderers: args.render.renderers(Some(&name), &path, &args.namespace)?,
                 name,
                 default_namespace: args.namespace.clone(),
                 path,
@@ -114,7 +114,7 @@ fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<Pre
     let only = args.app.as_deref();
     // The renderers' programs are the command line's (--helm, --kustomize and their
     // environment variables), as the job's machine has them.
-    let programs = args.render.renderers(None, ".", "");
+    let programs = args.render.renderers(None, ".", "")?;
     let config = Config::load(path).map_err(Error::Config)?;
     if let Some(name) = only
         && config.app(name).is_none()
@@ -141,6 +141,8 @@ fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<Pre
             let mut renderers = tether_diff::manifest::Renderers {
                 timeout: config.render_timeout,
                 kustomize: programs.kustomize.clone(),
+                // Both revisions are rendered with the command line's variables.
+                substitute: programs.substitute.clone(),
                 ..app.renderers()
             };
             renderers.helm.program = programs.helm.program.clone();
