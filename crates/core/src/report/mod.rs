@@ -5,6 +5,6 @@ pub mod commit_status;
 pub mod delivery;
 pub mod drift;
 pub mod notify;
-pub mod outbound;
+pub use crate::outbound;
 pub mod status;
 pub mod sync;

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::source::charts::{self, ChartError};
 use crate::source::{Revision, Source, SourceCache, SourceError};
 use tether_diff::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
@@ -61,6 +62,9 @@ pub enum DesiredError {
     Source(#[from] SourceError),
     #[error("desired state: {0}")]
     Invalid(#[source] ManifestErrors),
+    /// A chart's dependencies could not be vendored (issue #26).
+    #[error("chart dependencies: {0}")]
+    Chart(#[from] ChartError),
     #[error("live objects: {0}")]
     Live(#[source] ManifestErrors),
     /// A task of the read failed (a panic): a bug, never the input's fault.
@@ -74,6 +78,7 @@ impl DesiredError {
         match self {
             DesiredError::Source(err) => err.is_retryable(),
             DesiredError::Invalid(errors) => errors.is_retryable(),
+            DesiredError::Chart(err) => err.is_retryable(),
             DesiredError::Live(_) => false,
             DesiredError::Internal(_) => true,
         }
@@ -131,7 +136,8 @@ pub async fn read_desired(
 /// The manifests of a source at a revision already fetched (no network), rendered by
 /// the same stage as a directory on disk. A kustomization may use any directory of
 /// the repository, so then the whole commit's tree is read (symlinks leaving the
-/// repository are refused there, as everywhere).
+/// repository are refused there, as everywhere). A chart's dependencies that are not
+/// vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
 pub async fn read_revision(
     cache: &SourceCache,
     source: &Source,
@@ -153,13 +159,17 @@ pub async fn read_revision(
                 .read_files(&source, &at)
                 .map_err(DesiredError::Source)?,
         );
-        if needs_repository(&files, &source.path, &renderers) {
+        if needs_repository(&files, &source.path, &renderers)
+            || charts::needs_repository(&files, &source.path)
+        {
             files = pairs(
                 cache
                     .read_path(&source, &at, "")
                     .map_err(DesiredError::Source)?,
             );
         }
+        // This blocking thread may wait for the runtime's I/O: the fetches are async.
+        tokio::runtime::Handle::current().block_on(cache.charts().vendor(&mut files, &source.path))?;
         let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
         let options = ParseOptions {
             default_namespace: &default_namespace,
