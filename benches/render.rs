@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::git;
+use support::{counting_wrapper, git, helm_program, processes};
 use tether_core::source::{Revision, Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, RenderCache, read_revision};
 use tether_diff::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
@@ -120,43 +120,6 @@ fn repository(root: &Path) {
             "apps",
         ],
     );
-}
-
-/// A wrapper around `real` that logs the nanoseconds each run takes, one line per
-/// process, to `log`: every renderer process the render stage starts is counted.
-fn counting_wrapper(dir: &Path, name: &str, real: &str, log: &Path) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nstart=$(date +%s%N)\n\"{real}\" \"$@\"\nrc=$?\necho $(( $(date +%s%N) - start )) >> \"{}\"\nexit $rc\n",
-            log.display()
-        ),
-    )
-    .expect("write wrapper");
-    let mut perms = std::fs::metadata(&path).expect("stat").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&path, perms).expect("chmod");
-    path
-}
-
-/// The processes logged so far and their total time.
-fn processes(log: &Path) -> (usize, Duration) {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let ns: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-    (ns.len(), Duration::from_nanos(ns.iter().sum()))
-}
-
-fn helm_program() -> String {
-    if let Ok(helm) = std::env::var("TETHER_HELM") {
-        return helm;
-    }
-    let installed = concat!(env!("CARGO_MANIFEST_DIR"), "/target/tools/bin/helm");
-    if Path::new(installed).is_file() {
-        installed.to_string()
-    } else {
-        "helm".to_string()
-    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -121,7 +121,8 @@ fn umbrella(repo_url: &str, range: &str) -> String {
 
 const LIB_CHART: &str = "apiVersion: v2\nname: lib\nversion: 0.1.0\n";
 const LIB_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-lib\ndata:\n  from: file\n";
-const WEB_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-web\n";
+const WEB_CM: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-web\n";
 
 /// A Helm repository holding `sub` 0.1.0 and 0.1.1, and a Git repository holding the
 /// umbrella chart `apps/web` (with `extra.enabled: false`) and `apps/lib`.
@@ -238,7 +239,12 @@ async fn dependency_failures_name_the_repository_chart_and_version_and_apply_not
     let tampered = charts.dir.join("sub-0.1.0.tgz");
     let other = sub_chart(&sandbox.dir.path().join("evil"), "sub", "0.1.0");
     std::fs::write(other.join("templates/extra.yaml"), LIB_CM).expect("write");
-    run_helm(&["package", path(&other), "-d", path(&sandbox.dir.path().join("evil"))]);
+    run_helm(&[
+        "package",
+        path(&other),
+        "-d",
+        path(&sandbox.dir.path().join("evil")),
+    ]);
     std::fs::copy(sandbox.dir.path().join("evil/sub-0.1.0.tgz"), &tampered).expect("copy");
     let mismatch = run(&[]).await;
     assert_eq!(mismatch.code, Some(2), "{mismatch:?}");
@@ -269,7 +275,10 @@ async fn dependency_failures_name_the_repository_chart_and_version_and_apply_not
 
     // A Chart.lock that does not list a dependency.
     repo.write("apps/web/Chart.yaml", &umbrella(&charts.url, "0.1.1"));
-    repo.write("apps/web/Chart.lock", "dependencies:\n- {name: lib, version: 0.1.0, repository: 'file://../lib'}\n");
+    repo.write(
+        "apps/web/Chart.lock",
+        "dependencies:\n- {name: lib, version: 0.1.0, repository: 'file://../lib'}\n",
+    );
     repo.commit("lock without sub");
     let unlisted = run(&[]).await;
     assert_eq!(unlisted.code, Some(2), "{unlisted:?}");
@@ -336,18 +345,23 @@ async fn a_locked_dependency_is_fetched_once_then_served_from_the_digest_cache()
     assert_eq!(after_cold, 2, "index.yaml and the archive");
 
     // A new commit (a new render), the same locked version: no request at all.
-    repo.write("apps/web/templates/more.yaml", &WEB_CM.replace("-web", "-more"));
+    repo.write(
+        "apps/web/templates/more.yaml",
+        &WEB_CM.replace("-web", "-more"),
+    );
     repo.commit("more");
     let warm = read(&cache, &source).await.expect("warm read");
     assert_eq!(warm, ["web-lib", "web-more", "web-sub-0-1-0", "web-web"]);
-    assert_eq!(charts.requests(), after_cold, "served from the digest cache");
+    assert_eq!(
+        charts.requests(),
+        after_cold,
+        "served from the digest cache"
+    );
     assert_eq!(cache.charts().requests(), 2);
 
     // Guarded as `tether serve` guards it: a loopback repository is refused, by name.
     let guarded = SourceCache::open(sandbox.dir.path().join("guarded")).expect("cache");
-    guarded
-        .charts()
-        .guard(Arc::new(OutboundPolicy::default()));
+    guarded.charts().guard(Arc::new(OutboundPolicy::default()));
     let refused = read(&guarded, &source).await.expect_err("loopback refused");
     assert!(
         refused

@@ -169,7 +169,8 @@ pub async fn read_revision(
             );
         }
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
-        tokio::runtime::Handle::current().block_on(cache.charts().vendor(&mut files, &source.path))?;
+        tokio::runtime::Handle::current()
+            .block_on(cache.charts().vendor(&mut files, &source.path))?;
         let lookup = |gk: &GroupKind| scopes.as_ref()?.get(gk).copied();
         let options = ParseOptions {
             default_namespace: &default_namespace,

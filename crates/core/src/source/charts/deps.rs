@@ -126,11 +126,14 @@ fn vendored(files: &[(String, Vec<u8>)], dir: &str) -> BTreeSet<String> {
 /// anywhere in the repository, so the whole revision must be read.
 pub fn needs_repository(files: &[(String, Vec<u8>)], path: &str) -> bool {
     let key = join(&norm(path), "Chart.yaml");
-    parse::<Metadata>(files, &key).ok().flatten().is_some_and(|m| {
-        m.dependencies
-            .iter()
-            .any(|d| d.repository.starts_with("file://"))
-    })
+    parse::<Metadata>(files, &key)
+        .ok()
+        .flatten()
+        .is_some_and(|m| {
+            m.dependencies
+                .iter()
+                .any(|d| d.repository.starts_with("file://"))
+        })
 }
 
 /// The dependencies of the chart at `dir` that must be vendored before it renders.
@@ -159,8 +162,7 @@ pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, Chart
                     repository: dep.repository.clone(),
                 })?,
             }
-        } else if dep.repository.starts_with("https://") || dep.repository.starts_with("http://")
-        {
+        } else if dep.repository.starts_with("https://") || dep.repository.starts_with("http://") {
             let constraint = match &lock {
                 None => dep.version.clone(),
                 Some(lock) => lock
@@ -285,7 +287,10 @@ mod tests {
                 dir: "apps/lib".into(),
             },
         };
-        assert_eq!(plan(&tree, "apps/web").expect("a plan"), [http("~0.1"), local.clone()]);
+        assert_eq!(
+            plan(&tree, "apps/web").expect("a plan"),
+            [http("~0.1"), local.clone()]
+        );
         assert!(needs_repository(&tree, "./apps/web/"));
 
         let mut locked = tree.clone();
@@ -295,7 +300,10 @@ mod tests {
               - {name: lib, version: 0.1.0, repository: file://../lib}\n"
                 .to_vec(),
         ));
-        assert_eq!(plan(&locked, "apps/web").expect("a plan"), [http("0.1.3"), local]);
+        assert_eq!(
+            plan(&locked, "apps/web").expect("a plan"),
+            [http("0.1.3"), local]
+        );
     }
 
     #[test]
@@ -309,7 +317,10 @@ mod tests {
             "web: dependency x: file://../../etc leaves the repository"
         );
         let lockless = files(&[
-            ("Chart.yaml", "name: web\ndependencies:\n- {name: x, repository: 'https://h/'}\n"),
+            (
+                "Chart.yaml",
+                "name: web\ndependencies:\n- {name: x, repository: 'https://h/'}\n",
+            ),
             ("Chart.lock", "dependencies: []\n"),
         ]);
         assert_eq!(
@@ -322,10 +333,24 @@ mod tests {
             "name: web\ndependencies:\n- {name: x, repository: 'oci://u:p@r.example/c'}\n",
         )]);
         let err = plan(&oci, "").expect_err("oci");
-        assert!(err.to_string().starts_with(".: dependency x: repository oci://***@r.example/c is not supported"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(".: dependency x: repository oci://***@r.example/c is not supported"),
+            "{err}"
+        );
         let missing = files(&[("lib/Chart.yaml", "name: other\n")]);
-        let err = local_files(&missing, "lib", "lib", "web/charts/lib", "web", "file://../lib")
-            .expect_err("not that chart");
-        assert_eq!(err.to_string(), "web: dependency lib: file://../lib holds no chart lib");
+        let err = local_files(
+            &missing,
+            "lib",
+            "lib",
+            "web/charts/lib",
+            "web",
+            "file://../lib",
+        )
+        .expect_err("not that chart");
+        assert_eq!(
+            err.to_string(),
+            "web: dependency lib: file://../lib holds no chart lib"
+        );
     }
 }

@@ -89,14 +89,18 @@ pub enum ChartError {
         versions: String,
     },
     /// A dependency's `version` that is no semver range.
-    #[error("{chart}: dependency {dependency}: version {constraint:?} is not a semver range: {message}")]
+    #[error(
+        "{chart}: dependency {dependency}: version {constraint:?} is not a semver range: {message}"
+    )]
     BadConstraint {
         chart: String,
         dependency: String,
         constraint: String,
         message: String,
     },
-    #[error("{repo}: {chart}-{version}: the archive's digest is {actual}, index.yaml says {expected}")]
+    #[error(
+        "{repo}: {chart}-{version}: the archive's digest is {actual}, index.yaml says {expected}"
+    )]
     DigestMismatch {
         repo: String,
         chart: String,

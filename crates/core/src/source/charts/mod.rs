@@ -194,7 +194,11 @@ impl ChartStore {
         path: &str,
     ) -> Result<Vec<Vendored>, ChartError> {
         let dir = norm(path);
-        let chart_at = if dir.is_empty() { ".".to_string() } else { dir.clone() };
+        let chart_at = if dir.is_empty() {
+            ".".to_string()
+        } else {
+            dir.clone()
+        };
         let wanted = deps::plan(files, &dir)?;
         let mut indexes: HashMap<String, Index> = HashMap::new();
         let mut added = Vec::new();
@@ -205,7 +209,12 @@ impl ChartStore {
                     let into = join(&dir, &format!("charts/{}", want.name));
                     let repository = format!("file://{from}");
                     added.extend(deps::local_files(
-                        files, &from, &want.name, &into, &chart_at, &repository,
+                        files,
+                        &from,
+                        &want.name,
+                        &into,
+                        &chart_at,
+                        &repository,
                     )?);
                     out.push(Vendored {
                         name: want.name,
@@ -245,7 +254,13 @@ impl ChartStore {
         if version::parse_version(constraint).is_some() {
             let version = constraint.trim().to_string();
             let key = (repo.to_string(), name.to_string(), version.clone());
-            let digest = self.inner.pinned.lock().map_err(|_| poisoned())?.get(&key).cloned();
+            let digest = self
+                .inner
+                .pinned
+                .lock()
+                .map_err(|_| poisoned())?
+                .get(&key)
+                .cloned();
             if let Some(digest) = digest {
                 if let Some(files) = self.cached(&digest)? {
                     return Ok((version, digest, files));
@@ -257,10 +272,23 @@ impl ChartStore {
             indexes.insert(repo.to_string(), fetcher.index(repo).await?);
         }
         let index = &indexes[repo];
-        let entry = index.pick(repo, name, constraint, (chart_at, name))?.clone();
+        let entry = index
+            .pick(repo, name, constraint, (chart_at, name))?
+            .clone();
         let key = (repo.to_string(), name.to_string(), entry.version.clone());
-        let known = self.inner.pinned.lock().map_err(|_| poisoned())?.get(&key).cloned();
-        if let Some(files) = known.as_deref().map(|d| self.cached(d)).transpose()?.flatten() {
+        let known = self
+            .inner
+            .pinned
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(&key)
+            .cloned();
+        if let Some(files) = known
+            .as_deref()
+            .map(|d| self.cached(d))
+            .transpose()?
+            .flatten()
+        {
             return Ok((entry.version, known.unwrap_or_default(), files));
         }
         let (bytes, digest) = fetcher.archive(repo, name, &entry).await?;
@@ -331,7 +359,10 @@ mod tests {
         assert!(cache.get("a").is_some() && cache.get("d").is_some());
         assert!(cache.used <= 300);
         cache.put("huge".into(), files(1, 400));
-        assert!(cache.get("huge").is_none(), "over the whole budget: never kept");
+        assert!(
+            cache.get("huge").is_none(),
+            "over the whole budget: never kept"
+        );
         assert_eq!(cache.charts.len(), 3);
     }
 }

@@ -58,7 +58,12 @@ const LISTED: usize = 20;
 
 fn listed<'a>(items: impl Iterator<Item = &'a str>) -> String {
     let items: Vec<&str> = items.collect();
-    let mut text = items.iter().take(LISTED).copied().collect::<Vec<_>>().join(", ");
+    let mut text = items
+        .iter()
+        .take(LISTED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > LISTED {
         text.push_str(", …");
     }
@@ -151,13 +156,21 @@ impl Fetcher {
     }
 
     /// The body of `url`, at most `limit` bytes; `what` names it in errors.
-    async fn get(&self, repo: &str, url: &str, what: &str, limit: u64) -> Result<Vec<u8>, ChartError> {
+    async fn get(
+        &self,
+        repo: &str,
+        url: &str,
+        what: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, ChartError> {
         let shown = redact_url(repo);
         if let Some(policy) = &self.policy {
-            policy.check_url(url).map_err(|source| ChartError::Refused {
-                repo: shown.clone(),
-                source,
-            })?;
+            policy
+                .check_url(url)
+                .map_err(|source| ChartError::Refused {
+                    repo: shown.clone(),
+                    source,
+                })?;
         }
         let unreachable = |e: reqwest::Error| {
             // The guard's refusal travels inside the connect error: name it as such.
@@ -273,14 +286,22 @@ mod tests {
         let index: Index = serde_saphyr::from_str(INDEX).expect("an index");
         let dep = ("web", "sub");
         let repo = "https://user:pw@charts.example.com/stable";
-        assert_eq!(index.pick(repo, "sub", "~0.1", dep).expect("0.1").version, "0.1.0");
-        assert_eq!(index.pick(repo, "sub", "", dep).expect("newest").version, "0.2.0");
+        assert_eq!(
+            index.pick(repo, "sub", "~0.1", dep).expect("0.1").version,
+            "0.1.0"
+        );
+        assert_eq!(
+            index.pick(repo, "sub", "", dep).expect("newest").version,
+            "0.2.0"
+        );
         let err = index.pick(repo, "nope", "1", dep).expect_err("no chart");
         assert_eq!(
             err.to_string(),
             "https://***@charts.example.com/stable: no chart nope in index.yaml (it has: other, sub)"
         );
-        let err = index.pick(repo, "sub", "~3.0", dep).expect_err("no version");
+        let err = index
+            .pick(repo, "sub", "~3.0", dep)
+            .expect_err("no version");
         assert_eq!(
             err.to_string(),
             "https://***@charts.example.com/stable: chart sub has no version matching \"~3.0\" \

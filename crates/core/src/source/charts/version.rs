@@ -69,7 +69,9 @@ fn comparators(alternative: &str) -> Result<Vec<String>, String> {
 /// Whether a version has a wildcard part (`*`, `1.x`, `1.2.*`): `semver` takes
 /// those without an operator only.
 fn is_wildcard(version: &str) -> bool {
-    version.split('.').any(|part| matches!(part, "*" | "x" | "X"))
+    version
+        .split('.')
+        .any(|part| matches!(part, "*" | "x" | "X"))
 }
 
 /// A version without Helm's optional `v`.
