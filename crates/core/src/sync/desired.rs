@@ -64,12 +64,18 @@ pub enum DesiredError {
     Invalid(#[source] ManifestErrors),
     /// A chart's dependencies could not be vendored (issue #26).
     #[error("chart dependencies: {0}")]
-    Chart(#[from] ChartError),
+    Chart(Box<ChartError>),
     #[error("live objects: {0}")]
     Live(#[source] ManifestErrors),
     /// A task of the read failed (a panic): a bug, never the input's fault.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<ChartError> for DesiredError {
+    fn from(err: ChartError) -> Self {
+        DesiredError::Chart(Box::new(err))
+    }
 }
 
 impl DesiredError {

@@ -196,7 +196,7 @@ mod tests {
 
     /// A tar.gz with `entries` (path, type, bytes) written as raw headers, so that
     /// hostile names (which the tar crate's builder refuses) can be tested.
-    fn archive(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+    fn archive(entries: &[Raw<'_>]) -> Vec<u8> {
         let mut tar = Vec::new();
         for (path, kind, bytes) in entries {
             let mut header = tar::Header::new_old();
@@ -224,6 +224,8 @@ mod tests {
     }
 
     const FILE: tar::EntryType = tar::EntryType::Regular;
+    /// An entry to write: path, type, bytes.
+    type Raw<'a> = (&'a str, tar::EntryType, &'a [u8]);
     const CHART: &[u8] = b"apiVersion: v2\nname: sub\nversion: 0.1.0\n";
 
     #[test]
@@ -242,7 +244,7 @@ mod tests {
 
     #[test]
     fn traversal_links_and_strangers_are_refused() {
-        let cases: [(&[(&str, tar::EntryType, &[u8])], &str); 5] = [
+        let cases: [(&[Raw<'_>], &str); 5] = [
             (
                 &[("sub/../../etc/cron.d/x", FILE, b"x")],
                 "sub/../../etc/cron.d/x: the path leaves the chart",
@@ -292,7 +294,7 @@ mod tests {
         // hundred KiB compressed, 105 MiB expanded.
         let five = vec![0u8; MAX_CHART_FILE_BYTES as usize];
         let names: Vec<String> = (0..21).map(|i| format!("sub/f{i}")).collect();
-        let mut entries: Vec<(&str, tar::EntryType, &[u8])> = vec![("sub/Chart.yaml", FILE, CHART)];
+        let mut entries: Vec<Raw<'_>> = vec![("sub/Chart.yaml", FILE, CHART)];
         entries.extend(names.iter().map(|n| (n.as_str(), FILE, five.as_slice())));
         let err = unpack(&archive(&entries), "sub").expect_err("a bomb");
         assert_eq!(
