@@ -169,6 +169,8 @@ async fn stage(
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    // One TLS crypto provider for the process, as `tether` installs it (DESIGN.md).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let quick = std::env::args().skip(1).any(|a| a == "--quick");
     let (warm_runs, apps) = if quick { (10, 10) } else { (100, 100) };
     let tmp = tempfile::tempdir().expect("tempdir");
