@@ -21,7 +21,7 @@ use serde_json::Value;
 pub use error::{Location, ManifestError, ManifestErrors};
 pub use render::{
     CHART_FILE, DEFAULT_RENDER_TIMEOUT, HelmInputs, KustomizeCommand, Renderers, needs_repository,
-    render_tree,
+    render_tree, resolve,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
 pub use walk::{read_dir, render_dir};

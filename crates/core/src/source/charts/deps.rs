@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
+use tether_diff::manifest::resolve;
 
 use super::error::ChartError;
 use crate::source::redact_url;
@@ -156,7 +157,7 @@ pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, Chart
         };
         let origin = if let Some(path) = dep.repository.strip_prefix("file://") {
             Origin::Local {
-                dir: inside(dir, path).ok_or_else(|| ChartError::OutsideRepository {
+                dir: resolve(dir, path).ok_or_else(|| ChartError::OutsideRepository {
                     chart: chart_at.to_string(),
                     dependency: dep.name.clone(),
                     repository: dep.repository.clone(),
@@ -197,25 +198,6 @@ pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, Chart
 
 fn same_repo(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
-}
-
-/// `reference` (relative to the chart at `dir`) as a path from the repository root;
-/// `None` when it is absolute or leaves the repository.
-fn inside(dir: &str, reference: &str) -> Option<String> {
-    if reference.starts_with('/') {
-        return None;
-    }
-    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
-    for part in reference.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            part => parts.push(part),
-        }
-    }
-    Some(parts.join("/"))
 }
 
 /// The files of the local chart at `from` (a folder of the revision) as files of

@@ -38,6 +38,9 @@ use crate::source::redact_url;
 /// tether Pod is given by its chart (512 MiB limit).
 pub const DEFAULT_CHART_CACHE_BYTES: u64 = 128 * 1024 * 1024;
 
+/// An archive's files, expanded, as the cache shares them.
+type Expanded = Arc<Vec<ChartFile>>;
+
 /// One dependency vendored into a chart, for the log and the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vendored {
@@ -80,13 +83,13 @@ struct Cache {
 }
 
 struct Cached {
-    files: Arc<Vec<ChartFile>>,
+    files: Expanded,
     bytes: u64,
     used_at: u64,
 }
 
 impl Cache {
-    fn get(&mut self, digest: &str) -> Option<Arc<Vec<ChartFile>>> {
+    fn get(&mut self, digest: &str) -> Option<Expanded> {
         self.tick += 1;
         let tick = self.tick;
         self.charts.get_mut(digest).map(|c| {
@@ -95,7 +98,7 @@ impl Cache {
         })
     }
 
-    fn put(&mut self, digest: String, files: Arc<Vec<ChartFile>>) {
+    fn put(&mut self, digest: String, files: Expanded) {
         let bytes: u64 = files.iter().map(|(p, b)| (p.len() + b.len()) as u64).sum();
         if bytes > self.budget || self.charts.contains_key(&digest) {
             return; // used for this render, never kept: it would evict everything
@@ -249,22 +252,12 @@ impl ChartStore {
         constraint: &str,
         chart_at: &str,
         indexes: &mut HashMap<String, Index>,
-    ) -> Result<(String, String, Arc<Vec<ChartFile>>), ChartError> {
+    ) -> Result<(String, String, Expanded), ChartError> {
         // A bare full version is exact (Helm's reading, and every Chart.lock's).
         if version::parse_version(constraint).is_some() {
             let version = constraint.trim().to_string();
-            let key = (repo.to_string(), name.to_string(), version.clone());
-            let digest = self
-                .inner
-                .pinned
-                .lock()
-                .map_err(|_| poisoned())?
-                .get(&key)
-                .cloned();
-            if let Some(digest) = digest {
-                if let Some(files) = self.cached(&digest)? {
-                    return Ok((version, digest, files));
-                }
+            if let Some((digest, files)) = self.fetched_before(repo, name, &version)? {
+                return Ok((version, digest, files));
             }
         }
         let fetcher = self.fetcher()?;
@@ -275,21 +268,8 @@ impl ChartStore {
         let entry = index
             .pick(repo, name, constraint, (chart_at, name))?
             .clone();
-        let key = (repo.to_string(), name.to_string(), entry.version.clone());
-        let known = self
-            .inner
-            .pinned
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(&key)
-            .cloned();
-        if let Some(files) = known
-            .as_deref()
-            .map(|d| self.cached(d))
-            .transpose()?
-            .flatten()
-        {
-            return Ok((entry.version, known.unwrap_or_default(), files));
+        if let Some((digest, files)) = self.fetched_before(repo, name, &entry.version)? {
+            return Ok((entry.version, digest, files));
         }
         let (bytes, digest) = fetcher.archive(repo, name, &entry).await?;
         let files = archive::unpack(&bytes, name).map_err(|problem| ChartError::Archive {
@@ -311,16 +291,34 @@ impl ChartStore {
             .lock()
             .map_err(|_| poisoned())?
             .put(digest.clone(), files.clone());
-        self.inner
-            .pinned
-            .lock()
-            .map_err(|_| poisoned())?
-            .insert(key, digest.clone());
+        self.inner.pinned.lock().map_err(|_| poisoned())?.insert(
+            (repo.to_string(), name.to_string(), entry.version.clone()),
+            digest.clone(),
+        );
         Ok((entry.version, digest, files))
     }
 
-    fn cached(&self, digest: &str) -> Result<Option<Arc<Vec<ChartFile>>>, ChartError> {
-        Ok(self.inner.cache.lock().map_err(|_| poisoned())?.get(digest))
+    /// The digest and files of `name` `version` of `repo`, when fetched before and
+    /// still in the cache.
+    fn fetched_before(
+        &self,
+        repo: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<Option<(String, Expanded)>, ChartError> {
+        let key = (repo.to_string(), name.to_string(), version.to_string());
+        let pinned = self.inner.pinned.lock().map_err(|_| poisoned())?;
+        let Some(digest) = pinned.get(&key).cloned() else {
+            return Ok(None);
+        };
+        drop(pinned);
+        let files = self
+            .inner
+            .cache
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(&digest);
+        Ok(files.map(|files| (digest, files)))
     }
 }
 
@@ -338,7 +336,7 @@ fn poisoned() -> ChartError {
 mod tests {
     use super::*;
 
-    fn files(n: usize, size: usize) -> Arc<Vec<ChartFile>> {
+    fn files(n: usize, size: usize) -> Expanded {
         Arc::new((0..n).map(|i| (format!("f{i}"), vec![0; size])).collect())
     }
 
