@@ -6,6 +6,8 @@ Only what the chart tests need, with helm's flags and output:
     helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]... [--include-crds]
                   [--kube-version V] [--api-versions GV]... [--dry-run=server --kubeconfig FILE]
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
+    helm package CHART [-d DIR]
+    helm repo index DIR [--url URL]
 
 `template` is what `helm template` is: the chart rendered by Helm's engine as a
 first install, no cluster contacted, printing the manifests in Helm's install order
@@ -18,6 +20,9 @@ cluster, as `helm template --dry-run=server` is: templates' `lookup` calls read 
 cluster (what a `helm upgrade` sees), and nothing is written; the SDK's install
 returns no hooks, so none are printed then.
 `--include-crds` puts the chart's `crds/` files first, as helm does (tether passes it).
+`package` and `repo index` are Helm's own (the chart tests build Helm repositories
+with them): an archive `NAME-VERSION.tgz`, and `DIR/index.yaml` listing every
+archive of DIR with its digest, as `helm repo index` writes it.
 Errors go to stderr as `Error: ...` with exit code 1, as helm does.
 """
 
@@ -208,6 +213,43 @@ def lint(args: list[str]) -> None:
     print(f"{report.get('total_charts_linted', 0)} chart(s) linted, 0 chart(s) failed")
 
 
+def package(args: list[str]) -> None:
+    destination = "."
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-d", "--destination") and i + 1 < len(args):
+            destination = args[i + 1]
+            i += 2
+            continue
+        if args[i].startswith("-"):
+            raise SystemExit(f"Error: unknown flag: {args[i]}")
+        positional.append(args[i])
+        i += 1
+    if len(positional) != 1:
+        raise SystemExit("Error: usage: helm package CHART [-d DIR]")
+    path = helm.package(positional[0], destination=destination)
+    print(f"Successfully packaged chart and saved it to: {path}")
+
+
+def repo_index(args: list[str]) -> None:
+    url: str | None = None
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--url" and i + 1 < len(args):
+            url = args[i + 1]
+            i += 2
+            continue
+        if args[i].startswith("-"):
+            raise SystemExit(f"Error: unknown flag: {args[i]}")
+        positional.append(args[i])
+        i += 1
+    if len(positional) != 1:
+        raise SystemExit("Error: usage: helm repo index DIR [--url URL]")
+    helm.repo_index_generate(positional[0], base_url=url)
+
+
 def main() -> None:
     args = sys.argv[1:]
     command = args[0] if args else "help"
@@ -220,6 +262,10 @@ def main() -> None:
         template(args[1:])
     elif command == "lint":
         lint(args[1:])
+    elif command == "package":
+        package(args[1:])
+    elif command == "repo" and args[1:2] == ["index"]:
+        repo_index(args[2:])
     else:
         raise SystemExit(__doc__)
 

@@ -5,6 +5,7 @@
 mod annotations;
 mod app_crd;
 mod chart;
+mod charts_deps;
 mod cli;
 mod cli_errors;
 mod commit_status_providers;

@@ -6,14 +6,16 @@
 //! ```text
 //! module     what it is
 //! metrics    the process's Prometheus registry
+//! outbound   where a request named by hostile input may go (the SSRF guard)
 //! cluster    the only module that talks to an API server
-//! source     Git: fetch, revisions, webhooks
+//! source     Git: fetch, revisions, webhooks; chart dependencies from Helm repositories
 //! sync       observe, decide, apply, prune, inventory
 //! report     drift and sync reports, status, commit statuses, notifications
 //! ```
 
 pub mod cluster;
 pub mod metrics;
+pub mod outbound;
 pub mod report;
 pub mod source;
 pub mod sync;

@@ -56,7 +56,7 @@ impl PassError {
     pub fn reason(&self) -> &'static str {
         match self {
             PassError::Source(_) => "SourceFailed",
-            PassError::Manifest(DesiredError::Source(_)) => "SourceFailed",
+            PassError::Manifest(DesiredError::Source(_) | DesiredError::Chart(_)) => "SourceFailed",
             PassError::Manifest(_) | PassError::Waves(_) => "ManifestInvalid",
             PassError::Validate { .. } => "ValidationFailed",
             PassError::Apply(_) => "ApplyFailed",

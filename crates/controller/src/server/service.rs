@@ -210,6 +210,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Cluster::connect(options.kubeconfig.as_deref(), options.context.as_deref()).await?,
     );
     sources.read_secrets_with(cluster.clone());
+    // A chart's dependency repositories are named by whoever writes the chart, not by
+    // the operator: they reach only what an App's requests may (issue #26).
+    sources.charts().guard(Arc::new(OutboundPolicy::new(
+        config.server.outbound_allowed.clone(),
+    )));
     let token = config.server.api_token()?;
     let peer_key = config
         .server

@@ -5,7 +5,7 @@ pub mod commit_status;
 pub mod delivery;
 pub mod drift;
 pub mod notify;
-pub mod outbound;
 pub mod preview;
+pub use crate::outbound;
 pub mod status;
 pub mod sync;

@@ -64,6 +64,8 @@ struct Inner {
     /// The connection that reads `credentials.secretRef` Secrets, as tether itself
     /// (Flux's source-controller reads them as the controller too).
     secrets: Mutex<Option<Arc<Cluster>>>,
+    /// Chart dependencies of the revisions read (issue #26), shared by every app.
+    charts: super::charts::ChartStore,
 }
 
 struct RepoEntry {
@@ -128,6 +130,7 @@ impl SourceCache {
                 file_limit: read::MAX_FILE_BYTES,
                 options: options.into(),
                 secrets: Mutex::new(None),
+                charts: super::charts::ChartStore::new(super::charts::DEFAULT_CHART_CACHE_BYTES),
             }),
         })
     }
@@ -138,6 +141,11 @@ impl SourceCache {
         dirs::cache_dir()
             .unwrap_or_else(std::env::temp_dir)
             .join(CACHE_SUBDIR)
+    }
+
+    /// The chart dependency store every revision's chart is vendored from.
+    pub fn charts(&self) -> &super::charts::ChartStore {
+        &self.inner.charts
     }
 
     /// Read the Secrets of [`Auth::Secret`] sources through `cluster` from now on.

@@ -1,4 +1,6 @@
-//! Git, the source of truth: clone, fetch, and read one exact revision.
+//! Git, the source of truth: clone, fetch, and read one exact revision; and the
+//! chart dependencies a revision's chart names ([`charts`]), fetched from Helm
+//! repositories into a shared cache.
 //!
 //! The first stage of the loop. A [`Source`] is a repository URL, a reference (branch,
 //! tag or full commit SHA) and a path inside the repository. [`SourceCache`] keeps one
@@ -22,6 +24,7 @@
 
 mod auth;
 mod cache;
+pub mod charts;
 mod clone_key;
 mod error;
 mod local;

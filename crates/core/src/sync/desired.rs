@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::source::charts::{self, ChartError};
 use crate::source::{Revision, Source, SourceCache, SourceError};
 use tether_diff::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
@@ -61,11 +62,20 @@ pub enum DesiredError {
     Source(#[from] SourceError),
     #[error("desired state: {0}")]
     Invalid(#[source] ManifestErrors),
+    /// A chart's dependencies could not be vendored (issue #26).
+    #[error("chart dependencies: {0}")]
+    Chart(Box<ChartError>),
     #[error("live objects: {0}")]
     Live(#[source] ManifestErrors),
     /// A task of the read failed (a panic): a bug, never the input's fault.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<ChartError> for DesiredError {
+    fn from(err: ChartError) -> Self {
+        DesiredError::Chart(Box::new(err))
+    }
 }
 
 impl DesiredError {
@@ -74,6 +84,7 @@ impl DesiredError {
         match self {
             DesiredError::Source(err) => err.is_retryable(),
             DesiredError::Invalid(errors) => errors.is_retryable(),
+            DesiredError::Chart(err) => err.is_retryable(),
             DesiredError::Live(_) => false,
             DesiredError::Internal(_) => true,
         }
@@ -131,7 +142,8 @@ pub async fn read_desired(
 /// The manifests of a source at a revision already fetched (no network), rendered by
 /// the same stage as a directory on disk. A kustomization may use any directory of
 /// the repository, so then the whole commit's tree is read (symlinks leaving the
-/// repository are refused there, as everywhere).
+/// repository are refused there, as everywhere). A chart's dependencies that are not
+/// vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
 pub async fn read_revision(
     cache: &SourceCache,
     source: &Source,
@@ -145,8 +157,16 @@ pub async fn read_revision(
     let scopes = scopes.cloned();
     let renderers = renderers.clone();
     tokio::task::spawn_blocking(move || {
-        render_files(
+        let mut files = files_to_render(
             |path| cache.read_path(&source, &at, path),
+            &source.path,
+            &renderers,
+        )?;
+        // This blocking thread may wait for the runtime's I/O: the fetches are async.
+        tokio::runtime::Handle::current()
+            .block_on(cache.charts().vendor(&mut files, &source.path))?;
+        render_files(
+            &files,
             &source.path,
             &default_namespace,
             scopes.as_ref(),
@@ -157,30 +177,40 @@ pub async fn read_revision(
     .map_err(|e| DesiredError::Internal(e.to_string()))?
 }
 
-/// The render stage over a revision that `read` reads a path of (a clone's, or a
-/// local repository's for `tether diff --base`): the files at `path`, or the whole
-/// tree when a kustomization or a chart's values may use any of it. Blocking.
-pub fn render_files(
+/// The files the render of `path` reads at a revision that `read` reads a path of (a
+/// clone's, or a local repository's for `tether diff --base`): the files at `path`, or
+/// the whole tree when a kustomization, a chart's values or its `file://`
+/// dependencies may use any of it. Blocking.
+pub fn files_to_render(
     read: impl Fn(&str) -> Result<Vec<crate::source::SourceFile>, SourceError>,
+    path: &str,
+    renderers: &Renderers,
+) -> Result<Vec<(String, Vec<u8>)>, DesiredError> {
+    let pairs = |files: Vec<crate::source::SourceFile>| -> Vec<(String, Vec<u8>)> {
+        files.into_iter().map(|f| (f.path, f.bytes)).collect()
+    };
+    let files = pairs(read(path)?);
+    if needs_repository(&files, path, renderers) || charts::needs_repository(&files, path) {
+        return Ok(pairs(read("")?));
+    }
+    Ok(files)
+}
+
+/// The render stage over the files [`files_to_render`] read. Blocking.
+pub fn render_files(
+    files: &[(String, Vec<u8>)],
     path: &str,
     default_namespace: &str,
     scopes: Option<&Scopes>,
     renderers: &Renderers,
 ) -> Result<ManifestSet, DesiredError> {
-    let pairs = |files: Vec<crate::source::SourceFile>| -> Vec<(String, Vec<u8>)> {
-        files.into_iter().map(|f| (f.path, f.bytes)).collect()
-    };
-    let mut files = pairs(read(path)?);
-    if needs_repository(&files, path, renderers) {
-        files = pairs(read("")?);
-    }
     let lookup = |gk: &GroupKind| scopes?.get(gk).copied();
     let options = ParseOptions {
         default_namespace,
         scope: Some(&lookup),
         ..ParseOptions::default()
     };
-    render_tree(&files, path, renderers, &options).map_err(DesiredError::Invalid)
+    render_tree(files, path, renderers, &options).map_err(DesiredError::Invalid)
 }
 
 /// The render stage between passes: the manifests of the last revision rendered,

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::desired::{DesiredError, render_files};
+use super::desired::{DesiredError, files_to_render, render_files};
 use crate::source::{LocalRepo, Revision, SourceError, SourceFile};
 use tether_diff::diff::{
     DiffOptions, ExtraPolicy, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
@@ -351,8 +351,14 @@ pub fn preview(
                     return Ok(ManifestSet::default());
                 }
                 renders += 1;
-                render_files(
+                let files = files_to_render(
                     |path| repo.read_path(revision, path),
+                    &app.path,
+                    &app.renderers,
+                )
+                .map_err(|e| failed(side, e))?;
+                render_files(
+                    &files,
                     &app.path,
                     &app.default_namespace,
                     None,

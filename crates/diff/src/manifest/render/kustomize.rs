@@ -295,8 +295,9 @@ fn references(doc: &Value) -> Vec<(&'static str, String)> {
 }
 
 /// `dir` joined with a relative reference, normalized; `None` when it leaves the tree
-/// (or is absolute: kustomize would read the machine's own files).
-pub(super) fn resolve(dir: &str, reference: &str) -> Option<String> {
+/// (or is absolute: kustomize would read the machine's own files). Chart dependencies'
+/// `file://` references are resolved by it too.
+pub fn resolve(dir: &str, reference: &str) -> Option<String> {
     if reference.starts_with('/') {
         return None;
     }

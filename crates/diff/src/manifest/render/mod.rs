@@ -21,7 +21,8 @@ use std::time::Duration;
 
 pub use helm::{CHART_FILE, HelmInputs};
 pub use kustomize::KustomizeCommand;
-use kustomize::{TreeView, closure, join, kustomization_file, resolve};
+pub use kustomize::resolve;
+use kustomize::{TreeView, closure, join, kustomization_file};
 pub use process::DEFAULT_RENDER_TIMEOUT;
 use redact::KnownSecrets;
 

@@ -10,6 +10,10 @@
 //! The configuration file's own apps are the operator's: their channels may go
 //! anywhere, as Argo CD's notification services (configured by the admin) and Flux's
 //! Providers (written by the cluster's operators) may.
+//!
+//! It sits below `source`: a chart's dependency repositories (issue #26) are named by
+//! the chart's author, whoever runs the app, and `tether serve` fetches them through
+//! the same guard.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;

@@ -1,0 +1,317 @@
+//! Chart dependency figures (issue #26): a Git chart whose dependencies are not
+//! vendored (a chart from a Helm repository served over HTTP on loopback, again under
+//! an alias, and a `file://` chart of the same revision), read by the render stage a
+//! `tether serve` pass uses (`RenderCache::manifests` around `read_revision`).
+//!
+//! Cold (a fresh process: empty chart cache): time to fetch and render, requests to
+//! the repository, renderer processes. Warm (the same commit): requests and renderer
+//! processes (target 0 / 0) and time (target < 5 ms). New commit with the same
+//! Chart.lock: requests (target 0: the digest cache). N apps sharing the chart
+//! version on one cache: requests (target: the cold pass's, once). The cache's bytes
+//! against its bound.
+//!
+//! `cargo bench --bench charts [-- --quick]` prints a table, writes
+//! `target/bench-results/charts.json`, and exits non-zero when it printed a FAIL.
+//! Helm is `TETHER_HELM`, else the one `.ci/install-helm` installs, else `helm`.
+//! OCI dependencies are not measured: tether does not fetch them yet.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, State};
+use serde_json::json;
+use tether_core::source::charts::DEFAULT_CHART_CACHE_BYTES;
+use tether_core::source::{Revision, Source, SourceCache};
+use tether_core::sync::desired::{RenderCache, read_revision};
+use tether_diff::manifest::{HelmInputs, ManifestSet, Renderers};
+use tether_testkit::figures::{ms, verdict};
+use tether_testkit::git::git;
+use tether_testkit::render::{counting_wrapper, helm_program, processes};
+
+/// The warm render stage's budget.
+const WARM_TARGET: Duration = Duration::from_millis(5);
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+}
+
+/// The repository folder: `sub` 0.1.0 (ten ConfigMaps), packaged and indexed by Helm.
+fn helm_repository(root: &Path, helm: &str) -> PathBuf {
+    let chart = root.join("build/sub");
+    write(
+        &chart,
+        "Chart.yaml",
+        "apiVersion: v2\nname: sub\nversion: 0.1.0\n",
+    );
+    write(
+        &chart,
+        "templates/cms.yaml",
+        "{{- range $i := until 10 }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ $.Release.Name }}-{{ $.Chart.Name }}-{{ $i }}\n{{- end }}\n",
+    );
+    let repo = root.join("helm-repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    let (chart, repo_s) = (chart.display().to_string(), repo.display().to_string());
+    run(helm, &["package", &chart, "-d", &repo_s]);
+    run(helm, &["repo", "index", &repo_s]);
+    repo
+}
+
+async fn serve_file(
+    State((dir, count)): State<(PathBuf, Arc<AtomicUsize>)>,
+    UrlPath(name): UrlPath<String>,
+) -> Result<Vec<u8>, axum::http::StatusCode> {
+    count.fetch_add(1, Ordering::SeqCst);
+    if name.contains('/') || name.starts_with('.') {
+        return Err(axum::http::StatusCode::NOT_FOUND);
+    }
+    std::fs::read(dir.join(name)).map_err(|_| axum::http::StatusCode::NOT_FOUND)
+}
+
+/// Serves `dir` on loopback; returns its URL and the request count.
+async fn serve(dir: PathBuf) -> (String, Arc<AtomicUsize>) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new()
+        .route("/{name}", axum::routing::get(serve_file))
+        .with_state((dir, count.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (url, count)
+}
+
+/// The Git repository: `apps/web` (its own template, `sub` twice, `lib` by file://)
+/// with a Chart.lock, and `apps/lib`.
+fn git_repository(root: &Path, repo_url: &str) -> PathBuf {
+    let dir = root.join("git");
+    write(
+        &dir,
+        "apps/web/Chart.yaml",
+        &format!(
+            "apiVersion: v2\nname: web\nversion: 1.0.0\ndependencies:\n\
+             - {{name: sub, version: 0.1.0, repository: '{repo_url}'}}\n\
+             - {{name: sub, version: 0.1.0, repository: '{repo_url}', alias: extra}}\n\
+             - {{name: lib, version: 0.1.0, repository: 'file://../lib'}}\n"
+        ),
+    );
+    write(
+        &dir,
+        "apps/web/Chart.lock",
+        &format!(
+            "dependencies:\n- {{name: sub, version: 0.1.0, repository: '{repo_url}'}}\n\
+             - {{name: lib, version: 0.1.0, repository: 'file://../lib'}}\n"
+        ),
+    );
+    write(
+        &dir,
+        "apps/web/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-web\n",
+    );
+    write(
+        &dir,
+        "apps/lib/Chart.yaml",
+        "apiVersion: v2\nname: lib\nversion: 0.1.0\n",
+    );
+    write(
+        &dir,
+        "apps/lib/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-lib\n",
+    );
+    git(&dir, &["init", "-q", "-b", "main"]);
+    commit(&dir, "chart");
+    dir
+}
+
+fn commit(dir: &Path, subject: &str) {
+    git(dir, &["add", "-A"]);
+    git(
+        dir,
+        &[
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.com",
+            "commit",
+            "-q",
+            "-m",
+            subject,
+        ],
+    );
+}
+
+async fn stage(
+    cache: &mut RenderCache,
+    sources: &SourceCache,
+    source: &Source,
+    revision: &Revision,
+    renderers: &Renderers,
+) -> ManifestSet {
+    cache
+        .manifests(&revision.sha, || async {
+            read_revision(sources, source, revision, "default", None, renderers).await
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    // One TLS crypto provider for the process, as `tether` installs it (DESIGN.md).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let quick = std::env::args().skip(1).any(|a| a == "--quick");
+    let (warm_runs, apps) = if quick { (10, 10) } else { (100, 100) };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("processes.log");
+    let helm = counting_wrapper(tmp.path(), "helm", &helm_program(), &log);
+    let repo_dir = helm_repository(tmp.path(), &helm_program());
+    let (repo_url, requests) = serve(repo_dir).await;
+    let git_dir = git_repository(tmp.path(), &repo_url);
+    let source = Source::new(git_dir.display().to_string(), "main", "apps/web");
+    let renderers = Renderers {
+        helm: HelmInputs {
+            program: Some(helm.display().to_string()),
+            namespace: "web".into(),
+            ..HelmInputs::default()
+        },
+        release: "web".into(),
+        ..Renderers::default()
+    };
+    let sources = SourceCache::open(tmp.path().join("cache")).expect("cache");
+    let revision = sources.sync(&source).await.expect("fetch");
+    let count = |log: &Path| (requests.load(Ordering::SeqCst), processes(log).0);
+
+    // Cold: an empty chart cache.
+    let mut cache = RenderCache::default();
+    let (r0, p0) = count(&log);
+    let started = Instant::now();
+    let objects = stage(&mut cache, &sources, &source, &revision, &renderers)
+        .await
+        .objects
+        .len();
+    let cold = started.elapsed();
+    let (r1, p1) = count(&log);
+    assert_eq!(objects, 22, "web, lib, and sub twice (ten each)");
+
+    // Warm: the same commit.
+    let mut warms = Vec::new();
+    for _ in 0..warm_runs {
+        let started = Instant::now();
+        stage(&mut cache, &sources, &source, &revision, &renderers).await;
+        warms.push(started.elapsed());
+    }
+    warms.sort();
+    let warm = warms[warms.len() / 2];
+    let (r2, p2) = count(&log);
+
+    // A new commit, the same lock: rendered again, fetched from the digest cache.
+    write(
+        &git_dir,
+        "apps/web/templates/more.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more\n",
+    );
+    commit(&git_dir, "more");
+    let next = sources.sync(&source).await.expect("fetch");
+    stage(&mut cache, &sources, &source, &next, &renderers).await;
+    let (r3, _) = count(&log);
+
+    // N apps sharing the chart version, on a fresh cache: the chart is fetched once.
+    let shared = SourceCache::open(tmp.path().join("shared")).expect("cache");
+    let revision = shared.sync(&source).await.expect("fetch");
+    let (r4, _) = count(&log);
+    for _ in 0..apps {
+        stage(
+            &mut RenderCache::default(),
+            &shared,
+            &source,
+            &revision,
+            &renderers,
+        )
+        .await;
+    }
+    let (r5, _) = count(&log);
+    let cached = shared.charts().cached_bytes();
+
+    let rows = [
+        (
+            "cold: requests / renderer processes",
+            format!("{} / {}", r1 - r0, p1 - p0),
+            r1 - r0 == 2 && p1 - p0 == 1,
+        ),
+        ("cold: fetch + render", format!("{:.1} ms", ms(cold)), true),
+        (
+            "warm: requests / renderer processes",
+            format!("{} / {}", r2 - r1, p2 - p1),
+            r2 == r1 && p2 == p1,
+        ),
+        (
+            "warm: render stage (median)",
+            format!("{:.3} ms", ms(warm)),
+            warm < WARM_TARGET,
+        ),
+        (
+            "new commit, same lock: requests",
+            format!("{}", r3 - r2),
+            r3 == r2,
+        ),
+        (
+            "apps sharing the version: requests",
+            format!("{} for {apps} apps", r5 - r4),
+            r5 - r4 == 2,
+        ),
+        (
+            "chart cache: bytes / bound",
+            format!("{cached} / {DEFAULT_CHART_CACHE_BYTES}"),
+            cached <= DEFAULT_CHART_CACHE_BYTES,
+        ),
+    ];
+    println!(
+        "chart dependencies of a Git chart (warm runs: {warm_runs}, apps: {apps}{})",
+        if quick { ", --quick" } else { "" }
+    );
+    let mut failed = false;
+    for (what, figure, ok) in &rows {
+        failed |= !ok;
+        println!("{what:<40} {figure:>24} {:>6}", verdict(*ok));
+    }
+    let results = json!({
+        "quick": quick,
+        "cold_requests": r1 - r0,
+        "cold_renderer_processes": p1 - p0,
+        "cold_ms": ms(cold),
+        "warm_requests": r2 - r1,
+        "warm_renderer_processes": p2 - p1,
+        "warm_ms": ms(warm),
+        "warm_target_ms": ms(WARM_TARGET),
+        "new_commit_requests": r3 - r2,
+        "apps": apps,
+        "apps_requests": r5 - r4,
+        "cache_bytes": cached,
+        "cache_bound_bytes": DEFAULT_CHART_CACHE_BYTES,
+        "failed": failed,
+    });
+    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
+        .iter()
+        .collect();
+    std::fs::create_dir_all(&out).expect("mkdir bench-results");
+    std::fs::write(
+        out.join("charts.json"),
+        serde_json::to_string_pretty(&results).expect("JSON"),
+    )
+    .expect("write results");
+    if failed {
+        std::process::exit(1);
+    }
+}

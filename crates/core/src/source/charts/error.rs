@@ -1,0 +1,130 @@
+//! Why a chart's dependencies could not be vendored: each error names the chart, the
+//! dependency and the repository (credentials in its URL redacted), and says whether
+//! a retry can help.
+
+use super::archive::ArchiveProblem;
+use crate::outbound::OutboundError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    /// Chart.yaml or Chart.lock does not parse: the revision must change.
+    #[error("{file}: {message}")]
+    Metadata { file: String, message: String },
+    /// A Chart.lock is present and does not list this dependency.
+    #[error(
+        "{chart}: dependency {dependency} ({repository}) is missing from Chart.lock \
+         (run `helm dependency update` and commit Chart.lock)"
+    )]
+    NotInLock {
+        chart: String,
+        dependency: String,
+        repository: String,
+    },
+    /// A `file://` dependency pointing out of the revision (`..` past its root).
+    #[error("{chart}: dependency {dependency}: {repository} leaves the repository")]
+    OutsideRepository {
+        chart: String,
+        dependency: String,
+        repository: String,
+    },
+    /// A `file://` dependency whose folder holds no chart of that name.
+    #[error("{chart}: dependency {dependency}: {repository} holds no chart {dependency}")]
+    MissingLocal {
+        chart: String,
+        dependency: String,
+        repository: String,
+    },
+    /// A repository tether does not fetch from (yet): `oci://`, `@name` aliases.
+    #[error(
+        "{chart}: dependency {dependency}: repository {repository} is not supported \
+         (an http(s):// Helm repository or file:// path is; or vendor the chart in charts/)"
+    )]
+    Unsupported {
+        chart: String,
+        dependency: String,
+        repository: String,
+    },
+    /// The repository could not be reached (connection, timeout): retryable.
+    #[error("{repo}: {what}: {message}")]
+    Unreachable {
+        repo: String,
+        what: String,
+        message: String,
+    },
+    /// The repository answered with an error status; 5xx and 429 are retryable.
+    #[error("{repo}: {what}: HTTP {status}")]
+    Status {
+        repo: String,
+        what: String,
+        status: u16,
+    },
+    /// The SSRF guard refused the repository's address.
+    #[error("{repo}: {source}")]
+    Refused {
+        repo: String,
+        #[source]
+        source: OutboundError,
+    },
+    /// A response over its size budget.
+    #[error("{repo}: {what} is over {limit} bytes")]
+    TooLarge {
+        repo: String,
+        what: String,
+        limit: u64,
+    },
+    /// index.yaml does not parse, or its entry lacks what a download needs.
+    #[error("{repo}: index.yaml: {message}")]
+    Index { repo: String, message: String },
+    #[error("{repo}: no chart {chart} in index.yaml (it has: {available})")]
+    UnknownChart {
+        repo: String,
+        chart: String,
+        available: String,
+    },
+    #[error("{repo}: chart {chart} has no version matching {constraint:?} (versions: {versions})")]
+    UnknownVersion {
+        repo: String,
+        chart: String,
+        constraint: String,
+        versions: String,
+    },
+    /// A dependency's `version` that is no semver range.
+    #[error(
+        "{chart}: dependency {dependency}: version {constraint:?} is not a semver range: {message}"
+    )]
+    BadConstraint {
+        chart: String,
+        dependency: String,
+        constraint: String,
+        message: String,
+    },
+    #[error(
+        "{repo}: {chart}-{version}: the archive's digest is {actual}, index.yaml says {expected}"
+    )]
+    DigestMismatch {
+        repo: String,
+        chart: String,
+        version: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("{repo}: {chart}-{version}: {problem}")]
+    Archive {
+        repo: String,
+        chart: String,
+        version: String,
+        #[source]
+        problem: ArchiveProblem,
+    },
+}
+
+impl ChartError {
+    /// Whether trying again later can help without a change to Git or the repository.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ChartError::Unreachable { .. } => true,
+            ChartError::Status { status, .. } => *status >= 500 || *status == 429,
+            _ => false,
+        }
+    }
+}
