@@ -34,6 +34,7 @@ mod render_safety;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;
+mod sandbox_tokens;
 mod serve;
 mod shard;
 mod source;
