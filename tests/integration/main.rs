@@ -27,6 +27,7 @@ mod leader;
 mod manifest;
 mod notify;
 mod peer_trust;
+mod people;
 mod protobuf;
 mod quickstart;
 mod render;

@@ -48,7 +48,8 @@ async fn token_review(sandbox: &TestSandbox, token: &str, audiences: Option<&[&s
     if let Some(audiences) = audiences {
         spec["audiences"] = json!(audiences);
     }
-    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec});
+    let review =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec});
     let answer = sandbox
         .post("/apis/authentication.k8s.io/v1/tokenreviews", &review)
         .await;
@@ -107,7 +108,11 @@ async fn kubectl_create_token_issues_a_token_that_runs_as_the_service_account() 
         .kubectl(&["get", "configmaps", "-n", "team-a", "--token=not-issued"])
         .await;
     assert_eq!(unknown.code, 1);
-    assert!(unknown.stderr.contains("Unauthorized"), "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("Unauthorized"),
+        "{}",
+        unknown.stderr
+    );
 }
 
 #[tokio::test]
@@ -207,7 +212,12 @@ async fn token_requests_are_refused_as_kube_apiserver_refuses_them() {
         ])
         .await;
     assert_eq!(own.code, 1);
-    assert!(own.stderr.contains("cannot create resource \"serviceaccounts/token\""), "{}", own.stderr);
+    assert!(
+        own.stderr
+            .contains("cannot create resource \"serviceaccounts/token\""),
+        "{}",
+        own.stderr
+    );
 }
 
 #[tokio::test]

@@ -101,9 +101,7 @@ impl State {
             self.tokens
                 .issue((&namespace, &name), &uid, audiences, seconds, now);
         let expires = credential.expires.unwrap_or(now);
-        let stamp = |t: chrono::DateTime<Utc>| {
-            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        };
+        let stamp = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let answer = json!({
             "kind": KIND,
             "apiVersion": API_VERSION,
