@@ -207,46 +207,47 @@ impl People {
     /// Apps (one review per namespace), else each app they may get. An app whose
     /// review failed is left out (and logged).
     pub async fn visible(&self, user: &Arc<User>, apps: Vec<String>) -> HashSet<String> {
-        let mut listable = HashSet::new();
-        let mut namespaces: Vec<&str> = apps
-            .iter()
-            .map(|app| scope(app, &self.file_namespace).0)
-            .collect();
-        namespaces.sort_unstable();
-        namespaces.dedup();
-        for namespace in namespaces {
-            // Any app of the namespace stands for it in a `list` review.
-            let Some(app) = apps
-                .iter()
-                .find(|a| scope(a, &self.file_namespace).0 == namespace)
-            else {
-                continue;
-            };
-            match self.allowed(user, Verb::List, app).await {
-                Ok(true) => {
-                    listable.insert(namespace.to_string());
-                }
-                Ok(false) => {}
-                Err(err) => {
-                    tracing::warn!(user = %user.name, error = %err, "cannot authorize a list")
-                }
+        // Any app of a namespace stands for it in its `list` review.
+        let mut namespaces: BTreeMap<String, String> = BTreeMap::new();
+        for app in &apps {
+            let namespace = scope(app, &self.file_namespace).0;
+            if !namespaces.contains_key(namespace) {
+                namespaces.insert(namespace.to_string(), app.clone());
             }
         }
+        let listable: HashSet<String> = self
+            .granted(user, Verb::List, namespaces)
+            .await
+            .into_iter()
+            .collect();
         let (mut shown, mut others) = (HashSet::new(), Vec::new());
         for app in apps {
             if listable.contains(scope(&app, &self.file_namespace).0) {
                 shown.insert(app);
             } else {
-                others.push(app);
+                others.push((app.clone(), app));
             }
         }
-        let gettable: Vec<String> = futures::stream::iter(others.drain(..))
-            .map(|app| async move {
-                match self.allowed(user, Verb::Get, &app).await {
-                    Ok(true) => Some(app),
-                    Ok(false) => None,
+        shown.extend(self.granted(user, Verb::Get, others).await);
+        shown
+    }
+
+    /// The keys of `asks` (a key, and the app to review for it) whose app `user` may
+    /// `verb`, [`REVIEW_CONCURRENCY`] reviews at a time. A failed review counts as
+    /// no (and is logged).
+    async fn granted(
+        &self,
+        user: &Arc<User>,
+        verb: Verb,
+        asks: impl IntoIterator<Item = (String, String)>,
+    ) -> Vec<String> {
+        futures::stream::iter(asks)
+            .map(|(key, app)| async move {
+                match self.allowed(user, verb, &app).await {
+                    Ok(allowed) => allowed.then_some(key),
                     Err(err) => {
-                        tracing::warn!(user = %user.name, app, error = %err, "cannot authorize a view");
+                        let verb = verb.as_str();
+                        tracing::warn!(user = %user.name, app, verb, error = %err, "cannot authorize");
                         None
                     }
                 }
@@ -254,9 +255,7 @@ impl People {
             .buffer_unordered(REVIEW_CONCURRENCY)
             .filter_map(std::future::ready)
             .collect()
-            .await;
-        shown.extend(gettable);
-        shown
+            .await
     }
 
     /// Why `user` may not `action` the app (an API path's last word: sync, suspend…),
