@@ -53,7 +53,8 @@ async fn get(router: &Router, path: &str, token: &str) -> Duration {
     started.elapsed()
 }
 
-/// RBAC: `everywhere` may list Apps in every namespace, `one` only in team-00.
+/// team-00, and RBAC: `everywhere` may list Apps in every namespace, `one` only in
+/// team-00.
 fn rbac() -> Vec<serde_json::Value> {
     let role = |kind: &str, namespace: Option<&str>| {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
@@ -67,6 +68,7 @@ fn rbac() -> Vec<serde_json::Value> {
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]})
     };
     vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-00"}}),
         role("ClusterRole", None),
         binding("ClusterRoleBinding", None, "everywhere", "ClusterRole"),
         binding("RoleBinding", Some("team-00"), "one", "ClusterRole"),
@@ -78,6 +80,7 @@ async fn create(client: &kube::Client, object: &serde_json::Value) {
     let namespace = object["metadata"]["namespace"].as_str();
     let plural = format!("{}s", kind.to_lowercase());
     let path = match namespace {
+        _ if kind == "Namespace" => "/api/v1/namespaces".to_string(),
         Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}"),
         None => format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
     };
