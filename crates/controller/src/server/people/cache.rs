@@ -52,7 +52,8 @@ impl<K: Eq + Hash + Clone, V: Clone> Expiring<K, V> {
         entries.insert(key, (Instant::now(), value));
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
