@@ -210,7 +210,7 @@ is (TokenReview) and what they may do (SubjectAccessReview), as the built-in
 system:auth-delegator allows, and records each action as an Event on its App.
 Cluster-scoped reviews: only the ClusterRole grants them.
 */}}
-{{- define "tether.peopleRules" -}}
+{{- define "tether.peopleRules" }}
   - apiGroups: [authentication.k8s.io]
     resources: [tokenreviews]
     verbs: [create]
