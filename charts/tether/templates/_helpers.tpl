@@ -205,6 +205,24 @@ ServiceAccounts, which every App acts as.
 {{- end }}
 
 {{/*
+People and permissions (docs/access.md): the API asks the cluster who a bearer token
+is (TokenReview) and what they may do (SubjectAccessReview), as the built-in
+system:auth-delegator allows, and records each action as an Event on its App.
+Cluster-scoped reviews: only the ClusterRole grants them.
+*/}}
+{{- define "tether.peopleRules" }}
+  - apiGroups: [authentication.k8s.io]
+    resources: [tokenreviews]
+    verbs: [create]
+  - apiGroups: [authorization.k8s.io]
+    resources: [subjectaccessreviews]
+    verbs: [create]
+  - apiGroups: [events.k8s.io]
+    resources: [events]
+    verbs: [create]
+{{- end }}
+
+{{/*
 What `tether serve` needs for App objects (apps.tether.dev, the chart's crds/), unless
 config.server.apps.enabled is false: read and watch them, hold them with its finalizer,
 write their status. With rbac.scope namespaced, set config.server.apps.namespaces to

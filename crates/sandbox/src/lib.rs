@@ -21,6 +21,7 @@ pub mod selector;
 pub mod status;
 pub mod store;
 pub mod tls;
+pub mod tokens;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -155,6 +156,18 @@ impl Sandbox {
 
     pub fn token(&self) -> &str {
         &self.state.token
+    }
+
+    /// Accepts `token` as `user` (in `groups`, and `system:authenticated`) from now
+    /// on, as a line of kube-apiserver's `--token-auth-file` would.
+    pub fn add_static_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        groups.push(rbac::AUTHENTICATED_GROUP.to_string());
+        let user = rbac::UserInfo {
+            name: user.to_string(),
+            groups,
+        };
+        self.state.tokens.add_static(token, user);
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
@@ -349,8 +362,15 @@ async fn answer(
     query: HashMap<String, String>,
 ) -> Response<Body> {
     let sandbox_endpoint = path.starts_with("/sandbox/");
-    if !authorized(state, &parts.headers) {
+    let Some(requester) = authenticate(state, &parts.headers) else {
         return error_response(&ApiError::Unauthorized);
+    };
+    // The sandbox's own endpoints are for the test holding its admin token only.
+    if sandbox_endpoint && requester != rbac::UserInfo::admin() {
+        return error_response(&ApiError::Forbidden(format!(
+            "user {:?} cannot use the sandbox's own endpoints",
+            requester.name
+        )));
     }
     let accept = protobuf::Accept::from_headers(&parts.headers);
     let protobuf_body = protobuf::negotiate::is_protobuf_body(&parts.headers);
@@ -374,7 +394,15 @@ async fn answer(
             };
             state.counters.record_request(request);
         };
-        match rbac::check(&state.store, &parts.method, &path, &query, &parts.headers) {
+        let checked = rbac::check(
+            &state.store,
+            requester.clone(),
+            &parts.method,
+            &path,
+            &query,
+            &parts.headers,
+        );
+        match checked {
             Err(refused) => {
                 if let Some(user) = &refused.user {
                     audit(user, false);
@@ -441,6 +469,7 @@ async fn answer(
         format,
         decoded: std::sync::Mutex::new(decoded),
         warnings: api::Warnings::default(),
+        requester,
     };
     let started = std::time::Instant::now();
     let method = request.method.clone();
@@ -532,19 +561,20 @@ fn answer_error(format: protobuf::Format, err: &ApiError) -> Response<Body> {
 /// patches need a little more).
 const MAX_REQUEST_BODY: usize = 8 * 1024 * 1024;
 
-fn authorized(state: &State, headers: &http::HeaderMap) -> bool {
-    let Some(value) = headers
+/// Whom the request's bearer token authenticates (for the API server's audience), or
+/// None: 401.
+fn authenticate(state: &State, headers: &http::HeaderMap) -> Option<rbac::UserInfo> {
+    let token = headers
         .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some(token) = value.strip_prefix("Bearer ") else {
-        return false;
-    };
-    // Constant-time, as any comparison of a secret should be.
-    use subtle::ConstantTimeEq as _;
-    token.as_bytes().ct_eq(state.token.as_bytes()).into()
+        .and_then(|v| v.to_str().ok())?
+        .strip_prefix("Bearer ")?;
+    match state.authenticate(token, &[]) {
+        Ok(accepted) => Some(accepted.credential.user),
+        Err(err) => {
+            tracing::debug!(error = %err, "bearer token refused");
+            None
+        }
+    }
 }
 
 fn parse_query(query: &str) -> HashMap<String, String> {

@@ -3,11 +3,11 @@
 //! (Roles, ClusterRoles and their bindings, read from the store on every request, so a
 //! binding applied with `kubectl` counts at once), answering 403 with the real message.
 //!
-//! The sandbox's one bearer token is the cluster admin (`kubernetes-admin` in
-//! `system:masters`, as kubeadm names it), which RBAC never limits; only an
-//! impersonated identity meets RBAC. Non-resource paths (discovery, `/version`,
-//! OpenAPI) are open to every authenticated user, as the default `system:discovery`
-//! binding makes them. Aggregated ClusterRoles are not evaluated (their rules are
+//! The sandbox's own bearer token is the cluster admin (`kubernetes-admin` in
+//! `system:masters`, as kubeadm names it), which RBAC never limits; an impersonated
+//! identity, or the user of another token ([`crate::tokens`]), meets RBAC.
+//! Non-resource paths (discovery, `/version`, OpenAPI) are open to every authenticated
+//! user, as the default `system:discovery` binding makes them. Aggregated ClusterRoles are not evaluated (their rules are
 //! whatever was stored), and `Impersonate-Uid` and `Impersonate-Extra-*` are accepted
 //! without a check of their own.
 //!
@@ -143,16 +143,17 @@ pub struct Refusal {
     pub error: ApiError,
 }
 
-/// Authenticates (the caller already checked the token), impersonates and authorizes
-/// one request: the identity it runs as, or kube-apiserver's refusal.
+/// Impersonates and authorizes one request of `requester` (whom its bearer token
+/// authenticated): the identity it runs as, or kube-apiserver's refusal.
 pub fn check(
     store: &Store,
+    requester: UserInfo,
     method: &Method,
     path: &str,
     query: &HashMap<String, String>,
     headers: &HeaderMap,
 ) -> Result<UserInfo, Box<Refusal>> {
-    let user = impersonate(store, UserInfo::admin(), headers)
+    let user = impersonate(store, requester, headers)
         .map_err(|error| Box::new(Refusal { user: None, error }))?;
     if let Some(attributes) = Attributes::of_request(method, path, query)
         && let Err(error) = authorize(store, &user, &attributes)

@@ -1,6 +1,8 @@
 //! Who may call `/api/v1` (issue #24). With `server.apiToken`, a caller presents the
-//! token (a page on another site cannot: it would need a preflight no one answers). A
-//! replica's call presents its peer signature instead (`peer_auth`). Without a token
+//! token (a page on another site cannot: it would need a preflight no one answers), or
+//! their own Kubernetes token, which the cluster reviews and whose user RBAC then
+//! limits (`people`, issue #30). A replica's call presents its peer signature instead
+//! (`peer_auth`). The guard names the caller ([`Caller`]) for what runs after it. Without a token
 //! the API is on loopback, where any page the user's browser opens can reach it, so:
 //! - **DNS rebinding**: only loopback `Host` values are served (`localhost`,
 //!   `127.0.0.1`, `[::1]`, any port): a name the attacker points at 127.0.0.1 keeps its
@@ -22,8 +24,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use std::sync::Arc;
+
 use super::bearer;
 use super::peer_auth::FromPeer;
+use super::people::{self, Caller, People};
 use crate::config::ApiToken;
 
 /// How `/api/v1` is reached: with a token, or open on loopback (the default; or on a
@@ -32,12 +37,17 @@ use crate::config::ApiToken;
 pub struct Access {
     pub token: Option<ApiToken>,
     pub insecure_open_api: bool,
+    /// With a token: other bearer tokens are users the cluster authenticates.
+    pub people: Option<Arc<People>>,
 }
 
 /// Why a request is refused, as its answer says.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("this API needs the token server.apiToken names, as Authorization: Bearer <token>")]
+    #[error(
+        "this API needs the token server.apiToken names, or a Kubernetes token of yours \
+         (kubectl create token), as Authorization: Bearer <token>"
+    )]
     Unauthorized,
     #[error(
         "Host {0:?} is not a loopback address: without server.apiToken this API answers \
@@ -144,15 +154,26 @@ pub fn check_untokened(
     }
 }
 
-/// The gate of `/api/v1`: a peer's verified call, the token, or the checks above.
-pub async fn guard(State(access): State<Access>, request: Request, next: Next) -> Response {
+/// The gate of `/api/v1`: a peer's verified call, the token, a user's token the
+/// cluster accepts, or the checks above. The request goes on marked with its
+/// [`Caller`].
+pub async fn guard(State(access): State<Access>, mut request: Request, next: Next) -> Response {
     if request.extensions().get::<FromPeer>().is_some() {
+        request.extensions_mut().insert(Caller::Operator);
         return next.run(request).await;
     }
     let verdict = match &access.token {
         Some(token) => match bearer(request.headers()) {
-            Some(given) if token.accepts(given) => Ok(()),
-            _ => Err(Refusal::Unauthorized),
+            Some(given) if token.accepts(given) => Ok(Caller::Operator),
+            Some(given) => match &access.people {
+                Some(people) => match people.authenticate(given).await {
+                    Ok(Some(user)) => Ok(Caller::User(user)),
+                    Ok(None) => Err(Refusal::Unauthorized),
+                    Err(err) => return people::unavailable(&err),
+                },
+                None => Err(Refusal::Unauthorized),
+            },
+            None => Err(Refusal::Unauthorized),
         },
         None => {
             let host = request
@@ -167,10 +188,14 @@ pub async fn guard(State(access): State<Access>, request: Request, next: Next) -
                 host,
                 access.insecure_open_api,
             )
+            .map(|()| Caller::Operator)
         }
     };
     match verdict {
-        Ok(()) => next.run(request).await,
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(refusal) => {
             if refusal != Refusal::Unauthorized {
                 tracing::warn!(path = %request.uri().path(), error = %refusal, "refused an API request");

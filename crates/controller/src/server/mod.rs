@@ -13,13 +13,14 @@ pub mod dashboard;
 pub mod guard;
 pub mod peer_auth;
 pub mod peers;
+pub mod people;
 pub mod relay;
 pub mod service;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -31,6 +32,7 @@ use tower_http::compression::CompressionLayer;
 use dashboard::tree::{TreeCache, read_tree};
 use guard::Access;
 use peer_auth::PeerKey;
+use people::{Caller, People};
 use relay::Relay;
 use service::SuspendError;
 use tether_core::cluster::Cluster;
@@ -83,6 +85,7 @@ struct ServerState {
     trees: TreeCache,
     peer_key: Option<PeerKey>,
     relay: Relay,
+    people: Option<Arc<People>>,
 }
 
 /// The whole HTTP surface; `webhooks` is the source stage's receiver. `/api/v1` is
@@ -106,7 +109,11 @@ pub fn router(
             (control.clone(), peer_key.clone()),
             peers::forward_actions,
         ))
-        .route_layer(middleware::from_fn_with_state(access, guard::guard));
+        .route_layer(middleware::from_fn_with_state(
+            access.people.clone(),
+            people::authorize,
+        ))
+        .route_layer(middleware::from_fn_with_state(access.clone(), guard::guard));
     let relay = Relay::new(control.clone(), statuses.clone(), peer_key.clone());
     Router::new()
         .route("/healthz", get(healthz))
@@ -120,6 +127,7 @@ pub fn router(
             trees: TreeCache::default(),
             peer_key: peer_key.clone(),
             relay,
+            people: access.people,
         })
         .merge(webhooks.layer(middleware::from_fn_with_state(
             (control, statuses, peer_key.clone()),
@@ -175,9 +183,10 @@ struct ListQuery {
 async fn list_apps(
     State(state): State<ServerState>,
     Query(query): Query<ListQuery>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Response {
-    match query.view.as_deref() {
+    let mut answer = match query.view.as_deref() {
         None | Some("full") => {
             let apps = state
                 .statuses
@@ -192,35 +201,63 @@ async fn list_apps(
                 state.peer_key.as_ref(),
             )
             .await;
-            axum::Json(json!({ "apps": apps })).into_response()
+            json!({ "apps": apps })
         }
         Some("summary") => {
             let summary = dashboard::summary(&state.statuses);
-            let summary = peers::complete_summary(
+            peers::complete_summary(
                 summary,
                 state.control.as_ref(),
                 &headers,
                 state.peer_key.as_ref(),
             )
-            .await;
-            axum::Json(summary).into_response()
+            .await
         }
-        Some(other) => (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({
-                "error": format!("unknown view {other:?}: use \"full\" or \"summary\"")
-            })),
-        )
-            .into_response(),
+        Some(other) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({
+                    "error": format!("unknown view {other:?}: use \"full\" or \"summary\"")
+                })),
+            )
+                .into_response();
+        }
+    };
+    if let (Some(people), Caller::User(user)) = (&state.people, &caller) {
+        people::retain_visible(people, user, &mut answer).await;
     }
+    axum::Json(answer).into_response()
 }
 
 /// The live feed: this replica's apps, and with shards the others' through their
 /// holders' own feeds (see [`relay`]), so the page on any replica sees them all.
-async fn events(State(state): State<ServerState>, headers: HeaderMap) -> Response {
-    let relayed = state.relay.subscribe(&headers);
+/// A user's feed carries the apps they may see, of this replica only (a peer's relayed
+/// events are not theirs to filter).
+async fn events(
+    State(state): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+) -> Response {
     let control = state.control.clone();
-    let ours = move |app: &str| control.owner(app).is_none_or(|o| o.local);
+    let viewer = match (&state.people, caller) {
+        (Some(people), Caller::User(user)) => Some((people.clone(), user)),
+        _ => None,
+    };
+    let relayed = match viewer {
+        None => state.relay.subscribe(&headers),
+        Some(_) => None,
+    };
+    let ours = move |app: String| -> BoxFuture<'static, bool> {
+        let local = control.owner(&app).is_none_or(|o| o.local);
+        let viewer = viewer.clone();
+        Box::pin(async move {
+            match viewer {
+                _ if !local => false,
+                None => true,
+                Some((people, user)) => people.visible(&user, vec![app]).await.len() == 1,
+            }
+        })
+    };
     dashboard::events(state.statuses.clone(), ours, relayed)
 }
 

@@ -307,9 +307,18 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         config.server.webhook_config()?,
         triggers.clone(),
     ));
+    // With a token the API is served beyond loopback: people log in with their own
+    // Kubernetes tokens and RBAC limits them (issue #30).
+    let people = token.as_ref().map(|_| {
+        Arc::new(server::people::People::new(
+            contexts.default.client().clone(),
+            config.inventory_namespace.clone(),
+        ))
+    });
     let access = server::guard::Access {
         token,
         insecure_open_api: config.server.insecure_open_api,
+        people,
     };
     let router = server::router(statuses.clone(), apps.clone(), webhooks, access, peer_key);
     let server_stop = CancellationToken::new();

@@ -5,8 +5,10 @@
 //! `auth whoami` with a SelfSubjectReview.
 //!
 //! The answers come from the sandbox's own authorizer ([`rbac`]): its token's user is in
-//! `system:masters` and allowed everything; an impersonated identity (`kubectl --as`)
-//! or the subject of a SubjectAccessReview is allowed what its RBAC bindings allow.
+//! `system:masters` and allowed everything; the user of another token, an impersonated
+//! identity (`kubectl --as`) or the subject of a SubjectAccessReview is allowed what
+//! its RBAC bindings allow. A TokenReview asks its authenticator
+//! ([`State::authenticate`]).
 
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -55,7 +57,8 @@ impl State {
         }
         // The identity the request runs as (the filter in front already allowed the
         // impersonation, so this cannot be refused now).
-        let requester = rbac::impersonate(&self.store, UserInfo::admin(), &request.headers)?;
+        let requester =
+            rbac::impersonate(&self.store, request.requester.clone(), &request.headers)?;
         review["status"] = match resource.kind.as_str() {
             "SelfSubjectAccessReview" => self.access_review_status(&review, &requester)?,
             "SubjectAccessReview" | "LocalSubjectAccessReview" => {
@@ -158,18 +161,28 @@ fn user_json(user: &UserInfo) -> Value {
     json!({"username": user.name, "groups": user.groups})
 }
 
-/// A TokenReview: the sandbox's own token authenticates as its user; any other does not.
+/// A TokenReview: whom the token authenticates for the audiences asked about (the API
+/// server's when none), with the ServiceAccount's uid and the token's id for a
+/// ServiceAccount token, and the audiences it was accepted for; or why not.
 fn token_review_status(state: &State, review: &Value) -> Value {
     let token = review
         .pointer("/spec/token")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    use subtle::ConstantTimeEq as _;
-    let known: bool = token.as_bytes().ct_eq(state.token.as_bytes()).into();
-    if known {
-        json!({"authenticated": true, "user": user_json(&UserInfo::admin())})
-    } else {
-        json!({"user": {}, "error": "[invalid bearer token, token lookup failed]"})
+    let audiences = strings(review.pointer("/spec/audiences"));
+    match state.authenticate(token, &audiences) {
+        Ok(accepted) => {
+            let credential = accepted.credential;
+            let mut user = user_json(&credential.user);
+            if let Some(uid) = credential.uid {
+                user["uid"] = uid.into();
+            }
+            if let Some(id) = credential.credential_id {
+                user["extra"] = json!({"authentication.kubernetes.io/credential-id": [id]});
+            }
+            json!({"authenticated": true, "user": user, "audiences": accepted.audiences})
+        }
+        Err(err) => json!({"user": {}, "error": format!("[invalid bearer token, {err}]")}),
     }
 }
 

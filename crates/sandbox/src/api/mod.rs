@@ -30,6 +30,7 @@ mod scale;
 mod table;
 #[cfg(test)]
 mod tests;
+mod token_request;
 mod write;
 
 pub use read::full_body;
@@ -46,6 +47,8 @@ pub struct State {
     /// Whether the Deployment controller runs, and how soon it acts.
     pub deployment_controller: Settings,
     pub token: String,
+    /// Tokens besides `token`: issued by TokenRequests, or static.
+    pub tokens: crate::tokens::Tokens,
     /// `host:port`, for `GET /api`.
     pub server_address: String,
 }
@@ -60,6 +63,7 @@ impl State {
             counters: Counters::default(),
             deployment_controller: Settings::default(),
             token,
+            tokens: crate::tokens::Tokens::default(),
             server_address,
         }
     }
@@ -108,6 +112,8 @@ pub struct Request {
     pub decoded: std::sync::Mutex<Option<Value>>,
     /// Warnings for the answer's headers.
     pub warnings: Warnings,
+    /// Whom the bearer token authenticated (before any impersonation).
+    pub requester: crate::rbac::UserInfo,
 }
 
 impl Request {
@@ -411,6 +417,7 @@ impl State {
             Some("status") if target.resource.has_status => {}
             Some("scale") if target.resource.has_scale => {}
             Some("finalize") if target.resource.is("", "Namespace") => {}
+            Some("token") if target.resource.is("", "ServiceAccount") => {}
             Some(_) => return Err(ApiError::PageNotFound),
         }
         Ok(target)
@@ -423,6 +430,9 @@ impl State {
     ) -> Result<Reply, ApiError> {
         if access_review::is_review(&target.resource) {
             return self.review(&target, &request);
+        }
+        if target.subresource.as_deref() == Some("token") {
+            return self.token_request(&target, &request);
         }
         let named = target.name.is_some();
         let table = (request.method == Method::GET && target.subresource.is_none())

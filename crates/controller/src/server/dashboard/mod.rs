@@ -271,12 +271,12 @@ fn event(name: &str, data: &Value) -> Bytes {
 
 /// `GET /api/v1/events`: a `text/event-stream` of `app` events (an app's summary,
 /// sent when its status changes), `removed` (an app's name) and `reset` (the stream
-/// fell behind: reload every app). With shards, this replica's own events are those of
-/// the apps `ours` says it answers for, and `relayed` brings the other replicas'
+/// fell behind: reload every app). This replica's own events are those of the apps
+/// `ours` says it answers for (with shards) and the caller may see, and `relayed` brings the other replicas'
 /// (`peers::relay`). It ends when the service stops ([`Statuses::close_feed`]).
 pub(super) fn events(
     statuses: Statuses,
-    ours: impl Fn(&str) -> bool + Send + 'static,
+    ours: impl Fn(String) -> futures::future::BoxFuture<'static, bool> + Send + 'static,
     relayed: Option<mpsc::Receiver<Bytes>>,
 ) -> Response {
     let feed = statuses.subscribe();
@@ -297,7 +297,7 @@ pub(super) fn events(
                     _ = tokio::time::sleep(KEEPALIVE) => break Bytes::from_static(b": keepalive\n\n"),
                     Some(theirs) = next_relayed(&mut relayed) => break theirs,
                     got = feed.recv() => match got {
-                        Ok(Some(name)) if !ours(&name) => continue,
+                        Ok(Some(name)) if !ours(name.clone()).await => continue,
                         Ok(Some(name)) => match statuses.with(&name, summary_object) {
                             Some(app) => break event("app", &app),
                             None => break event("removed", &json!(name)),

@@ -246,7 +246,11 @@ async fn next_event(
 #[tokio::test]
 async fn the_event_stream_sends_each_change_and_each_removal() {
     let statuses = Statuses::default();
-    let response = events(statuses.clone(), |_| true, None);
+    let response = events(
+        statuses.clone(),
+        |_| -> futures::future::BoxFuture<'static, bool> { Box::pin(async { true }) },
+        None,
+    );
     assert_eq!(
         response.headers()[header::CONTENT_TYPE],
         "text/event-stream"
@@ -285,7 +289,14 @@ async fn the_event_stream_sends_each_change_and_each_removal() {
 async fn the_event_stream_carries_its_own_apps_and_what_peers_relay() {
     let statuses = Statuses::default();
     let (relay, relayed) = tokio::sync::mpsc::channel(4);
-    let response = events(statuses.clone(), |app| app != "theirs", Some(relayed));
+    let response = events(
+        statuses.clone(),
+        |app| -> futures::future::BoxFuture<'static, bool> {
+            let ours = app != "theirs";
+            Box::pin(async move { ours })
+        },
+        Some(relayed),
+    );
     let mut stream = response.into_body().into_data_stream();
     next_event(&mut stream).await;
     // Another replica's app as this one sees it: not sent, its holder says.
