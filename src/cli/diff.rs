@@ -256,7 +256,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         scopes: None,
         renderers: &args
             .render
-            .renderers(args.app.as_deref(), path, &args.namespace),
+            .renderers(args.app.as_deref(), path, &args.namespace)?,
     };
     match &args.live {
         Some(live) => {

@@ -100,7 +100,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
     let renderers = super::diff::for_cluster(
         &cluster,
         args.render
-            .renderers(Some(&args.app), &args.path, &args.namespace),
+            .renderers(Some(&args.app), &args.path, &args.namespace)?,
         &args.path,
         args.repo.as_deref(),
     )

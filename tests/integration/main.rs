@@ -36,6 +36,7 @@ mod sandbox_http;
 mod sandbox_kubectl;
 mod serve;
 mod shard;
+mod sops;
 mod source;
 mod source_security;
 mod support;

@@ -213,7 +213,7 @@ fn rfc3339_seconds(stored: &str) -> String {
     match stored.find('.') {
         Some(dot) if stored[..dot].contains('T') => {
             let zone = stored[dot..]
-                .find(|c: char| c == 'Z' || c == '+' || c == '-')
+                .find(['Z', '+', '-'])
                 .map_or("", |z| &stored[dot + z..]);
             format!("{}{zone}", &stored[..dot])
         }

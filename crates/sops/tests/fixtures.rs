@@ -97,7 +97,7 @@ fn check_decrypts(root: &Path, entry: &Value) -> Result<(), String> {
     for (path, want) in expected["values"].as_object().into_iter().flatten() {
         let pointer = format!(
             "/{}",
-            path.replace("[", "/").replace("]", "").replace('.', "/")
+            path.replace('[', "/").replace(']', "").replace('.', "/")
         );
         if document.pointer(&pointer) != Some(want) {
             return Err(format!("value {path} differs"));

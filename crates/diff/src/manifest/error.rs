@@ -116,6 +116,14 @@ pub enum ManifestError {
         "{at}: this kustomization is also built by {by}; rendering both would apply its objects twice (point the path at one of them)"
     )]
     DoubleRender { at: Location, by: String },
+    /// A SOPS-encrypted file that did not decrypt (its message names the file).
+    #[error("SOPS: {source}")]
+    Sops {
+        at: Location,
+        /// Boxed: keeps every error small enough to return by value.
+        #[source]
+        source: Box<tether_sops::SopsError>,
+    },
     #[error("{at}: cannot read: {source}")]
     Io {
         at: Location,
@@ -146,6 +154,7 @@ impl ManifestError {
             | ManifestError::RemoteBase { at, .. }
             | ManifestError::OutsideRepository { at, .. }
             | ManifestError::DoubleRender { at, .. }
+            | ManifestError::Sops { at, .. }
             | ManifestError::Io { at, .. } => at,
         }
     }

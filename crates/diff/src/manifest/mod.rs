@@ -9,6 +9,7 @@ mod block;
 mod error;
 pub mod render;
 mod scope;
+mod sops;
 mod walk;
 mod yaml;
 
@@ -24,6 +25,7 @@ pub use render::{
     render_tree,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
+pub use sops::SopsKeys;
 pub use walk::{read_dir, render_dir};
 
 /// Largest manifest file read, in bytes. Kubernetes itself refuses objects over
@@ -220,6 +222,9 @@ pub struct ParseOptions<'a> {
     pub scope: Option<ScopeLookup<'a>>,
     /// Files larger than this are refused.
     pub max_file_bytes: u64,
+    /// Keys for SOPS-encrypted files; without them such a file is an error. The render
+    /// stage takes them from [`Renderers::sops`].
+    pub sops_keys: Option<&'a tether_sops::Keys>,
 }
 
 impl Default for ParseOptions<'_> {
@@ -228,6 +233,7 @@ impl Default for ParseOptions<'_> {
             default_namespace: DEFAULT_NAMESPACE,
             scope: None,
             max_file_bytes: MAX_FILE_BYTES,
+            sops_keys: None,
         }
     }
 }
@@ -238,6 +244,7 @@ impl fmt::Debug for ParseOptions<'_> {
             .field("default_namespace", &self.default_namespace)
             .field("scope", &self.scope.map(|_| "<lookup>"))
             .field("max_file_bytes", &self.max_file_bytes)
+            .field("sops_keys", &self.sops_keys)
             .finish()
     }
 }
@@ -402,7 +409,11 @@ fn read_input(
         return;
     }
     let is_json = input.path.to_ascii_lowercase().ends_with(".json");
-    yaml::read_documents(&input.path, &input.bytes, is_json, raw, errs);
+    match sops::decrypt_input(input, opts.sops_keys) {
+        Ok(Some(plain)) => yaml::read_documents(&input.path, &plain, is_json, raw, errs),
+        Ok(None) => yaml::read_documents(&input.path, &input.bytes, is_json, raw, errs),
+        Err(e) => errs.push(e),
+    }
 }
 
 type Parsed = (Vec<(Value, Origin)>, Vec<ManifestError>);

@@ -28,6 +28,7 @@ pub fn render_dir(
     renderers: &Renderers,
     opts: &ParseOptions<'_>,
 ) -> Result<ManifestSet, ManifestErrors> {
+    let opts = &renderers.parse_options(opts);
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
     let root_canon = match fs::canonicalize(root) {

@@ -26,7 +26,7 @@ pub use process::DEFAULT_RENDER_TIMEOUT;
 use redact::KnownSecrets;
 
 use super::error::{Location, ManifestError, ManifestErrors};
-use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
+use super::{Input, ManifestSet, ParseOptions, SopsKeys, is_manifest_file, parse_inputs};
 
 /// The renderers an app's files may need, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,8 @@ pub struct Renderers {
     /// How long one renderer run may take before it and every process it started
     /// are killed ([`DEFAULT_RENDER_TIMEOUT`]).
     pub timeout: Duration,
+    /// Keys for SOPS-encrypted manifests (none by default: such a file is an error).
+    pub sops: SopsKeys,
 }
 
 impl Default for Renderers {
@@ -53,6 +55,7 @@ impl Default for Renderers {
             helm: HelmInputs::default(),
             release: String::new(),
             timeout: DEFAULT_RENDER_TIMEOUT,
+            sops: SopsKeys::default(),
         }
     }
 }
@@ -64,6 +67,14 @@ impl Renderers {
         self.helm.kube_version = Some(kube_version);
         self.helm.api_versions = api_versions;
         self
+    }
+
+    /// `opts` with these renderers' SOPS keys.
+    pub(crate) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
+        ParseOptions {
+            sops_keys: self.sops.get(),
+            ..*opts
+        }
     }
 }
 
@@ -248,6 +259,7 @@ pub fn render_tree<P: AsRef<str>>(
     opts: &ParseOptions<'_>,
 ) -> Result<ManifestSet, ManifestErrors> {
     let path = norm(path);
+    let opts = &renderers.parse_options(opts);
     let map: BTreeMap<String, &[u8]> = files
         .iter()
         .map(|(p, b)| (norm(p.as_ref()), b.as_slice()))
