@@ -75,6 +75,9 @@ pub enum Error {
         #[source]
         error: Box<Error>,
     },
+    /// A SOPS key file (`--sops-key-file`, `SOPS_AGE_KEY…`) is unreadable or holds no key.
+    #[error("{0}")]
+    SopsKey(#[from] tether_sops::SopsError),
     /// The service configuration is invalid.
     #[error("{0}")]
     Config(#[source] ConfigError),

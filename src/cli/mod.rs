@@ -20,7 +20,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use tether_controller::config::Credentials;
 use tether_core::source::{SecretRef, Source, SourceCache, SourceError};
-use tether_diff::manifest::{HelmInputs, KustomizeCommand, Renderers};
+use tether_diff::manifest::{HelmInputs, KustomizeCommand, Renderers, SopsKeys};
 
 pub use exit::{EXIT_ERROR, Error, Outcome};
 
@@ -210,9 +210,28 @@ pub struct RenderArgs {
 
     #[command(flatten)]
     pub vars: vars::VarArgs,
+    /// A file of keys for SOPS-encrypted manifests: age identities or an armored PGP
+    /// private key (repeatable). SOPS_AGE_KEY and SOPS_AGE_KEY_FILE are read too, as
+    /// `sops` reads them.
+    #[arg(long = "sops-key-file", value_name = "FILE")]
+    pub sops_key_files: Vec<PathBuf>,
 }
 
 impl RenderArgs {
+    /// The keys for SOPS-encrypted manifests: `--sops-key-file` and the environment.
+    fn sops_keys(&self) -> Result<SopsKeys, Error> {
+        let mut keys = tether_sops::Keys::new();
+        for file in &self.sops_key_files {
+            keys.add_file(file)?;
+        }
+        keys.add_from_env()?;
+        Ok(if keys.is_empty() {
+            SopsKeys::default()
+        } else {
+            SopsKeys::new(keys)
+        })
+    }
+
     /// The renderers for an app (`app` names the default release) whose objects land
     /// in `namespace`.
     pub fn renderers(
@@ -247,6 +266,7 @@ impl RenderArgs {
             release: app.unwrap_or(dir_name).to_string(),
             timeout: self.render_timeout,
             substitute: self.vars.substitution(None)?,
+            sops: self.sops_keys()?,
         })
     }
 }

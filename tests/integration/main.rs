@@ -41,6 +41,7 @@ mod sandbox_kubectl;
 mod sandbox_tokens;
 mod serve;
 mod shard;
+mod sops;
 mod source;
 mod source_security;
 mod substitute;

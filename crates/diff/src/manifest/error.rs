@@ -125,6 +125,14 @@ pub enum ManifestError {
         /// Boxed: keeps every error small enough to return by value.
         problem: Box<super::substitute::Problem>,
     },
+    /// A SOPS-encrypted file that did not decrypt (its message names the file).
+    #[error("SOPS: {source}")]
+    Sops {
+        at: Location,
+        /// Boxed: keeps every error small enough to return by value.
+        #[source]
+        source: Box<tether_sops::SopsError>,
+    },
     #[error("{at}: cannot read: {source}")]
     Io {
         at: Location,
@@ -156,6 +164,7 @@ impl ManifestError {
             | ManifestError::OutsideRepository { at, .. }
             | ManifestError::DoubleRender { at, .. }
             | ManifestError::Substitution { at, .. }
+            | ManifestError::Sops { at, .. }
             | ManifestError::Io { at, .. } => at,
         }
     }

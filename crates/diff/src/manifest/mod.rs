@@ -9,6 +9,7 @@ mod block;
 mod error;
 pub mod render;
 mod scope;
+mod sops;
 pub mod substitute;
 mod walk;
 mod yaml;
@@ -25,6 +26,7 @@ pub use render::{
     needs_repository, render_inputs, render_tree, resolve,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
+pub use sops::SopsKeys;
 pub use walk::{read_dir, render_dir};
 
 /// Largest manifest file read, in bytes. Kubernetes itself refuses objects over
@@ -224,6 +226,9 @@ pub struct ParseOptions<'a> {
     /// Post-build substitution of every object read, before it is identified (a
     /// placeholder may name it); None reads objects as written.
     pub substitute: Option<&'a substitute::Substitution>,
+    /// Keys for SOPS-encrypted files; without them such a file is an error. The render
+    /// stage takes them from [`Renderers::sops`].
+    pub sops_keys: Option<&'a tether_sops::Keys>,
 }
 
 impl Default for ParseOptions<'_> {
@@ -233,6 +238,7 @@ impl Default for ParseOptions<'_> {
             scope: None,
             max_file_bytes: MAX_FILE_BYTES,
             substitute: None,
+            sops_keys: None,
         }
     }
 }
@@ -244,6 +250,7 @@ impl fmt::Debug for ParseOptions<'_> {
             .field("scope", &self.scope.map(|_| "<lookup>"))
             .field("max_file_bytes", &self.max_file_bytes)
             .field("substitute", &self.substitute)
+            .field("sops_keys", &self.sops_keys)
             .finish()
     }
 }
@@ -420,7 +427,11 @@ fn read_input(
         return;
     }
     let is_json = input.path.to_ascii_lowercase().ends_with(".json");
-    yaml::read_documents(&input.path, &input.bytes, is_json, raw, errs);
+    match sops::decrypt_input(input, opts.sops_keys) {
+        Ok(Some(plain)) => yaml::read_documents(&input.path, &plain, is_json, raw, errs),
+        Ok(None) => yaml::read_documents(&input.path, &input.bytes, is_json, raw, errs),
+        Err(e) => errs.push(e),
+    }
 }
 
 type Parsed = (Vec<(Value, Origin)>, Vec<ManifestError>);

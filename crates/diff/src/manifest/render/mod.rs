@@ -27,7 +27,7 @@ pub use process::DEFAULT_RENDER_TIMEOUT;
 use redact::KnownSecrets;
 
 use super::error::{Location, ManifestError, ManifestErrors};
-use super::{Input, ManifestSet, ParseOptions, is_manifest_file, parse_inputs};
+use super::{Input, ManifestSet, ParseOptions, SopsKeys, is_manifest_file, parse_inputs};
 
 /// The renderers an app's files may need, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub struct Renderers {
     pub timeout: Duration,
     /// Post-build substitution of the rendered objects, whatever rendered them.
     pub substitute: Option<super::substitute::Substitution>,
+    /// Keys for SOPS-encrypted manifests (none by default: such a file is an error).
+    pub sops: SopsKeys,
 }
 
 impl Default for Renderers {
@@ -57,6 +59,7 @@ impl Default for Renderers {
             release: String::new(),
             timeout: DEFAULT_RENDER_TIMEOUT,
             substitute: None,
+            sops: SopsKeys::default(),
         }
     }
 }
@@ -68,6 +71,14 @@ impl Renderers {
         self.helm.kube_version = Some(kube_version);
         self.helm.api_versions = api_versions;
         self
+    }
+
+    /// `opts` with these renderers' SOPS keys.
+    pub(crate) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
+        ParseOptions {
+            sops_keys: self.sops.get(),
+            ..*opts
+        }
     }
 }
 
@@ -344,6 +355,7 @@ pub fn render_tree<P: AsRef<str>>(
 ) -> Result<ManifestSet, ManifestErrors> {
     let opts = &renderers.parse_options(opts);
     let path = norm(path);
+    let opts = &renderers.parse_options(opts);
     let map: BTreeMap<String, &[u8]> = files
         .iter()
         .map(|(p, b)| (norm(p.as_ref()), b.as_slice()))
