@@ -73,19 +73,11 @@ impl Renderers {
         self
     }
 
-    /// `opts` with these renderers' SOPS keys.
+    /// `opts` with this render's SOPS keys and post-build substitution, unless `opts`
+    /// has its own.
     pub(crate) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
         ParseOptions {
-            sops_keys: self.sops.get(),
-            ..*opts
-        }
-    }
-}
-
-impl Renderers {
-    /// `opts` with this render's post-build substitution, unless `opts` has one.
-    pub(super) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
-        ParseOptions {
+            sops_keys: opts.sops_keys.or(self.sops.get()),
             substitute: opts.substitute.or(self.substitute.as_ref()),
             ..*opts
         }
