@@ -126,9 +126,6 @@ pub enum Color {
 }
 
 pub(super) async fn run(args: DiffArgs) -> Result<Outcome, Error> {
-    if let Some(base) = &args.base {
-        return super::preview::run(&args, base).await;
-    }
     if let Some(config) = &args.config {
         return run_config(&args, config).await;
     }

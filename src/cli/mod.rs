@@ -376,7 +376,11 @@ pub async fn run(cli: Cli) -> Result<Outcome, Error> {
         #[cfg(feature = "sandbox")]
         Command::Sandbox(args) => sandbox::run(args).await,
         Command::Source(args) => source::run(args).await,
-        Command::Diff(args) => diff::run(args).await,
+        // With --base, a pull request's preview: its own pass over the repository.
+        Command::Diff(args) => match args.base.clone() {
+            Some(base) => preview::run(&args, &base).await,
+            None => diff::run(args).await,
+        },
         Command::Sync(args) => sync::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Status(args) => status::run(args).await,

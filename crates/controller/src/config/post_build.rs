@@ -7,38 +7,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::check::{Checker, dns1123_subdomain, line_of};
-use super::raw::S;
+use super::raw::RawPostBuild;
 use tether_diff::manifest::substitute::Substitution;
 
 /// Flux's default is lenient (an undefined variable becomes ""), unless its
 /// `StrictPostBuildSubstitutions` feature gate is on; tether is strict unless told,
 /// as the issue asks: a placeholder reaching the cluster empty is a silent outage.
 pub const DEFAULT_STRICT: bool = true;
-
-/// `postBuild:` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawPostBuild {
-    /// Flux's CRD takes strings; a number or boolean is taken as YAML writes it.
-    #[serde(default)]
-    pub substitute: BTreeMap<String, S<Value>>,
-    #[serde(default)]
-    pub substitute_from: Vec<S<RawVariablesFrom>>,
-    pub strict: Option<bool>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawVariablesFrom {
-    pub kind: S<String>,
-    pub name: S<String>,
-    #[serde(default)]
-    pub optional: bool,
-}
 
 /// `postBuild:` resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]

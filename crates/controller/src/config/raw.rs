@@ -162,7 +162,7 @@ pub struct App {
     #[serde(default, deserialize_with = "null_is_default")]
     pub depends_on: Vec<S<String>>,
     #[serde(default)]
-    pub post_build: Option<S<super::post_build::RawPostBuild>>,
+    pub post_build: Option<S<RawPostBuild>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -341,4 +341,25 @@ fn parser_message(message: &str) -> String {
         first = &first[..i];
     }
     first.to_string()
+}
+
+/// `postBuild:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPostBuild {
+    /// Flux's CRD takes strings; a number or boolean is taken as YAML writes it.
+    #[serde(default)]
+    pub substitute: std::collections::BTreeMap<String, S<serde_json::Value>>,
+    #[serde(default)]
+    pub substitute_from: Vec<S<RawVariablesFrom>>,
+    pub strict: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawVariablesFrom {
+    pub kind: S<String>,
+    pub name: S<String>,
+    #[serde(default)]
+    pub optional: bool,
 }

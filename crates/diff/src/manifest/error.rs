@@ -116,14 +116,14 @@ pub enum ManifestError {
         "{at}: this kustomization is also built by {by}; rendering both would apply its objects twice (point the path at one of them)"
     )]
     DoubleRender { at: Location, by: String },
-    /// A `${var}` placeholder of post-build substitution (see
-    /// [`super::substitute`]): names the variable or expression, never a value.
+    /// A `${var}` placeholder of post-build substitution (the `substitute` module):
+    /// names the variable or expression, never a value.
     #[error("{at}: {object}: {problem}")]
     Substitution {
         at: Location,
         object: String,
         /// Boxed: keeps every error small enough to return by value.
-        problem: Box<super::substitute::Problem>,
+        problem: Box<Problem>,
     },
     /// A SOPS-encrypted file that did not decrypt (its message names the file).
     #[error("SOPS: {source}")]
@@ -196,4 +196,20 @@ impl fmt::Display for ManifestErrors {
         }
         Ok(())
     }
+}
+
+/// What is wrong with a `${var}` placeholder of post-build substitution. Quotes only the manifest's own text (never a
+/// variable's value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error(
+        "variable {name:?} is not defined and has no default (define it, give `${{{name}:=default}}`, or set postBuild.strict: false)"
+    )]
+    Undefined { name: String },
+    #[error(
+        "{expression:?} is not a substitution tether supports (`${{var}}`, `${{var:=default}}`, `${{var:-default}}`; write `$$` for a literal `$`)"
+    )]
+    BadExpression { expression: String },
+    #[error("{expression:?} has no closing `}}` (write `$$` for a literal `$`)")]
+    Unterminated { expression: String },
 }

@@ -25,7 +25,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Origin;
-use super::error::ManifestError;
+use super::error::{ManifestError, Problem};
 
 /// The label or annotation that exempts an object, and the value that does it.
 pub const DISABLE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
@@ -222,22 +222,6 @@ const DIGEST_BYTES: usize = 6;
 /// Longest expression quoted in an error (placeholders are short; a runaway `${`
 /// in a large string is not quoted whole).
 const MAX_QUOTED: usize = 64;
-
-/// What is wrong with a placeholder. Quotes only the manifest's own text (never a
-/// variable's value).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Problem {
-    #[error(
-        "variable {name:?} is not defined and has no default (define it, give `${{{name}:=default}}`, or set postBuild.strict: false)"
-    )]
-    Undefined { name: String },
-    #[error(
-        "{expression:?} is not a substitution tether supports (`${{var}}`, `${{var:=default}}`, `${{var:-default}}`; write `$$` for a literal `$`)"
-    )]
-    BadExpression { expression: String },
-    #[error("{expression:?} has no closing `}}` (write `$$` for a literal `$`)")]
-    Unterminated { expression: String },
-}
 
 fn clip(text: &str) -> String {
     match text.char_indices().nth(MAX_QUOTED) {
