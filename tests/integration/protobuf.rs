@@ -689,6 +689,12 @@ async fn the_scale_subresource_speaks_protobuf_and_kubectl_scale_uses_it() {
         .ok();
     assert_eq!(created.stdout.trim(), "deployment.apps/web created");
     let path = "/apis/apps/v1/namespaces/pb-scale/deployments/web/scale";
+    // The Deployment controller writes the status meanwhile: compare once it settled.
+    eventually("the Deployment's status reaches its replicas", || async {
+        let json = with_accept(&sandbox, path, "application/json").await.json();
+        (json["status"]["replicas"] == 2).then_some(())
+    })
+    .await;
 
     let scale = with_accept(&sandbox, path, MEDIA_TYPE).await;
     assert_eq!(scale.status, StatusCode::OK, "{}", scale.text());
