@@ -40,11 +40,11 @@ use super::{Cluster, LiveObjects, Resolved};
 pub use shards::ShardMap;
 use shards::{
     ShardState, Sharded, apply_sharded, delete_sharded, finish_listing, held_owner, is_namespace,
-    left_out, owner_of, start_listing,
+    left_out, start_listing,
 };
 use store::KindObjects;
 use tether_diff::manifest::ObjectKey;
-use tether_schema::ownership::{APP_LABEL, INVENTORY_LABEL, MANAGED_SELECTOR};
+use tether_schema::ownership::MANAGED_SELECTOR;
 
 /// How long a first pass waits for a new watch's initial list before reading the
 /// server directly instead.
@@ -516,7 +516,9 @@ fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<C
 mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
 
+    use super::shards::owner_of;
     use super::*;
+    use tether_schema::ownership::{APP_LABEL, INVENTORY_LABEL};
 
     fn configmaps() -> Resolved {
         Resolved {

@@ -1,5 +1,6 @@
 //! Unit tests of leader election: the lease's rules on paused time, no cluster.
 
+use super::runner::with_record;
 use super::*;
 
 const ME: &str = "tether-0_abcd1234";
