@@ -442,7 +442,10 @@ fn template_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
+    let mut plaintext = Vec::new();
+    let mut write = |key: &str, bytes: &[u8]| {
+        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
+    };
     let prefix = if dir.is_empty() {
         String::new()
     } else {
@@ -486,7 +489,9 @@ fn template_in_copy(
             .iter()
             .map(|v| ("values.yaml", v.as_bytes()));
         let files = under(map, &prefix).chain(values);
-        KnownSecrets::from_files(files, &renderers.helm.set).mask_error(e)
+        KnownSecrets::from_files(files, &renderers.helm.set)
+            .with(plaintext)
+            .mask_error(e)
     })
 }
 
@@ -502,12 +507,15 @@ fn under<'a>(
 
 /// Writes one file of the revision into the private copy at `root`, refusing a path
 /// that would land outside it (`..`, absolute): the source checks tree entries too,
-/// but nothing a repository names may write where tether did not mean to.
+/// but nothing a repository names may write where tether did not mean to. A SOPS file
+/// is written decrypted with the renderers' keys, its values added to `plaintext`.
 fn write_in_copy(
     root: &Path,
     key: &str,
     bytes: &[u8],
     at: &Location,
+    renderers: &Renderers,
+    plaintext: &mut Vec<String>,
 ) -> Result<PathBuf, ManifestError> {
     let inside = !key.is_empty()
         && Path::new(key)
@@ -527,7 +535,13 @@ fn write_in_copy(
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io)?;
     }
-    fs::write(&target, bytes).map_err(io)?;
+    match super::sops::decrypt_for_copy(key, bytes, renderers.sops.get())? {
+        Some((plain, values)) => {
+            plaintext.extend(values);
+            fs::write(&target, plain).map_err(io)?;
+        }
+        None => fs::write(&target, bytes).map_err(io)?,
+    }
     Ok(target)
 }
 
@@ -619,7 +633,10 @@ fn build_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
+    let mut plaintext = Vec::new();
+    let mut write = |key: &str, bytes: &[u8]| {
+        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
+    };
     for d in &used.dirs {
         let prefix = if d.is_empty() {
             String::new()
@@ -649,7 +666,9 @@ fn build_in_copy(
                 .iter()
                 .filter_map(|f| Some((f.as_str(), *map.get(f)?))),
         );
-        KnownSecrets::from_files(files, &[]).mask_error(e)
+        KnownSecrets::from_files(files, &[])
+            .with(plaintext)
+            .mask_error(e)
     })
 }
 
