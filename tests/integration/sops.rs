@@ -80,8 +80,14 @@ fn app(sandbox: &TestSandbox) -> App {
         sandbox,
         "sops-app",
         &[
-            ("db.enc.yaml", encrypted_secret("db", "default", AGE_PLAIN, &for_age)),
-            ("api.enc.yaml", encrypted_secret("api", "default", PGP_PLAIN, &for_pgp)),
+            (
+                "db.enc.yaml",
+                encrypted_secret("db", "default", AGE_PLAIN, &for_age),
+            ),
+            (
+                "api.enc.yaml",
+                encrypted_secret("api", "default", PGP_PLAIN, &for_pgp),
+            ),
         ],
     );
     let keys = sandbox.dir.path().join("keys");

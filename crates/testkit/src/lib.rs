@@ -33,5 +33,7 @@ pub fn sops_fixtures(from: &std::path::Path) -> std::path::PathBuf {
     from.ancestors()
         .map(|dir| dir.join("shared/fixtures/sops"))
         .find(|dir| dir.join("MANIFEST.json").is_file())
-        .expect("the SOPS fixtures: shared/fixtures/sops above the repository, or TETHER_SOPS_FIXTURES")
+        .expect(
+            "the SOPS fixtures: shared/fixtures/sops above the repository, or TETHER_SOPS_FIXTURES",
+        )
 }

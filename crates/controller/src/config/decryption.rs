@@ -123,7 +123,10 @@ mod tests {
         let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["spec.decryption.keyFiles", "spec.decryption.secretRef.namespace"]
+            [
+                "spec.decryption.keyFiles",
+                "spec.decryption.secretRef.namespace"
+            ]
         );
     }
 }

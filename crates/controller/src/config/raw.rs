@@ -162,7 +162,8 @@ pub struct App {
     #[serde(default, deserialize_with = "null_is_default")]
     pub depends_on: Vec<S<String>>,
     #[serde(default)]
-    pub post_build: Option<S<RawPostBuild>>,    #[serde(default)]
+    pub post_build: Option<S<RawPostBuild>>,
+    #[serde(default)]
     pub decryption: Option<S<RawDecryption>>,
 }
 

@@ -235,9 +235,12 @@ mod tests {
     #[test]
     fn a_secrets_agekey_entries_are_keys_and_other_entries_are_skipped() {
         let key = identity();
-        let material =
-            secret_material("ops", "keys", data(&[("a.agekey", &key), ("note", "hello")]))
-                .expect("one key entry");
+        let material = secret_material(
+            "ops",
+            "keys",
+            data(&[("a.agekey", &key), ("note", "hello")]),
+        )
+        .expect("one key entry");
         assert_eq!(material.len(), 1);
         assert_eq!(material[0].source, "Secret ops/keys entry a.agekey");
         assert!(!parse(&material).expect("parses").is_empty());
@@ -256,7 +259,10 @@ mod tests {
         let material =
             secret_material("ops", "keys", data(&[("b.agekey", bad_text)])).expect("an entry");
         let message = parse(&material).expect_err("not a key").to_string();
-        assert!(message.contains("Secret ops/keys entry b.agekey"), "{message}");
+        assert!(
+            message.contains("Secret ops/keys entry b.agekey"),
+            "{message}"
+        );
         assert!(!message.contains(bad_text), "{message}");
         // An age entry holding a PGP block is not read as one: Flux's suffixes decide.
         let material = secret_material(

@@ -95,7 +95,10 @@ pub(crate) fn decrypt_for_copy(
         // A binary file: its lines are what a renderer could quote.
         values.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
     }
-    plain.documents().iter().for_each(|d| leaves(d, &mut values));
+    plain
+        .documents()
+        .iter()
+        .for_each(|d| leaves(d, &mut values));
     Ok(Some((bytes, values)))
 }
 
@@ -248,7 +251,10 @@ mod tests {
         assert!(values.contains(&" bar".to_string()), "{values:?}");
         let kustomization = "secretGenerator:\n- name: env\n  namespace: apps\n  envs: [app.env]\n  files: [app.ini]\ngeneratorOptions:\n  disableNameSuffixHash: true\n";
         let files = vec![
-            ("app/kustomization.yaml".to_string(), kustomization.as_bytes().to_vec()),
+            (
+                "app/kustomization.yaml".to_string(),
+                kustomization.as_bytes().to_vec(),
+            ),
             ("app/app.env".to_string(), env),
             ("app/app.ini".to_string(), ini),
         ];
@@ -256,15 +262,24 @@ mod tests {
             sops: SopsKeys::new(keys),
             ..Renderers::default()
         };
-        let set = render_tree(&files, "app", &renderers, &ParseOptions::default()).expect("renders");
+        let set =
+            render_tree(&files, "app", &renderers, &ParseOptions::default()).expect("renders");
         let data = &set.objects[0].object["data"];
         assert_eq!(data["foo "], b64(b" bar"), "{data}");
         assert_eq!(data["app.ini"], b64(&expected("format.enc.ini")));
 
-        let error = render_tree(&files, "app", &Renderers::default(), &ParseOptions::default())
-            .expect_err("no key: nothing is built");
+        let error = render_tree(
+            &files,
+            "app",
+            &Renderers::default(),
+            &ParseOptions::default(),
+        )
+        .expect_err("no key: nothing is built");
         let message = error.to_string();
         assert!(message.contains("app/app.env"), "{message}");
-        assert!(message.contains("FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4"), "{message}");
+        assert!(
+            message.contains("FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4"),
+            "{message}"
+        );
     }
 }

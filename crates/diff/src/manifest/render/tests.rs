@@ -484,7 +484,15 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
         "../escaped.yaml",
         "",
     ] {
-        let err = write_in_copy(&root, key, b"x", &at, &Renderers::default(), &mut Vec::new()).expect_err(key);
+        let err = write_in_copy(
+            &root,
+            key,
+            b"x",
+            &at,
+            &Renderers::default(),
+            &mut Vec::new(),
+        )
+        .expect_err(key);
         assert_eq!(
             err.to_string(),
             format!(
@@ -493,7 +501,15 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
         );
     }
     assert!(!outside.path().join("escaped.yaml").exists());
-    write_in_copy(&root, "app/./cm.yaml", b"x", &at, &Renderers::default(), &mut Vec::new()).expect("inside");
+    write_in_copy(
+        &root,
+        "app/./cm.yaml",
+        b"x",
+        &at,
+        &Renderers::default(),
+        &mut Vec::new(),
+    )
+    .expect("inside");
     assert!(root.join("app/cm.yaml").is_file());
 
     // Through both private copies, deep enough to reach `/` from any temp folder.
@@ -586,8 +602,14 @@ fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
         .expect("a recipient");
     let rule = tether_sops::Rule::EncryptedRegex("^password$".into());
     let values = serde_json::json!({"password": "chart-plain-Qw8"});
-    let secrets = tether_sops::encrypt(tether_sops::Format::Yaml, vec![values], &rule, false, &recipients)
-        .expect("encrypts");
+    let secrets = tether_sops::encrypt(
+        tether_sops::Format::Yaml,
+        vec![values],
+        &rule,
+        false,
+        &recipients,
+    )
+    .expect("encrypts");
     let mut keys = tether_sops::Keys::new();
     keys.add_age("test", identity.to_string().expose_secret())
         .expect("an identity");
