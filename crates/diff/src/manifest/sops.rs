@@ -77,6 +77,9 @@ pub(crate) fn decrypt_input(
         .map(|plain| plain.to_bytes().to_vec()))
 }
 
+/// A file opened for a renderer's copy: its plaintext, and its values (to mask).
+pub(crate) type Opened = (Vec<u8>, Vec<String>);
+
 /// A file of a renderer's private copy (`path` in the repository) as it is written
 /// there: its plaintext when it is a SOPS file of the format `sops` infers from its
 /// name, with its plaintext values (to mask in the renderer's errors); `None` for an
@@ -85,7 +88,7 @@ pub(crate) fn decrypt_for_copy(
     path: &str,
     bytes: &[u8],
     keys: Option<&Keys>,
-) -> Result<Option<(Vec<u8>, Vec<String>)>, ManifestError> {
+) -> Result<Option<Opened>, ManifestError> {
     let Some(plain) = decrypt_file(path, Format::from_path(path), bytes, keys)? else {
         return Ok(None);
     };
@@ -102,6 +105,18 @@ pub(crate) fn decrypt_for_copy(
     Ok(Some((bytes, values)))
 }
 
+/// Whether `bytes` is a SOPS file of the format `sops` infers from `path`.
+pub(crate) fn is_sops_file(path: &str, bytes: &[u8]) -> bool {
+    is_sops(Format::from_path(path), bytes)
+}
+
+fn is_sops(format: Format, bytes: &[u8]) -> bool {
+    bytes
+        .windows(CIPHERTEXT_MARK.len())
+        .any(|w| w == CIPHERTEXT_MARK)
+        && tether_sops::is_encrypted(format, bytes)
+}
+
 /// The decrypted file when `bytes` is a SOPS file of `format`, `None` otherwise.
 fn decrypt_file(
     path: &str,
@@ -109,11 +124,7 @@ fn decrypt_file(
     bytes: &[u8],
     keys: Option<&Keys>,
 ) -> Result<Option<Decrypted>, ManifestError> {
-    if !bytes
-        .windows(CIPHERTEXT_MARK.len())
-        .any(|w| w == CIPHERTEXT_MARK)
-        || !tether_sops::is_encrypted(format, bytes)
-    {
+    if !is_sops(format, bytes) {
         return Ok(None);
     }
     let none = Keys::new();
@@ -267,6 +278,22 @@ mod tests {
         let data = &set.objects[0].object["data"];
         assert_eq!(data["foo "], b64(b" bar"), "{data}");
         assert_eq!(data["app.ini"], b64(&expected("format.enc.ini")));
+
+        // The same kustomization on disk is built in a private copy, decrypted there.
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for (path, bytes) in &files {
+            let target = tmp.path().join(path);
+            std::fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(target, bytes).expect("write");
+        }
+        let app = tmp.path().join("app");
+        let on_disk = crate::manifest::render_dir(&app, &renderers, &ParseOptions::default())
+            .expect("renders on disk");
+        assert_eq!(on_disk.objects[0].object["data"], *data);
+        let error =
+            crate::manifest::render_dir(&app, &Renderers::default(), &ParseOptions::default())
+                .expect_err("no key: nothing is built on disk either");
+        assert!(error.to_string().contains("app.env"), "{error}");
 
         let error = render_tree(
             &files,

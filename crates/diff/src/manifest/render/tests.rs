@@ -631,6 +631,23 @@ fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
     };
     let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
     assert_eq!(set.objects[0].object["data"]["password"], "chart-plain-Qw8");
+    // The same chart on disk: the values file is given to helm decrypted, from a copy.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in &repo {
+        let target = tmp.path().join(path);
+        fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+        fs::write(target, bytes).expect("write");
+    }
+    let chart = tmp.path().join("web");
+    let set = super::super::render_dir(&chart, &renderers, &ParseOptions::default())
+        .expect("renders on disk");
+    assert_eq!(set.objects[0].object["data"]["password"], "chart-plain-Qw8");
+    assert!(
+        fs::read_to_string(chart.join("secrets.yaml"))
+            .expect("kept")
+            .contains("ENC[AES256_GCM,"),
+        "the work tree keeps the ciphertext"
+    );
 
     let errs = errors(render_tree(
         &repo,
