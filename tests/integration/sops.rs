@@ -117,22 +117,35 @@ fn assert_no_plaintext(what: &str, run: &Run) {
 }
 
 async fn password(sandbox: &TestSandbox, name: &str) -> String {
+    password_in(sandbox, name, "default")
+        .await
+        .expect("the Secret exists")
+}
+
+/// The decoded `password` of Secret `namespace/name`, None while it does not exist.
+pub(crate) async fn password_in(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+) -> Option<String> {
     let out = sandbox
         .kubectl(&[
             "get",
             "secret",
             name,
             "-n",
-            "default",
+            namespace,
             "-o",
             "jsonpath={.data.password}",
         ])
-        .await
-        .ok();
+        .await;
+    if out.code != 0 {
+        return None;
+    }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(out.stdout.trim())
         .expect("base64");
-    String::from_utf8(bytes).expect("utf-8")
+    Some(String::from_utf8(bytes).expect("utf-8"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,33 +11,11 @@ use tether_sops::Recipients;
 
 use crate::app_crd::{app_yaml, install_crd};
 use crate::serve::{Serve, origin_http, server_section};
-use crate::sops::{encrypted_secret, gpg_key};
+use crate::sops::{encrypted_secret, gpg_key, password_in as password};
 use crate::support::{TestSandbox, eventually, tether};
 
 const AGE_PLAIN: &str = "served-age-plain-Vb3nQ8";
 const PGP_PLAIN: &str = "served-pgp-plain-Hm5tR1";
-
-/// The decoded `password` of Secret `namespace/name`, None while it does not exist.
-async fn password(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "secret",
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.data.password}",
-        ])
-        .await;
-    if out.code != 0 {
-        return None;
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(out.stdout.trim())
-        .expect("base64");
-    Some(String::from_utf8(bytes).expect("utf-8"))
-}
 
 /// A Secret of SOPS keys in Flux's layout: `entries` are (name, text).
 fn key_secret(namespace: &str, entries: &[(&str, &str)]) -> String {
