@@ -187,6 +187,19 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             )
             .await
             .map_err(|e| Error::Vars(e.to_string()))?;
+            // The app's own keys (its Secret, its key files), else the command's.
+            let keys = tether_controller::reconcile::decryption::read(
+                &cluster,
+                app,
+                &config.inventory_namespace,
+                None,
+            )
+            .await
+            .map_err(Error::Decryption)?;
+            let sops = match keys {
+                Some(keys) => keys.sops(),
+                None => args.render.sops_keys()?,
+            };
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
@@ -194,6 +207,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 renderers: &tether_diff::manifest::Renderers {
                     timeout: config.render_timeout,
                     substitute: args.render.vars.substitution(own)?,
+                    sops,
                     ..app.renderers()
                 }
                 .for_cluster(version, apis),

@@ -120,6 +120,10 @@ pub enum Error {
     /// cannot be read; the message names where, never a value.
     #[error("post-build variables: {0}")]
     Vars(String),
+    /// An app's SOPS keys (`decryption`: its Secret, its key files) cannot be read;
+    /// the message names where, never a key.
+    #[error("{0}")]
+    Decryption(#[source] tether_controller::reconcile::decryption::DecryptionError),
     /// No kubeconfig or in-cluster configuration names a cluster: the message says
     /// kube's reason, the hint the flags that name one.
     #[error("{error}\nhint: {hint}")]

@@ -42,6 +42,7 @@ mod sandbox_tokens;
 mod serve;
 mod shard;
 mod sops;
+mod sops_serve;
 mod source;
 mod source_security;
 mod substitute;

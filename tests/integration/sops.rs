@@ -16,12 +16,17 @@ use crate::support::{Run, TestSandbox, app_dir, sync_app, tether, tether_with_en
 const AGE_PLAIN: &str = "age-plaintext-Zq7vW2";
 const PGP_PLAIN: &str = "pgp-plaintext-Kx9mP4";
 
-/// A Secret `name` holding `password`, encrypted as `sops --encrypted-regex` does.
-fn encrypted_secret(name: &str, password: &str, recipients: &Recipients) -> String {
+/// A Secret `namespace/name` holding `password`, encrypted as `sops --encrypted-regex` does.
+pub(crate) fn encrypted_secret(
+    name: &str,
+    namespace: &str,
+    password: &str,
+    recipients: &Recipients,
+) -> String {
     let secret = json!({
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace},
         "type": "Opaque",
         "stringData": {"password": password},
     });
@@ -31,7 +36,7 @@ fn encrypted_secret(name: &str, password: &str, recipients: &Recipients) -> Stri
 }
 
 /// A fresh OpenPGP key made by `gpg` in its own home: (armored public, armored secret).
-fn gpg_key(home: &Path) -> (String, String) {
+pub(crate) fn gpg_key(home: &Path) -> (String, String) {
     std::fs::create_dir_all(home).expect("mkdir");
     let gpg = |args: &[&str]| {
         let out = std::process::Command::new("gpg")
@@ -75,8 +80,14 @@ fn app(sandbox: &TestSandbox) -> App {
         sandbox,
         "sops-app",
         &[
-            ("db.enc.yaml", encrypted_secret("db", AGE_PLAIN, &for_age)),
-            ("api.enc.yaml", encrypted_secret("api", PGP_PLAIN, &for_pgp)),
+            (
+                "db.enc.yaml",
+                encrypted_secret("db", "default", AGE_PLAIN, &for_age),
+            ),
+            (
+                "api.enc.yaml",
+                encrypted_secret("api", "default", PGP_PLAIN, &for_pgp),
+            ),
         ],
     );
     let keys = sandbox.dir.path().join("keys");
@@ -106,22 +117,35 @@ fn assert_no_plaintext(what: &str, run: &Run) {
 }
 
 async fn password(sandbox: &TestSandbox, name: &str) -> String {
+    password_in(sandbox, name, "default")
+        .await
+        .expect("the Secret exists")
+}
+
+/// The decoded `password` of Secret `namespace/name`, None while it does not exist.
+pub(crate) async fn password_in(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+) -> Option<String> {
     let out = sandbox
         .kubectl(&[
             "get",
             "secret",
             name,
             "-n",
-            "default",
+            namespace,
             "-o",
             "jsonpath={.data.password}",
         ])
-        .await
-        .ok();
+        .await;
+    if out.code != 0 {
+        return None;
+    }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(out.stdout.trim())
         .expect("base64");
-    String::from_utf8(bytes).expect("utf-8")
+    Some(String::from_utf8(bytes).expect("utf-8"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -16,16 +16,7 @@ use tether_sops::{Format, Keys, SopsError, decrypt, is_encrypted};
 /// Where the fixtures are: `TETHER_SOPS_FIXTURES`, or `shared/fixtures/sops` in the
 /// nearest folder above this crate that has one (CI lays `shared/` beside the clone).
 fn fixtures() -> PathBuf {
-    if let Ok(dir) = std::env::var("TETHER_SOPS_FIXTURES") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|dir| dir.join("shared/fixtures/sops"))
-        .find(|dir| dir.join("MANIFEST.json").is_file())
-        .expect(
-            "the SOPS fixtures: shared/fixtures/sops above the repository, or TETHER_SOPS_FIXTURES",
-        )
+    tether_testkit::sops_fixtures(Path::new(env!("CARGO_MANIFEST_DIR")))
 }
 
 fn read(root: &Path, file: &str) -> Vec<u8> {

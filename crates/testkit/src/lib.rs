@@ -22,3 +22,18 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// Where the SOPS oracle is (issue #27: files the real `sops` encrypted, their keys and
+/// plaintexts): `TETHER_SOPS_FIXTURES`, which `.ci/run` exports, or `shared/fixtures/sops`
+/// in the nearest folder above `from` (a crate's `CARGO_MANIFEST_DIR`) that has one.
+pub fn sops_fixtures(from: &std::path::Path) -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var("TETHER_SOPS_FIXTURES") {
+        return dir.into();
+    }
+    from.ancestors()
+        .map(|dir| dir.join("shared/fixtures/sops"))
+        .find(|dir| dir.join("MANIFEST.json").is_file())
+        .expect(
+            "the SOPS fixtures: shared/fixtures/sops above the repository, or TETHER_SOPS_FIXTURES",
+        )
+}

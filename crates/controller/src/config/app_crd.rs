@@ -111,6 +111,8 @@ const TETHERS_ENVIRONMENT: &str =
     "an App cannot use tether's environment or files: use source.credentials.secretRef";
 const OWN_NAMESPACE: &str = "an App's Secrets are those of its own namespace";
 const TETHERS_TOKEN: &str = "an App cannot post commit statuses with tether's token (read from tether's environment or files)";
+const TETHERS_KEYS: &str =
+    "an App cannot read SOPS keys from tether's files: use decryption.secretRef";
 const TETHERS_NOTIFY: &str =
     "an App cannot read a notification's URL or key from tether's environment or files: use url";
 
@@ -134,6 +136,8 @@ pub(super) const TETHER_ONLY: &[(&str, &str)] = &[
     ("notifications[].urlFile", TETHERS_NOTIFY),
     ("notifications[].secretEnv", TETHERS_NOTIFY),
     ("notifications[].secretFile", TETHERS_NOTIFY),
+    ("decryption.keyFiles", TETHERS_KEYS),
+    ("decryption.secretRef.namespace", OWN_NAMESPACE),
 ];
 
 /// The [`TETHER_ONLY`] keys `entry` (an App's spec) sets, named by their place in

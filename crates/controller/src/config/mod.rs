@@ -20,6 +20,7 @@
 
 mod app_crd;
 mod check;
+mod decryption;
 pub mod depends;
 mod model;
 mod post_build;
@@ -32,6 +33,7 @@ mod tests;
 use std::path::Path;
 
 pub use app_crd::*;
+pub use decryption::{DecryptionConfig, SOPS_PROVIDER};
 pub use model::*;
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};

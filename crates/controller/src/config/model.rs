@@ -229,6 +229,8 @@ pub struct AppConfig {
     pub depends_on: Vec<String>,
     /// Post-build substitution: the `postBuild:` block (see [`super::post_build`]).
     pub post_build: Option<super::PostBuildConfig>,
+    /// SOPS decryption: the `decryption:` block (see [`super::decryption`]).
+    pub decryption: Option<super::DecryptionConfig>,
 }
 
 /// Where an app's desired state lives.

@@ -163,6 +163,8 @@ pub struct App {
     pub depends_on: Vec<S<String>>,
     #[serde(default)]
     pub post_build: Option<S<RawPostBuild>>,
+    #[serde(default)]
+    pub decryption: Option<S<RawDecryption>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,4 +364,16 @@ pub struct RawVariablesFrom {
     pub name: S<String>,
     #[serde(default)]
     pub optional: bool,
+}
+
+/// `decryption:` as written (Flux's `spec.decryption`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDecryption {
+    pub provider: S<String>,
+    /// A Secret of `*.agekey` and `*.asc` entries (Flux's layout).
+    pub secret_ref: Option<S<SecretNameRef>>,
+    /// Only in the configuration file: key files on tether's own disk.
+    #[serde(default)]
+    pub key_files: Vec<S<String>>,
 }

@@ -497,6 +497,9 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         post_build: raw.post_build.as_ref().map(|p| {
             super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
         }),
+        decryption: raw.decryption.as_ref().map(|d| {
+            super::decryption::resolve_decryption(&d.value, &format!("{path}.decryption"), check)
+        }),
     }
 }
 

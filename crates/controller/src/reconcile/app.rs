@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::decryption::{self, AppKeys};
 use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
@@ -184,6 +185,7 @@ pub fn spawn(
         inventory: None,
         synced_revision: None,
         variables: None,
+        keys: None,
         synced_hooks: false,
         stalled_on: None,
         backoff: Backoff::new(),
@@ -232,6 +234,8 @@ struct Worker {
     synced_revision: Option<String>,
     /// The post-build variables the last pass read (`postBuild`).
     variables: Option<Substitution>,
+    /// The SOPS keys the last pass read (`decryption`).
+    keys: Option<AppKeys>,
     /// Whether that revision has hooks (which run with every pass that writes, so a
     /// heal of it is a full pass).
     synced_hooks: bool,
@@ -393,6 +397,20 @@ impl Worker {
             Ok(read) => self.variables = read,
             Err(err) => {
                 self.record_pass(&revision, started, Err((PassError::Variables(err), 0)));
+                return;
+            }
+        }
+        match decryption::read(
+            &self.shared.cluster,
+            &self.config,
+            &self.shared.inventory_namespace,
+            self.keys.as_ref(),
+        )
+        .await
+        {
+            Ok(read) => self.keys = read,
+            Err(err) => {
+                self.record_pass(&revision, started, Err((PassError::Decryption(err), 0)));
                 return;
             }
         }
@@ -825,9 +843,11 @@ impl Worker {
             == kept
     }
 
-    /// The identity of what a pass at `sha` renders: the commit and the variables.
+    /// The identity of what a pass at `sha` renders: the commit, the variables and
+    /// the SOPS keys.
     fn revision_id(&self, sha: &str) -> String {
-        variables::revision_id(sha, self.variables.as_ref())
+        let id = variables::revision_id(sha, self.variables.as_ref());
+        decryption::revision_id(id, self.keys.as_ref())
     }
 
     /// The manifests at `sha` with the pass's variables, read, rendered and validated
@@ -856,6 +876,7 @@ impl Worker {
                     &tether_diff::manifest::Renderers {
                         timeout: self.shared.render_timeout,
                         substitute: self.variables.clone(),
+                        sops: self.keys.as_ref().map(AppKeys::sops).unwrap_or_default(),
                         ..self.config.renderers()
                     }
                     .for_cluster(version, apis),

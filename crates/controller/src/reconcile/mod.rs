@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod backoff;
+pub mod decryption;
 pub mod depends;
 pub mod leader;
 pub mod pass;

@@ -49,6 +49,9 @@ pub enum PassError {
     /// The post-build variables could not be read; nothing was rendered.
     #[error("{0}")]
     Variables(#[source] super::variables::VariablesError),
+    /// The SOPS keys (`decryption`) could not be read; nothing was rendered.
+    #[error("{0}")]
+    Decryption(#[source] super::decryption::DecryptionError),
 }
 
 impl PassError {
@@ -72,6 +75,7 @@ impl PassError {
             PassError::RevisionMoved => "RevisionMoved",
             PassError::TimedOut(_) => "PassTimedOut",
             PassError::Variables(_) => "VariablesFailed",
+            PassError::Decryption(_) => "DecryptionFailed",
         }
     }
 
@@ -94,6 +98,8 @@ impl PassError {
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
             // A ConfigMap or Secret may be created or fixed, which moves no source.
             PassError::Variables(_) => true,
+            // Likewise the key Secret or a key file.
+            PassError::Decryption(_) => true,
         }
     }
 }

@@ -3,10 +3,16 @@
 //! hold the plaintext, in memory only. With no key that opens it (or no keys at all)
 //! the file is an error naming it and its recipients, and none of its objects is
 //! applied: ciphertext never reaches the cluster.
+//!
+//! Files a renderer reads (a `secretGenerator`'s dotenv, INI or binary files, a chart's
+//! `secrets.yaml` values file, a kustomization's encrypted resources) are decrypted
+//! into the renderer's private copy only ([`decrypt_for_copy`]), which is removed
+//! after the build; their plaintext values are masked in the renderer's errors.
 
 use std::sync::Arc;
 
-use tether_sops::{Format, Keys};
+use serde_json::Value;
+use tether_sops::{Decrypted, Format, Keys};
 
 use super::Input;
 use super::error::{Location, ManifestError};
@@ -64,22 +70,81 @@ pub(crate) fn decrypt_input(
     } else {
         Format::Yaml
     };
-    if input.rendered
-        || !input
-            .bytes
-            .windows(CIPHERTEXT_MARK.len())
-            .any(|w| w == CIPHERTEXT_MARK)
-        || !tether_sops::is_encrypted(format, &input.bytes)
-    {
+    if input.rendered {
+        return Ok(None);
+    }
+    Ok(decrypt_file(&input.path, format, &input.bytes, keys)?
+        .map(|plain| plain.to_bytes().to_vec()))
+}
+
+/// A file opened for a renderer's copy: its plaintext, and its values (to mask).
+pub(crate) type Opened = (Vec<u8>, Vec<String>);
+
+/// A file of a renderer's private copy (`path` in the repository) as it is written
+/// there: its plaintext when it is a SOPS file of the format `sops` infers from its
+/// name, with its plaintext values (to mask in the renderer's errors); `None` for an
+/// ordinary file, written as it is.
+pub(crate) fn decrypt_for_copy(
+    path: &str,
+    bytes: &[u8],
+    keys: Option<&Keys>,
+) -> Result<Option<Opened>, ManifestError> {
+    let Some(plain) = decrypt_file(path, Format::from_path(path), bytes, keys)? else {
+        return Ok(None);
+    };
+    let bytes = plain.to_bytes().to_vec();
+    let mut values = Vec::new();
+    if plain.documents().is_empty() {
+        // A binary file: its lines are what a renderer could quote.
+        values.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
+    }
+    plain
+        .documents()
+        .iter()
+        .for_each(|d| leaves(d, &mut values));
+    Ok(Some((bytes, values)))
+}
+
+/// Whether `bytes` is a SOPS file of the format `sops` infers from `path`.
+pub(crate) fn is_sops_file(path: &str, bytes: &[u8]) -> bool {
+    is_sops(Format::from_path(path), bytes)
+}
+
+fn is_sops(format: Format, bytes: &[u8]) -> bool {
+    bytes
+        .windows(CIPHERTEXT_MARK.len())
+        .any(|w| w == CIPHERTEXT_MARK)
+        && tether_sops::is_encrypted(format, bytes)
+}
+
+/// The decrypted file when `bytes` is a SOPS file of `format`, `None` otherwise.
+fn decrypt_file(
+    path: &str,
+    format: Format,
+    bytes: &[u8],
+    keys: Option<&Keys>,
+) -> Result<Option<Decrypted>, ManifestError> {
+    if !is_sops(format, bytes) {
         return Ok(None);
     }
     let none = Keys::new();
-    tether_sops::decrypt(&input.path, format, &input.bytes, keys.unwrap_or(&none))
-        .map(|plain| Some(plain.to_bytes().to_vec()))
+    tether_sops::decrypt(path, format, bytes, keys.unwrap_or(&none))
+        .map(Some)
         .map_err(|source| ManifestError::Sops {
-            at: Location::file(&input.path),
+            at: Location::file(path),
             source: Box::new(source),
         })
+}
+
+/// Every scalar of a decrypted tree, as text.
+fn leaves(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+        Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+        Value::Bool(_) | Value::Null => {}
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +220,93 @@ mod tests {
             json!(PLAIN)
         );
         assert!(!format!("{renderers:?}").contains("AGE-SECRET-KEY"));
+    }
+    fn fixture(path: &str) -> Vec<u8> {
+        let root = tether_testkit::sops_fixtures(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+        std::fs::read(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The key that opens upstream's functional-test files.
+    fn functional_tests_key() -> Keys {
+        let text = fixture("keys/pgp/sops_functional_tests_key.asc");
+        let mut keys = Keys::new();
+        keys.add_pgp("test key", std::str::from_utf8(&text).expect("armored"))
+            .expect("a key");
+        keys
+    }
+
+    fn b64(bytes: &[u8]) -> Value {
+        use base64::Engine;
+        json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    /// Issue #27: a `secretGenerator` over files `sops` encrypted (dotenv, INI) reads
+    /// them decrypted in the private copy, to exactly the plaintext `sops decrypt`
+    /// prints; without the key the revision fails naming the file.
+    #[test]
+    fn a_secret_generator_reads_encrypted_dotenv_and_ini_files_as_sops_decrypts_them() {
+        let expected = |name: &str| {
+            fixture(&format!(
+                "expected/upstream/head/functional-tests/res/{name}.stdout"
+            ))
+        };
+        let (env, ini) = (
+            fixture("head/functional-tests/res/format.enc.env"),
+            fixture("head/functional-tests/res/format.enc.ini"),
+        );
+        let keys = functional_tests_key();
+        let (plain, values) = decrypt_for_copy("app/app.env", &env, Some(&keys))
+            .expect("decrypts")
+            .expect("a SOPS file");
+        assert_eq!(plain, expected("format.enc.env"));
+        assert!(values.contains(&" bar".to_string()), "{values:?}");
+        let kustomization = "secretGenerator:\n- name: env\n  namespace: apps\n  envs: [app.env]\n  files: [app.ini]\ngeneratorOptions:\n  disableNameSuffixHash: true\n";
+        let files = vec![
+            (
+                "app/kustomization.yaml".to_string(),
+                kustomization.as_bytes().to_vec(),
+            ),
+            ("app/app.env".to_string(), env),
+            ("app/app.ini".to_string(), ini),
+        ];
+        let renderers = Renderers {
+            sops: SopsKeys::new(keys),
+            ..Renderers::default()
+        };
+        let set =
+            render_tree(&files, "app", &renderers, &ParseOptions::default()).expect("renders");
+        let data = &set.objects[0].object["data"];
+        assert_eq!(data["foo "], b64(b" bar"), "{data}");
+        assert_eq!(data["app.ini"], b64(&expected("format.enc.ini")));
+
+        // The same kustomization on disk is built in a private copy, decrypted there.
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for (path, bytes) in &files {
+            let target = tmp.path().join(path);
+            std::fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(target, bytes).expect("write");
+        }
+        let app = tmp.path().join("app");
+        let on_disk = crate::manifest::render_dir(&app, &renderers, &ParseOptions::default())
+            .expect("renders on disk");
+        assert_eq!(on_disk.objects[0].object["data"], *data);
+        let error =
+            crate::manifest::render_dir(&app, &Renderers::default(), &ParseOptions::default())
+                .expect_err("no key: nothing is built on disk either");
+        assert!(error.to_string().contains("app.env"), "{error}");
+
+        let error = render_tree(
+            &files,
+            "app",
+            &Renderers::default(),
+            &ParseOptions::default(),
+        )
+        .expect_err("no key: nothing is built");
+        let message = error.to_string();
+        assert!(message.contains("app/app.env"), "{message}");
+        assert!(
+            message.contains("FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4"),
+            "{message}"
+        );
     }
 }

@@ -128,13 +128,21 @@ fn disk_key(dir: &Path) -> String {
     dir.to_string_lossy().trim_start_matches('/').to_string()
 }
 
-/// Checks a kustomization on disk (remote bases) and builds it in place.
+/// Checks a kustomization on disk (remote bases) and builds it in place, or, when a
+/// file it reads is SOPS-encrypted, in a private copy where that file is decrypted.
 pub(super) fn build_on_disk(
     dir: &Path,
     at: &Location,
     renderers: &Renderers,
 ) -> Result<Vec<u8>, ManifestError> {
     let used = closure(&DiskTree, &disk_key(dir), renderers.allow_remote_bases)?;
+    if let Some(files) = encrypted_closure(&used) {
+        let map: BTreeMap<String, &[u8]> = files
+            .iter()
+            .map(|(k, b)| (k.clone(), b.as_slice()))
+            .collect();
+        return build_in_copy(&MemTree(&map), &map, &disk_key(dir), at, renderers);
+    }
     renderers
         .kustomize
         .build(dir, renderers.timeout, at)
@@ -145,22 +153,26 @@ pub(super) fn build_on_disk(
         })
 }
 
-/// Files read from disk for [`KnownSecrets`], only once a renderer has failed: at
-/// most this many, each within [`super::MAX_FILE_BYTES`].
+/// Files read from disk for [`KnownSecrets`], only once a renderer has failed, and
+/// of a kustomization's closure to look for SOPS files: at most this many, each
+/// within [`super::MAX_FILE_BYTES`].
 const MAX_KNOWN_FILES: usize = 10_000;
 
-/// The secret values of the manifest files under `dirs` (symlinks and dot-folders
-/// not followed) and of `files`.
-fn known_on_disk(
+/// The files under `dirs` (symlinks and dot-folders not followed) whose name `keep`
+/// accepts, and `files`, read: at most [`MAX_KNOWN_FILES`], each within
+/// [`super::MAX_FILE_BYTES`]. The bool says whether every one was read.
+fn read_on_disk(
     dirs: impl Iterator<Item = PathBuf>,
     files: impl Iterator<Item = PathBuf>,
-    set: &[String],
-) -> KnownSecrets {
+    keep: fn(&str) -> bool,
+) -> (Vec<(String, Vec<u8>)>, bool) {
     let mut paths: Vec<PathBuf> = files.collect();
     let mut stack: Vec<PathBuf> = dirs.collect();
+    let mut whole = true;
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
             if paths.len() >= MAX_KNOWN_FILES {
+                whole = false;
                 break;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -169,7 +181,7 @@ fn known_on_disk(
             }
             match entry.file_type() {
                 Ok(t) if t.is_dir() => stack.push(entry.path()),
-                Ok(t) if t.is_file() && is_manifest_file(&name) => paths.push(entry.path()),
+                Ok(t) if t.is_file() && keep(&name) => paths.push(entry.path()),
                 _ => {}
             }
         }
@@ -179,7 +191,31 @@ fn known_on_disk(
         .filter(|p| fs::metadata(p).is_ok_and(|m| m.len() <= super::MAX_FILE_BYTES))
         .filter_map(|p| Some((p.to_string_lossy().into_owned(), fs::read(&p).ok()?)))
         .collect();
+    (read, whole)
+}
+
+/// The secret values of the manifest files under `dirs` and of `files`.
+fn known_on_disk(
+    dirs: impl Iterator<Item = PathBuf>,
+    files: impl Iterator<Item = PathBuf>,
+    set: &[String],
+) -> KnownSecrets {
+    let (read, _) = read_on_disk(dirs, files, is_manifest_file);
     KnownSecrets::from_files(read.iter().map(|(p, b)| (p.as_str(), b.as_slice())), set)
+}
+
+/// The files a kustomization on disk reads, by [`DiskTree`] key, when one of them is
+/// a SOPS file (and all of them could be read); None when it builds in place.
+fn encrypted_closure(used: &kustomize::Closure) -> Option<Vec<(String, Vec<u8>)>> {
+    let dirs = used.dirs.iter().map(|d| PathBuf::from(format!("/{d}")));
+    let files = used.files.iter().map(|f| PathBuf::from(format!("/{f}")));
+    let (read, whole) = read_on_disk(dirs, files, |_| true);
+    let encrypted = read.iter().any(|(p, b)| super::sops::is_sops_file(p, b));
+    (encrypted && whole).then(|| {
+        read.into_iter()
+            .map(|(p, b)| (p.trim_start_matches('/').to_string(), b))
+            .collect()
+    })
 }
 
 /// Refuses nested kustomizations of which one builds another (on disk).
@@ -364,7 +400,7 @@ pub fn render_tree<P: AsRef<str>>(
         return parse_inputs(inputs, errors, opts);
     }
     if kustomization_file(&tree, &path).is_some() {
-        match build_in_copy(&tree, &map, &path, renderers) {
+        match build_in_copy(&tree, &map, &path, &in_repo(&path), renderers) {
             Ok(bytes) => inputs.push(rendered(&path, bytes)),
             Err(e) => errors.push(e),
         }
@@ -417,7 +453,7 @@ pub fn render_tree<P: AsRef<str>>(
         return Err(ManifestErrors(doubles));
     }
     for dir in &nested {
-        match build_in_copy(&tree, &map, dir, renderers) {
+        match build_in_copy(&tree, &map, dir, &in_repo(dir), renderers) {
             Ok(bytes) => inputs.push(rendered(dir, bytes)),
             Err(e) => errors.push(e),
         }
@@ -433,7 +469,7 @@ fn template_in_copy(
     dir: &str,
     renderers: &Renderers,
 ) -> Result<Vec<u8>, ManifestError> {
-    let at = Location::file(if dir.is_empty() { "." } else { dir });
+    let at = in_repo(dir);
     let io = |source| ManifestError::Io {
         at: at.clone(),
         source,
@@ -442,7 +478,10 @@ fn template_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
+    let mut plaintext = Vec::new();
+    let mut write = |key: &str, bytes: &[u8]| {
+        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
+    };
     let prefix = if dir.is_empty() {
         String::new()
     } else {
@@ -486,7 +525,9 @@ fn template_in_copy(
             .iter()
             .map(|v| ("values.yaml", v.as_bytes()));
         let files = under(map, &prefix).chain(values);
-        KnownSecrets::from_files(files, &renderers.helm.set).mask_error(e)
+        KnownSecrets::from_files(files, &renderers.helm.set)
+            .with(plaintext)
+            .mask_error(e)
     })
 }
 
@@ -502,12 +543,15 @@ fn under<'a>(
 
 /// Writes one file of the revision into the private copy at `root`, refusing a path
 /// that would land outside it (`..`, absolute): the source checks tree entries too,
-/// but nothing a repository names may write where tether did not mean to.
+/// but nothing a repository names may write where tether did not mean to. A SOPS file
+/// is written decrypted with the renderers' keys, its values added to `plaintext`.
 fn write_in_copy(
     root: &Path,
     key: &str,
     bytes: &[u8],
     at: &Location,
+    renderers: &Renderers,
+    plaintext: &mut Vec<String>,
 ) -> Result<PathBuf, ManifestError> {
     let inside = !key.is_empty()
         && Path::new(key)
@@ -527,7 +571,13 @@ fn write_in_copy(
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io)?;
     }
-    fs::write(&target, bytes).map_err(io)?;
+    match super::sops::decrypt_for_copy(key, bytes, renderers.sops.get())? {
+        Some((plain, values)) => {
+            plaintext.extend(values);
+            fs::write(&target, plain).map_err(io)?;
+        }
+        None => fs::write(&target, bytes).map_err(io)?,
+    }
     Ok(target)
 }
 
@@ -573,19 +623,52 @@ pub(super) fn template_on_disk(
         }
         value_files.push(path);
     }
-    renderers
+    // SOPS-encrypted values files (the helm-secrets layout) reach helm decrypted, from
+    // a private folder removed after the render.
+    let private = tempfile::Builder::new()
+        .prefix("tether-render-")
+        .tempdir()
+        .map_err(io)?;
+    let mut plaintext = Vec::new();
+    let mut given = Vec::with_capacity(value_files.len());
+    for (i, (path, file)) in value_files
+        .iter()
+        .zip(&renderers.helm.value_files)
+        .enumerate()
+    {
+        let bytes = fs::read(path).map_err(io)?;
+        given.push(
+            match super::sops::decrypt_for_copy(file, &bytes, renderers.sops.get())? {
+                Some((plain, values)) => {
+                    plaintext.extend(values);
+                    let target = private.path().join(format!("{i}.yaml"));
+                    fs::write(&target, plain).map_err(io)?;
+                    target
+                }
+                None => path.clone(),
+            },
+        );
+    }
+    let out = renderers
         .helm
-        .template(dir, &value_files, &renderers.release, renderers.timeout, at)
-        .map_err(|e| {
-            let inline = renderers.helm.values.as_deref().unwrap_or_default();
-            let known = known_on_disk(
-                std::iter::once(chart.clone()),
-                value_files.iter().cloned(),
-                &renderers.helm.set,
-            );
-            let values = KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]);
-            values.mask_error(known.mask_error(e))
-        })
+        .template(dir, &given, &renderers.release, renderers.timeout, at);
+    drop(private);
+    out.map_err(|e| {
+        let inline = renderers.helm.values.as_deref().unwrap_or_default();
+        let known = known_on_disk(
+            std::iter::once(chart.clone()),
+            value_files.iter().cloned(),
+            &renderers.helm.set,
+        );
+        let values =
+            KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(plaintext);
+        values.mask_error(known.mask_error(e))
+    })
+}
+
+/// A directory of the revision as errors name it.
+fn in_repo(dir: &str) -> Location {
+    Location::file(if dir.is_empty() { "." } else { dir })
 }
 
 fn rendered(dir: &str, bytes: Vec<u8>) -> Input {
@@ -602,14 +685,15 @@ fn rendered_as(dir: &str, name: &str, bytes: Vec<u8>) -> Input {
 }
 
 /// Materializes what the kustomization at `dir` reads into a private temporary
-/// directory and builds it there.
+/// directory and builds it there; `at` names it in errors.
 fn build_in_copy(
     tree: &MemTree<'_>,
     map: &BTreeMap<String, &[u8]>,
     dir: &str,
+    at: &Location,
     renderers: &Renderers,
 ) -> Result<Vec<u8>, ManifestError> {
-    let at = Location::file(if dir.is_empty() { "." } else { dir });
+    let at = at.clone();
     let used = closure(tree, dir, renderers.allow_remote_bases)?;
     let io = |source| ManifestError::Io {
         at: at.clone(),
@@ -619,7 +703,10 @@ fn build_in_copy(
         .prefix("tether-render-")
         .tempdir()
         .map_err(io)?;
-    let write = |key: &str, bytes: &[u8]| write_in_copy(tmp.path(), key, bytes, &at);
+    let mut plaintext = Vec::new();
+    let mut write = |key: &str, bytes: &[u8]| {
+        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
+    };
     for d in &used.dirs {
         let prefix = if d.is_empty() {
             String::new()
@@ -649,7 +736,9 @@ fn build_in_copy(
                 .iter()
                 .filter_map(|f| Some((f.as_str(), *map.get(f)?))),
         );
-        KnownSecrets::from_files(files, &[]).mask_error(e)
+        KnownSecrets::from_files(files, &[])
+            .with(plaintext)
+            .mask_error(e)
     })
 }
 

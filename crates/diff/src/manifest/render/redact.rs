@@ -148,12 +148,18 @@ impl KnownSecrets {
                 values.push(value.to_string());
             }
         }
+        KnownSecrets::default().with(values)
+    }
+
+    /// These values and `values` (the plaintext of files decrypted for a renderer).
+    pub(super) fn with(self, values: Vec<String>) -> KnownSecrets {
         let mut known: Vec<String> = values
             .iter()
             .flat_map(|v| std::iter::once(v.as_str()).chain(v.lines()))
             .map(str::trim)
             .filter(|v| v.len() >= MIN_KNOWN_LEN && *v != MASK)
             .map(str::to_string)
+            .chain(self.0)
             .collect();
         // The longest first: a value that holds another is masked whole.
         known.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));

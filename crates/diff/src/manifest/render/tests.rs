@@ -484,7 +484,15 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
         "../escaped.yaml",
         "",
     ] {
-        let err = write_in_copy(&root, key, b"x", &at).expect_err(key);
+        let err = write_in_copy(
+            &root,
+            key,
+            b"x",
+            &at,
+            &Renderers::default(),
+            &mut Vec::new(),
+        )
+        .expect_err(key);
         assert_eq!(
             err.to_string(),
             format!(
@@ -493,7 +501,15 @@ fn a_path_leaving_the_render_folder_is_refused_and_nothing_written() {
         );
     }
     assert!(!outside.path().join("escaped.yaml").exists());
-    write_in_copy(&root, "app/./cm.yaml", b"x", &at).expect("inside");
+    write_in_copy(
+        &root,
+        "app/./cm.yaml",
+        b"x",
+        &at,
+        &Renderers::default(),
+        &mut Vec::new(),
+    )
+    .expect("inside");
     assert!(root.join("app/cm.yaml").is_file());
 
     // Through both private copies, deep enough to reach `/` from any temp folder.
@@ -572,4 +588,73 @@ fn a_kustomize_error_shows_what_failed_and_no_secret_value() {
             "app: kustomize build failed: unable to find field \"stringData.token.deeper\" in replacement target: wrong node kind: expected MappingNode but got ScalarNode: node contents: ***"
         ]
     );
+}
+
+/// Issue #27: a chart's `secrets.yaml` values file, encrypted with SOPS, is decrypted
+/// into the private copy before the chart renders (the helm-secrets layout).
+#[test]
+fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
+    use age::secrecy::ExposeSecret;
+    let identity = age::x25519::Identity::generate();
+    let mut recipients = tether_sops::Recipients::new();
+    recipients
+        .add_age(&identity.to_public().to_string())
+        .expect("a recipient");
+    let rule = tether_sops::Rule::EncryptedRegex("^password$".into());
+    let values = serde_json::json!({"password": "chart-plain-Qw8"});
+    let secrets = tether_sops::encrypt(
+        tether_sops::Format::Yaml,
+        vec![values],
+        &rule,
+        false,
+        &recipients,
+    )
+    .expect("encrypts");
+    let mut keys = tether_sops::Keys::new();
+    keys.add_age("test", identity.to_string().expose_secret())
+        .expect("an identity");
+    let repo: Vec<(String, Vec<u8>)> = [
+        ("web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+        ("web/values.yaml", "password: chart\n"),
+        (
+            "web/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  password: {{ .Values.password }}\n",
+        ),
+    ]
+    .into_iter()
+    .map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))
+    .chain([("web/secrets.yaml".to_string(), secrets)])
+    .collect();
+    let renderers = Renderers {
+        sops: super::SopsKeys::new(keys),
+        ..helm_with(&["secrets.yaml"])
+    };
+    let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
+    assert_eq!(set.objects[0].object["data"]["password"], "chart-plain-Qw8");
+    // The same chart on disk: the values file is given to helm decrypted, from a copy.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in &repo {
+        let target = tmp.path().join(path);
+        fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+        fs::write(target, bytes).expect("write");
+    }
+    let chart = tmp.path().join("web");
+    let set = super::super::render_dir(&chart, &renderers, &ParseOptions::default())
+        .expect("renders on disk");
+    assert_eq!(set.objects[0].object["data"]["password"], "chart-plain-Qw8");
+    assert!(
+        fs::read_to_string(chart.join("secrets.yaml"))
+            .expect("kept")
+            .contains("ENC[AES256_GCM,"),
+        "the work tree keeps the ciphertext"
+    );
+
+    let errs = errors(render_tree(
+        &repo,
+        "web",
+        &helm_with(&["secrets.yaml"]),
+        &ParseOptions::default(),
+    ));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("web/secrets.yaml"), "{errs:?}");
 }
