@@ -22,6 +22,7 @@ mod app_crd;
 mod check;
 pub mod depends;
 mod model;
+mod oidc;
 mod post_build;
 mod raw;
 mod resolve;
@@ -33,6 +34,7 @@ use std::path::Path;
 
 pub use app_crd::*;
 pub use model::*;
+pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
 
