@@ -239,6 +239,60 @@ fn redirect_url(text: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+
+    const SERVER: &str = "server:\n  apiToken: {secretEnv: T}\n  oidc:\n    issuer: https://dex.example.com\n    clientID: tether\n    redirectURL: https://tether.example.com/oidc/callback\n";
+
+    #[test]
+    fn the_defaults_follow_kube_apiservers_oidc_flags() {
+        let config = Config::parse(SERVER, "t.yaml").expect("valid");
+        let oidc = config.server.oidc.expect("oidc");
+        assert_eq!(oidc.username_claim, "sub");
+        assert_eq!(oidc.username_prefix, "https://dex.example.com#");
+        assert_eq!(oidc.groups_prefix, "");
+        assert_eq!(oidc.scopes, ["openid", "email", "profile"]);
+        assert_eq!(oidc.session_ttl, DEFAULT_SESSION_TTL);
+        assert!(oidc.secure() && oidc.client_secret.is_none());
+        let email = format!(
+            "{SERVER}    usernameClaim: email\n    scopes: [groups]\n    groupsPrefix: 'oidc:'\n"
+        );
+        let oidc = Config::parse(&email, "t.yaml")
+            .expect("valid")
+            .server
+            .oidc
+            .expect("oidc");
+        assert_eq!(oidc.username_prefix, "");
+        assert_eq!(oidc.scopes, ["openid", "groups"]);
+        assert_eq!(oidc.groups_prefix, "oidc:");
+        let none = format!("{SERVER}    usernamePrefix: '-'\n");
+        let oidc = Config::parse(&none, "t.yaml")
+            .expect("valid")
+            .server
+            .oidc
+            .expect("oidc");
+        assert_eq!(oidc.username_prefix, "");
+    }
+
+    #[test]
+    fn a_login_without_the_operators_token_or_with_bad_urls_is_refused_naming_the_key() {
+        let text = SERVER
+            .replace("  apiToken: {secretEnv: T}\n", "")
+            .replace("https://dex.example.com", "http://dex.example.com")
+            .replace("/oidc/callback", "/callback");
+        let err = Config::parse(&text, "t.yaml")
+            .expect_err("invalid")
+            .to_string();
+        for key in [
+            "server.oidc:",
+            "server.oidc.issuer",
+            "server.oidc.redirectURL",
+        ] {
+            assert!(err.contains(key), "{key} in {err}");
+        }
+        assert!(err.contains("needs server.apiToken"), "{err}");
+        let unknown = format!("{SERVER}    clientSecretFile: x\n");
+        assert!(Config::parse(&unknown, "t.yaml").is_err());
+    }
 
     #[test]
     fn issuers_are_https_or_loopback_and_the_redirect_is_the_callback() {
