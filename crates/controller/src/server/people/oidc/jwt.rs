@@ -163,9 +163,18 @@ struct Header {
     kid: Option<String>,
 }
 
+/// A token's three parts, decoded.
+struct Parts<'t> {
+    header: Header,
+    claims: Map<String, Value>,
+    /// The signed input: header and claims as sent.
+    signed: &'t str,
+    signature: Vec<u8>,
+}
+
 /// The token's three parts, decoded: header, claims, and the signed input with its
 /// signature.
-fn split(token: &str) -> Result<(Header, Map<String, Value>, &str, Vec<u8>), JwtError> {
+fn split(token: &str) -> Result<Parts<'_>, JwtError> {
     let mut parts = token.split('.');
     let (Some(head), Some(body), Some(sig), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -189,7 +198,12 @@ fn split(token: &str) -> Result<(Header, Map<String, Value>, &str, Vec<u8>), Jwt
         .and_then(Value::as_str)
         .map(str::to_string);
     let signed = &token[..head.len() + 1 + body.len()];
-    Ok((Header { alg, kid }, claims, signed, signature))
+    Ok(Parts {
+        header: Header { alg, kid },
+        claims,
+        signed,
+        signature,
+    })
 }
 
 /// Checks the signature of `signed` with `key` under `alg` (one of [`ALGORITHMS`]).
@@ -221,7 +235,12 @@ pub fn verify(
     keys: &KeySet,
     expected: &Expected<'_>,
 ) -> Result<Map<String, Value>, JwtError> {
-    let (header, claims, signed, sig) = split(token)?;
+    let Parts {
+        header,
+        claims,
+        signed,
+        signature: sig,
+    } = split(token)?;
     if !ALGORITHMS.contains(&header.alg.as_str()) {
         return Err(JwtError::Algorithm(header.alg));
     }
