@@ -10,6 +10,10 @@
 //!    per namespace) and one who may list them in one namespace only (one per
 //!    namespace, plus one per app elsewhere); and the same load again, warm (none).
 //!
+//! 4. a browser's OIDC session (issue #30): verifying its cookie alone (HMAC and
+//!    JSON, per request), and a warm `GET /api/v1/apps/{app}` with the cookie minus
+//!    the operator's.
+//!
 //! `cargo bench --bench authz [-- --quick]` prints a table and writes
 //! `target/bench-results/authz.json`; `--quick` runs fewer rounds.
 
@@ -24,7 +28,10 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use serde_json::json;
 use tether_controller::config::ApiToken;
+use tether_controller::config::OidcConfig;
 use tether_controller::server::guard::Access;
+use tether_controller::server::people::oidc::session::Session;
+use tether_controller::server::people::oidc::{Oidc, unix_now};
 use tether_controller::server::people::{People, User, Verb};
 use tether_core::report::status::Statuses;
 use tether_sandbox::{Sandbox, SandboxOptions};
@@ -37,14 +44,41 @@ const APPS: usize = 1000;
 const NAMESPACES: usize = 40;
 const SAR: &str = "authorization.k8s.io/subjectaccessreviews";
 
+/// Session cookies verified per timed round: enough that the clock's resolution is
+/// nothing beside them.
+const VERIFICATIONS: u32 = 1_000;
+
+/// An OIDC login as `tether serve` builds it; no issuer is asked (a session cookie is
+/// checked with the session key alone).
+fn bench_oidc() -> Oidc {
+    let config = OidcConfig {
+        issuer: "https://issuer.invalid".into(),
+        client_id: "tether".into(),
+        client_secret: None,
+        redirect_url: "https://tether.invalid/oidc/callback".into(),
+        scopes: vec!["openid".into()],
+        username_claim: "email".into(),
+        username_prefix: String::new(),
+        groups_claim: None,
+        groups_prefix: String::new(),
+        session_key: None,
+        session_ttl: tether_controller::config::DEFAULT_SESSION_TTL,
+    };
+    Oidc::new(config, Arc::new(Default::default())).expect("an OIDC login")
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
 async fn get(router: &Router, path: &str, token: &str) -> Duration {
+    send(router, path, ("authorization", format!("Bearer {token}"))).await
+}
+
+async fn send(router: &Router, path: &str, (name, value): (&str, String)) -> Duration {
     let request = axum::http::Request::get(path)
-        .header("authorization", format!("Bearer {token}"))
+        .header(name, value)
         .body(axum::body::Body::empty())
         .expect("a request");
     let started = Instant::now();
@@ -119,10 +153,19 @@ async fn main() {
         sandbox.add_static_token(&format!("{user}-token"), user, &[]);
     }
     let people = Arc::new(People::new(client.clone(), "tether-system".into()));
+    let oidc = Arc::new(bench_oidc());
+    let session = Session {
+        sid: "bench".into(),
+        user: "everywhere".into(),
+        groups: vec!["system:authenticated".into()],
+        exp: unix_now() + 3600,
+    };
+    let cookie = format!("tether_session={}", oidc.seal(&session));
     let access = Access {
         token: Some(ApiToken::new(API_TOKEN)),
         insecure_open_api: false,
         people: Some(people.clone()),
+        oidc: Some(oidc.clone()),
     };
     let router = tether_controller::server::router(
         statuses(),
@@ -142,6 +185,34 @@ async fn main() {
     }
     let (operator, user) = (median(operator), median(user));
     let warm_overhead = (user - operator).max(0.0);
+
+    // 4. An OIDC session: its cookie verified alone, then a warm request with it.
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().expect("a cookie header"));
+    let mut verify = Vec::new();
+    for _ in 0..rounds {
+        let started = Instant::now();
+        for _ in 0..VERIFICATIONS {
+            std::hint::black_box(
+                oidc.user(std::hint::black_box(&headers))
+                    .expect("a session"),
+            );
+        }
+        verify.push(started.elapsed().as_secs_f64() * 1e6 / VERIFICATIONS as f64);
+    }
+    let verify = median(verify);
+    send(&router, path, ("cookie", cookie.clone())).await;
+    let mut session_requests = Vec::new();
+    for _ in 0..rounds {
+        session_requests.push(
+            send(&router, path, ("cookie", cookie.clone()))
+                .await
+                .as_secs_f64()
+                * 1e3,
+        );
+    }
+    let session_request = median(session_requests);
+    let session_overhead = (session_request - operator).max(0.0);
 
     // 2. Cold: one SubjectAccessReview, each time with an empty cache.
     let known = Arc::new(User {
@@ -193,6 +264,20 @@ async fn main() {
         "{:<58} {:>9.3} ms",
         "cold: one SubjectAccessReview (median)", cold
     );
+    println!(
+        "{:<58} {:>9.2} µs",
+        "OIDC session cookie verification, warm (median)", verify
+    );
+    println!(
+        "{:<58} {:>9.4} ms {}",
+        "warm per-request overhead with a session cookie (median)",
+        session_overhead,
+        if session_overhead < 0.1 {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    );
     for (user, cold_reviews, cold_ms, warm_reviews, warm_ms) in &loads {
         println!(
             "{:<58} {:>6} SARs, {:>8.1} ms",
@@ -211,6 +296,7 @@ async fn main() {
         "quick": quick,
         "warm_overhead_ms": {"median": warm_overhead, "target": 0.1, "operator_ms": operator, "user_ms": user, "rounds": rounds},
         "cold_sar_ms": {"median": cold, "rounds": cold_rounds},
+        "oidc_session": {"verify_us": verify, "verifications_per_round": VERIFICATIONS, "request_ms": session_request, "overhead_ms": session_overhead, "target_ms": 0.1, "rounds": rounds},
         "page_load": loads.iter().map(|(user, cold_reviews, cold_ms, warm_reviews, warm_ms)| json!({
             "user": user, "apps": APPS, "namespaces": NAMESPACES,
             "cold_sars": cold_reviews, "cold_ms": cold_ms,
@@ -227,7 +313,7 @@ async fn main() {
     )
     .expect("results written");
     sandbox.stop().await;
-    if warm_overhead >= 0.1 {
+    if warm_overhead >= 0.1 || session_overhead >= 0.1 {
         std::process::exit(1);
     }
 }

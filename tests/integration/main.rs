@@ -28,6 +28,8 @@ mod layers;
 mod leader;
 mod manifest;
 mod notify;
+mod oidc;
+mod oidc_issuer;
 mod peer_trust;
 mod people;
 mod preview;

@@ -23,6 +23,7 @@ mod check;
 mod decryption;
 pub mod depends;
 mod model;
+mod oidc;
 mod post_build;
 mod raw;
 mod resolve;
@@ -35,6 +36,7 @@ use std::path::Path;
 pub use app_crd::*;
 pub use decryption::{DecryptionConfig, SOPS_PROVIDER};
 pub use model::*;
+pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
 

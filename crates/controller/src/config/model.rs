@@ -144,6 +144,8 @@ pub struct ServerConfig {
     /// Loopback, link-local and private networks Apps' notifications may still reach
     /// (`server.outbound.allowedNetworks`; see `report::outbound`).
     pub outbound_allowed: Vec<ipnet::IpNet>,
+    /// Browser login with an OIDC issuer (`server.oidc`); None: bearer tokens only.
+    pub oidc: Option<super::OidcConfig>,
 }
 
 /// Which App objects (`apps.tether.dev`) the service runs next to its file's apps.
@@ -354,6 +356,7 @@ impl Default for ServerConfig {
             advertise_url: None,
             peer_token: None,
             outbound_allowed: Vec::new(),
+            oidc: None,
         }
     }
 }

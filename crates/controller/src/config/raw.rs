@@ -87,6 +87,7 @@ pub struct Server {
     pub peer_token: Option<S<SecretFrom>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub outbound: Outbound,
+    pub oidc: Option<S<super::oidc::RawOidc>>,
 }
 
 /// `server.outbound`: where Apps' notifications may go besides public addresses.

@@ -199,6 +199,10 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
     };
     let api_token = secret("server.apiToken".into(), &raw.api_token);
     let peer_token = secret("server.peerToken".into(), &raw.peer_token);
+    let oidc_secrets = raw
+        .oidc
+        .as_ref()
+        .map(|o| o.value.secrets().map(|(path, s)| secret(path.into(), s)));
     let shutdown_timeout = check.duration(
         "server.shutdownTimeout",
         raw.shutdown_timeout.as_ref(),
@@ -258,7 +262,12 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             parsed.ok()
         })
         .collect();
+    let oidc =
+        raw.oidc.as_ref().zip(oidc_secrets).map(|(oidc, secrets)| {
+            super::oidc::resolve(oidc, secrets, raw.api_token.is_some(), check)
+        });
     ServerConfig {
+        oidc,
         listen,
         webhooks,
         api_token,

@@ -47,7 +47,7 @@ impl WebhookSecretRef {
 
 /// Reads a secret the service needs: an unset variable, an unreadable file and an
 /// empty value are errors naming `what` and where it was looked for, never the value.
-fn read_secret(secret: &SecretRef, what: &str) -> Result<String, ConfigError> {
+pub(super) fn read_secret(secret: &SecretRef, what: &str) -> Result<String, ConfigError> {
     let err = |message: String| ConfigError::Secret {
         what: what.to_string(),
         message,
@@ -64,7 +64,7 @@ fn read_secret(secret: &SecretRef, what: &str) -> Result<String, ConfigError> {
 }
 
 /// The configuration key a secret was named by.
-fn secret_field(secret: &SecretRef) -> &'static str {
+pub(super) fn secret_field(secret: &SecretRef) -> &'static str {
     match secret {
         SecretRef::Env(_) => "secretEnv",
         SecretRef::File(_) => "secretFile",

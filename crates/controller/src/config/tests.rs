@@ -642,7 +642,7 @@ fn unknown_keys_name_their_path_and_line() {
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),
-        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound"
+        "tether.yaml:3: server.tls: unknown field `tls`, expected one of listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound, oidc"
     );
 }
 
@@ -768,7 +768,7 @@ fn without_a_token_the_status_api_stays_on_loopback() {
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:8080\n  insecureOpenApi: true\n"),
         "tether.yaml:3: server.insecureOpenApi: unknown field `insecureOpenApi`, expected one of \
-         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound"
+         listen, webhooks, apiToken, insecureOpenAPI, shutdownTimeout, defaultServiceAccount, apps, advertiseURL, peerToken, outbound, oidc"
     );
     // A token block that is itself wrong is the one problem to fix.
     assert_eq!(

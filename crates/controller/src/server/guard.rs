@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use super::bearer;
 use super::peer_auth::FromPeer;
+use super::people::oidc::Oidc;
 use super::people::{self, Caller, People};
 use crate::config::ApiToken;
 
@@ -39,6 +40,8 @@ pub struct Access {
     pub insecure_open_api: bool,
     /// With a token: other bearer tokens are users the cluster authenticates.
     pub people: Option<Arc<People>>,
+    /// With `server.oidc`: a browser's session cookie names a user too.
+    pub oidc: Option<Arc<Oidc>>,
 }
 
 /// Why a request is refused, as its answer says.
@@ -120,6 +123,12 @@ pub fn check_untokened(
     if !host_allowed(host, insecure_open_api) {
         return Err(Refusal::ForeignHost(host.to_string()));
     }
+    check_same_site(method, headers, host)
+}
+
+/// The cross-site checks of a request the browser sends by itself with what proves
+/// who it is (an open loopback API, a session cookie).
+pub fn check_same_site(method: &Method, headers: &HeaderMap, host: &str) -> Result<(), Refusal> {
     if !changes_state(method) {
         return Ok(());
     }
@@ -154,6 +163,16 @@ pub fn check_untokened(
     }
 }
 
+/// A request's `Host`.
+fn host_of(request: &Request) -> &str {
+    request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
 /// The gate of `/api/v1`: a peer's verified call, the token, a user's token the
 /// cluster accepts, or the checks above. The request goes on marked with its
 /// [`Caller`].
@@ -173,15 +192,17 @@ pub async fn guard(State(access): State<Access>, mut request: Request, next: Nex
                 },
                 None => Err(Refusal::Unauthorized),
             },
-            None => Err(Refusal::Unauthorized),
+            // A browser's session (OIDC), held to the cross-site checks a cookie needs.
+            None => match access.oidc.as_ref().and_then(|o| o.user(request.headers())) {
+                Some(user) => {
+                    check_same_site(request.method(), request.headers(), host_of(&request))
+                        .map(|()| Caller::User(user))
+                }
+                None => Err(Refusal::Unauthorized),
+            },
         },
         None => {
-            let host = request
-                .headers()
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .or_else(|| request.uri().authority().map(|a| a.as_str()))
-                .unwrap_or("");
+            let host = host_of(&request);
             check_untokened(
                 request.method(),
                 request.headers(),

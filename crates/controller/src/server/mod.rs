@@ -120,7 +120,10 @@ pub fn router(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(api)
-        .merge(dashboard::routes())
+        .merge(people::oidc::flow::pages(
+            access.oidc.clone(),
+            dashboard::routes(),
+        ))
         .with_state(ServerState {
             statuses: statuses.clone(),
             control: control.clone(),

@@ -315,10 +315,15 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             config.inventory_namespace.clone(),
         ))
     });
+    let oidc = config.server.oidc.clone().map(|oidc| {
+        let policy = Arc::new(OutboundPolicy::new(config.server.outbound_allowed.clone()));
+        server::people::oidc::Oidc::new(oidc, policy).map(Arc::new)
+    });
     let access = server::guard::Access {
         token,
         insecure_open_api: config.server.insecure_open_api,
         people,
+        oidc: oidc.transpose()?,
     };
     let router = server::router(statuses.clone(), apps.clone(), webhooks, access, peer_key);
     let server_stop = CancellationToken::new();

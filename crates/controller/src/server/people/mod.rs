@@ -15,6 +15,7 @@
 
 pub mod audit;
 pub mod cache;
+pub mod oidc;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

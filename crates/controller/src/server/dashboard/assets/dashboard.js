@@ -681,6 +681,15 @@ setInterval(() => {
   if (state.route.view === "app" && !document.hidden) refreshTree(state.route.name);
 }, TREE_REFRESH_MS);
 
+// Logged in with OIDC (server.oidc): who, and the way out. Without OIDC there is no
+// such route, and nothing shows.
+fetch("/oidc/session").then((r) => (r.ok ? r.json() : null)).then((me) => {
+  if (!me) return;
+  $("who").textContent = me.user;
+  $("who").hidden = false;
+  $("logout").hidden = false;
+}, () => {});
+
 setupToken();
 route();
 restartEvents();
