@@ -3,11 +3,12 @@
 //! indexed by Helm's own SDK, served over HTTP on loopback. The newest version of
 //! the app's range is synced with its inline values and reported as the revision
 //! (`chart@version@digest`); a version published later is picked up at the next poll
-//! and the old one pruned; an unknown version and a digest mismatch fail the source,
-//! by name, and apply nothing.
+//! and the old one pruned; an App object takes a chart the same way; an unknown
+//! version and a digest mismatch fail the source, by name, and apply nothing.
 
 use std::path::{Path, PathBuf};
 
+use crate::app_crd::{app_yaml, exists, install_crd};
 use crate::charts_deps::HelmRepo;
 use crate::serve::{Serve, server_section};
 use crate::support::TestSandbox;
@@ -44,6 +45,13 @@ async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
         .into_iter()
         .flatten()
         .filter(|i| i["metadata"]["name"] != "kube-root-ca.crt")
+        // The App object's, checked on their own.
+        .filter(|i| {
+            !i["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("shop-")
+        })
         .map(|i| {
             let name = i["metadata"]["name"].as_str().unwrap_or("").to_string();
             let greeting = i["data"]["greeting"].as_str().unwrap_or("").to_string();
@@ -64,7 +72,11 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
 #[tokio::test]
 async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearly() {
     let sandbox = TestSandbox::start().await;
-    sandbox.namespace("charts").await;
+    for ns in ["charts", "team"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let repo = HelmRepo::start(root.join("repo")).await;
@@ -140,6 +152,32 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
             .then_some(())
     })
     .await;
+
+    // The same chart as an App object: the version from the digest cache.
+    let archives = repo.archives();
+    let spec = format!(
+        "  serviceAccountName: deployer\n  source: {{repo: \"{}\", chart: web, version: \"1.0.1\", helm: {{releaseName: shop}}}}\n  destination: {{namespace: charts}}\n  sync: {{automated: true}}\n",
+        repo.url
+    );
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("shop", "team", &spec)),
+        )
+        .await
+        .ok();
+    crate::support::eventually("the App syncs its chart", || async {
+        let object = crate::app_crd::app(&sandbox, "shop", "team").await;
+        let status = &object["status"];
+        (status["sync"] == "Synced"
+            && status["lastAppliedRevision"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("web@1.0.1@sha256:")))
+        .then_some(())
+    })
+    .await;
+    assert!(exists(&sandbox, "cm", "shop-1-0-1", "charts").await);
+    assert_eq!(repo.archives(), archives, "1.0.1 was fetched before");
 
     // Steady state: each poll reads index.yaml, and no archive again.
     let archives = repo.archives();
