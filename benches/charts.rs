@@ -8,7 +8,9 @@
 //! processes (target 0 / 0) and time (target < 5 ms). New commit with the same
 //! Chart.lock: requests (target 0: the digest cache). N apps sharing the chart
 //! version on one cache: requests (target: the cold pass's, once). The cache's bytes
-//! against its bound.
+//! against its bound. The repository's chart as an app's source (`Source::chart`):
+//! cold sync + render (target 2 requests, 1 renderer), and a poll with nothing new
+//! (target: `index.yaml` alone, no renderer).
 //!
 //! `cargo bench --bench charts [-- --quick]` prints a table, writes
 //! `target/bench-results/charts.json`, and exits non-zero when it printed a FAIL.
@@ -244,6 +246,38 @@ async fn main() {
     let (r5, _) = count(&log);
     let cached = shared.charts().cached_bytes();
 
+    // The repository's chart as an app's whole source, on a fresh cache: the cold
+    // sync and render, then a poll that finds nothing new.
+    let charts = SourceCache::open(tmp.path().join("chart-source")).expect("cache");
+    let chart_source = Source::chart(&repo_url, "sub", "~0.1");
+    let mut chart_cache = RenderCache::default();
+    let (r6, p6) = count(&log);
+    let started = Instant::now();
+    let at = charts
+        .sync(&chart_source)
+        .await
+        .expect("the chart resolves");
+    let chart_objects = stage(&mut chart_cache, &charts, &chart_source, &at, &renderers)
+        .await
+        .objects
+        .len();
+    let chart_cold = started.elapsed();
+    let (r7, p7) = count(&log);
+    assert_eq!(chart_objects, 10, "sub's ten ConfigMaps");
+    let polled = charts
+        .sync(&chart_source)
+        .await
+        .expect("the chart resolves");
+    stage(
+        &mut chart_cache,
+        &charts,
+        &chart_source,
+        &polled,
+        &renderers,
+    )
+    .await;
+    let (r8, p8) = count(&log);
+
     let rows = [
         (
             "cold: requests / renderer processes",
@@ -272,6 +306,21 @@ async fn main() {
             r5 - r4 == 2,
         ),
         (
+            "chart source, cold: requests / renderers",
+            format!("{} / {}", r7 - r6, p7 - p6),
+            r7 - r6 == 2 && p7 - p6 == 1,
+        ),
+        (
+            "chart source, cold: fetch + render",
+            format!("{:.1} ms", ms(chart_cold)),
+            true,
+        ),
+        (
+            "chart source, poll: requests / renderers",
+            format!("{} / {}", r8 - r7, p8 - p7),
+            r8 - r7 == 1 && p8 == p7,
+        ),
+        (
             "chart cache: bytes / bound",
             format!("{cached} / {DEFAULT_CHART_CACHE_BYTES}"),
             cached <= DEFAULT_CHART_CACHE_BYTES,
@@ -298,6 +347,11 @@ async fn main() {
         "new_commit_requests": r3 - r2,
         "apps": apps,
         "apps_requests": r5 - r4,
+        "chart_source_cold_requests": r7 - r6,
+        "chart_source_cold_renderer_processes": p7 - p6,
+        "chart_source_cold_ms": ms(chart_cold),
+        "chart_source_poll_requests": r8 - r7,
+        "chart_source_poll_renderer_processes": p8 - p7,
         "cache_bytes": cached,
         "cache_bound_bytes": DEFAULT_CHART_CACHE_BYTES,
         "failed": failed,

@@ -21,18 +21,22 @@ use crate::support::{GitDaemon, GitRepo, TestSandbox, json, tether};
 
 /// A Helm repository: a folder of archives and their `index.yaml`, served over HTTP
 /// on loopback, counting the requests it answers.
-struct HelmRepo {
-    dir: PathBuf,
-    url: String,
+pub(crate) struct HelmRepo {
+    pub(crate) dir: PathBuf,
+    pub(crate) url: String,
     requests: Arc<AtomicUsize>,
+    archives: Arc<AtomicUsize>,
     _server: tokio::task::JoinHandle<()>,
 }
 
 async fn serve_file(
-    State((dir, count)): State<(PathBuf, Arc<AtomicUsize>)>,
+    State((dir, count, archives)): State<(PathBuf, Arc<AtomicUsize>, Arc<AtomicUsize>)>,
     UrlPath(name): UrlPath<String>,
 ) -> Result<Vec<u8>, StatusCode> {
     count.fetch_add(1, Ordering::SeqCst);
+    if name.ends_with(".tgz") {
+        archives.fetch_add(1, Ordering::SeqCst);
+    }
     if name.contains('/') || name.starts_with('.') {
         return Err(StatusCode::NOT_FOUND);
     }
@@ -40,12 +44,13 @@ async fn serve_file(
 }
 
 impl HelmRepo {
-    async fn start(dir: PathBuf) -> HelmRepo {
+    pub(crate) async fn start(dir: PathBuf) -> HelmRepo {
         std::fs::create_dir_all(&dir).expect("mkdir");
         let requests = Arc::new(AtomicUsize::new(0));
+        let archives = Arc::new(AtomicUsize::new(0));
         let app = axum::Router::new()
             .route("/{name}", axum::routing::get(serve_file))
-            .with_state((dir.clone(), requests.clone()));
+            .with_state((dir.clone(), requests.clone(), archives.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -57,19 +62,25 @@ impl HelmRepo {
             dir,
             url,
             requests,
+            archives,
             _server: server,
         }
     }
 
     /// Packages the chart folder `chart` into the repository and indexes it again,
     /// both with Helm's own SDK.
-    fn publish(&self, chart: &Path) {
+    pub(crate) fn publish(&self, chart: &Path) {
         run_helm(&["package", path(chart), "-d", path(&self.dir)]);
         run_helm(&["repo", "index", path(&self.dir)]);
     }
 
-    fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// Chart archives served so far.
+    pub(crate) fn archives(&self) -> usize {
+        self.archives.load(Ordering::SeqCst)
     }
 }
 

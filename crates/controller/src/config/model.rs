@@ -248,10 +248,21 @@ pub struct SourceConfig {
     pub credentials: Credentials,
     /// How a chart at the path is rendered; a chart renders with its defaults without.
     pub helm: HelmConfig,
+    /// A chart of the Helm repository `repo` instead of a Git path (`source.chart`).
+    pub chart: Option<ChartSource>,
 }
 
-/// `source.helm`: a chart's release and values (charts from Git only; Helm
-/// repositories and OCI registries are a follow-up).
+/// `source.chart` and `source.version`: chart `name` of the Helm repository at the
+/// source's `repo`, at the newest version `version` allows (issue #26).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartSource {
+    pub name: String,
+    /// Exact (`1.2.3`) or a semver range (`~1.2`, `>=4.0.0 <5`); `""` is the newest.
+    pub version: String,
+}
+
+/// `source.helm`: a chart's release and values (a chart in Git or of a Helm
+/// repository, `source.chart`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HelmConfig {
     /// The release name; the app's name when unset.
@@ -391,7 +402,7 @@ impl Default for Config {
 }
 
 impl AppConfig {
-    /// The Git source to fetch, with its credentials.
+    /// The source to fetch: a Git repository with its credentials, or a chart.
     pub fn source(&self) -> Source {
         let auth = match &self.source.credentials.secret_ref {
             Some(r) => Auth::Secret(CredentialsSecret {
@@ -401,7 +412,11 @@ impl AppConfig {
             }),
             None => self.source.credentials.auth(&self.source.repo),
         };
-        Source::new(&self.source.repo, &self.source.reference, &self.source.path).with_auth(auth)
+        match &self.source.chart {
+            Some(chart) => Source::chart(&self.source.repo, &chart.name, &chart.version),
+            None => Source::new(&self.source.repo, &self.source.reference, &self.source.path)
+                .with_auth(auth),
+        }
     }
 
     /// Where a Secret the app names lives: in its tenant namespace (an App's own),

@@ -179,6 +179,10 @@ pub struct Source {
     pub stale_after: Option<S<String>>,
     pub credentials: Option<S<Credentials>>,
     pub helm: Option<S<Helm>>,
+    /// A chart of the Helm repository `repo` instead of a Git path (issue #26).
+    pub chart: Option<S<String>>,
+    /// The chart's version: exact or a semver range; the newest when unset.
+    pub version: Option<S<String>>,
 }
 
 /// How a chart at the source's path is rendered (`helm template`).

@@ -421,6 +421,7 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             Some(h) => resolve_helm(&h.value, &format!("{path}.source.helm"), check),
             None => HelmConfig::default(),
         },
+        chart: super::chart::resolve_chart(src, path, check),
     };
     let destination = DestinationConfig {
         namespace: match &raw.destination.namespace {
@@ -481,6 +482,13 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             Vec::new()
         }
     };
+    if source.chart.is_some() && raw.commit_status.is_some() {
+        check.report(
+            format!("{path}.commitStatus"),
+            None,
+            "commit statuses are posted on Git commits; a chart source has none",
+        );
+    }
     let commit_status = raw.commit_status.as_ref().and_then(|status| {
         match status.resolve(&raw.name.value, &source.repo) {
             Ok(target) => Some(Arc::new(target)),

@@ -195,10 +195,21 @@ impl SourceCache {
     /// [`SourceCache::read_files`] still reads.
     pub async fn sync(&self, source: &Source) -> Result<Revision, SourceError> {
         let requested = Instant::now();
-        let result = self
-            .sync_inner(source, requested)
-            .await
-            .map_err(|e| e.redact(&source.url));
+        let result = match &source.chart {
+            // A chart source has no clone: the chart store resolves and keeps it.
+            Some(chart) => self
+                .inner
+                .charts
+                .resolve_chart(&source.url, chart, &source.reference)
+                .await
+                .map(|revision| (revision, None))
+                .map_err(SourceError::from),
+            None => self
+                .sync_inner(source, requested)
+                .await
+                .map(|(revision, key)| (revision, Some(key))),
+        }
+        .map_err(|e| e.redact(&source.url));
         if let Some(unused) = self.inner.records.record(source, &result) {
             self.discard(&unused);
         }
@@ -335,6 +346,11 @@ impl SourceCache {
     /// fetched the new commit already, and this one would then never take it.
     pub async fn remote_moved(&self, source: &Source) -> Result<bool, SourceError> {
         let known = self.last_good(source).map(|revision| revision.sha);
+        if source.chart.is_some() {
+            // A repository's index is the check: the sync reads it, and fetches an
+            // archive only for a version it has not fetched before.
+            return Ok(true);
+        }
         if source.is_pinned() {
             // A commit SHA never moves: only a missing object needs a fetch.
             return Ok(known.is_none());

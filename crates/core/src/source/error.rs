@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::charts::ChartError;
 use super::read::BudgetKind;
 use super::url::{redact, redact_known};
 
@@ -131,6 +132,17 @@ pub enum SourceError {
     /// Any other libgit2 failure. Retryable.
     #[error("git: {}", redact(.message))]
     Git { message: String },
+
+    /// A chart source's repository, index or archive failed (issue #26); retryable
+    /// as the [`ChartError`] says. Its message redacts the repository's credentials.
+    #[error("chart source: {0}")]
+    Chart(Box<ChartError>),
+}
+
+impl From<ChartError> for SourceError {
+    fn from(err: ChartError) -> Self {
+        SourceError::Chart(Box::new(err))
+    }
 }
 
 /// Which of the transport's limits a [`SourceError::Timeout`] hit.
@@ -233,6 +245,7 @@ impl SourceError {
             | SourceError::CacheIo { .. }
             | SourceError::NotVerified { .. }
             | SourceError::Git { .. } => true,
+            SourceError::Chart(err) => err.is_retryable(),
             SourceError::AuthRefused { .. }
             | SourceError::Credentials { .. }
             | SourceError::HostKeyUnknown { .. }
@@ -251,6 +264,7 @@ impl SourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             SourceError::Unreachable { .. } => "RemoteUnreachable",
+            SourceError::Chart(err) => err.reason(),
             SourceError::RepoNotFound { .. } => "RepositoryNotFound",
             SourceError::Timeout { .. } => "RemoteTimeout",
             SourceError::AuthRefused { .. } => "AuthenticationFailed",

@@ -79,6 +79,9 @@ pub struct Source {
     /// How to authenticate; credentials are read from the environment or a file at
     /// fetch time, never stored in the configuration itself.
     pub auth: Auth,
+    /// A chart of the Helm repository at `url` instead of a Git repository (issue #26):
+    /// its name; `reference` is then the version or semver range and `path` is empty.
+    pub chart: Option<String>,
 }
 
 impl Source {
@@ -93,6 +96,20 @@ impl Source {
             reference: reference.into(),
             path: path.into(),
             auth: Auth::None,
+            chart: None,
+        }
+    }
+
+    /// Chart `name` of the Helm repository at `repo`, at the newest version `version`
+    /// (exact or a semver range) allows when it is synced.
+    pub fn chart(
+        repo: impl Into<String>,
+        name: impl Into<String>,
+        version: impl Into<String>,
+    ) -> Self {
+        Source {
+            chart: Some(name.into()),
+            ..Source::new(repo, version, "")
         }
     }
 
@@ -122,20 +139,25 @@ impl fmt::Debug for Source {
             .field("reference", &self.reference)
             .field("path", &self.path)
             .field("auth", &self.auth)
+            .field("chart", &self.chart)
             .finish()
     }
 }
 
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}:{}", redact(&self.url), self.reference, self.path)
+        match &self.chart {
+            Some(chart) => write!(f, "{} chart {chart}@{}", redact(&self.url), self.reference),
+            None => write!(f, "{}@{}:{}", redact(&self.url), self.reference, self.path),
+        }
     }
 }
 
-/// One resolved commit: what every downstream stage reads and reports.
+/// One resolved commit (or, for a chart source, `chart@version@sha256:<digest>`):
+/// what every downstream stage reads and reports.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Revision {
-    /// Full 40-hex commit SHA.
+    /// Full 40-hex commit SHA; a chart source's `chart@version@sha256:<digest>`.
     pub sha: String,
     /// First line of the commit message.
     pub subject: String,
@@ -143,8 +165,21 @@ pub struct Revision {
 
 impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let short = self.sha.get(..12).unwrap_or(&self.sha);
-        write!(f, "{short} {}", self.subject)
+        write!(f, "{} {}", self.short(), self.subject)
+    }
+}
+
+impl Revision {
+    /// The revision as people read it: a commit's first 12 hex digits, a chart's
+    /// `chart@version` (its digest is in [`Revision::sha`]).
+    pub fn short(&self) -> &str {
+        if is_full_sha(&self.sha) {
+            return self.sha.get(..12).unwrap_or(&self.sha);
+        }
+        match self.sha.rsplit_once('@') {
+            Some((chart, digest)) if digest.starts_with("sha256:") => chart,
+            _ => &self.sha,
+        }
     }
 }
 

@@ -112,7 +112,7 @@ impl Records {
     pub(crate) fn record(
         &self,
         source: &Source,
-        result: &Result<(Revision, CloneKey), SourceError>,
+        result: &Result<(Revision, Option<CloneKey>), SourceError>,
     ) -> Option<CloneKey> {
         let mut map = self.lock();
         let record = map.entry(source.clone()).or_default();
@@ -133,8 +133,12 @@ impl Records {
                     &source.path,
                     now,
                 );
-                let replaced = match record.clone.replace(key.clone()) {
-                    Some(old) if old != *key => {
+                // A chart source (no clone) keeps none.
+                let replaced = match key
+                    .as_ref()
+                    .and_then(|key| record.clone.replace(key.clone()))
+                {
+                    Some(old) if Some(&old) != key.as_ref() => {
                         record.verified.clear();
                         Some(old)
                     }

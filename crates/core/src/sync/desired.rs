@@ -142,8 +142,9 @@ pub async fn read_desired(
 /// The manifests of a source at a revision already fetched (no network), rendered by
 /// the same stage as a directory on disk. A kustomization may use any directory of
 /// the repository, so then the whole commit's tree is read (symlinks leaving the
-/// repository are refused there, as everywhere). A chart's dependencies that are not
-/// vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
+/// repository are refused there, as everywhere). A chart source's revision is its
+/// chart's files ([`charts::ChartStore::chart_files`]). A chart's dependencies that are
+/// not vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
 pub async fn read_revision(
     cache: &SourceCache,
     source: &Source,
@@ -157,14 +158,17 @@ pub async fn read_revision(
     let scopes = scopes.cloned();
     let renderers = renderers.clone();
     tokio::task::spawn_blocking(move || {
-        let mut files = files_to_render(
-            |path| cache.read_path(&source, &at, path),
-            &source.path,
-            &renderers,
-        )?;
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
-        tokio::runtime::Handle::current()
-            .block_on(cache.charts().vendor(&mut files, &source.path))?;
+        let runtime = tokio::runtime::Handle::current();
+        let mut files = match &source.chart {
+            Some(chart) => runtime.block_on(cache.charts().chart_files(&source.url, chart, &at))?,
+            None => files_to_render(
+                |path| cache.read_path(&source, &at, path),
+                &source.path,
+                &renderers,
+            )?,
+        };
+        runtime.block_on(cache.charts().vendor(&mut files, &source.path))?;
         render_files(
             &files,
             &source.path,

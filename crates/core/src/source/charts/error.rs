@@ -127,4 +127,19 @@ impl ChartError {
             _ => false,
         }
     }
+
+    /// A short CamelCase reason for a chart source's `Ready=False` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ChartError::Unreachable { .. } => "RemoteUnreachable",
+            ChartError::Status {
+                status: 401 | 403, ..
+            } => "AuthenticationFailed",
+            ChartError::UnknownChart { .. } | ChartError::UnknownVersion { .. } => {
+                "ChartVersionNotFound"
+            }
+            ChartError::DigestMismatch { .. } => "DigestMismatch",
+            _ => "ChartFailed",
+        }
+    }
 }

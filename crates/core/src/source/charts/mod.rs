@@ -8,11 +8,15 @@
 //! first out); an exact version (a Chart.lock's) already fetched from a repository is
 //! served from it without a request. A Git chart is rendered once per commit (the
 //! render cache), so a pass with no new commit makes no request at all.
+//!
+//! A chart may also be an app's whole source ([`ChartStore::resolve_chart`]): the
+//! same fetcher and cache, re-resolved at each poll.
 
 mod archive;
 mod deps;
 mod error;
 mod repo;
+mod source;
 mod version;
 
 use std::collections::HashMap;
@@ -25,6 +29,7 @@ pub use archive::{
 pub use deps::needs_repository;
 pub use error::ChartError;
 pub use repo::{CHART_FETCH_TIMEOUT, MAX_INDEX_BYTES};
+pub use source::check_version;
 
 use archive::ChartFile;
 use deps::{Origin, join, norm};

@@ -159,8 +159,10 @@ function duration(ms) {
 
 function revision(sha, subject, prefix) {
   if (!sha) return '<span class="muted">none yet</span>';
-  const short = esc(sha.slice(0, 7));
-  const code = prefix
+  // A commit's first 7 digits; a chart source's `chart@version` (no commit to link).
+  const commit = /^[0-9a-f]{40}$/i.test(sha);
+  const short = esc(commit ? sha.slice(0, 7) : sha.replace(/@sha256:[0-9a-f]+$/, ""));
+  const code = prefix && commit
     ? `<a class="mono" href="${esc(prefix + sha)}" rel="noreferrer" title="Open the commit on its provider">${short}</a>`
     : `<code>${short}</code>`;
   return `${code} <span class="subject" title="${esc(subject)}">${esc(subject)}</span>`;
