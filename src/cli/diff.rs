@@ -94,17 +94,21 @@ pub struct DiffArgs {
     #[arg(long, requires = "base")]
     pub ignore_annotation: Vec<String>,
 
-    /// With --base -o markdown: the most characters the report may have, to fit a
-    /// comment (GitHub's limit by default; GitLab's is 1000000). The largest apps are
-    /// cut first, each with a line saying how much was left out.
-    #[arg(long, default_value_t = tether_core::report::preview::GITHUB_COMMENT_LIMIT)]
-    pub markdown_limit: usize,
+    /// With --base -o markdown or --comment: the most characters the report may
+    /// have, to fit a comment (default: the provider's limit with --comment, else
+    /// GitHub's 65536; GitLab's is 1000000). The largest apps are cut first, each
+    /// with a line saying how much was left out.
+    #[arg(long)]
+    pub markdown_limit: Option<usize>,
 
     /// With --base: also write the full Markdown report, never cut, to this
     /// directory (created if needed): one `<app>.md` per changed or failed app and
     /// `index.md`, for the job's artifact.
     #[arg(long, requires = "base")]
     pub output_dir: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub comment: super::comment::CommentArgs,
 }
 
 /// What to do when no cluster is configured: name one, or compare offline.

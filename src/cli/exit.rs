@@ -93,6 +93,12 @@ pub enum Error {
     /// `tether diff --base --fail-on-error`: apps whose render failed (reported).
     #[error("render failed for app(s) {}", apps.join(", "))]
     RenderFailed { apps: Vec<String> },
+    /// `--comment` cannot name its pull request, provider, API or token.
+    #[error("--comment: {0}")]
+    CommentTarget(String),
+    /// The pull-request comment was not posted (the report was printed).
+    #[error("the pull-request comment was not posted: {0}")]
+    Comment(#[source] tether_core::report::comment::CommentError),
     #[error("cannot write the report to {}: {source}", dir.display())]
     OutputDir {
         dir: PathBuf,

@@ -6,12 +6,16 @@
 use std::path::Path;
 
 use tether_controller::config::Config;
+use tether_core::report::comment::{CommentTarget, Posted, upsert};
+use tether_core::report::delivery::DeliveryOptions;
 use tether_core::report::preview::{
-    Totals, render_json, render_markdown, render_markdown_files, render_text,
+    COMMENT_MARKER, GITHUB_COMMENT_LIMIT, Totals, render_json, render_markdown,
+    render_markdown_files, render_text,
 };
 use tether_core::source::{LocalRepo, normalize_repo_url};
-use tether_core::sync::preview::{AppOutcome, NoiseFilter, PreviewApp, preview};
+use tether_core::sync::preview::{AppOutcome, NoiseFilter, Preview, PreviewApp, preview};
 
+use super::comment;
 use super::diff::{Color, DiffArgs, ReportFormat};
 use super::{Error, Outcome, write_stdout};
 
@@ -19,6 +23,14 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     if args.output == ReportFormat::Junit {
         return Err(Error::JunitForPreview);
     }
+    // Where the comment goes is settled before any render: a job missing its token
+    // fails at once, not after the work.
+    let comment = match args.comment.comment {
+        true => Some(comment::target(&args.comment, &|name| {
+            std::env::var(name).ok()
+        })?),
+        false => None,
+    };
     let cwd = std::env::current_dir().map_err(Error::Output)?;
     let repo = LocalRepo::discover(&cwd).map_err(Error::Cache)?;
     let base = repo.resolve(base).map_err(Error::Cache)?;
@@ -52,7 +64,9 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
         .map_err(Error::Preview)?;
     let mut out = match args.output {
         ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
-        ReportFormat::Markdown => render_markdown(&found, args.markdown_limit),
+        ReportFormat::Markdown => {
+            render_markdown(&found, args.markdown_limit.unwrap_or(GITHUB_COMMENT_LIMIT))
+        }
         _ => render_text(
             &found,
             match args.color {
@@ -69,6 +83,9 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
         write_files(dir, &render_markdown_files(&found))?;
     }
     write_stdout(&out)?;
+    if let Some(target) = comment {
+        post_comment(&target, &found, args.markdown_limit).await?;
+    }
     let failed: Vec<String> = found
         .apps
         .iter()
@@ -83,6 +100,30 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     } else {
         Outcome::Success
     })
+}
+
+/// Creates or updates the pull request's comment with the Markdown report, cut to
+/// the provider's limit (or `--markdown-limit`, if smaller), and says which on stderr.
+async fn post_comment(
+    target: &CommentTarget,
+    found: &Preview,
+    limit: Option<usize>,
+) -> Result<(), Error> {
+    let limit = limit.map_or(target.limit(), |l| l.min(target.limit()));
+    let body = render_markdown(found, limit);
+    let posted = upsert(target, &body, COMMENT_MARKER, &DeliveryOptions::default())
+        .await
+        .map_err(Error::Comment)?;
+    let what = match posted {
+        Posted::Created => "added".to_string(),
+        Posted::Updated { id } => format!("{id} updated"),
+        Posted::Unchanged { id } => format!("{id} unchanged"),
+    };
+    eprintln!(
+        "tether: comment {what} on {} {} #{}",
+        target.provider, target.repository, target.number
+    );
+    Ok(())
 }
 
 /// `path` (relative to the current directory, as a user types it) as a path from

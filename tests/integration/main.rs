@@ -31,6 +31,7 @@ mod notify;
 mod peer_trust;
 mod people;
 mod preview;
+mod preview_comment;
 mod protobuf;
 mod quickstart;
 mod render;

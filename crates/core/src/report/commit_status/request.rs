@@ -17,7 +17,7 @@ const MAX_DESCRIPTION_CHARS: usize = 140;
 const BITBUCKET_MAX_KEY_CHARS: usize = 40;
 
 /// The API version GitHub recommends pinning (docs.github.com, "API Versions").
-const GITHUB_API_VERSION: &str = "2022-11-28";
+pub(crate) const GITHUB_API_VERSION: &str = "2022-11-28";
 
 /// The Azure DevOps REST API version of "Statuses - Create" (learn.microsoft.com,
 /// `Git/Statuses/Create`), required on every call.
@@ -192,20 +192,7 @@ impl StatusReport {
     /// access token as a bearer token.
     fn bitbucket_server(&self, token: String) -> Result<(String, Value, Auth), DeliveryError> {
         let t = &self.target;
-        let (project, slug) = t.repository.split_once('/').ok_or_else(|| {
-            DeliveryError::Build(format!("{:?} is not PROJECT/slug", t.repository))
-        })?;
-        // Project keys are upper case; a personal project (`~user`) keeps its user name.
-        let project = if project.starts_with('~') {
-            project.to_string()
-        } else {
-            project.to_ascii_uppercase()
-        };
-        let repo = format!(
-            "projects/{}/repos/{}",
-            encode_segment(&project),
-            encode_segment(slug)
-        );
+        let repo = bitbucket_server_repo(&t.repository)?;
         // A link is required here too: the commit's page on the same server.
         let link = t
             .target_url
@@ -260,9 +247,27 @@ impl StatusReport {
     }
 }
 
+/// Bitbucket Server's path of a `PROJECT/slug` repository: `projects/{KEY}/repos/{slug}`.
+pub(crate) fn bitbucket_server_repo(repository: &str) -> Result<String, DeliveryError> {
+    let (project, slug) = repository
+        .split_once('/')
+        .ok_or_else(|| DeliveryError::Build(format!("{repository:?} is not PROJECT/slug")))?;
+    // Project keys are upper case; a personal project (`~user`) keeps its user name.
+    let project = if project.starts_with('~') {
+        project.to_string()
+    } else {
+        project.to_ascii_uppercase()
+    };
+    Ok(format!(
+        "projects/{}/repos/{}",
+        encode_segment(&project),
+        encode_segment(slug)
+    ))
+}
+
 /// Characters escaped in a URL path segment: everything but RFC 3986's unreserved
 /// set, so GitLab's `group/project` becomes `group%2Fproject` as its API requires.
-pub(super) fn encode_segment(segment: &str) -> String {
+pub(crate) fn encode_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -275,7 +280,7 @@ pub(super) fn encode_segment(segment: &str) -> String {
 }
 
 /// `owner/name` with each part encoded, the slash kept.
-fn encode_path(repository: &str) -> String {
+pub(crate) fn encode_path(repository: &str) -> String {
     repository
         .split('/')
         .map(encode_segment)
