@@ -85,6 +85,10 @@ pub enum Error {
     NoSuchApp { config: PathBuf, app: String },
     #[error("JUnit output covers one app: pass --app, or use -o json")]
     JunitForSeveralApps,
+    #[error(
+        "--live with --config needs --base (each app's head against the snapshot); without it, --config compares each app with its own cluster"
+    )]
+    LiveWithConfig,
     #[error("JUnit output is not available with --base: use -o text, json or markdown")]
     JunitForPreview,
     /// `tether diff --base` could not read the checkout or a commit.

@@ -13,10 +13,12 @@ use tether_core::report::preview::{
     render_markdown_files, render_text,
 };
 use tether_core::source::{LocalRepo, normalize_repo_url};
+use tether_core::sync::SyncOptions;
+use tether_core::sync::desired::{Desired, compare_offline, read_snapshot};
 use tether_core::sync::preview::{AppOutcome, NoiseFilter, Preview, PreviewApp, preview};
 
 use super::comment;
-use super::diff::{Color, DiffArgs, ReportFormat};
+use super::diff::{Color, DiffArgs, ReportFormat, observe_online};
 use super::{Error, Outcome, write_stdout};
 
 pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
@@ -59,9 +61,14 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     noise
         .annotations
         .extend(args.ignore_annotation.iter().cloned());
-    let found = tokio::task::spawn_blocking(move || preview(&repo, &base, &head, &apps, &noise))
-        .await?
-        .map_err(Error::Preview)?;
+    let live = wants_live(args);
+    let mut found =
+        tokio::task::spawn_blocking(move || preview(&repo, &base, &head, &apps, &noise, live))
+            .await?
+            .map_err(Error::Preview)?;
+    if live {
+        compare_live(args, &mut found).await?;
+    }
     let mut out = match args.output {
         ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
         ReportFormat::Markdown => {
@@ -100,6 +107,58 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     } else {
         Outcome::Success
     })
+}
+
+/// Whether each rendered app's head is also compared with live objects: a snapshot
+/// (`--live`) or a cluster named on the command line (`--kubeconfig`, `--context`).
+/// A `KUBECONFIG` alone does not: a preview stays offline unless asked.
+fn wants_live(args: &DiffArgs) -> bool {
+    args.live.is_some() || args.cluster.kubeconfig.is_some() || args.cluster.context.is_some()
+}
+
+/// Each rendered app's head against the live objects: what merging does to the
+/// cluster, decided as `tether diff` decides it (offline against the snapshot, or
+/// by the observe path every sync takes, writing nothing).
+async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error> {
+    let revision = found.head.clone();
+    if let Some(path) = &args.live {
+        let live = read_snapshot(path, &args.namespace)?;
+        for app in &mut found.apps {
+            if let Some(head) = app.head.take() {
+                app.live = Some(compare_offline(&head, &live, Some(&app.name), &[]));
+            }
+        }
+        return Ok(());
+    }
+    let cluster = args
+        .request
+        .connect(
+            &args.cluster,
+            args.cluster.context.as_deref(),
+            super::NO_CLUSTER_HINT,
+        )
+        .await?;
+    for app in &mut found.apps {
+        let Some(manifests) = app.head.take() else {
+            continue;
+        };
+        let desired = Desired {
+            revision: Some(revision.clone()),
+            manifests,
+        };
+        let options = SyncOptions {
+            inventory_namespace: &args.inventory_namespace,
+            ..SyncOptions::new(&app.name)
+        };
+        let report = observe_online(&cluster, &desired, &options)
+            .await
+            .map_err(|error| Error::App {
+                app: app.name.clone(),
+                error: Box::new(error),
+            })?;
+        app.live = Some(report.objects);
+    }
+    Ok(())
 }
 
 /// Creates or updates the pull request's comment with the Markdown report, cut to

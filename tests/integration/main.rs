@@ -32,6 +32,7 @@ mod peer_trust;
 mod people;
 mod preview;
 mod preview_comment;
+mod preview_live;
 mod protobuf;
 mod quickstart;
 mod render;

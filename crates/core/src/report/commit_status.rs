@@ -18,7 +18,7 @@ use crate::source::{AzureRepo, Provider, SecretRef};
 use crate::sync::health::Health;
 
 mod request;
-pub(crate) use request::{GITHUB_API_VERSION, bitbucket_server_repo, encode_path, encode_segment};
+pub(crate) use request::{bitbucket_server_repo, encode_path, encode_segment, github_headers};
 
 /// GitHub's public API (docs.github.com, "REST API endpoints for commit statuses").
 pub const GITHUB_API_URL: &str = "https://api.github.com";

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::{CommentError, CommentTarget, Existing, Page};
 use crate::report::commit_status::{
-    GITHUB_API_VERSION, bitbucket_server_repo, encode_path, encode_segment,
+    bitbucket_server_repo, encode_path, encode_segment, github_headers,
 };
 use crate::source::Provider;
 
@@ -110,14 +110,7 @@ impl<'a> Api<'a> {
         let token = self.token;
         let (name, value) = match self.target.provider {
             Provider::Github => {
-                headers.insert(
-                    ACCEPT,
-                    HeaderValue::from_static("application/vnd.github+json"),
-                );
-                headers.insert(
-                    HeaderName::from_static("x-github-api-version"),
-                    HeaderValue::from_static(GITHUB_API_VERSION),
-                );
+                github_headers(&mut headers);
                 (AUTHORIZATION, format!("Bearer {token}"))
             }
             Provider::Gitea => (AUTHORIZATION, format!("token {token}")),

@@ -17,7 +17,7 @@ const MAX_DESCRIPTION_CHARS: usize = 140;
 const BITBUCKET_MAX_KEY_CHARS: usize = 40;
 
 /// The API version GitHub recommends pinning (docs.github.com, "API Versions").
-pub(crate) const GITHUB_API_VERSION: &str = "2022-11-28";
+const GITHUB_API_VERSION: &str = "2022-11-28";
 
 /// The Azure DevOps REST API version of "Statuses - Create" (learn.microsoft.com,
 /// `Git/Statuses/Create`), required on every call.
@@ -71,14 +71,7 @@ impl StatusReport {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let (url, body, auth) = match self.target.provider {
             Provider::Github => {
-                headers.insert(
-                    ACCEPT,
-                    HeaderValue::from_static("application/vnd.github+json"),
-                );
-                headers.insert(
-                    HeaderName::from_static("x-github-api-version"),
-                    HeaderValue::from_static(GITHUB_API_VERSION),
-                );
+                github_headers(&mut headers);
                 let (url, body) = self.statuses();
                 (url, body, (AUTHORIZATION, format!("Bearer {token}")))
             }
@@ -245,6 +238,18 @@ impl StatusReport {
         let basic = base64::engine::general_purpose::STANDARD.encode(format!(":{token}"));
         (url, body, (AUTHORIZATION, format!("Basic {basic}")))
     }
+}
+
+/// The media type and API version GitHub asks every REST request to name.
+pub(crate) fn github_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.github+json"),
+    );
+    headers.insert(
+        HeaderName::from_static("x-github-api-version"),
+        HeaderValue::from_static(GITHUB_API_VERSION),
+    );
 }
 
 /// Bitbucket Server's path of a `PROJECT/slug` repository: `projects/{KEY}/repos/{slug}`.
