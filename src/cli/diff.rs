@@ -108,8 +108,10 @@ pub struct DiffArgs {
     #[arg(long, requires = "base")]
     pub output_dir: Option<std::path::PathBuf>,
 
+    /// Boxed: the comment's flags are seldom given, and would make every command's
+    /// arguments as large as `diff`'s.
     #[command(flatten)]
-    pub comment: super::comment::CommentArgs,
+    pub comment: Box<super::comment::CommentArgs>,
 }
 
 /// What to do when no cluster is configured: name one, or compare offline.
