@@ -11,7 +11,9 @@
 //! `target/bench-results/preview.json`, and exits non-zero when it printed a FAIL
 //! (`--quick`, as `.ci/run` runs it in the dev profile: the renders only).
 //! Kustomize is `kubectl kustomize` from PATH; Helm is `TETHER_HELM`, else the one
-//! `.ci/install-helm` installs, else `helm` from PATH.
+//! `.ci/install-helm` installs, else `helm` from PATH. `TETHER=path/to/tether`
+//! measures another build of the binary (the one before a change, for a
+//! before/after figure).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -154,6 +156,14 @@ fn peak_mib(pid: u32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// The binary measured: `TETHER`, else the one cargo built with this bench.
+fn binary() -> PathBuf {
+    std::env::var_os("TETHER").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_tether")),
+        PathBuf::from,
+    )
+}
+
 /// One `tether diff --base` in the checkout, its peak memory read while it runs.
 fn run(root: &Path, base: &str) -> Figures {
     let path = match helm_dir() {
@@ -166,7 +176,7 @@ fn run(root: &Path, base: &str) -> Figures {
     };
     let out_file = root.join("../preview.json");
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tether"))
+    let mut child = Command::new(binary())
         .args([
             "diff",
             "--base",
@@ -219,7 +229,7 @@ fn main() {
 
     pull_request(&root, &base, "three", 2, 1);
     let three: Vec<Figures> = (0..runs).map(|_| run(&root, &base)).collect();
-    // Every app: 600 renders, one after the other; minutes, so not in a quick run.
+    // Every app: 600 renders, one per core at a time; minutes, so not in a quick run.
     let every = (!quick).then(|| {
         pull_request(&root, &base, "every", OVERLAYS, CHARTS);
         run(&root, &base)
@@ -268,6 +278,7 @@ fn main() {
     let results = json!({
         "bench": "preview",
         "quick": quick,
+        "binary": binary().display().to_string(),
         "apps": OVERLAYS + CHARTS,
         "three": {"wall_ms": wall_three, "renders": first.renders, "renders_target": RENDERS_TARGET,
                   "wall_target_ms": ms(WALL_TARGET),

@@ -20,7 +20,7 @@ pub struct DiffArgs {
     pub path: Option<String>,
 
     /// Diff the apps of a `tether serve` configuration file instead (all, or --app).
-    #[arg(long, conflicts_with_all = ["path", "repo", "live"])]
+    #[arg(long, conflicts_with_all = ["path", "repo"])]
     pub config: Option<PathBuf>,
 
     /// Read the manifests from this Git repository instead of the local disk.
@@ -33,7 +33,8 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub render: RenderArgs,
 
-    /// Compare with objects in this file or directory instead of a cluster.
+    /// Compare with objects in this file or directory instead of a cluster (with
+    /// --base: each rendered app's head, besides base against head).
     #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
     pub live: Option<PathBuf>,
 
@@ -76,7 +77,7 @@ pub struct DiffArgs {
     /// repository) at this commit (a pull request's base: a branch, tag, SHA or
     /// `origin/main`) and at --ref (default: the checked-out HEAD), and report what
     /// merging changes. Apps whose inputs did not change are not rendered.
-    #[arg(long, conflicts_with_all = ["live", "repo", "kubeconfig", "context"])]
+    #[arg(long, conflicts_with = "repo")]
     pub base: Option<String>,
 
     /// With --base: exit 2 when an app fails to render (it is reported either way,
@@ -94,17 +95,23 @@ pub struct DiffArgs {
     #[arg(long, requires = "base")]
     pub ignore_annotation: Vec<String>,
 
-    /// With --base -o markdown: the most characters the report may have, to fit a
-    /// comment (GitHub's limit by default; GitLab's is 1000000). The largest apps are
-    /// cut first, each with a line saying how much was left out.
-    #[arg(long, default_value_t = tether_core::report::preview::GITHUB_COMMENT_LIMIT)]
-    pub markdown_limit: usize,
+    /// With --base -o markdown or --comment: the most characters the report may
+    /// have, to fit a comment (default: the provider's limit with --comment, else
+    /// GitHub's 65536; GitLab's is 1000000). The largest apps are cut first, each
+    /// with a line saying how much was left out.
+    #[arg(long)]
+    pub markdown_limit: Option<usize>,
 
     /// With --base: also write the full Markdown report, never cut, to this
     /// directory (created if needed): one `<app>.md` per changed or failed app and
     /// `index.md`, for the job's artifact.
     #[arg(long, requires = "base")]
     pub output_dir: Option<std::path::PathBuf>,
+
+    /// Boxed: the comment's flags are seldom given, and would make every command's
+    /// arguments as large as `diff`'s.
+    #[command(flatten)]
+    pub comment: Box<super::comment::CommentArgs>,
 }
 
 /// What to do when no cluster is configured: name one, or compare offline.
@@ -126,6 +133,9 @@ pub enum Color {
 }
 
 pub(super) async fn run(args: DiffArgs) -> Result<Outcome, Error> {
+    if args.config.is_some() && args.live.is_some() {
+        return Err(Error::LiveWithConfig);
+    }
     if let Some(config) = &args.config {
         return run_config(&args, config).await;
     }
@@ -284,7 +294,7 @@ fn drift_format(args: &DiffArgs) -> drift::Format {
 
 /// The drift of the desired state against the cluster, decided by the same observe
 /// path `tether sync` and `tether serve` act on: nothing is written.
-async fn observe_online(
+pub(super) async fn observe_online(
     cluster: &Cluster,
     desired: &Desired,
     options: &SyncOptions<'_>,

@@ -85,6 +85,10 @@ pub enum Error {
     NoSuchApp { config: PathBuf, app: String },
     #[error("JUnit output covers one app: pass --app, or use -o json")]
     JunitForSeveralApps,
+    #[error(
+        "--live with --config needs --base (each app's head against the snapshot); without it, --config compares each app with its own cluster"
+    )]
+    LiveWithConfig,
     #[error("JUnit output is not available with --base: use -o text, json or markdown")]
     JunitForPreview,
     /// `tether diff --base` could not read the checkout or a commit.
@@ -93,6 +97,12 @@ pub enum Error {
     /// `tether diff --base --fail-on-error`: apps whose render failed (reported).
     #[error("render failed for app(s) {}", apps.join(", "))]
     RenderFailed { apps: Vec<String> },
+    /// `--comment` cannot name its pull request, provider, API or token.
+    #[error("--comment: {0}")]
+    CommentTarget(String),
+    /// The pull-request comment was not posted (the report was printed).
+    #[error("the pull-request comment was not posted: {0}")]
+    Comment(#[source] tether_core::report::comment::CommentError),
     #[error("cannot write the report to {}: {source}", dir.display())]
     OutputDir {
         dir: PathBuf,

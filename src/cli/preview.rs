@@ -6,19 +6,33 @@
 use std::path::Path;
 
 use tether_controller::config::Config;
+use tether_core::report::comment::{CommentTarget, Posted, upsert};
+use tether_core::report::delivery::DeliveryOptions;
 use tether_core::report::preview::{
-    Totals, render_json, render_markdown, render_markdown_files, render_text,
+    COMMENT_MARKER, GITHUB_COMMENT_LIMIT, Totals, render_json, render_markdown,
+    render_markdown_files, render_text,
 };
 use tether_core::source::{LocalRepo, normalize_repo_url};
-use tether_core::sync::preview::{AppOutcome, NoiseFilter, PreviewApp, preview};
+use tether_core::sync::SyncOptions;
+use tether_core::sync::desired::{Desired, compare_offline, read_snapshot};
+use tether_core::sync::preview::{AppOutcome, NoiseFilter, Preview, PreviewApp, preview};
 
-use super::diff::{Color, DiffArgs, ReportFormat};
+use super::comment;
+use super::diff::{Color, DiffArgs, ReportFormat, observe_online};
 use super::{Error, Outcome, write_stdout};
 
 pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     if args.output == ReportFormat::Junit {
         return Err(Error::JunitForPreview);
     }
+    // Where the comment goes is settled before any render: a job missing its token
+    // fails at once, not after the work.
+    let comment = match args.comment.comment {
+        true => Some(comment::target(&args.comment, &|name| {
+            std::env::var(name).ok()
+        })?),
+        false => None,
+    };
     let cwd = std::env::current_dir().map_err(Error::Output)?;
     let repo = LocalRepo::discover(&cwd).map_err(Error::Cache)?;
     let base = repo.resolve(base).map_err(Error::Cache)?;
@@ -47,12 +61,19 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     noise
         .annotations
         .extend(args.ignore_annotation.iter().cloned());
-    let found = tokio::task::spawn_blocking(move || preview(&repo, &base, &head, &apps, &noise))
-        .await?
-        .map_err(Error::Preview)?;
+    let live = wants_live(args);
+    let mut found =
+        tokio::task::spawn_blocking(move || preview(&repo, &base, &head, &apps, &noise, live))
+            .await?
+            .map_err(Error::Preview)?;
+    if live {
+        compare_live(args, &mut found).await?;
+    }
     let mut out = match args.output {
         ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
-        ReportFormat::Markdown => render_markdown(&found, args.markdown_limit),
+        ReportFormat::Markdown => {
+            render_markdown(&found, args.markdown_limit.unwrap_or(GITHUB_COMMENT_LIMIT))
+        }
         _ => render_text(
             &found,
             match args.color {
@@ -69,6 +90,9 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
         write_files(dir, &render_markdown_files(&found))?;
     }
     write_stdout(&out)?;
+    if let Some(target) = comment {
+        post_comment(&target, &found, args.markdown_limit).await?;
+    }
     let failed: Vec<String> = found
         .apps
         .iter()
@@ -83,6 +107,82 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     } else {
         Outcome::Success
     })
+}
+
+/// Whether each rendered app's head is also compared with live objects: a snapshot
+/// (`--live`) or a cluster named on the command line (`--kubeconfig`, `--context`).
+/// A `KUBECONFIG` alone does not: a preview stays offline unless asked.
+fn wants_live(args: &DiffArgs) -> bool {
+    args.live.is_some() || args.cluster.kubeconfig.is_some() || args.cluster.context.is_some()
+}
+
+/// Each rendered app's head against the live objects: what merging does to the
+/// cluster, decided as `tether diff` decides it (offline against the snapshot, or
+/// by the observe path every sync takes, writing nothing).
+async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error> {
+    let revision = found.head.clone();
+    if let Some(path) = &args.live {
+        let live = read_snapshot(path, &args.namespace)?;
+        for app in &mut found.apps {
+            if let Some(head) = app.head.take() {
+                app.live = Some(compare_offline(&head, &live, Some(&app.name), &[]));
+            }
+        }
+        return Ok(());
+    }
+    let cluster = args
+        .request
+        .connect(
+            &args.cluster,
+            args.cluster.context.as_deref(),
+            super::NO_CLUSTER_HINT,
+        )
+        .await?;
+    for app in &mut found.apps {
+        let Some(manifests) = app.head.take() else {
+            continue;
+        };
+        let desired = Desired {
+            revision: Some(revision.clone()),
+            manifests,
+        };
+        let options = SyncOptions {
+            inventory_namespace: &args.inventory_namespace,
+            ..SyncOptions::new(&app.name)
+        };
+        let report = observe_online(&cluster, &desired, &options)
+            .await
+            .map_err(|error| Error::App {
+                app: app.name.clone(),
+                error: Box::new(error),
+            })?;
+        app.live = Some(report.objects);
+    }
+    Ok(())
+}
+
+/// Creates or updates the pull request's comment with the Markdown report, cut to
+/// the provider's limit (or `--markdown-limit`, if smaller), and says which on stderr.
+async fn post_comment(
+    target: &CommentTarget,
+    found: &Preview,
+    limit: Option<usize>,
+) -> Result<(), Error> {
+    let limit = limit.map_or(target.limit(), |l| l.min(target.limit()));
+    let body = render_markdown(found, limit);
+    let posted = upsert(target, &body, COMMENT_MARKER, &DeliveryOptions::default())
+        .await
+        .map_err(Error::Comment)?;
+    let what = match posted {
+        Posted::Created => "added".to_string(),
+        Posted::Updated { id } => format!("{id} updated"),
+        Posted::Unchanged { id } => format!("{id} unchanged"),
+    };
+    eprintln!(
+        "tether: comment {what} on {} {} #{}",
+        target.provider, target.repository, target.number
+    );
+    Ok(())
 }
 
 /// `path` (relative to the current directory, as a user types it) as a path from

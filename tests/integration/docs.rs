@@ -243,7 +243,7 @@ const CLAIMS: &[(&str, Has)] = &[
         p.crd_field("chart")
     }),
     ("pull-request previews (base branch against head)", |p| {
-        p.cli.contains("--base")
+        p.cli.contains("--base") && p.cli.contains("--comment")
     }),
     ("sync hooks (PreSync, Sync, PostSync, SyncFail)", |p| {
         p.cli.contains("--hook-timeout")

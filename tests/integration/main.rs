@@ -34,6 +34,8 @@ mod oidc_issuer;
 mod peer_trust;
 mod people;
 mod preview;
+mod preview_comment;
+mod preview_live;
 mod protobuf;
 mod quickstart;
 mod render;

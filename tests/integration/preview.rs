@@ -14,10 +14,10 @@ use crate::support::{GitRepo, git};
 const ORIGIN: &str = "https://git.example.com/shop/deploy.git";
 
 /// A Secret value of the base and of the head: neither may reach any output.
-const SECRET_BASE: &str = "hunter2-base-value";
-const SECRET_HEAD: &str = "hunter2-head-value";
+pub(crate) const SECRET_BASE: &str = "hunter2-base-value";
+pub(crate) const SECRET_HEAD: &str = "hunter2-head-value";
 
-fn web(image: &str, chart: &str, password: &str) -> String {
+pub(crate) fn web(image: &str, chart: &str, password: &str) -> String {
     format!(
         "apiVersion: apps/v1
 kind: Deployment
@@ -133,7 +133,7 @@ const CONFIG: &str = "apps:
 /// The repository of the issue's "done when": a base commit, and a head commit that
 /// bumps an image (and the chart label), changes a Secret, a generated ConfigMap's
 /// content and a CRD, breaks one overlay and leaves `api` alone.
-fn pull_request(dir: &Path) -> (GitRepo, String) {
+pub(crate) fn pull_request(dir: &Path) -> (GitRepo, String) {
     let repo = GitRepo::init(dir.to_path_buf());
     git(dir, &["remote", "add", "origin", ORIGIN]);
     repo.write("tether.yaml", CONFIG);

@@ -18,6 +18,7 @@ use crate::source::{AzureRepo, Provider, SecretRef};
 use crate::sync::health::Health;
 
 mod request;
+pub(crate) use request::{bitbucket_server_repo, encode_path, encode_segment, github_headers};
 
 /// GitHub's public API (docs.github.com, "REST API endpoints for commit statuses").
 pub const GITHUB_API_URL: &str = "https://api.github.com";
@@ -34,7 +35,7 @@ pub const CONTEXT_PREFIX: &str = "tether/";
 
 /// The API a provider serves the world from; None for self-hosted-only providers
 /// (Gitea, Bitbucket Server), whose `apiUrl` is required.
-fn default_api_url(provider: Provider) -> Option<&'static str> {
+pub fn default_api_url(provider: Provider) -> Option<&'static str> {
     match provider {
         Provider::Github => Some(GITHUB_API_URL),
         Provider::Gitlab => Some(GITLAB_API_URL),
@@ -183,7 +184,9 @@ impl CommitStatusConfig {
     }
 }
 
-fn check_repository(provider: Provider, path: &str) -> Result<(), CommitStatusError> {
+/// Whether `path` names a repository the way `provider`'s API does (`owner/name`,
+/// GitLab's `group/project` or numeric ID, Azure's `organization/project/repository`).
+pub fn check_repository(provider: Provider, path: &str) -> Result<(), CommitStatusError> {
     let segments: Vec<&str> = path.split('/').collect();
     let err = |reason| CommitStatusError::Repository {
         input: path.to_string(),

@@ -313,10 +313,12 @@ pub enum DeliveryError {
     Refused(#[from] OutboundError),
 }
 
-/// One POST to be sent.
+/// One request to be sent: a POST unless [`Post::with_method`] says otherwise (a
+/// comment is listed with GET and edited with PATCH or PUT).
 pub(crate) struct Post {
     /// Whose request it is: how far it may go.
     pub(crate) requester: Requester,
+    pub(crate) method: reqwest::Method,
     pub(crate) url: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Vec<u8>,
@@ -331,10 +333,16 @@ impl Post {
     ) -> Post {
         Post {
             requester,
+            method: reqwest::Method::POST,
             url,
             headers,
             body,
         }
+    }
+
+    pub(crate) fn with_method(mut self, method: reqwest::Method) -> Post {
+        self.method = method;
+        self
     }
 }
 
@@ -400,13 +408,26 @@ pub(crate) async fn post_with_retry(
     counters: &Counters,
     post: &Post,
 ) -> Result<u32, DeliveryError> {
+    send_with_retry(clients, options, counters, post)
+        .await
+        .map(|(attempts, _)| attempts)
+}
+
+/// [`post_with_retry`], keeping the provider's successful answer for the caller to
+/// read (a listing's items and its next page).
+pub(crate) async fn send_with_retry(
+    clients: &Clients,
+    options: &DeliveryOptions,
+    counters: &Counters,
+    post: &Post,
+) -> Result<(u32, reqwest::Response), DeliveryError> {
     let client = clients.for_post(post)?;
     let attempts = options.attempts.max(1);
     let mut attempt = 1;
     loop {
         counters.request();
         let sent = client
-            .post(&post.url)
+            .request(post.method.clone(), &post.url)
             .headers(post.headers.clone())
             .body(post.body.clone())
             .timeout(options.attempt_timeout)
@@ -419,7 +440,7 @@ pub(crate) async fn post_with_retry(
                     detail: NOT_THE_API.into(),
                 });
             }
-            Ok(answer) if answer.status().is_success() => return Ok(attempt),
+            Ok(answer) if answer.status().is_success() => return Ok((attempt, answer)),
             Ok(answer) => {
                 let status = answer.status();
                 let retry_after = retry_after(answer.headers());

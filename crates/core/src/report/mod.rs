@@ -1,6 +1,7 @@
 //! Drift and sync reports for people and machines, and the outbound side of the
 //! report stage: commit statuses on the Git provider and notifications to webhooks.
 
+pub mod comment;
 pub mod commit_status;
 pub mod delivery;
 pub mod drift;

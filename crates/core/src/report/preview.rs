@@ -8,8 +8,8 @@ use std::fmt::Write;
 
 use serde_json::{Value, json};
 
-use super::drift::unified_diff_between;
-use crate::sync::preview::{AppOutcome, Comparison, Preview, secret_keys};
+use super::drift::{DriftReport, unified_diff, unified_diff_between};
+use crate::sync::preview::{AppOutcome, AppPreview, Comparison, Preview, secret_keys};
 use tether_diff::diff::{Drift, ObjectDiff, Segment};
 
 /// The hidden line that marks tether's comment on a pull request, so a rerun can
@@ -75,12 +75,17 @@ pub struct Totals {
     pub failed_apps: usize,
     pub objects: Counts,
     pub filtered: usize,
+    /// Apps whose head differs from the cluster (when compared with it).
+    pub live_drift_apps: usize,
 }
 
 impl Totals {
     pub fn of(preview: &Preview) -> Totals {
         let mut t = Totals::default();
         for app in &preview.apps {
+            if live_drift(app).is_some_and(|d| !d.is_empty()) {
+                t.live_drift_apps += 1;
+            }
             match &app.outcome {
                 AppOutcome::Unchanged => t.unchanged_apps += 1,
                 AppOutcome::Failed { .. } => t.failed_apps += 1,
@@ -101,10 +106,37 @@ impl Totals {
         t
     }
 
-    /// Whether the change does anything a reviewer should see (a failed render too).
+    /// Whether the change does anything a reviewer should see (a failed render too,
+    /// and a head that differs from the cluster).
     pub fn has_changes(&self) -> bool {
-        self.changed_apps + self.failed_apps > 0
+        self.changed_apps + self.failed_apps + self.live_drift_apps > 0
     }
+}
+
+/// The objects where the app's head differs from the cluster, when compared.
+fn live_drift(app: &AppPreview) -> Option<Vec<&ObjectDiff>> {
+    let live = app.live.as_ref()?;
+    Some(live.iter().filter(|o| o.drift.is_drift()).collect())
+}
+
+/// The line heading an app's head-vs-live section.
+fn live_heading(drifted: &[&ObjectDiff]) -> String {
+    match drifted.len() {
+        0 => "head vs live: in sync (merging changes nothing live)".to_string(),
+        n => format!("head vs live: merging changes {n} object(s) in the cluster"),
+    }
+}
+
+/// One object of a head-vs-live section: its status as `tether diff` says it
+/// (Missing: merging creates it; Modified; Extra: merging prunes it), the fields,
+/// and the live → head diff.
+fn live_object(o: &ObjectDiff, color: bool) -> String {
+    let mut out = format!("{}: {}\n", o.drift.status().as_str(), o.id);
+    for c in o.drift.changes() {
+        let _ = writeln!(out, "  ~ {}", c.path);
+    }
+    out.push_str(&unified_diff(o, color));
+    out
 }
 
 /// One container's image, before and after.
@@ -249,6 +281,12 @@ pub fn render_text(preview: &Preview, color: bool) -> String {
                 }
             }
         }
+        if let Some(drifted) = live_drift(app) {
+            let _ = writeln!(out, "app {}: {}", app.name, live_heading(&drifted));
+            for o in drifted {
+                out.push_str(&live_object(o, color));
+            }
+        }
     }
     out
 }
@@ -307,6 +345,10 @@ pub fn render_json(preview: &Preview) -> Value {
                     "summary": {"added": counts.added, "removed": counts.removed, "changed": counts.changed},
                     "filtered": c.filtered,
                     "resources": resources,
+                    "live": app.live.as_ref().map(|objects| super::drift::render_json(&DriftReport {
+                        revision: Some(preview.head.sha.clone()),
+                        objects: objects.clone(),
+                    })),
                 })
             }
         })
@@ -389,8 +431,9 @@ fn markdown_head(preview: &Preview) -> String {
 }
 
 /// One app's section: its summary line and its body (objects, or the error).
-fn markdown_app(name: &str, outcome: &AppOutcome) -> Option<(String, String)> {
-    match outcome {
+fn markdown_app(app: &AppPreview) -> Option<(String, String)> {
+    let name = app.name.as_str();
+    match &app.outcome {
         AppOutcome::Unchanged => None,
         AppOutcome::Failed { side, error } => Some((
             format!("<b>{}</b>: render failed at {}", cell(name), side.as_str()),
@@ -398,7 +441,8 @@ fn markdown_app(name: &str, outcome: &AppOutcome) -> Option<(String, String)> {
         )),
         AppOutcome::Compared(c) => {
             let counts = Counts::of(&c.objects);
-            if !counts.any() {
+            let live = live_drift(app);
+            if !counts.any() && live.as_ref().is_none_or(Vec::is_empty) {
                 return None;
             }
             let mut body = String::new();
@@ -413,6 +457,21 @@ fn markdown_app(name: &str, outcome: &AppOutcome) -> Option<(String, String)> {
                     "\n~~~diff\n{}~~~\n\n",
                     unified_diff_between(o, false, SIDES)
                 );
+            }
+            if let Some(drifted) = live {
+                let _ = writeln!(body, "#### {}\n", cell(&live_heading(&drifted)));
+                for o in drifted {
+                    let _ = writeln!(
+                        body,
+                        "**{}** {}\n",
+                        o.drift.status().as_str(),
+                        cell(&o.id.to_string())
+                    );
+                    for ch in o.drift.changes() {
+                        let _ = writeln!(body, "- `{}`", ch.path.to_string().replace('`', "'"));
+                    }
+                    let _ = write!(body, "\n~~~diff\n{}~~~\n\n", unified_diff(o, false));
+                }
             }
             Some((
                 format!(
@@ -478,7 +537,7 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
     let unchanged: Vec<String> = preview
         .apps
         .iter()
-        .filter(|app| markdown_app(&app.name, &app.outcome).is_none())
+        .filter(|app| markdown_app(app).is_none())
         .map(|app| format!("`{}`", app.name.replace('`', "'")))
         .collect();
     let mut tail = String::new();
@@ -486,11 +545,7 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
         let _ = writeln!(tail, "\nUnchanged: {}", unchanged.join(", "));
     }
     let _ = writeln!(tail, "\n{COMMENT_MARKER}");
-    let sections: Vec<(String, String)> = preview
-        .apps
-        .iter()
-        .filter_map(|app| markdown_app(&app.name, &app.outcome))
-        .collect();
+    let sections: Vec<(String, String)> = preview.apps.iter().filter_map(markdown_app).collect();
     let frame = |summary: &str| format!("<details><summary>{summary}</summary>\n\n\n</details>\n");
     let fixed =
         head.len() + tail.len() + sections.iter().map(|(s, _)| frame(s).len()).sum::<usize>();
@@ -550,7 +605,7 @@ pub fn render_markdown_files(preview: &Preview) -> Vec<(String, String)> {
     let mut index = markdown_head(preview);
     let mut files = Vec::new();
     for app in &preview.apps {
-        match markdown_app(&app.name, &app.outcome) {
+        match markdown_app(app) {
             Some((summary, body)) => {
                 let name = file_name(&app.name);
                 let _ = writeln!(index, "- [{}]({name}): {summary}", cell(&app.name));

@@ -41,6 +41,18 @@ impl LocalRepo {
         })
     }
 
+    /// The same repository opened again, for another thread: a `git2::Repository`
+    /// may move between threads but not be shared by them.
+    pub fn reopen(&self) -> Result<LocalRepo, SourceError> {
+        let repo = Repository::open(&self.git_dir).map_err(|e| SourceError::Git {
+            message: format!("cannot open {}: {}", self.git_dir.display(), e.message()),
+        })?;
+        Ok(LocalRepo {
+            repo,
+            git_dir: self.git_dir.clone(),
+        })
+    }
+
     /// The work tree's top directory (`None` for a bare repository).
     pub fn work_dir(&self) -> Option<PathBuf> {
         self.repo.workdir().map(Path::to_path_buf)

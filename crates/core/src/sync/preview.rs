@@ -260,6 +260,12 @@ pub enum AppOutcome {
 pub struct AppPreview {
     pub name: String,
     pub outcome: AppOutcome,
+    /// The head's objects, kept for a head-vs-live comparison when asked
+    /// ([`preview`]'s `keep_heads`) and the app was rendered at both revisions.
+    pub head: Option<ManifestSet>,
+    /// The head against the cluster (or a snapshot of it): what merging does live.
+    /// Filled by the caller that compared it; `None` when not compared.
+    pub live: Option<Vec<ObjectDiff>>,
 }
 
 /// Every app of a repository between two commits.
@@ -329,59 +335,165 @@ pub fn preview(
     head: &Revision,
     apps: &[PreviewApp],
     noise: &NoiseFilter,
+    keep_heads: bool,
 ) -> Result<Preview, PreviewError> {
     let mut trees = [base, head].map(|revision| WholeTree {
         repo,
         revision,
         tree: None,
     });
-    let mut renders = 0;
-    let mut out = Vec::with_capacity(apps.len());
-    for app in apps {
-        let outcome = if unchanged(repo, &mut trees, app)? {
-            AppOutcome::Unchanged
+    let mut outcomes: Vec<Option<Compared>> = Vec::with_capacity(apps.len());
+    let mut changed = Vec::new();
+    for (i, app) in apps.iter().enumerate() {
+        if unchanged(repo, &mut trees, app)? {
+            outcomes.push(Some((AppOutcome::Unchanged, None)));
         } else {
-            let mut render = |revision: &Revision, side: Side| -> Result<ManifestSet, AppOutcome> {
-                if repo
-                    .object_id(revision, &app.path)
-                    .map_err(|e| failed(side, e.into()))?
-                    .is_none()
-                {
-                    // The app's path is new (or gone): it has no objects there.
-                    return Ok(ManifestSet::default());
-                }
-                renders += 1;
-                let files = files_to_render(
-                    |path| repo.read_path(revision, path),
-                    &app.path,
-                    &app.renderers,
-                )
-                .map_err(|e| failed(side, e))?;
-                render_files(
-                    &files,
-                    &app.path,
-                    &app.default_namespace,
-                    None,
-                    &app.renderers,
-                )
-                .map_err(|e| failed(side, e))
-            };
-            match render(base, Side::Base).and_then(|b| Ok((b, render(head, Side::Head)?))) {
-                Ok((b, h)) => AppOutcome::Compared(compare_revisions(&b, &h, noise)),
-                Err(failure) => failure,
-            }
-        };
-        out.push(AppPreview {
-            name: app.name.clone(),
-            outcome,
-        });
+            outcomes.push(None);
+            changed.push(i);
+        }
     }
+    let renders = compare_changed(
+        repo,
+        [base, head],
+        apps,
+        &changed,
+        noise,
+        keep_heads,
+        &mut outcomes,
+    )?;
+    let apps = apps
+        .iter()
+        .zip(outcomes)
+        .map(|(app, outcome)| {
+            let (outcome, head) = outcome.unwrap_or((AppOutcome::Unchanged, None));
+            AppPreview {
+                name: app.name.clone(),
+                outcome,
+                head,
+                live: None,
+            }
+        })
+        .collect();
     Ok(Preview {
         base: base.clone(),
         head: head.clone(),
-        apps: out,
+        apps,
         renders,
     })
+}
+
+/// Changed apps rendered at once, at most: one per core, as
+/// `std::thread::available_parallelism` counts them. A render is CPU-bound (the
+/// in-process reader, or a Kustomize or Helm process waited on), so more would
+/// only queue; each worker holds one app's two object sets at a time.
+fn render_workers(changed: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(changed)
+        .max(1)
+}
+
+/// An app's outcome, with the head's objects when it was rendered at both revisions.
+type Compared = (AppOutcome, Option<ManifestSet>);
+
+/// Renders and compares the `changed` apps (indexes into `apps`), several at once,
+/// each worker with its own handle on the repository; their outcomes are written
+/// into `outcomes`. Returns the renders performed.
+fn compare_changed(
+    repo: &LocalRepo,
+    sides: [&Revision; 2],
+    apps: &[PreviewApp],
+    changed: &[usize],
+    noise: &NoiseFilter,
+    keep_heads: bool,
+    outcomes: &mut [Option<Compared>],
+) -> Result<usize, PreviewError> {
+    let workers = render_workers(changed.len());
+    let mut renders = 0;
+    if workers == 1 {
+        for &i in changed {
+            let (outcome, n) = compare_app(repo, sides, &apps[i], noise, keep_heads);
+            outcomes[i] = Some(outcome);
+            renders += n;
+        }
+        return Ok(renders);
+    }
+    let handles = (0..workers)
+        .map(|_| repo.reopen())
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::thread::scope(|scope| {
+        let threads: Vec<_> = handles
+            .into_iter()
+            .map(|repo| {
+                let next = &next;
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    while let Some(&i) =
+                        changed.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        done.push((i, compare_app(&repo, sides, &apps[i], noise, keep_heads)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join()).collect::<Vec<_>>()
+    });
+    for worker in finished {
+        let done = worker.map_err(|_| PreviewError::Internal("a render worker panicked".into()))?;
+        for (i, (outcome, n)) in done {
+            outcomes[i] = Some(outcome);
+            renders += n;
+        }
+    }
+    Ok(renders)
+}
+
+/// One changed app rendered at both revisions and compared, with the head's
+/// objects; and the renders performed (an app's path absent at a revision has
+/// nothing to render there).
+fn compare_app(
+    repo: &LocalRepo,
+    [base, head]: [&Revision; 2],
+    app: &PreviewApp,
+    noise: &NoiseFilter,
+    keep_head: bool,
+) -> (Compared, usize) {
+    let mut renders = 0;
+    let mut render = |revision: &Revision, side: Side| -> Result<ManifestSet, AppOutcome> {
+        if repo
+            .object_id(revision, &app.path)
+            .map_err(|e| failed(side, e.into()))?
+            .is_none()
+        {
+            // The app's path is new (or gone): it has no objects there.
+            return Ok(ManifestSet::default());
+        }
+        renders += 1;
+        let files = files_to_render(
+            |path| repo.read_path(revision, path),
+            &app.path,
+            &app.renderers,
+        )
+        .map_err(|e| failed(side, e))?;
+        render_files(
+            &files,
+            &app.path,
+            &app.default_namespace,
+            None,
+            &app.renderers,
+        )
+        .map_err(|e| failed(side, e))
+    };
+    let outcome = match render(base, Side::Base).and_then(|b| Ok((b, render(head, Side::Head)?))) {
+        Ok((b, h)) => (
+            AppOutcome::Compared(compare_revisions(&b, &h, noise)),
+            keep_head.then_some(h),
+        ),
+        Err(failure) => (failure, None),
+    };
+    (outcome, renders)
 }
 
 fn failed(side: Side, error: DesiredError) -> AppOutcome {

@@ -71,14 +71,7 @@ impl StatusReport {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let (url, body, auth) = match self.target.provider {
             Provider::Github => {
-                headers.insert(
-                    ACCEPT,
-                    HeaderValue::from_static("application/vnd.github+json"),
-                );
-                headers.insert(
-                    HeaderName::from_static("x-github-api-version"),
-                    HeaderValue::from_static(GITHUB_API_VERSION),
-                );
+                github_headers(&mut headers);
                 let (url, body) = self.statuses();
                 (url, body, (AUTHORIZATION, format!("Bearer {token}")))
             }
@@ -192,20 +185,7 @@ impl StatusReport {
     /// access token as a bearer token.
     fn bitbucket_server(&self, token: String) -> Result<(String, Value, Auth), DeliveryError> {
         let t = &self.target;
-        let (project, slug) = t.repository.split_once('/').ok_or_else(|| {
-            DeliveryError::Build(format!("{:?} is not PROJECT/slug", t.repository))
-        })?;
-        // Project keys are upper case; a personal project (`~user`) keeps its user name.
-        let project = if project.starts_with('~') {
-            project.to_string()
-        } else {
-            project.to_ascii_uppercase()
-        };
-        let repo = format!(
-            "projects/{}/repos/{}",
-            encode_segment(&project),
-            encode_segment(slug)
-        );
+        let repo = bitbucket_server_repo(&t.repository)?;
         // A link is required here too: the commit's page on the same server.
         let link = t
             .target_url
@@ -260,9 +240,39 @@ impl StatusReport {
     }
 }
 
+/// The media type and API version GitHub asks every REST request to name.
+pub(crate) fn github_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.github+json"),
+    );
+    headers.insert(
+        HeaderName::from_static("x-github-api-version"),
+        HeaderValue::from_static(GITHUB_API_VERSION),
+    );
+}
+
+/// Bitbucket Server's path of a `PROJECT/slug` repository: `projects/{KEY}/repos/{slug}`.
+pub(crate) fn bitbucket_server_repo(repository: &str) -> Result<String, DeliveryError> {
+    let (project, slug) = repository
+        .split_once('/')
+        .ok_or_else(|| DeliveryError::Build(format!("{repository:?} is not PROJECT/slug")))?;
+    // Project keys are upper case; a personal project (`~user`) keeps its user name.
+    let project = if project.starts_with('~') {
+        project.to_string()
+    } else {
+        project.to_ascii_uppercase()
+    };
+    Ok(format!(
+        "projects/{}/repos/{}",
+        encode_segment(&project),
+        encode_segment(slug)
+    ))
+}
+
 /// Characters escaped in a URL path segment: everything but RFC 3986's unreserved
 /// set, so GitLab's `group/project` becomes `group%2Fproject` as its API requires.
-pub(super) fn encode_segment(segment: &str) -> String {
+pub(crate) fn encode_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -275,7 +285,7 @@ pub(super) fn encode_segment(segment: &str) -> String {
 }
 
 /// `owner/name` with each part encoded, the slash kept.
-fn encode_path(repository: &str) -> String {
+pub(crate) fn encode_path(repository: &str) -> String {
     repository
         .split('/')
         .map(encode_segment)
