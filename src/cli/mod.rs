@@ -13,6 +13,7 @@ mod source;
 mod status;
 mod sync;
 mod vars;
+mod verify;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -28,6 +28,7 @@ mod resolve;
 mod secrets;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use std::path::Path;
 
@@ -35,6 +36,7 @@ pub use app_crd::*;
 pub use model::*;
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
+pub use verify::{VerifyConfig, VerifyKeys};
 
 /// Kept for callers that read durations as the configuration spells them (the
 /// command line's `--timeout`); the parser itself is the leaf [`tether_schema::duration`].

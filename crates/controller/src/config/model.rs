@@ -244,6 +244,8 @@ pub struct SourceConfig {
     pub credentials: Credentials,
     /// How a chart at the path is rendered; a chart renders with its defaults without.
     pub helm: HelmConfig,
+    /// Which commits must be signed, by which keys (`source.verify`); none without.
+    pub verify: Option<super::VerifyConfig>,
 }
 
 /// `source.helm`: a chart's release and values (charts from Git only; Helm

@@ -49,6 +49,9 @@ pub enum PassError {
     /// The post-build variables could not be read; nothing was rendered.
     #[error("{0}")]
     Variables(#[source] super::variables::VariablesError),
+    /// The revision is not signed by a trusted key and none before it was (issue #27).
+    #[error("source verification: {message}")]
+    Unverified { message: String, retryable: bool },
 }
 
 impl PassError {
@@ -72,6 +75,7 @@ impl PassError {
             PassError::RevisionMoved => "RevisionMoved",
             PassError::TimedOut(_) => "PassTimedOut",
             PassError::Variables(_) => "VariablesFailed",
+            PassError::Unverified { .. } => "VerificationFailed",
         }
     }
 
@@ -94,6 +98,8 @@ impl PassError {
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
             // A ConfigMap or Secret may be created or fixed, which moves no source.
             PassError::Variables(_) => true,
+            // Unsigned needs a new commit; unreadable keys may be fixed in place.
+            PassError::Unverified { retryable, .. } => *retryable,
         }
     }
 }

@@ -62,10 +62,10 @@ pub use records::SourceStatus;
 pub use timeout::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_DEADLINE, DEFAULT_READ_TIMEOUT, GitTimeouts,
 };
+pub use url::{RepoKey, check_tenant_repo_url, normalize_repo_url, redact, redact_url};
 pub use verify::{
     MAX_COMMITS_PER_CHECK, Verdicts, Verified, VerifyError, VerifyMode, VerifyPolicy,
 };
-pub use url::{RepoKey, check_tenant_repo_url, normalize_repo_url, redact, redact_url};
 pub use webhook::{
     AZURE_DEVOPS_SECRET_HEADER, DEFAULT_WEBHOOK_BODY_LIMIT, WebhookConfig, WebhookSecret,
     WebhookState, webhook_router,

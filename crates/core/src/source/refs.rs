@@ -21,7 +21,10 @@ fn candidates(reference: &str) -> Vec<String> {
 }
 
 /// The commit a reference points to in the local clone, `None` when it is not there.
-pub(crate) fn resolve_local(repo: &Repository, reference: &str) -> Result<Option<Oid>, SourceError> {
+pub(crate) fn resolve_local(
+    repo: &Repository,
+    reference: &str,
+) -> Result<Option<Oid>, SourceError> {
     if is_full_sha(reference) {
         let oid = Oid::from_str(reference).map_err(git_err)?;
         return Ok(repo.find_commit(oid).ok().map(|c| c.id()));
@@ -55,7 +58,10 @@ pub(crate) fn resolve_local(repo: &Repository, reference: &str) -> Result<Option
 
 /// The annotated tag object the reference names, if it names one (not a branch, a
 /// commit SHA, `HEAD` or a lightweight tag).
-pub(crate) fn annotated_tag(repo: &Repository, reference: &str) -> Result<Option<Oid>, SourceError> {
+pub(crate) fn annotated_tag(
+    repo: &Repository,
+    reference: &str,
+) -> Result<Option<Oid>, SourceError> {
     if is_full_sha(reference) || follows_default_branch(reference) {
         return Ok(None);
     }

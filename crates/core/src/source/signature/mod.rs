@@ -69,7 +69,8 @@ impl TrustedKeys {
             };
             let text = std::str::from_utf8(bytes).map_err(|_| error("is not text".into()))?;
             if text.contains("-----BEGIN PGP") {
-                keys.pgp.extend(pgp::parse_public_keys(text).map_err(error)?);
+                keys.pgp
+                    .extend(pgp::parse_public_keys(text).map_err(error)?);
             } else {
                 let signers = ssh::parse_allowed_signers(text).map_err(error)?;
                 if signers.is_empty() {

@@ -167,6 +167,9 @@ tagger A <a@example.com> 1700000000 +0000\n\nquoted:\n-----BEGIN PGP SIGNATURE--
         assert!(signed.payload.ends_with(b"not this\n"));
         assert!(signed.signature.starts_with(PGP_BEGIN));
         assert_eq!(signed.payload.len() + signed.signature.len(), raw.len());
-        assert_eq!(split_tag(b"object 0\ntype commit\n\nm\n"), Err(Unsigned::Missing));
+        assert_eq!(
+            split_tag(b"object 0\ntype commit\n\nm\n"),
+            Err(Unsigned::Missing)
+        );
     }
 }

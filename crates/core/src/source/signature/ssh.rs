@@ -194,7 +194,10 @@ pub fn verify(
         other => {
             return Err(VerifyFailure::Invalid {
                 signer: key_fingerprint,
-                reason: format!("hash {:?} is not SHA-256 or SHA-512", String::from_utf8_lossy(other)),
+                reason: format!(
+                    "hash {:?} is not SHA-256 or SHA-512",
+                    String::from_utf8_lossy(other)
+                ),
             });
         }
     };
@@ -218,7 +221,9 @@ fn dearmor(armored: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(armored).ok()?;
     let body = text.trim().strip_prefix(BEGIN)?.strip_suffix(END)?;
     let joined: String = body.split_whitespace().collect();
-    base64::engine::general_purpose::STANDARD.decode(joined).ok()
+    base64::engine::general_purpose::STANDARD
+        .decode(joined)
+        .ok()
 }
 
 fn parse_sshsig(blob: &[u8]) -> Option<SshSig<'_>> {
@@ -267,11 +272,19 @@ fn check_signature(key: &[u8], signature: &[u8], message: &[u8]) -> Result<(), S
             )
             .map_err(|e| bad(&e))?;
             let (scheme, hashed) = if sig_type == b"rsa-sha2-256" {
-                (rsa::Pkcs1v15Sign::new::<Sha256>(), Sha256::digest(message).to_vec())
+                (
+                    rsa::Pkcs1v15Sign::new::<Sha256>(),
+                    Sha256::digest(message).to_vec(),
+                )
             } else {
-                (rsa::Pkcs1v15Sign::new::<Sha512>(), Sha512::digest(message).to_vec())
+                (
+                    rsa::Pkcs1v15Sign::new::<Sha512>(),
+                    Sha512::digest(message).to_vec(),
+                )
             };
-            public.verify(scheme, &hashed, sig_bytes).map_err(|e| bad(&e))
+            public
+                .verify(scheme, &hashed, sig_bytes)
+                .map_err(|e| bad(&e))
         }
         (b"ecdsa-sha2-nistp256", b"ecdsa-sha2-nistp256") => {
             use p256::ecdsa::signature::Verifier;
@@ -279,7 +292,10 @@ fn check_signature(key: &[u8], signature: &[u8], message: &[u8]) -> Result<(), S
             let point = key.string().map_err(truncated)?;
             let public = p256::ecdsa::VerifyingKey::from_sec1_bytes(point).map_err(|e| bad(&e))?;
             let (r, s) = ecdsa_scalars::<32>(sig_bytes).ok_or("a malformed ECDSA signature")?;
-            let (r, s) = (p256::FieldBytes::clone_from_slice(&r), p256::FieldBytes::clone_from_slice(&s));
+            let (r, s) = (
+                p256::FieldBytes::clone_from_slice(&r),
+                p256::FieldBytes::clone_from_slice(&s),
+            );
             let sig = p256::ecdsa::Signature::from_scalars(r, s).map_err(|e| bad(&e))?;
             public.verify(message, &sig).map_err(|e| bad(&e))
         }
@@ -289,7 +305,10 @@ fn check_signature(key: &[u8], signature: &[u8], message: &[u8]) -> Result<(), S
             let point = key.string().map_err(truncated)?;
             let public = p384::ecdsa::VerifyingKey::from_sec1_bytes(point).map_err(|e| bad(&e))?;
             let (r, s) = ecdsa_scalars::<48>(sig_bytes).ok_or("a malformed ECDSA signature")?;
-            let (r, s) = (p384::FieldBytes::clone_from_slice(&r), p384::FieldBytes::clone_from_slice(&s));
+            let (r, s) = (
+                p384::FieldBytes::clone_from_slice(&r),
+                p384::FieldBytes::clone_from_slice(&s),
+            );
             let sig = p384::ecdsa::Signature::from_scalars(r, s).map_err(|e| bad(&e))?;
             public.verify(message, &sig).map_err(|e| bad(&e))
         }

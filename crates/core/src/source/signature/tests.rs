@@ -17,15 +17,23 @@ fn all() -> TrustedKeys {
 
 #[test]
 fn commits_signed_by_gpg_and_by_ssh_keys_of_each_type_verify() {
-    let pgp = verify_object(ObjectKind::Commit, include_bytes!("testdata/commit-pgp"), &all())
-        .expect("pgp");
+    let pgp = verify_object(
+        ObjectKind::Commit,
+        include_bytes!("testdata/commit-pgp"),
+        &all(),
+    )
+    .expect("pgp");
     assert_eq!(pgp.format, SignatureFormat::OpenPgp);
     assert!(
-        pgp.identity.contains("FB7C63721B8395A97ACA18DF2D439A725E7B07B4"),
+        pgp.identity
+            .contains("FB7C63721B8395A97ACA18DF2D439A725E7B07B4"),
         "{pgp}"
     );
     for (raw, who) in [
-        (&include_bytes!("testdata/commit-ssh-ed25519")[..], "ed25519@"),
+        (
+            &include_bytes!("testdata/commit-ssh-ed25519")[..],
+            "ed25519@",
+        ),
         (&include_bytes!("testdata/commit-ssh-rsa")[..], "rsa@"),
         (&include_bytes!("testdata/commit-ssh-ecdsa")[..], "ecdsa@"),
     ] {
@@ -38,15 +46,19 @@ fn commits_signed_by_gpg_and_by_ssh_keys_of_each_type_verify() {
 
 #[test]
 fn a_signed_tag_verifies_over_its_own_object() {
-    let signer = verify_object(ObjectKind::Tag, include_bytes!("testdata/tag-pgp"), &all())
-        .expect("tag");
+    let signer =
+        verify_object(ObjectKind::Tag, include_bytes!("testdata/tag-pgp"), &all()).expect("tag");
     assert!(signer.identity.contains("alice@example.com"), "{signer}");
 }
 
 #[test]
 fn an_unsigned_commit_is_refused() {
     assert_eq!(
-        verify_object(ObjectKind::Commit, include_bytes!("testdata/commit-unsigned"), &all()),
+        verify_object(
+            ObjectKind::Commit,
+            include_bytes!("testdata/commit-unsigned"),
+            &all()
+        ),
         Err(VerifyFailure::Unsigned)
     );
 }
@@ -60,10 +72,11 @@ fn a_tampered_commit_does_not_verify_in_either_format() {
         &include_bytes!("testdata/commit-ssh-rsa")[..],
         &include_bytes!("testdata/commit-ssh-ecdsa")[..],
     ] {
-        let tampered = String::from_utf8_lossy(raw).replace("1700000000 +0000\ncommitter", "1700000001 +0000\ncommitter");
+        let tampered = String::from_utf8_lossy(raw)
+            .replace("1700000000 +0000\ncommitter", "1700000001 +0000\ncommitter");
         assert_ne!(tampered.as_bytes(), raw);
-        let err = verify_object(ObjectKind::Commit, tampered.as_bytes(), &all())
-            .expect_err("tampered");
+        let err =
+            verify_object(ObjectKind::Commit, tampered.as_bytes(), &all()).expect_err("tampered");
         assert!(matches!(err, VerifyFailure::Invalid { .. }), "{err}");
     }
 }
@@ -71,8 +84,12 @@ fn a_tampered_commit_does_not_verify_in_either_format() {
 #[test]
 fn a_signature_by_a_key_not_trusted_names_the_signer_and_no_key_material() {
     let only_mallory = keys(&[("mallory.asc", MALLORY)]);
-    let err = verify_object(ObjectKind::Commit, include_bytes!("testdata/commit-pgp"), &only_mallory)
-        .expect_err("untrusted");
+    let err = verify_object(
+        ObjectKind::Commit,
+        include_bytes!("testdata/commit-pgp"),
+        &only_mallory,
+    )
+    .expect_err("untrusted");
     assert_eq!(
         err,
         VerifyFailure::Untrusted {
@@ -94,10 +111,15 @@ fn a_signature_by_a_key_not_trusted_names_the_signer_and_no_key_material() {
 
 #[test]
 fn an_allowed_signer_limited_to_other_namespaces_is_not_trusted_for_git() {
-    let text = String::from_utf8_lossy(ALLOWED).replace("namespaces=\"git\"", "namespaces=\"file,email\"");
+    let text =
+        String::from_utf8_lossy(ALLOWED).replace("namespaces=\"git\"", "namespaces=\"file,email\"");
     let keys = keys(&[("allowed_signers", text.as_bytes())]);
-    let err = verify_object(ObjectKind::Commit, include_bytes!("testdata/commit-ssh-ed25519"), &keys)
-        .expect_err("other namespace");
+    let err = verify_object(
+        ObjectKind::Commit,
+        include_bytes!("testdata/commit-ssh-ed25519"),
+        &keys,
+    )
+    .expect_err("other namespace");
     assert!(matches!(err, VerifyFailure::Untrusted { .. }), "{err}");
 }
 
@@ -105,8 +127,16 @@ fn an_allowed_signer_limited_to_other_namespaces_is_not_trusted_for_git() {
 fn key_entries_that_hold_no_usable_key_are_errors_naming_the_entry() {
     let cases: &[(&str, &[u8], &str)] = &[
         ("empty", b"# nothing\n", "holds neither"),
-        ("garbled.asc", b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nxx\n", "OpenPGP"),
-        ("ca", b"a@example.com cert-authority ssh-ed25519 AAAA\n", "cert-authority"),
+        (
+            "garbled.asc",
+            b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nxx\n",
+            "OpenPGP",
+        ),
+        (
+            "ca",
+            b"a@example.com cert-authority ssh-ed25519 AAAA\n",
+            "cert-authority",
+        ),
         ("bad64", b"a@example.com ssh-ed25519 !!!\n", "base64"),
         ("binary", b"\xff\xfe", "not text"),
     ];
