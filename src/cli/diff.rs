@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use tether_core::cluster::Cluster;
 use tether_core::report::drift;
+use tether_core::source::Verdicts;
 use tether_core::sync::SyncOptions;
 use tether_core::sync::desired::{
-    Desired, DesiredError, DesiredInput, ReadOptions, compare_offline, read_desired, read_snapshot,
+    Desired, DesiredError, DesiredInput, ReadOptions, Verification, compare_offline, read_desired,
+    read_snapshot,
 };
 
 use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
@@ -32,6 +34,9 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub render: RenderArgs,
+
+    #[command(flatten)]
+    pub verify: super::verify::VerifyArgs,
 
     /// Compare with objects in this file or directory instead of a cluster (with
     /// --base: each rendered app's head, besides base against head).
@@ -227,6 +232,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 DesiredInput::Git {
                     cache: &cache,
                     source: &source,
+                    verify: None,
                 },
                 &read,
             )
@@ -325,9 +331,17 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             .render
             .renderers(args.app.as_deref(), path, &args.namespace)?,
     };
+    let policy = args.verify.policy()?;
+    let verdicts = Verdicts::default();
     match &args.live {
         Some(live) => {
-            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let (repo, git) = (args.repo.as_deref(), &args.git);
+            let check = policy.as_ref().map(|policy| Verification {
+                policy,
+                since: None,
+                verdicts: &verdicts,
+            });
+            let desired = desired(path, repo, git, &read, check).await?;
             check_not_empty(args, &desired)?;
             let live = read_snapshot(live, &args.namespace)?;
             let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
@@ -359,7 +373,21 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 renderers: &renderers,
                 ..read
             };
-            let desired = desired(path, args.repo.as_deref(), &args.git, &read).await?;
+            let app = args.app.as_deref().unwrap_or("");
+            let since = match args.app {
+                Some(_) => {
+                    let namespace = &args.inventory_namespace;
+                    super::verify::since(policy.as_ref(), &cluster, app, namespace).await
+                }
+                None => None,
+            };
+            let (repo, git) = (args.repo.as_deref(), &args.git);
+            let check = policy.as_ref().map(|policy| Verification {
+                policy,
+                since: since.as_deref(),
+                verdicts: &verdicts,
+            });
+            let desired = desired(path, repo, git, &read, check).await?;
             check_not_empty(args, &desired)?;
             let options = SyncOptions {
                 inventory_namespace: &args.inventory_namespace,
@@ -416,6 +444,7 @@ pub(super) async fn desired(
     repo: Option<&str>,
     git: &GitArgs,
     read: &ReadOptions<'_>,
+    verify: Option<Verification<'_>>,
 ) -> Result<Desired, DesiredError> {
     match repo {
         Some(repo) => {
@@ -425,6 +454,7 @@ pub(super) async fn desired(
                 DesiredInput::Git {
                     cache: &cache,
                     source: &source,
+                    verify,
                 },
                 read,
             )

@@ -78,6 +78,15 @@ pub enum Error {
     /// A SOPS key file (`--sops-key-file`, `SOPS_AGE_KEY…`) is unreadable or holds no key.
     #[error("{0}")]
     SopsKey(#[from] tether_sops::SopsError),
+    /// A `--verify-key` file is unreadable.
+    #[error("cannot read the verification key {}: {source}", path.display())]
+    VerifyKeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A `--verify-key` file holds no key tether can use (named, never its bytes).
+    #[error("{0}")]
+    VerifyKey(#[source] tether_core::source::signature::KeyError),
     /// The service configuration is invalid.
     #[error("{0}")]
     Config(#[source] ConfigError),

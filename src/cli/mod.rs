@@ -14,6 +14,7 @@ mod source;
 mod status;
 mod sync;
 mod vars;
+mod verify;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tether_core::sync::SyncOptions;
-use tether_core::sync::desired::ReadOptions;
+use tether_core::sync::desired::{ReadOptions, Verification};
 
 use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
@@ -23,6 +23,9 @@ pub struct SyncArgs {
 
     #[command(flatten)]
     pub render: RenderArgs,
+
+    #[command(flatten)]
+    pub verify: super::verify::VerifyArgs,
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -111,7 +114,17 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         scopes: Some(&scopes),
         renderers: &renderers,
     };
-    let desired = super::diff::desired(&args.path, args.repo.as_deref(), &args.git, &read).await?;
+    let policy = args.verify.policy()?;
+    let (app, namespace) = (&args.app, &args.inventory_namespace);
+    let since = super::verify::since(policy.as_ref(), &cluster, app, namespace).await;
+    let verdicts = tether_core::source::Verdicts::default();
+    let check = policy.as_ref().map(|policy| Verification {
+        policy,
+        since: since.as_deref(),
+        verdicts: &verdicts,
+    });
+    let (repo, git) = (args.repo.as_deref(), &args.git);
+    let desired = super::diff::desired(&args.path, repo, git, &read, check).await?;
     let options = SyncOptions {
         inventory_namespace: &args.inventory_namespace,
         force: !args.no_force,

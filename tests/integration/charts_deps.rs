@@ -323,7 +323,15 @@ async fn read(cache: &SourceCache, source: &Source) -> Result<Vec<String>, Desir
         scopes: None,
         renderers: &renderers,
     };
-    let desired = read_desired(DesiredInput::Git { cache, source }, &read).await?;
+    let desired = read_desired(
+        DesiredInput::Git {
+            cache,
+            source,
+            verify: None,
+        },
+        &read,
+    )
+    .await?;
     let mut names: Vec<String> = desired
         .manifests
         .objects

@@ -56,6 +56,8 @@ mod sync;
 mod tenancy;
 mod tenant_identity;
 mod tour;
+mod verify;
+mod verify_serve;
 mod webdriver;
 mod webhooks;
 mod write_options;

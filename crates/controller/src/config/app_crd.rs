@@ -109,6 +109,8 @@ const TETHERS_CONTEXT: &str =
     "an App cannot use a context of tether's kubeconfig: use destination.kubeConfig.secretRef";
 const TETHERS_ENVIRONMENT: &str =
     "an App cannot use tether's environment or files: use source.credentials.secretRef";
+const TETHERS_KEY_FILES: &str =
+    "an App cannot read tether's files: use source.verify.keys.secretRef";
 const OWN_NAMESPACE: &str = "an App's Secrets are those of its own namespace";
 const TETHERS_TOKEN: &str = "an App cannot post commit statuses with tether's token (read from tether's environment or files)";
 const TETHERS_KEYS: &str =
@@ -131,6 +133,8 @@ pub(super) const TETHER_ONLY: &[(&str, &str)] = &[
     ("source.credentials.sshKeyFile", TETHERS_ENVIRONMENT),
     ("source.credentials.knownHostsFile", TETHERS_ENVIRONMENT),
     ("source.credentials.secretRef.namespace", OWN_NAMESPACE),
+    ("source.verify.keys.files", TETHERS_KEY_FILES),
+    ("source.verify.keys.secretRef.namespace", OWN_NAMESPACE),
     ("commitStatus", TETHERS_TOKEN),
     ("notifications[].urlEnv", TETHERS_NOTIFY),
     ("notifications[].urlFile", TETHERS_NOTIFY),

@@ -31,6 +31,7 @@ mod resolve;
 mod secrets;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use std::path::Path;
 
@@ -40,6 +41,7 @@ pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
+pub use verify::{VerifyConfig, VerifyKeys};
 
 /// Kept for callers that read durations as the configuration spells them (the
 /// command line's `--timeout`); the parser itself is the leaf [`tether_schema::duration`].

@@ -250,6 +250,8 @@ pub struct SourceConfig {
     pub helm: HelmConfig,
     /// A chart of the Helm repository `repo` instead of a Git path (`source.chart`).
     pub chart: Option<ChartSource>,
+    /// Which commits must be signed, by which keys (`source.verify`); none without.
+    pub verify: Option<super::VerifyConfig>,
 }
 
 /// `source.chart` and `source.version`: chart `name` of the Helm repository at the

@@ -183,6 +183,25 @@ pub struct Source {
     pub chart: Option<S<String>>,
     /// The chart's version: exact or a semver range; the newest when unset.
     pub version: Option<S<String>>,
+    /// Signed commits (issue #27): see `super::verify`.
+    pub verify: Option<S<Verify>>,
+}
+
+/// `source.verify`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Verify {
+    pub mode: Option<S<String>>,
+    pub keys: S<VerifyKeys>,
+}
+
+/// `source.verify.keys`: a Secret, or (configuration file only) files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VerifyKeys {
+    pub secret_ref: Option<S<SecretNameRef>>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub files: Vec<S<String>>,
 }
 
 /// How a chart at the source's path is rendered (`helm template`).

@@ -72,6 +72,13 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
             r.namespace
                 .get_or_insert_with(|| inventory_namespace.clone());
         }
+        if let Some(super::VerifyConfig {
+            keys: super::VerifyKeys::Secret { namespace, .. },
+            ..
+        }) = resolved.source.verify.as_mut()
+        {
+            namespace.get_or_insert_with(|| inventory_namespace.clone());
+        }
         if let Some(first) = apps.iter().position(|a| a.name == resolved.name) {
             check.report(
                 format!("{path}.name"),
@@ -422,6 +429,10 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             None => HelmConfig::default(),
         },
         chart: super::chart::resolve_chart(src, path, check),
+        verify: src
+            .verify
+            .as_ref()
+            .map(|v| super::verify::resolve_verify(v, &format!("{path}.source.verify"), check)),
     };
     let destination = DestinationConfig {
         namespace: match &raw.destination.namespace {

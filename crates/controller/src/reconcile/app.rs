@@ -24,6 +24,7 @@ use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
 use super::shard::Ownership;
+use super::trust::{Check, Trust};
 use super::variables;
 use crate::config::AppConfig;
 use crate::windows::{self, Verdict};
@@ -191,6 +192,7 @@ pub fn spawn(
         backoff: Backoff::new(),
         retry_at: None,
         watched: HashSet::new(),
+        trust: Trust::new(config.source.verify.clone()),
     };
     let task = tokio::spawn(worker.run(cancel.clone()));
     AppHandle {
@@ -245,6 +247,8 @@ struct Worker {
     backoff: Backoff,
     retry_at: Option<Instant>,
     watched: HashSet<GroupVersionKind>,
+    /// `source.verify`: the revision a pass may apply.
+    trust: Trust,
 }
 
 impl Worker {
@@ -421,6 +425,17 @@ impl Worker {
             return;
         }
         self.stalled_on = None;
+        let check = Check {
+            cluster: &self.shared.cluster,
+            sources: &self.shared.sources,
+            statuses: &self.shared.statuses,
+            app: &self.config,
+            applied: self.inventory.as_ref().and_then(|i| i.revision.as_deref()),
+        };
+        let revision = match self.trust.check(&revision, check).await {
+            Ok(trusted) => trusted,
+            Err(err) => return self.record_pass(&revision, started, Err((err, 0))),
+        };
         let outcome =
             match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision.sha)).await {
                 Ok(outcome) => outcome,
@@ -708,7 +723,7 @@ impl Worker {
         if self.source.has_changed().unwrap_or(true) {
             return false;
         }
-        let Some(revision) = self.source.borrow().revision.clone() else {
+        let Some(revision) = self.applicable_revision() else {
             return false;
         };
         let sha = revision.sha.as_str();
@@ -835,12 +850,16 @@ impl Worker {
             .rendered
             .revision()
             .map(|id| variables::revision_sha(id));
-        self.source
-            .borrow()
-            .revision
-            .as_ref()
-            .map(|r| r.sha.as_str())
-            == kept
+        self.applicable_revision().map(|r| r.sha).as_deref() == kept
+    }
+
+    /// The revision passes and heals apply: the source's, or with `source.verify` the
+    /// last verified one.
+    fn applicable_revision(&self) -> Option<Revision> {
+        match self.trust.enabled() {
+            true => self.trust.verified().cloned(),
+            false => self.source.borrow().revision.clone(),
+        }
     }
 
     /// The identity of what a pass at `sha` renders: the commit, the variables and
@@ -858,10 +877,7 @@ impl Worker {
             .manifests(&self.revision_id(sha), || async {
                 let source = self.config.source();
                 let revision = self
-                    .source
-                    .borrow()
-                    .revision
-                    .clone()
+                    .applicable_revision()
                     .filter(|r| r.sha == sha)
                     .ok_or(PassError::RevisionMoved)?;
                 let cluster = &self.shared.cluster;

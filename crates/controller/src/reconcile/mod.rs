@@ -8,4 +8,5 @@ pub mod depends;
 pub mod leader;
 pub mod pass;
 pub mod shard;
+pub mod trust;
 pub mod variables;

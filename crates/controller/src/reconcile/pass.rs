@@ -52,6 +52,9 @@ pub enum PassError {
     /// The SOPS keys (`decryption`) could not be read; nothing was rendered.
     #[error("{0}")]
     Decryption(#[source] super::decryption::DecryptionError),
+    /// The revision is not signed by a trusted key and none before it was (issue #27).
+    #[error("source verification: {message}")]
+    Unverified { message: String, retryable: bool },
 }
 
 impl PassError {
@@ -76,6 +79,7 @@ impl PassError {
             PassError::TimedOut(_) => "PassTimedOut",
             PassError::Variables(_) => "VariablesFailed",
             PassError::Decryption(_) => "DecryptionFailed",
+            PassError::Unverified { .. } => "VerificationFailed",
         }
     }
 
@@ -100,6 +104,8 @@ impl PassError {
             PassError::Variables(_) => true,
             // Likewise the key Secret or a key file.
             PassError::Decryption(_) => true,
+            // Unsigned needs a new commit; unreadable keys may be fixed in place.
+            PassError::Unverified { retryable, .. } => *retryable,
         }
     }
 }

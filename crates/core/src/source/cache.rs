@@ -17,6 +17,7 @@ use super::auth::{self, AuthOutcome};
 use super::clone_key::{self, CloneKey, Keyer};
 use super::read::{self, RevisionBudget, git_err};
 use super::records::{Records, SourceStatus};
+use super::refs::resolve_local;
 use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
 use super::{Auth, Revision, Source, SourceError, SourceFile, is_full_sha};
@@ -317,17 +318,29 @@ impl SourceCache {
         revision: &Revision,
         path: &str,
     ) -> Result<Vec<SourceFile>, SourceError> {
-        let key = self.inner.records.clone_for(source, &revision.sha)?;
+        let (budget, limit) = (self.inner.options.budget, self.inner.file_limit);
+        self.in_clone(source, &revision.sha, |repo, oid| {
+            read::read_tree(repo, oid, path, limit, budget)
+        })
+    }
+
+    /// Runs `read` over the clone in which this source's own sync resolved `sha`.
+    /// The revision was resolved there: an object missing now means the clone is
+    /// damaged, which the next sync repairs.
+    pub(crate) fn in_clone<T>(
+        &self,
+        source: &Source,
+        sha: &str,
+        read: impl FnOnce(&Repository, Oid) -> Result<T, SourceError>,
+    ) -> Result<T, SourceError> {
+        let key = self.inner.records.clone_for(source, sha)?;
         let entry = self.entry(&key);
-        let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
+        let oid = Oid::from_str(sha).map_err(git_err)?;
         let repo = Repository::open_bare(&entry.dir).map_err(|e| {
             entry.needs_repair.store(true, Ordering::SeqCst);
             corrupt(&source.url, &e)
         })?;
-        let budget = self.inner.options.budget;
-        read::read_tree(&repo, oid, path, self.inner.file_limit, budget).map_err(|e| match e {
-            // The revision was resolved from this clone: an object missing now means the
-            // clone is damaged, which the next sync repairs.
+        read(&repo, oid).map_err(|e| match e {
             SourceError::Git { message } => {
                 entry.needs_repair.store(true, Ordering::SeqCst);
                 SourceError::CacheCorrupt {
@@ -674,47 +687,6 @@ fn fetch(
 /// `HEAD` (or no reference at all) follows the remote's default branch.
 pub(crate) fn follows_default_branch(reference: &str) -> bool {
     reference.is_empty() || reference == "HEAD"
-}
-
-/// The commit a reference points to in the local clone, `None` when it is not there.
-fn resolve_local(repo: &Repository, reference: &str) -> Result<Option<Oid>, SourceError> {
-    if is_full_sha(reference) {
-        let oid = Oid::from_str(reference).map_err(git_err)?;
-        return Ok(repo.find_commit(oid).ok().map(|c| c.id()));
-    }
-    if follows_default_branch(reference) {
-        return match repo.head() {
-            Ok(head) => Ok(Some(head.peel_to_commit().map_err(git_err)?.id())),
-            Err(e)
-                if matches!(
-                    e.code(),
-                    git2::ErrorCode::UnbornBranch | git2::ErrorCode::NotFound
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(git_err(e)),
-        };
-    }
-    let candidates = if reference.starts_with("refs/") {
-        vec![reference.to_string()]
-    } else {
-        vec![
-            format!("refs/heads/{reference}"),
-            format!("refs/tags/{reference}"),
-        ]
-    };
-    for name in candidates {
-        match repo.find_reference(&name) {
-            Ok(r) => {
-                let commit = r.peel_to_commit().map_err(git_err)?;
-                return Ok(Some(commit.id()));
-            }
-            Err(e) if e.code() == git2::ErrorCode::NotFound => continue,
-            Err(e) => return Err(git_err(e)),
-        }
-    }
-    Ok(None)
 }
 
 /// Ask the remote where `reference` points without fetching. Annotated tags are peeled

@@ -16,6 +16,9 @@
 //! jitter (never more often than a minimum interval, backing off while it fails) and
 //! wakes early when [`webhook_router`] receives a matching push from a Git provider.
 //!
+//! A source may require signed commits ([`VerifyPolicy`]): the revision is checked
+//! against trusted OpenPGP and SSH keys ([`signature`]) before anything renders it.
+//!
 //! Failures are [`SourceError`]s: typed, never fatal, each documented as retryable or
 //! not. The last good revision of a source stays in use and [`SourceCache::status`]
 //! reports `Ready=False` with the reason, since when it fails and when it last worked.
@@ -32,8 +35,11 @@ mod poll;
 mod provider;
 mod read;
 mod records;
+mod refs;
+pub mod signature;
 mod timeout;
 mod url;
+mod verify;
 mod webhook;
 
 pub use auth::is_ssh_url;
@@ -57,6 +63,9 @@ pub use timeout::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_DEADLINE, DEFAULT_READ_TIMEOUT, GitTimeouts,
 };
 pub use url::{RepoKey, check_tenant_repo_url, normalize_repo_url, redact, redact_url};
+pub use verify::{
+    MAX_COMMITS_PER_CHECK, Verdicts, Verified, VerifyError, VerifyMode, VerifyPolicy,
+};
 pub use webhook::{
     AZURE_DEVOPS_SECRET_HEADER, DEFAULT_WEBHOOK_BODY_LIMIT, WebhookConfig, WebhookSecret,
     WebhookState, webhook_router,

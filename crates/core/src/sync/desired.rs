@@ -9,7 +9,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::source::charts::{self, ChartError};
-use crate::source::{Revision, Source, SourceCache, SourceError};
+use crate::source::{
+    Revision, Source, SourceCache, SourceError, Verdicts, Verified, VerifyError, VerifyPolicy,
+};
 use tether_diff::diff::{
     DiffOptions, ExtraPolicy, IgnoreRule, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
 };
@@ -30,7 +32,18 @@ pub enum DesiredInput<'a> {
     Git {
         cache: &'a SourceCache,
         source: &'a Source,
+        /// Signatures the revision must carry before anything renders it.
+        verify: Option<Verification<'a>>,
     },
+}
+
+/// A signed-commit check of a Git input ([`SourceCache::verify`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Verification<'a> {
+    pub policy: &'a VerifyPolicy,
+    /// The last applied commit, for [`crate::source::VerifyMode::AllSinceLast`].
+    pub since: Option<&'a str>,
+    pub verdicts: &'a Verdicts,
 }
 
 /// How desired state is read.
@@ -52,6 +65,8 @@ pub struct ReadOptions<'a> {
 #[derive(Debug)]
 pub struct Desired {
     pub revision: Option<Revision>,
+    /// Who signed the revision, when its input asked for a check.
+    pub verified: Option<Verified>,
     pub manifests: ManifestSet,
 }
 
@@ -60,6 +75,9 @@ pub struct Desired {
 pub enum DesiredError {
     #[error("source: {0}")]
     Source(#[from] SourceError),
+    /// The revision is not signed by a trusted key: nothing of it is rendered.
+    #[error("source verification: {0}")]
+    Unverified(#[from] VerifyError),
     #[error("desired state: {0}")]
     Invalid(#[source] ManifestErrors),
     /// A chart's dependencies could not be vendored (issue #26).
@@ -83,6 +101,7 @@ impl DesiredError {
     pub fn is_retryable(&self) -> bool {
         match self {
             DesiredError::Source(err) => err.is_retryable(),
+            DesiredError::Unverified(err) => err.is_retryable(),
             DesiredError::Invalid(errors) => errors.is_retryable(),
             DesiredError::Chart(err) => err.is_retryable(),
             DesiredError::Live(_) => false,
@@ -97,6 +116,7 @@ pub async fn read_desired(
     options: &ReadOptions<'_>,
 ) -> Result<Desired, DesiredError> {
     let default_namespace = options.default_namespace.to_string();
+    let mut verified = None;
     let (revision, mut manifests) = match input {
         DesiredInput::Dir(path) => {
             let path = path.to_path_buf();
@@ -116,8 +136,15 @@ pub async fn read_desired(
             .map_err(DesiredError::Invalid)?;
             (None, manifests)
         }
-        DesiredInput::Git { cache, source } => {
+        DesiredInput::Git {
+            cache,
+            source,
+            verify,
+        } => {
             let revision = cache.sync(source).await?;
+            if let Some(check) = verify {
+                verified = Some(verify_revision(cache, source, &revision, check).await?);
+            }
             let manifests = read_revision(
                 cache,
                 source,
@@ -135,8 +162,32 @@ pub async fn read_desired(
     }
     Ok(Desired {
         revision,
+        verified,
         manifests,
     })
+}
+
+/// Checks a fetched revision's signatures off the async threads (each is a few
+/// hundred microseconds of public-key arithmetic).
+pub async fn verify_revision(
+    cache: &SourceCache,
+    source: &Source,
+    revision: &Revision,
+    check: Verification<'_>,
+) -> Result<Verified, VerifyError> {
+    let (cache, source, revision) = (cache.clone(), source.clone(), revision.clone());
+    let policy = check.policy.clone();
+    let since = check.since.map(str::to_string);
+    let verdicts = check.verdicts.clone();
+    tokio::task::spawn_blocking(move || {
+        cache.verify(&source, &revision, &policy, since.as_deref(), &verdicts)
+    })
+    .await
+    .map_err(|e| {
+        VerifyError::Source(SourceError::Git {
+            message: format!("verification task failed: {e}"),
+        })
+    })?
 }
 
 /// The manifests of a source at a revision already fetched (no network), rendered by

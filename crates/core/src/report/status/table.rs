@@ -31,7 +31,15 @@ pub fn render_table(apps: &[Value]) -> String {
                 None => "-".to_string(),
             };
             let source = &app["source"];
+            // A refused signature (issue #27) shows as the source's state, and why.
+            let unverified = app["conditions"].as_array().and_then(|conditions| {
+                conditions
+                    .iter()
+                    .find(|c| c["type"] == "SourceVerified" && c["status"] == "False")
+                    .map(|c| c["message"].as_str().unwrap_or_default().to_string())
+            });
             let source_cell = match source["ready"].as_bool() {
+                Some(true) if unverified.is_some() => "Unverified".to_string(),
                 None => "-".to_string(),
                 Some(true) => "Ready".to_string(),
                 Some(false) if source["stale"] == true => "STALE".to_string(),
@@ -49,6 +57,7 @@ pub fn render_table(apps: &[Value]) -> String {
                     .map(str::to_string)
             });
             let note = waiting
+                .or(unverified)
                 .or_else(|| pass["error"].as_str().map(str::to_string))
                 .or(failing)
                 .or_else(|| app["automation"]["reason"].as_str().map(str::to_string))
@@ -108,6 +117,19 @@ mod tests {
         assert!(lines[1].ends_with("suspended"));
         assert!(lines[0].contains("SOURCE"));
         assert_eq!(cell(&table, 1, "SOURCE"), "-");
+
+        let refused = [json!({
+            "name": "web", "source": {"ready": true},
+            "lastPass": {"result": "Succeeded", "durationMs": 3},
+            "conditions": [{"type": "SourceVerified", "status": "False",
+                            "message": "commit abc is not signed; 0123 stays applied"}]
+        })];
+        let table = render_table(&refused);
+        assert_eq!(cell(&table, 1, "SOURCE"), "Unverified");
+        assert!(
+            table.ends_with("commit abc is not signed; 0123 stays applied\n"),
+            "{table}"
+        );
     }
 
     #[test]
