@@ -145,6 +145,7 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
         let desired = Desired {
             revision: Some(revision.clone()),
             manifests,
+            verified: None,
         };
         let options = SyncOptions {
             inventory_namespace: &args.inventory_namespace,
