@@ -17,7 +17,7 @@ const POLL: &str = "1h";
 
 /// team-a's viewer may see its Apps, its operator may also change them, and nobody
 /// may do anything: three ServiceAccounts of team-a, with RBAC on `apps.tether.dev`.
-const RBAC: &str = "apiVersion: v1
+pub(crate) const RBAC: &str = "apiVersion: v1
 kind: ServiceAccount
 metadata: {name: viewer, namespace: team-a}
 ---
@@ -109,7 +109,7 @@ impl Api {
     }
 }
 
-async fn token(sandbox: &TestSandbox, name: &str) -> String {
+pub(crate) async fn token(sandbox: &TestSandbox, name: &str) -> String {
     let out = sandbox
         .kubectl(&["create", "token", name, "-n", "team-a"])
         .await

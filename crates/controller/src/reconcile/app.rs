@@ -22,6 +22,7 @@ use super::backoff::Backoff;
 use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
+use super::pin::{self, Pinning};
 use super::shard::Ownership;
 use super::variables;
 use crate::config::AppConfig;
@@ -35,10 +36,10 @@ use tether_core::report::commit_status::{
 use tether_core::report::drift::Summary;
 use tether_core::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
 use tether_core::report::status::{
-    Automation, PassInfo, PassResult, RevisionInfo, SourceInfo, Statuses, SyncStatus,
+    Automation, PassInfo, PassResult, Pin, RevisionInfo, SourceInfo, Statuses, SyncStatus,
 };
 use tether_core::source::{Revision, SourceCache, SourceState, SourceStatus};
-use tether_core::sync::desired::{RenderCache, label_for_app, read_revision};
+use tether_core::sync::desired::{DesiredError, RenderCache, label_for_app, read_revision};
 use tether_core::sync::health::Health;
 use tether_core::sync::inventory::Inventory;
 use tether_core::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
@@ -96,6 +97,7 @@ pub struct AppHandle {
     wakes: Arc<Mutex<Wakes>>,
     sync_requested: Arc<AtomicBool>,
     suspended: Arc<AtomicBool>,
+    pinning: Pinning,
     cancel: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -132,6 +134,13 @@ impl AppHandle {
         self.wake();
     }
 
+    /// Pins the app to an earlier revision (a rollback) or unpins it (None); takes a
+    /// pass, which syncs the revision now wanted.
+    pub fn set_pin(&self, pin: Option<Pin>) {
+        self.pinning.set(pin);
+        self.wake();
+    }
+
     /// Stops the worker after its current pass; waits at most `grace` for it.
     pub async fn stop(self, grace: Duration) {
         self.cancel.cancel();
@@ -154,6 +163,7 @@ pub fn spawn(
     let wakes = Arc::new(Mutex::new(Wakes::default()));
     let sync_requested = Arc::new(AtomicBool::new(false));
     let suspended = Arc::new(AtomicBool::new(false));
+    let pinning = Pinning::default();
     let woken: super::depends::Wake = {
         let (wake, wakes) = (wake.clone(), wakes.clone());
         Arc::new(move || {
@@ -181,6 +191,7 @@ pub fn spawn(
         sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
         suspended: suspended.clone(),
+        pinning: pinning.clone(),
         inventory: None,
         synced_revision: None,
         variables: None,
@@ -197,6 +208,7 @@ pub fn spawn(
         wakes,
         sync_requested,
         suspended,
+        pinning,
         cancel,
         task,
     }
@@ -224,6 +236,8 @@ struct Worker {
     sync_requested: Arc<AtomicBool>,
     /// Suspended from the API (see [`AppHandle::set_suspended`]).
     suspended: Arc<AtomicBool>,
+    /// The revision a rollback holds the app at (see [`pin`]).
+    pinning: Pinning,
     /// The manifests of the last revision read, by commit.
     rendered: RenderCache,
     /// The inventory as last written (or read) by this worker.
@@ -327,7 +341,7 @@ impl Worker {
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
         self.observe_source(&state.status, state.revision.as_ref());
-        let Some(revision) = state.revision else {
+        let Some(head) = state.revision else {
             let tried = state.status.message.is_some();
             // A source that never fetched fails the pass: the app says why (a missing
             // credentials Secret, an unreachable host) instead of "first pass running".
@@ -374,11 +388,15 @@ impl Worker {
             });
             return;
         };
+        // Git's head is the status's revision; a pin holding the app elsewhere says so.
+        let (revision, holding) = self.pinning.target(&head);
+        let pin_set = self.pinning.get().is_some();
         self.shared.statuses.update(&name, |s| {
             s.revision = Some(RevisionInfo {
-                sha: revision.sha.clone(),
-                subject: revision.subject.clone(),
+                sha: head.sha.clone(),
+                subject: head.subject.clone(),
             });
+            pin::show(s, holding.as_ref(), pin_set, Utc::now());
         });
         if self.dependencies.hold(&self.shared.statuses) {
             return;
@@ -404,7 +422,7 @@ impl Worker {
         }
         self.stalled_on = None;
         let outcome =
-            match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision.sha)).await {
+            match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision)).await {
                 Ok(outcome) => outcome,
                 Err(_) => {
                     // What the pass wrote is covered by the inventory it recorded first.
@@ -472,7 +490,7 @@ impl Worker {
                     s.set_condition("Ready", "True", "Succeeded", "", now);
                     s.set_condition("Stalled", "False", "Succeeded", "", now);
                     if s.sync == SyncStatus::Synced {
-                        s.applied_revision = Some(revision.sha.clone());
+                        s.record_applied(&revision.sha, &revision.subject, now);
                     }
                 }
                 Some(err) => {
@@ -597,8 +615,9 @@ impl Worker {
 
     /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed; a
     /// failure carries how many changed before it.
-    async fn sync_revision(&mut self, sha: &str) -> Result<usize, (PassError, usize)> {
-        let desired = self.desired(sha).await.map_err(|e| (e, 0))?;
+    async fn sync_revision(&mut self, revision: &Revision) -> Result<usize, (PassError, usize)> {
+        let sha = revision.sha.as_str();
+        let desired = self.desired(revision).await.map_err(|e| (e, 0))?;
         self.watch_kinds(&desired).await;
         let id = self.revision_id(sha);
         let automation = self.automation(&id);
@@ -690,9 +709,10 @@ impl Worker {
         if self.source.has_changed().unwrap_or(true) {
             return false;
         }
-        let Some(revision) = self.source.borrow().revision.clone() else {
+        let Some(head) = self.source.borrow().revision.clone() else {
             return false;
         };
+        let (revision, _) = self.pinning.target(&head);
         let sha = revision.sha.as_str();
         let id = self.revision_id(sha);
         let eligible = self.synced_revision.as_deref() == Some(id.as_str())
@@ -817,12 +837,8 @@ impl Worker {
             .rendered
             .revision()
             .map(|id| variables::revision_sha(id));
-        self.source
-            .borrow()
-            .revision
-            .as_ref()
-            .map(|r| r.sha.as_str())
-            == kept
+        let head = self.source.borrow().revision.clone();
+        head.map(|head| self.pinning.target(&head).0.sha).as_deref() == kept
     }
 
     /// The identity of what a pass at `sha` renders: the commit and the variables.
@@ -830,20 +846,25 @@ impl Worker {
         variables::revision_id(sha, self.variables.as_ref())
     }
 
-    /// The manifests at `sha` with the pass's variables, read, rendered and validated
-    /// once per revision and variables.
-    async fn desired(&mut self, sha: &str) -> Result<ManifestSet, PassError> {
+    /// The manifests at `wanted` with the pass's variables, read, rendered and
+    /// validated once per revision and variables. Git's head, or the revision the app
+    /// is pinned to, checked to be in the head's history.
+    async fn desired(&mut self, wanted: &Revision) -> Result<ManifestSet, PassError> {
         let mut rendered = std::mem::take(&mut self.rendered);
         let set = rendered
-            .manifests(&self.revision_id(sha), || async {
+            .manifests(&self.revision_id(&wanted.sha), || async {
                 let source = self.config.source();
-                let revision = self
-                    .source
-                    .borrow()
-                    .revision
-                    .clone()
-                    .filter(|r| r.sha == sha)
-                    .ok_or(PassError::RevisionMoved)?;
+                let head = self.source.borrow().revision.clone();
+                let revision = match head {
+                    Some(head) if head.sha == wanted.sha => head,
+                    _ if self.pinning.get().is_some_and(|p| p.revision == wanted.sha) => self
+                        .shared
+                        .sources
+                        .earlier(&source, &wanted.sha)
+                        .await
+                        .map_err(|e| PassError::Manifest(DesiredError::Source(e)))?,
+                    _ => return Err(PassError::RevisionMoved),
+                };
                 let cluster = &self.shared.cluster;
                 let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
                 let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;

@@ -6,5 +6,6 @@ pub mod backoff;
 pub mod depends;
 pub mod leader;
 pub mod pass;
+pub mod pin;
 pub mod shard;
 pub mod variables;

@@ -15,6 +15,7 @@ pub mod peer_auth;
 pub mod peers;
 pub mod people;
 pub mod relay;
+mod rollback;
 pub mod service;
 
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use guard::Access;
 use peer_auth::PeerKey;
 use people::{Caller, People};
 use relay::Relay;
-use service::SuspendError;
+use service::{PinError, SuspendError};
 use tether_core::cluster::Cluster;
 use tether_core::report::status::Statuses;
 
@@ -50,6 +51,17 @@ pub trait Control: Send + Sync {
         app: &str,
         suspended: bool,
     ) -> BoxFuture<'_, Result<bool, SuspendError>>;
+    /// Pins the app to an earlier revision (a rollback: it then syncs that revision
+    /// and stays there) or unpins it (None), and records it in the cluster so a
+    /// restart and every replica keep it: `Ok(false)` when there is no such app.
+    /// Without workers (the default) there is none to pin.
+    fn set_pin(
+        &self,
+        _app: &str,
+        _pin: Option<tether_core::report::status::Pin>,
+    ) -> BoxFuture<'_, Result<bool, PinError>> {
+        Box::pin(async { Ok(false) })
+    }
     /// Each readiness check by name, with whether it passes.
     fn readiness(&self) -> Vec<(&'static str, bool)>;
     /// The connection the app syncs through (as its ServiceAccount, when it has one),
@@ -103,6 +115,8 @@ pub fn router(
         .route("/api/v1/apps/{name}/sync", post(sync_app))
         .route("/api/v1/apps/{name}/suspend", post(suspend_app))
         .route("/api/v1/apps/{name}/resume", post(resume_app))
+        .route("/api/v1/apps/{name}/rollback", post(rollback::rollback_app))
+        .route("/api/v1/apps/{name}/unpin", post(rollback::unpin_app))
         .route("/api/v1/apps/{name}/tree", get(app_tree))
         .route("/api/v1/events", get(events))
         .route_layer(middleware::from_fn_with_state(

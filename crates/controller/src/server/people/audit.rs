@@ -1,5 +1,5 @@
 //! The trail people leave (issue #30): each action taken through the API (sync,
-//! suspend, resume) is a structured log line and, for an App object, a Kubernetes
+//! suspend, resume, roll back, unpin) is a structured log line and, for an App object, a Kubernetes
 //! Event on it (`events.k8s.io/v1`, `reportingController: tether`, the user in its
 //! note), so `kubectl describe tapp` and `kubectl events` say who did what. An app of
 //! the configuration file has no object to hang an Event on: the log line is its
@@ -38,6 +38,8 @@ pub fn event(
         "sync" => ("Sync", "SyncRequested"),
         "suspend" => ("Suspend", "Suspended"),
         "resume" => ("Resume", "Resumed"),
+        "roll back" => ("Rollback", "RolledBack"),
+        "unpin" => ("Unpin", "Unpinned"),
         _ => ("Change", "Changed"),
     };
     let nanos = now.timestamp_nanos_opt().unwrap_or_default();
