@@ -1,9 +1,9 @@
 //! Rollback that holds (issue #30) against `tether serve` as a process, the sandbox,
 //! real git over HTTP and the real `kubectl`: a user RBAC lets patch team-a's App
-//! rolls it back to a revision it was applied at; it stays there through new commits,
-//! a `kubectl` edit (healed to the pinned revision) and a restart of tether, until
-//! unpinned with `tether unpin` (it then follows Git's head), or, rolled back with
-//! `--until-git-moves`, until Git's head moves. A viewer is refused with what they
+//! rolls it back to a revision it was applied at; it stays there through new commits
+//! and a `kubectl` edit (healed to the pinned revision) until unpinned with `tether
+//! unpin` (it then follows Git's head), or, rolled back with `--until-git-moves`,
+//! until Git's head moves; a pin survives a restart of tether. A viewer is refused with what they
 //! lack; a revision never applied is refused; each action is an Event naming the user.
 //! Guards argoproj/argo-cd#9570 (a rollback undone by the next auto-sync).
 
@@ -181,15 +181,6 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
         .ok();
     live_becomes(&sandbox, "one").await;
 
-    // A restarted tether keeps the pin (the ConfigMap tether-pins holds it).
-    assert_eq!(serve.stop().await, Some(0));
-    serve = start(&sandbox, &config).await;
-    status_when(&serve, "the restarted app is still pinned", |s| {
-        s["pin"]["revision"] == first.as_str() && s["lastPass"]["result"] == "Succeeded"
-    })
-    .await;
-    assert_eq!(live_value(&sandbox).await, "one");
-
     // `tether unpin` with the operator's own token: Git's head is applied again.
     let operator_file = dir.join("operator-token");
     std::fs::write(&operator_file, &operator).expect("write the token");
@@ -219,6 +210,19 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
         pinned_condition(s) == Some(("False".into(), "GitMoved".into()))
     })
     .await;
+    // Rolled back again (the first commit is still in the applied history), a
+    // restarted tether keeps the pin: the ConfigMap tether-pins holds it.
+    let again = json!({"revision": first});
+    let (code, answer) = call(&serve, &rollback, &operator, Some(again)).await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+    live_becomes(&sandbox, "one").await;
+    assert_eq!(serve.stop().await, Some(0));
+    serve = start(&sandbox, &config).await;
+    status_when(&serve, "the restarted app is still pinned", |s| {
+        s["pin"]["revision"] == first.as_str() && s["lastPass"]["result"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(live_value(&sandbox).await, "one");
     // The viewer's CLI is refused with what they lack, and exits 2.
     let viewer_file = dir.join("viewer-token");
     std::fs::write(&viewer_file, &viewer).expect("write the token");
@@ -239,12 +243,12 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
             .filter_map(|e| e["note"].as_str().map(str::to_string))
             .collect();
         notes.sort();
-        (notes.len() >= 3).then_some(notes)
+        (notes.len() >= 4).then_some(notes)
     })
     .await;
     assert_eq!(
         notes,
-        ["roll back", "roll back", "unpin"]
+        ["roll back", "roll back", "roll back", "unpin"]
             .map(|action| format!("{action} by {OPERATOR} through tether's API"))
     );
     let log = serve.log();
