@@ -146,7 +146,7 @@ mod tests {
     fn a_rollback_names_an_applied_revision_by_sha_or_an_unambiguous_prefix() {
         let mut status = AppStatus::new("web");
         let now = Utc::now();
-        let (a, b) = ("abcdef0123".repeat(4), "abcdef9876".repeat(4));
+        let (a, b) = ("abcdef0123".repeat(4), "abcdef0987".repeat(4));
         status.record_applied(&a, "a", now);
         status.record_applied(&b, "b", now);
         let find = |wanted: &str| find_applied(&status.applied_revisions, wanted);
