@@ -86,8 +86,8 @@ async fn cli(serve: &Serve, token_file: &std::path::Path, args: &[&str]) -> (Opt
         .output()
         .await
         .expect("tether runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code(), text)
 }
 
@@ -124,7 +124,9 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     let mut serve = start_app(&sandbox, &origin, &config).await;
     live_becomes(&sandbox, "one").await;
     let first = status_when(&serve, "the first commit is applied", |s| {
-        s["appliedRevisions"].as_array().is_some_and(|a| a.len() == 1)
+        s["appliedRevisions"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
     })
     .await["appliedRevisions"][0]["sha"]
         .as_str()
@@ -176,7 +178,16 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     // A hand edit is healed toward the pinned revision, not Git's head.
     let edit = r#"{"data":{"key":"edited"}}"#;
     sandbox
-        .kubectl(&["patch", "cm", "web", "-n", "live", "--type=merge", "-p", edit])
+        .kubectl(&[
+            "patch",
+            "cm",
+            "web",
+            "-n",
+            "live",
+            "--type=merge",
+            "-p",
+            edit,
+        ])
         .await
         .ok();
     live_becomes(&sandbox, "one").await;
@@ -197,7 +208,14 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     let (code, out) = cli(
         &serve,
         &operator_file,
-        &["rollback", APP, &second, "--until-git-moves", "--reason", "try two"],
+        &[
+            "rollback",
+            APP,
+            &second,
+            "--until-git-moves",
+            "--reason",
+            "try two",
+        ],
     )
     .await;
     assert_eq!(code, Some(0), "{out}");
@@ -228,7 +246,10 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     std::fs::write(&viewer_file, &viewer).expect("write the token");
     let (code, out) = cli(&serve, &viewer_file, &["unpin", APP]).await;
     assert_eq!(code, Some(2), "{out}");
-    assert!(out.contains("needs patch on apps.tether.dev in team-a"), "{out}");
+    assert!(
+        out.contains("needs patch on apps.tether.dev in team-a"),
+        "{out}"
+    );
 
     // Each action is an Event on the App naming the operator.
     let notes = eventually("the rollbacks are Events on the App", || async {
@@ -265,7 +286,10 @@ async fn start_app(sandbox: &TestSandbox, origin: &Origin, config: &str) -> Serv
         origin.url
     );
     sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app_yaml("web", "team-a", &spec)))
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("web", "team-a", &spec)),
+        )
         .await
         .ok();
     status_when(&serve, "the app runs", |s| s["name"] == APP).await;

@@ -421,15 +421,15 @@ impl Worker {
             return;
         }
         self.stalled_on = None;
-        let outcome =
-            match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision)).await {
-                Ok(outcome) => outcome,
-                Err(_) => {
-                    // What the pass wrote is covered by the inventory it recorded first.
-                    self.inventory = None;
-                    Err((PassError::TimedOut(PASS_DEADLINE), 0))
-                }
-            };
+        let outcome = match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision)).await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                // What the pass wrote is covered by the inventory it recorded first.
+                self.inventory = None;
+                Err((PassError::TimedOut(PASS_DEADLINE), 0))
+            }
+        };
         self.record_pass(&revision, started, outcome);
     }
 

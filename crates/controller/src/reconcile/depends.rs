@@ -309,7 +309,10 @@ pub fn readiness(status: &AppStatus) -> Result<(), String> {
         return Err("no revision yet".into());
     };
     // A rolled-back app is ready at the revision it is pinned to.
-    let wanted = status.pin.as_ref().map_or(&revision.sha, |pin| &pin.revision);
+    let wanted = status
+        .pin
+        .as_ref()
+        .map_or(&revision.sha, |pin| &pin.revision);
     if status.applied_revision.as_ref() != Some(wanted) {
         let short: String = wanted.chars().take(12).collect();
         return Err(format!("not yet applied at {short}"));

@@ -50,7 +50,10 @@ pub fn show(status: &mut AppStatus, holding: Option<&Pin>, set: bool, now: DateT
         None if status.conditions.iter().any(|c| c.kind == PINNED) => {
             // A pin still set but not holding was let go by Git moving on.
             let (reason, message) = if set {
-                ("GitMoved", "Git's head moved past the rollback: following it again")
+                (
+                    "GitMoved",
+                    "Git's head moved past the rollback: following it again",
+                )
             } else {
                 ("Unpinned", "following Git's head")
             };
@@ -106,7 +109,11 @@ mod tests {
         show(&mut status, Some(&held), true, now);
         assert_eq!(status.pin.as_ref(), Some(&held));
         let condition = |s: &AppStatus| {
-            let c = s.conditions.iter().find(|c| c.kind == PINNED).expect("Pinned");
+            let c = s
+                .conditions
+                .iter()
+                .find(|c| c.kind == PINNED)
+                .expect("Pinned");
             (c.status, c.reason.clone())
         };
         assert_eq!(condition(&status), ("True", "RolledBack".to_string()));

@@ -50,7 +50,10 @@ pub(super) async fn rollback_app(
         Err(rejection) => {
             return refuse(
                 StatusCode::BAD_REQUEST,
-                format!("a rollback's body is {{\"revision\": SHA, \"reason\": TEXT, \"untilGitMoves\": BOOL}}: {}", rejection.body_text()),
+                format!(
+                    "a rollback's body is {{\"revision\": SHA, \"reason\": TEXT, \"untilGitMoves\": BOOL}}: {}",
+                    rejection.body_text()
+                ),
             );
         }
     };
@@ -98,7 +101,10 @@ pub(super) async fn rollback_app(
     }
 }
 
-pub(super) async fn unpin_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {
+pub(super) async fn unpin_app(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+) -> Response {
     match state.control.set_pin(&name, None).await {
         Ok(true) => Json(json!({ "status": "unpinned", "app": name })).into_response(),
         Ok(false) => not_found(&name),

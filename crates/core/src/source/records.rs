@@ -112,14 +112,20 @@ impl Records {
     pub(crate) fn head(&self, source: &Source) -> Option<(CloneKey, String)> {
         let map = self.lock();
         let record = map.get(source)?;
-        Some((record.clone.clone()?, record.status.last_good.as_ref()?.sha.clone()))
+        Some((
+            record.clone.clone()?,
+            record.status.last_good.as_ref()?.sha.clone(),
+        ))
     }
 
     /// Remembers `sha` as resolved for this source in `key` (an ancestor of its head
     /// there), if that is still the clone it uses.
     pub(crate) fn verify(&self, source: &Source, key: &CloneKey, sha: &str) {
         let mut map = self.lock();
-        let Some(record) = map.get_mut(source).filter(|r| r.clone.as_ref() == Some(key)) else {
+        let Some(record) = map
+            .get_mut(source)
+            .filter(|r| r.clone.as_ref() == Some(key))
+        else {
             return;
         };
         remember(record, sha);

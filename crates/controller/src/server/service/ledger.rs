@@ -117,9 +117,7 @@ impl Ledger {
                 };
                 let data = match event {
                     None => return,
-                    Some(Watched::Listed(objects)) => {
-                        objects.iter().flat_map(data_of).collect()
-                    }
+                    Some(Watched::Listed(objects)) => objects.iter().flat_map(data_of).collect(),
                     Some(Watched::Applied(object)) => data_of(&object).collect(),
                     Some(Watched::Deleted(_)) => BTreeMap::new(),
                 };

@@ -137,7 +137,11 @@ mod tests {
         assert_eq!(status.applied_revisions[0].sha, sha(5));
         assert_eq!(status.applied_revisions.len(), APPLIED_HISTORY);
         assert_eq!(
-            status.applied_revisions.iter().filter(|r| r.sha == sha(5)).count(),
+            status
+                .applied_revisions
+                .iter()
+                .filter(|r| r.sha == sha(5))
+                .count(),
             1
         );
     }
@@ -173,10 +177,13 @@ mod tests {
         pin.until_git_moves_from = Some(sha(2));
         assert!(pin.holds(&sha(2)));
         assert!(!pin.holds(&sha(3)));
-        assert!(pin.describe().starts_with(&format!(
-            "pinned to {} by alice at ",
-            &sha(1)[..12]
-        )));
-        assert!(pin.describe().ends_with(": bad release (until Git's head moves)"));
+        assert!(
+            pin.describe()
+                .starts_with(&format!("pinned to {} by alice at ", &sha(1)[..12]))
+        );
+        assert!(
+            pin.describe()
+                .ends_with(": bad release (until Git's head moves)")
+        );
     }
 }

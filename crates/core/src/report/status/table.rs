@@ -151,9 +151,11 @@ mod tests {
         let table = render_table(&apps);
         assert_eq!(cell(&table, 1, "REVISION"), "0123456789ab", "{table}");
         assert!(
-            table.lines().nth(1).is_some_and(|l| l.ends_with(
-                "Pinned: pinned to 0123456789ab by alice at 2026-11-27T12:00:00Z"
-            )),
+            table
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l
+                    .ends_with("Pinned: pinned to 0123456789ab by alice at 2026-11-27T12:00:00Z")),
             "{table}"
         );
     }

@@ -43,7 +43,8 @@ impl SourceCache {
             let commit = repo.find_commit(oid).map_err(|_| not_ancestor())?;
             Ok(Revision {
                 sha: oid.to_string(),
-                subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or(b"")).into_owned(),
+                subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or(b""))
+                    .into_owned(),
             })
         })
         .await
