@@ -234,6 +234,26 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     let (code, answer) = call(&serve, &rollback, &operator, Some(again)).await;
     assert_eq!(code, StatusCode::OK, "{answer}");
     live_becomes(&sandbox, "one").await;
+    // The app's recent actions name who took them (newest first).
+    let recent = status_when(&serve, "the recent actions are listed", |s| {
+        s["actions"].as_array().is_some_and(|a| a.len() == 4)
+    })
+    .await;
+    let recent: Vec<(&str, &str)> = recent["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .filter_map(|a| Some((a["action"].as_str()?, a["by"].as_str()?)))
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            ("roll back", OPERATOR),
+            ("roll back", OPERATOR),
+            ("unpin", OPERATOR),
+            ("roll back", OPERATOR)
+        ]
+    );
     assert_eq!(serve.stop().await, Some(0));
     serve = start(&sandbox, &config).await;
     status_when(&serve, "the restarted app is still pinned", |s| {

@@ -124,7 +124,7 @@ pub fn router(
             peers::forward_actions,
         ))
         .route_layer(middleware::from_fn_with_state(
-            access.people.clone(),
+            (access.people.clone(), statuses.clone()),
             people::authorize,
         ))
         .route_layer(middleware::from_fn_with_state(access.clone(), guard::guard));

@@ -34,6 +34,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::{APP_GROUP, APP_PLURAL};
 use cache::Expiring;
+use tether_core::report::status::Statuses;
 
 /// How long a TokenReview's answer is believed: kube-apiserver's webhook token
 /// authenticator keeps answers 2 minutes; tether keeps them shorter, so a deleted
@@ -352,7 +353,7 @@ pub fn requirement<'p>(method: &Method, path: &'p str) -> Option<(&'p str, Actio
 /// caller) and before a peer forward, so a change is authorized and recorded where it
 /// is asked for (a peer's forwarded call was recorded by the replica it came from).
 pub async fn authorize(
-    State(people): State<Option<Arc<People>>>,
+    State((people, statuses)): State<(Option<Arc<People>>, Statuses)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -386,7 +387,7 @@ pub async fn authorize(
         && response.status().is_success()
         && !from_peer
     {
-        audit::record(people.as_deref(), &caller, &app, what);
+        audit::record(people.as_deref(), &statuses, &caller, &app, what);
     }
     response
 }

@@ -3,9 +3,11 @@
 //! conditions, and why automation is not acting. The loop
 //! writes it, the server reads it, `tether status` renders it (`table`).
 
+mod actions;
 mod pin;
 mod table;
 
+pub use actions::{ACTION_HISTORY, ActionTaken};
 pub use pin::{APPLIED_HISTORY, AppliedRevision, MIN_PREFIX, Pin, find_applied};
 pub use table::render_table;
 
@@ -264,6 +266,8 @@ pub struct AppStatus {
     /// The revision the app is held at by a rollback, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin: Option<Pin>,
+    /// The last [`ACTION_HISTORY`] actions people took through the API, newest first.
+    pub actions: VecDeque<ActionTaken>,
     /// The provider's commit page without the SHA, when the repository URL names a
     /// known web host (credentials never included).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -292,6 +296,7 @@ impl AppStatus {
             history: VecDeque::new(),
             applied_revisions: VecDeque::new(),
             pin: None,
+            actions: VecDeque::new(),
             commit_url_prefix: None,
         }
     }

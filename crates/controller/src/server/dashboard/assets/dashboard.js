@@ -480,6 +480,8 @@ function renderApp(a) {
   const applied = (a.appliedRevisions || []).map((r) => `<tr><td>${revision(r.sha, r.subject, a.commitUrlPrefix)}</td>
 <td>${when(Date.parse(r.appliedAt))}</td><td>${r.sha === current ? '<span class="muted">current</span>'
     : `<button type="button" class="rollback" data-sha="${esc(r.sha)}">Roll back</button>`}</td></tr>`).join("");
+  const actions = (a.actions || []).map((x) => `<tr><td>${when(Date.parse(x.at))}</td><td>${esc(x.action)}</td>
+<td>${esc(x.by)}</td></tr>`).join("");
   const treeKey = focusedTreeKey();
   $("main").innerHTML = `<h1><span>${esc(a.name)}</span> ${syncBadge(a.sync)} ${healthBadge(a.health)}
 <span class="actions"><button type="button" id="sync" class="primary">Sync</button>
@@ -503,6 +505,9 @@ ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
 <h2>Last passes</h2><table id="history"><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
 <th scope="col" class="num">Took</th><th scope="col" class="num">Changed</th><th scope="col">Error</th></tr></thead>
 <tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table>
+<h2>Recent actions</h2><table id="actions"><caption>Taken through this replica's API, newest first, up to 20.</caption>
+<thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">By</th></tr></thead>
+<tbody>${actions || '<tr><td colspan="3" class="muted">None yet.</td></tr>'}</tbody></table>
 <h2>Applied revisions</h2><table id="applied"><caption>Newest first: a rollback syncs one and holds the app there.</caption>
 <thead><tr><th scope="col">Revision</th><th scope="col">Applied</th><th scope="col">Action</th></tr></thead>
 <tbody>${applied || '<tr><td colspan="3" class="muted">None applied yet.</td></tr>'}</tbody></table></section></div>`;
