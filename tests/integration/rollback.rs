@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::app_crd::{app_yaml, install_crd};
-use crate::people::{RBAC, token};
+use crate::people::{RBAC, action_notes, token};
 use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
@@ -272,21 +272,7 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     );
 
     // Each action is an Event on the App naming the operator.
-    let notes = eventually("the rollbacks are Events on the App", || async {
-        let list = sandbox
-            .get("/apis/events.k8s.io/v1/namespaces/team-a/events")
-            .await
-            .json();
-        let mut notes: Vec<String> = list["items"]
-            .as_array()?
-            .iter()
-            .filter(|e| e["reportingController"] == "tether" && e["regarding"]["name"] == "web")
-            .filter_map(|e| e["note"].as_str().map(str::to_string))
-            .collect();
-        notes.sort();
-        (notes.len() >= 4).then_some(notes)
-    })
-    .await;
+    let notes = action_notes(&sandbox, 4).await;
     assert_eq!(
         notes,
         ["roll back", "roll back", "roll back", "unpin"]

@@ -359,16 +359,22 @@ async fn get_app(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(status) = state
-        .statuses
-        .get(&name)
-        .and_then(|s| serde_json::to_value(s).ok())
-    else {
-        return not_found(&name);
-    };
+    match app_status(&state, &name, &headers).await {
+        Some(status) => axum::Json(status).into_response(),
+        None => not_found(&name),
+    }
+}
+
+/// One app's status as the API shows it, from whichever replica holds it (see
+/// [`peers`]); None for an unknown app.
+async fn app_status(
+    state: &ServerState,
+    name: &str,
+    headers: &HeaderMap,
+) -> Option<serde_json::Value> {
+    let status = serde_json::to_value(state.statuses.get(name)?).ok()?;
     let key = state.peer_key.as_ref();
-    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers, key).await)
-        .into_response()
+    Some(peers::complete_one(status, state.control.as_ref(), headers, key).await)
 }
 
 async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

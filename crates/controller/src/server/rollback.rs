@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::people::{Caller, audit};
-use super::{ServerState, not_found, peers};
+use super::{ServerState, app_status, not_found};
 use tether_core::report::status::{APPLIED_HISTORY, AppliedRevision, Pin, find_applied};
 
 /// The longest reason a rollback may carry: a sentence or two, kept in the status,
@@ -64,15 +64,9 @@ pub(super) async fn rollback_app(
         );
     }
     // The app's applied history and Git's head, from whichever replica holds it.
-    let Some(status) = state
-        .statuses
-        .get(&name)
-        .and_then(|s| serde_json::to_value(s).ok())
-    else {
+    let Some(status) = app_status(&state, &name, &headers).await else {
         return not_found(&name);
     };
-    let key = state.peer_key.as_ref();
-    let status = peers::complete_one(status, state.control.as_ref(), &headers, key).await;
     let applied: Vec<AppliedRevision> =
         serde_json::from_value(status["appliedRevisions"].clone()).unwrap_or_default();
     let Some(target) = find_applied(&applied, &asked.revision) else {
