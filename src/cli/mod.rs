@@ -7,6 +7,8 @@ mod comment;
 mod diff;
 mod exit;
 mod preview;
+mod remote;
+mod rollback;
 #[cfg(feature = "sandbox")]
 mod sandbox;
 mod serve;
@@ -95,6 +97,21 @@ pub enum Command {
     /// Exits 0 when every app is Synced and Healthy, 1 otherwise, 2 when the server
     /// cannot be reached or has no such app.
     Status(status::StatusArgs),
+
+    /// Roll an app of a running `tether serve` back to a revision it was applied at,
+    /// and keep it there.
+    ///
+    /// The app syncs that revision (rendered from Git at that commit) and stays on it:
+    /// new commits are not followed, and self-heal heals toward it, until `tether
+    /// unpin APP` or, with --until-git-moves, until Git's head moves past the commit it
+    /// is at now. Needs `patch` on apps.tether.dev when you log in with your own
+    /// token. Exits 0 once pinned, 2 when refused.
+    Rollback(rollback::RollbackArgs),
+
+    /// Let an app rolled back with `tether rollback` follow Git's head again.
+    ///
+    /// Exits 0 once unpinned, 2 when refused.
+    Unpin(rollback::UnpinArgs),
 
     /// Print the App custom resource definition (`apps.tether.dev`), for installs
     /// without Helm: `tether crd | kubectl apply -f -`.
@@ -386,6 +403,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Sync(args) => sync::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::Rollback(args) => rollback::rollback(args).await,
+        Command::Unpin(args) => rollback::unpin(args).await,
         Command::Crd => {
             write_stdout(tether_controller::config::APP_CRD_YAML).map(|()| Outcome::Success)
         }

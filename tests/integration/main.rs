@@ -40,6 +40,7 @@ mod protobuf;
 mod quickstart;
 mod render;
 mod render_safety;
+mod rollback;
 mod sandbox_client;
 mod sandbox_http;
 mod sandbox_kubectl;

@@ -17,7 +17,7 @@ const POLL: &str = "1h";
 
 /// team-a's viewer may see its Apps, its operator may also change them, and nobody
 /// may do anything: three ServiceAccounts of team-a, with RBAC on `apps.tether.dev`.
-const RBAC: &str = "apiVersion: v1
+pub(crate) const RBAC: &str = "apiVersion: v1
 kind: ServiceAccount
 metadata: {name: viewer, namespace: team-a}
 ---
@@ -109,7 +109,26 @@ impl Api {
     }
 }
 
-async fn token(sandbox: &TestSandbox, name: &str) -> String {
+/// The notes of tether's Events on the App team-a/web, sorted, once there are `count`.
+pub(crate) async fn action_notes(sandbox: &TestSandbox, count: usize) -> Vec<String> {
+    eventually("the actions are Events on the App", || async {
+        let list = sandbox
+            .get("/apis/events.k8s.io/v1/namespaces/team-a/events")
+            .await
+            .json();
+        let mut notes: Vec<String> = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|e| e["reportingController"] == "tether" && e["regarding"]["name"] == "web")
+            .filter_map(|e| e["note"].as_str().map(str::to_string))
+            .collect();
+        notes.sort();
+        (notes.len() >= count).then_some(notes)
+    })
+    .await
+}
+
+pub(crate) async fn token(sandbox: &TestSandbox, name: &str) -> String {
     let out = sandbox
         .kubectl(&["create", "token", name, "-n", "team-a"])
         .await
@@ -245,21 +264,7 @@ async fn users_see_and_change_only_the_apps_rbac_allows_them() {
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // Each action is an Event on the App naming who took it; refusals leave none.
-    let notes = eventually("the operator's actions are Events on the App", || async {
-        let list = sandbox
-            .get("/apis/events.k8s.io/v1/namespaces/team-a/events")
-            .await
-            .json();
-        let mut notes: Vec<String> = list["items"]
-            .as_array()?
-            .iter()
-            .filter(|e| e["reportingController"] == "tether" && e["regarding"]["name"] == "web")
-            .filter_map(|e| e["note"].as_str().map(str::to_string))
-            .collect();
-        notes.sort();
-        (notes.len() >= 3).then_some(notes)
-    })
-    .await;
+    let notes = action_notes(&sandbox, 3).await;
     let operator_name = "system:serviceaccount:team-a:operator";
     assert_eq!(
         notes,

@@ -82,8 +82,12 @@ pub fn inventory_name(app: &str) -> String {
 /// suspended from the API.
 pub const SUSPENDED_CONFIGMAP: &str = "tether-suspended";
 
+/// The ConfigMap, in the inventory namespace, holding the apps pinned to an earlier
+/// revision by a rollback (issue #30): a key per app, the pin as JSON.
+pub const PINNED_CONFIGMAP: &str = "tether-pins";
+
 /// What tether's own record an object is (`Some`), which no app's manifests may
-/// write: an inventory, or the suspensions, in the inventory namespace. A tenant's
+/// write: an inventory, the suspensions or the pins, in the inventory namespace. A tenant's
 /// inventory is read and written as tether (see `cluster::tenancy`); Git writing it
 /// would rewrite what tether prunes, so such an object is refused before a pass.
 pub fn bookkeeping_of(
@@ -100,6 +104,8 @@ pub fn bookkeeping_of(
         Some("an app's inventory")
     } else if name == SUSPENDED_CONFIGMAP {
         Some("the apps suspended from the API")
+    } else if name == PINNED_CONFIGMAP {
+        Some("the apps pinned by a rollback")
     } else {
         None
     }
@@ -168,6 +174,7 @@ mod tests {
             inventory
         );
         assert!(of("", "ConfigMap", Some("tether-system"), SUSPENDED_CONFIGMAP).is_some());
+        assert!(of("", "ConfigMap", Some("tether-system"), PINNED_CONFIGMAP).is_some());
         assert_eq!(
             of("", "ConfigMap", Some("t1"), "tether-inventory-web"),
             None

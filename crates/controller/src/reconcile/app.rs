@@ -23,6 +23,7 @@ use super::decryption::{self, AppKeys};
 use super::depends::{Dependencies, Gate, Registration};
 use super::leader::Leadership;
 use super::pass::PassError;
+use super::pin::{self, Pinning};
 use super::shard::Ownership;
 use super::trust::{Check, Trust};
 use super::variables;
@@ -37,10 +38,10 @@ use tether_core::report::commit_status::{
 use tether_core::report::drift::Summary;
 use tether_core::report::notify::{Channel, Event, EventKind, EventRevision, Notifier};
 use tether_core::report::status::{
-    Automation, PassInfo, PassResult, RevisionInfo, SourceInfo, Statuses, SyncStatus,
+    Automation, PassInfo, PassResult, Pin, RevisionInfo, SourceInfo, Statuses, SyncStatus,
 };
 use tether_core::source::{Revision, SourceCache, SourceState, SourceStatus};
-use tether_core::sync::desired::{RenderCache, label_for_app, read_revision};
+use tether_core::sync::desired::{DesiredError, RenderCache, label_for_app, read_revision};
 use tether_core::sync::health::Health;
 use tether_core::sync::inventory::Inventory;
 use tether_core::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
@@ -98,6 +99,7 @@ pub struct AppHandle {
     wakes: Arc<Mutex<Wakes>>,
     sync_requested: Arc<AtomicBool>,
     suspended: Arc<AtomicBool>,
+    pinning: Pinning,
     cancel: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -134,6 +136,13 @@ impl AppHandle {
         self.wake();
     }
 
+    /// Pins the app to an earlier revision (a rollback) or unpins it (None); takes a
+    /// pass, which syncs the revision now wanted.
+    pub fn set_pin(&self, pin: Option<Pin>) {
+        self.pinning.set(pin);
+        self.wake();
+    }
+
     /// Stops the worker after its current pass; waits at most `grace` for it.
     pub async fn stop(self, grace: Duration) {
         self.cancel.cancel();
@@ -156,6 +165,7 @@ pub fn spawn(
     let wakes = Arc::new(Mutex::new(Wakes::default()));
     let sync_requested = Arc::new(AtomicBool::new(false));
     let suspended = Arc::new(AtomicBool::new(false));
+    let pinning = Pinning::default();
     let woken: super::depends::Wake = {
         let (wake, wakes) = (wake.clone(), wakes.clone());
         Arc::new(move || {
@@ -183,6 +193,7 @@ pub fn spawn(
         sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
         suspended: suspended.clone(),
+        pinning: pinning.clone(),
         inventory: None,
         synced_revision: None,
         variables: None,
@@ -201,6 +212,7 @@ pub fn spawn(
         wakes,
         sync_requested,
         suspended,
+        pinning,
         cancel,
         task,
     }
@@ -228,6 +240,8 @@ struct Worker {
     sync_requested: Arc<AtomicBool>,
     /// Suspended from the API (see [`AppHandle::set_suspended`]).
     suspended: Arc<AtomicBool>,
+    /// The revision a rollback holds the app at (see [`pin`]).
+    pinning: Pinning,
     /// The manifests of the last revision read, by commit.
     rendered: RenderCache,
     /// The inventory as last written (or read) by this worker.
@@ -335,7 +349,7 @@ impl Worker {
         let state = self.source.borrow_and_update().clone();
         let name = self.config.name.clone();
         self.observe_source(&state.status, state.revision.as_ref());
-        let Some(revision) = state.revision else {
+        let Some(head) = state.revision else {
             let tried = state.status.message.is_some();
             // A source that never fetched fails the pass: the app says why (a missing
             // credentials Secret, an unreachable host) instead of "first pass running".
@@ -382,11 +396,15 @@ impl Worker {
             });
             return;
         };
+        // Git's head is the status's revision; a pin holding the app elsewhere says so.
+        let (revision, holding) = self.pinning.target(&head);
+        let pin_set = self.pinning.get().is_some();
         self.shared.statuses.update(&name, |s| {
             s.revision = Some(RevisionInfo {
-                sha: revision.sha.clone(),
-                subject: revision.subject.clone(),
+                sha: head.sha.clone(),
+                subject: head.subject.clone(),
             });
+            pin::show(s, holding.as_ref(), pin_set, Utc::now());
         });
         if self.dependencies.hold(&self.shared.statuses) {
             return;
@@ -425,26 +443,32 @@ impl Worker {
             return;
         }
         self.stalled_on = None;
-        let check = Check {
-            cluster: &self.shared.cluster,
-            sources: &self.shared.sources,
-            statuses: &self.shared.statuses,
-            app: &self.config,
-            applied: self.inventory.as_ref().and_then(|i| i.revision.as_deref()),
-        };
-        let revision = match self.trust.check(&revision, check).await {
-            Ok(trusted) => trusted,
-            Err(err) => return self.record_pass(&revision, started, Err((err, 0))),
-        };
-        let outcome =
-            match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision.sha)).await {
-                Ok(outcome) => outcome,
-                Err(_) => {
-                    // What the pass wrote is covered by the inventory it recorded first.
-                    self.inventory = None;
-                    Err((PassError::TimedOut(PASS_DEADLINE), 0))
+        let revision = match holding {
+            // A pin holds an earlier applied revision, verified when it was applied.
+            Some(_) => revision,
+            None => {
+                let check = Check {
+                    cluster: &self.shared.cluster,
+                    sources: &self.shared.sources,
+                    statuses: &self.shared.statuses,
+                    app: &self.config,
+                    applied: self.inventory.as_ref().and_then(|i| i.revision.as_deref()),
+                };
+                match self.trust.check(&revision, check).await {
+                    Ok(trusted) => trusted,
+                    Err(err) => return self.record_pass(&revision, started, Err((err, 0))),
                 }
-            };
+            }
+        };
+        let outcome = match tokio::time::timeout(PASS_DEADLINE, self.sync_revision(&revision)).await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                // What the pass wrote is covered by the inventory it recorded first.
+                self.inventory = None;
+                Err((PassError::TimedOut(PASS_DEADLINE), 0))
+            }
+        };
         self.record_pass(&revision, started, outcome);
     }
 
@@ -505,7 +529,7 @@ impl Worker {
                     s.set_condition("Ready", "True", "Succeeded", "", now);
                     s.set_condition("Stalled", "False", "Succeeded", "", now);
                     if s.sync == SyncStatus::Synced {
-                        s.applied_revision = Some(revision.sha.clone());
+                        s.record_applied(&revision.sha, &revision.subject, now);
                     }
                 }
                 Some(err) => {
@@ -630,8 +654,9 @@ impl Worker {
 
     /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed; a
     /// failure carries how many changed before it.
-    async fn sync_revision(&mut self, sha: &str) -> Result<usize, (PassError, usize)> {
-        let desired = self.desired(sha).await.map_err(|e| (e, 0))?;
+    async fn sync_revision(&mut self, revision: &Revision) -> Result<usize, (PassError, usize)> {
+        let sha = revision.sha.as_str();
+        let desired = self.desired(revision).await.map_err(|e| (e, 0))?;
         self.watch_kinds(&desired).await;
         let id = self.revision_id(sha);
         let automation = self.automation(&id);
@@ -723,9 +748,10 @@ impl Worker {
         if self.source.has_changed().unwrap_or(true) {
             return false;
         }
-        let Some(revision) = self.applicable_revision() else {
+        let Some(head) = self.applicable_revision() else {
             return false;
         };
+        let (revision, _) = self.pinning.target(&head);
         let sha = revision.sha.as_str();
         let id = self.revision_id(sha);
         let eligible = self.synced_revision.as_deref() == Some(id.as_str())
@@ -850,7 +876,8 @@ impl Worker {
             .rendered
             .revision()
             .map(|id| variables::revision_sha(id));
-        self.applicable_revision().map(|r| r.sha).as_deref() == kept
+        let head = self.applicable_revision();
+        head.map(|head| self.pinning.target(&head).0.sha).as_deref() == kept
     }
 
     /// The revision passes and heals apply: the source's, or with `source.verify` the
@@ -869,17 +896,24 @@ impl Worker {
         decryption::revision_id(id, self.keys.as_ref())
     }
 
-    /// The manifests at `sha` with the pass's variables, read, rendered and validated
-    /// once per revision and variables.
-    async fn desired(&mut self, sha: &str) -> Result<ManifestSet, PassError> {
+    /// The manifests at `wanted` with the pass's variables, read, rendered and
+    /// validated once per revision and variables. Git's head, or the revision the app
+    /// is pinned to, checked to be in the head's history.
+    async fn desired(&mut self, wanted: &Revision) -> Result<ManifestSet, PassError> {
         let mut rendered = std::mem::take(&mut self.rendered);
         let set = rendered
-            .manifests(&self.revision_id(sha), || async {
+            .manifests(&self.revision_id(&wanted.sha), || async {
                 let source = self.config.source();
-                let revision = self
-                    .applicable_revision()
-                    .filter(|r| r.sha == sha)
-                    .ok_or(PassError::RevisionMoved)?;
+                let revision = match self.applicable_revision() {
+                    Some(head) if head.sha == wanted.sha => head,
+                    _ if self.pinning.get().is_some_and(|p| p.revision == wanted.sha) => self
+                        .shared
+                        .sources
+                        .earlier(&source, &wanted.sha)
+                        .await
+                        .map_err(|e| PassError::Manifest(DesiredError::Source(e)))?,
+                    _ => return Err(PassError::RevisionMoved),
+                };
                 let cluster = &self.shared.cluster;
                 let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
                 let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;

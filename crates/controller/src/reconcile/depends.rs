@@ -308,8 +308,13 @@ pub fn readiness(status: &AppStatus) -> Result<(), String> {
     let Some(revision) = &status.revision else {
         return Err("no revision yet".into());
     };
-    if status.applied_revision.as_ref() != Some(&revision.sha) {
-        let short: String = revision.sha.chars().take(12).collect();
+    // A rolled-back app is ready at the revision it is pinned to.
+    let wanted = status
+        .pin
+        .as_ref()
+        .map_or(&revision.sha, |pin| &pin.revision);
+    if status.applied_revision.as_ref() != Some(wanted) {
+        let short: String = wanted.chars().take(12).collect();
         return Err(format!("not yet applied at {short}"));
     }
     if status.sync != SyncStatus::Synced {

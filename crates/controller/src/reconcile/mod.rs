@@ -7,6 +7,7 @@ pub mod decryption;
 pub mod depends;
 pub mod leader;
 pub mod pass;
+pub mod pin;
 pub mod shard;
 pub mod trust;
 pub mod variables;

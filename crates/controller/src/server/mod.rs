@@ -15,6 +15,7 @@ pub mod peer_auth;
 pub mod peers;
 pub mod people;
 pub mod relay;
+mod rollback;
 pub mod service;
 
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use guard::Access;
 use peer_auth::PeerKey;
 use people::{Caller, People};
 use relay::Relay;
-use service::SuspendError;
+use service::{PinError, SuspendError};
 use tether_core::cluster::Cluster;
 use tether_core::report::status::Statuses;
 
@@ -50,6 +51,17 @@ pub trait Control: Send + Sync {
         app: &str,
         suspended: bool,
     ) -> BoxFuture<'_, Result<bool, SuspendError>>;
+    /// Pins the app to an earlier revision (a rollback: it then syncs that revision
+    /// and stays there) or unpins it (None), and records it in the cluster so a
+    /// restart and every replica keep it: `Ok(false)` when there is no such app.
+    /// Without workers (the default) there is none to pin.
+    fn set_pin(
+        &self,
+        _app: &str,
+        _pin: Option<tether_core::report::status::Pin>,
+    ) -> BoxFuture<'_, Result<bool, PinError>> {
+        Box::pin(async { Ok(false) })
+    }
     /// Each readiness check by name, with whether it passes.
     fn readiness(&self) -> Vec<(&'static str, bool)>;
     /// The connection the app syncs through (as its ServiceAccount, when it has one),
@@ -103,6 +115,8 @@ pub fn router(
         .route("/api/v1/apps/{name}/sync", post(sync_app))
         .route("/api/v1/apps/{name}/suspend", post(suspend_app))
         .route("/api/v1/apps/{name}/resume", post(resume_app))
+        .route("/api/v1/apps/{name}/rollback", post(rollback::rollback_app))
+        .route("/api/v1/apps/{name}/unpin", post(rollback::unpin_app))
         .route("/api/v1/apps/{name}/tree", get(app_tree))
         .route("/api/v1/events", get(events))
         .route_layer(middleware::from_fn_with_state(
@@ -110,7 +124,7 @@ pub fn router(
             peers::forward_actions,
         ))
         .route_layer(middleware::from_fn_with_state(
-            access.people.clone(),
+            (access.people.clone(), statuses.clone()),
             people::authorize,
         ))
         .route_layer(middleware::from_fn_with_state(access.clone(), guard::guard));
@@ -348,16 +362,22 @@ async fn get_app(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(status) = state
-        .statuses
-        .get(&name)
-        .and_then(|s| serde_json::to_value(s).ok())
-    else {
-        return not_found(&name);
-    };
+    match app_status(&state, &name, &headers).await {
+        Some(status) => axum::Json(status).into_response(),
+        None => not_found(&name),
+    }
+}
+
+/// One app's status as the API shows it, from whichever replica holds it (see
+/// [`peers`]); None for an unknown app.
+async fn app_status(
+    state: &ServerState,
+    name: &str,
+    headers: &HeaderMap,
+) -> Option<serde_json::Value> {
+    let status = serde_json::to_value(state.statuses.get(name)?).ok()?;
     let key = state.peer_key.as_ref();
-    axum::Json(peers::complete_one(status, state.control.as_ref(), &headers, key).await)
-        .into_response()
+    Some(peers::complete_one(status, state.control.as_ref(), headers, key).await)
 }
 
 async fn sync_app(State(state): State<ServerState>, Path(name): Path<String>) -> Response {

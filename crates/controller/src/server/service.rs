@@ -4,10 +4,13 @@
 
 mod apps;
 mod identity;
+mod ledger;
+mod pins;
 mod suspend;
 
 use identity::StartError;
 
+pub use pins::{PINNED_CONFIGMAP, PinError};
 pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -47,8 +50,9 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// rather than after a whole lease duration). Shrinks to a fifth of a short budget.
 const STOP_RESERVE: Duration = Duration::from_secs(3);
 
-/// How long the start waits for the suspensions recorded in the cluster (one LIST)
-/// before starting workers anyway: a cluster that slow has the watch tell them later.
+/// How long the start waits for the suspensions and pins recorded in the cluster (a
+/// LIST each) before starting workers anyway: a cluster that slow has the watch tell
+/// them later.
 const SUSPENSIONS_WAIT: Duration = Duration::from_secs(5);
 
 /// Where the service gets its configuration and cluster.
@@ -118,6 +122,7 @@ struct Apps {
     caches: Mutex<Vec<(Target, Cache)>>,
     ownership: Ownership,
     suspensions: suspend::Suspensions,
+    pins: pins::Pins,
 }
 
 impl Control for Apps {
@@ -158,6 +163,35 @@ impl Control for Apps {
             let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(r) = running.get(&app) {
                 r.handle.set_suspended(suspended);
+            }
+            Ok(true)
+        })
+    }
+
+    fn set_pin(
+        &self,
+        app: &str,
+        pin: Option<tether_core::report::status::Pin>,
+    ) -> futures::future::BoxFuture<'_, Result<bool, PinError>> {
+        let app = app.to_string();
+        Box::pin(async move {
+            let known = |apps: &Apps| {
+                let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                running.contains_key(&app)
+            };
+            if !known(self) {
+                return Ok(false);
+            }
+            self.pins.record(&app, pin.as_ref()).await?;
+            // At once here (a rollback syncs even with automated sync off); other
+            // replicas from the cluster.
+            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = running.get(&app) {
+                let rollback = pin.is_some();
+                r.handle.set_pin(pin);
+                if rollback {
+                    r.handle.request_sync();
+                }
             }
             Ok(true)
         })
@@ -275,6 +309,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         caches: Mutex::new(Vec::new()),
         ownership: ownership.clone(),
         suspensions: suspend::Suspensions::new(cluster.clone(), config.inventory_namespace.clone()),
+        pins: pins::Pins::new(cluster.clone(), config.inventory_namespace.clone()),
     });
     let workers = CancellationToken::new();
     let delivery = DeliveryOptions {
@@ -356,7 +391,24 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             workers.child_token(),
         )
     };
-    let _ = tokio::time::timeout(SUSPENSIONS_WAIT, suspensions_listed).await;
+    // Rollback pins likewise: a restarted service keeps a rolled-back app where it is.
+    let pins_listed = {
+        let apps = apps.clone();
+        apps.pins.clone().spawn_watch(
+            move |app, pin| {
+                let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(r) = running.get(app) {
+                    r.handle.set_pin(pin);
+                }
+            },
+            workers.child_token(),
+        )
+    };
+    let _ = tokio::time::timeout(
+        SUSPENSIONS_WAIT,
+        futures::future::join(suspensions_listed, pins_listed),
+    )
+    .await;
     contexts.start_all(&current, &triggers).await?;
 
     // App objects, next to the file's apps (issue #16).
@@ -735,6 +787,9 @@ impl Contexts {
         let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
         if self.apps.suspensions.is_recorded(&app.name) {
             handle.set_suspended(true);
+        }
+        if let Some(pin) = self.apps.pins.get(&app.name) {
+            handle.set_pin(Some(pin));
         }
         let commit_page = server::dashboard::commit_url_prefix(&app.source.repo);
         self.statuses

@@ -22,6 +22,7 @@ use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
 use super::{Auth, Revision, Source, SourceError, SourceFile, is_full_sha};
 use crate::cluster::Cluster;
+mod earlier;
 
 /// Every branch and tag, mirrored under the same names: one fetch serves every source
 /// of the repository whatever its reference, as `git clone --mirror` would.

@@ -115,6 +115,16 @@ pub enum SourceError {
     #[error("revision {sha} was not fetched for {} with its own credentials", redact(.url))]
     NotVerified { url: String, sha: String },
 
+    /// An earlier revision asked for (a rollback's) is not in the history of the
+    /// revision the source is at: never this branch's, or rewritten away. Not
+    /// retryable: another revision must be asked for.
+    #[error("revision {sha} is not in the history of {} at {head}", redact(.url))]
+    NotAncestor {
+        url: String,
+        sha: String,
+        head: String,
+    },
+
     /// The local clone is damaged and could not be repaired by re-cloning (the repair
     /// itself needs the remote). Retryable: the next sync re-clones again.
     #[error("cache of {} is corrupt: {}", redact(.url), redact(.message))]
@@ -232,6 +242,11 @@ impl SourceError {
             SourceError::NotVerified { url, sha } => {
                 SourceError::NotVerified { url: fix(url), sha }
             }
+            SourceError::NotAncestor { url, sha, head } => SourceError::NotAncestor {
+                url: fix(url),
+                sha,
+                head,
+            },
             other => other,
         }
     }
@@ -256,7 +271,8 @@ impl SourceError {
             | SourceError::FileTooLarge { .. }
             | SourceError::UnsafeEntry { .. }
             | SourceError::RevisionTooLarge { .. }
-            | SourceError::CredentialsWithheld { .. } => false,
+            | SourceError::CredentialsWithheld { .. }
+            | SourceError::NotAncestor { .. } => false,
         }
     }
 
@@ -278,6 +294,7 @@ impl SourceError {
             SourceError::RevisionTooLarge { .. } => "RevisionTooLarge",
             SourceError::CredentialsWithheld { .. } => "CredentialsWithheld",
             SourceError::NotVerified { .. } => "RevisionNotVerified",
+            SourceError::NotAncestor { .. } => "RevisionNotInHistory",
             SourceError::CacheCorrupt { .. } => "CacheCorrupt",
             SourceError::CacheIo { .. } => "CacheUnavailable",
             SourceError::Git { .. } => "GitError",

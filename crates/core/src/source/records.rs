@@ -106,6 +106,31 @@ impl Records {
             })
     }
 
+    /// The clone this source last synced and the revision it resolved there: what
+    /// an earlier revision must be an ancestor of to be read (see
+    /// [`super::SourceCache::earlier`]).
+    pub(crate) fn head(&self, source: &Source) -> Option<(CloneKey, String)> {
+        let map = self.lock();
+        let record = map.get(source)?;
+        Some((
+            record.clone.clone()?,
+            record.status.last_good.as_ref()?.sha.clone(),
+        ))
+    }
+
+    /// Remembers `sha` as resolved for this source in `key` (an ancestor of its head
+    /// there), if that is still the clone it uses.
+    pub(crate) fn verify(&self, source: &Source, key: &CloneKey, sha: &str) {
+        let mut map = self.lock();
+        let Some(record) = map
+            .get_mut(source)
+            .filter(|r| r.clone.as_ref() == Some(key))
+        else {
+            return;
+        };
+        remember(record, sha);
+    }
+
     /// Record a sync's outcome. A success in another clone than before (rotated
     /// credentials) forgets what was verified in the old one, and returns the old
     /// clone when no source uses it any more.
@@ -144,12 +169,7 @@ impl Records {
                     }
                     _ => None,
                 };
-                if !record.verified.contains(&revision.sha) {
-                    record.verified.push_back(revision.sha.clone());
-                }
-                while record.verified.len() > VERIFIED_PER_SOURCE {
-                    record.verified.pop_front();
-                }
+                remember(record, &revision.sha);
                 replaced.filter(|old| !map.values().any(|r| r.clone.as_ref() == Some(old)))
             }
             // Not logged here: the caller reports the error it gets back (the service's
@@ -197,5 +217,16 @@ impl Records {
             series: (!series_shared).then(|| (url, source.reference.clone(), source.path.clone())),
             repo: (!repo_shared).then_some(host_path),
         }
+    }
+}
+
+/// Adds `sha` to the revisions verified for a source, keeping the last
+/// [`VERIFIED_PER_SOURCE`].
+fn remember(record: &mut Record, sha: &str) {
+    if !record.verified.iter().any(|s| s == sha) {
+        record.verified.push_back(sha.to_string());
+    }
+    while record.verified.len() > VERIFIED_PER_SOURCE {
+        record.verified.pop_front();
     }
 }

@@ -1,5 +1,5 @@
 //! The trail people leave (issue #30): each action taken through the API (sync,
-//! suspend, resume) is a structured log line and, for an App object, a Kubernetes
+//! suspend, resume, roll back, unpin) is a structured log line and, for an App object, a Kubernetes
 //! Event on it (`events.k8s.io/v1`, `reportingController: tether`, the user in its
 //! note), so `kubectl describe tapp` and `kubectl events` say who did what. An app of
 //! the configuration file has no object to hang an Event on: the log line is its
@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{Caller, People};
 use crate::config::{APP_GROUP, APP_KIND, APP_VERSION};
+use tether_core::report::status::Statuses;
 
 /// `reportingController` of tether's Events.
 pub const REPORTING_CONTROLLER: &str = "tether";
@@ -38,6 +39,8 @@ pub fn event(
         "sync" => ("Sync", "SyncRequested"),
         "suspend" => ("Suspend", "Suspended"),
         "resume" => ("Resume", "Resumed"),
+        "roll back" => ("Rollback", "RolledBack"),
+        "unpin" => ("Unpin", "Unpinned"),
         _ => ("Change", "Changed"),
     };
     let nanos = now.timestamp_nanos_opt().unwrap_or_default();
@@ -61,11 +64,21 @@ pub fn event(
     })
 }
 
-/// Logs the action, and writes its Event in the background (a failure is logged: the
-/// action itself already happened).
-pub fn record(people: Option<&People>, caller: &Caller, app: &str, action: &str) {
+/// Logs the action, keeps it in the app's status (the dashboard's recent actions), and
+/// writes its Event in the background (a failure is logged: the action itself already
+/// happened).
+pub fn record(
+    people: Option<&People>,
+    statuses: &Statuses,
+    caller: &Caller,
+    app: &str,
+    action: &str,
+) {
     let who = who(caller);
     tracing::info!(user = who, app, action, "action taken through the API");
+    if statuses.with(app, |_| ()).is_some() {
+        statuses.update(app, |s| s.record_action(action, who, Utc::now()));
+    }
     let Some(people) = people else { return };
     let Some((namespace, name)) = app.split_once('.') else {
         return;

@@ -3,8 +3,8 @@
 //! token`, or an OIDC ID token the API server accepts), checked with a `TokenReview`,
 //! and may do to an App what Kubernetes RBAC allows them, asked with a
 //! `SubjectAccessReview`: `get` on `apps.tether.dev` to see it, `patch` to sync,
-//! suspend or resume it. Apps from the configuration file are authorized as if they
-//! lived in the inventory namespace (under their own name).
+//! suspend, resume, roll back or unpin it. Apps from the configuration file are
+//! authorized as if they lived in the inventory namespace (under their own name).
 //!
 //! Both answers are kept a few seconds ([`TOKEN_TTL`], [`DECISION_TTL`]) by token hash
 //! and by (user, verb, app), in bounded maps, so a page load costs one review per
@@ -35,6 +35,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::{APP_GROUP, APP_PLURAL};
 use cache::Expiring;
+use tether_core::report::status::Statuses;
 
 /// How long a TokenReview's answer is believed: kube-apiserver's webhook token
 /// authenticator keeps answers 2 minutes; tether keeps them shorter, so a deleted
@@ -326,7 +327,7 @@ async fn bounded<T>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     View,
-    /// The word users know it by: sync, suspend, resume.
+    /// The word users know it by: sync, suspend, resume, roll back, unpin.
     Change(&'static str),
 }
 
@@ -339,6 +340,8 @@ pub fn requirement<'p>(method: &Method, path: &'p str) -> Option<(&'p str, Actio
         (&Method::POST, "sync") => Action::Change("sync"),
         (&Method::POST, "suspend") => Action::Change("suspend"),
         (&Method::POST, "resume") => Action::Change("resume"),
+        (&Method::POST, "rollback") => Action::Change("roll back"),
+        (&Method::POST, "unpin") => Action::Change("unpin"),
         (_, "" | "tree") => Action::View,
         // Unknown paths are the router's 404 or 405; checked as changes, the strictest.
         _ => Action::Change("change"),
@@ -351,7 +354,7 @@ pub fn requirement<'p>(method: &Method, path: &'p str) -> Option<(&'p str, Actio
 /// caller) and before a peer forward, so a change is authorized and recorded where it
 /// is asked for (a peer's forwarded call was recorded by the replica it came from).
 pub async fn authorize(
-    State(people): State<Option<Arc<People>>>,
+    State((people, statuses)): State<(Option<Arc<People>>, Statuses)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -385,7 +388,7 @@ pub async fn authorize(
         && response.status().is_success()
         && !from_peer
     {
-        audit::record(people.as_deref(), &caller, &app, what);
+        audit::record(people.as_deref(), &statuses, &caller, &app, what);
     }
     response
 }
@@ -423,13 +426,17 @@ mod tests {
             requirement(&get, "/api/v1/apps/web/tree"),
             Some(("web", Action::View))
         );
-        for what in ["sync", "suspend", "resume"] {
+        for what in ["sync", "suspend", "resume", "unpin"] {
             let path = format!("/api/v1/apps/web/{what}");
             assert_eq!(
                 requirement(&post, &path).map(|(_, a)| a),
                 Some(Action::Change(what))
             );
         }
+        assert_eq!(
+            requirement(&post, "/api/v1/apps/web/rollback").map(|(_, a)| a),
+            Some(Action::Change("roll back"))
+        );
         assert_eq!(
             requirement(&post, "/api/v1/apps/web/delete"),
             Some(("web", Action::Change("change")))

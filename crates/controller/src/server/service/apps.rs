@@ -304,7 +304,14 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
         }
         return out;
     };
-    for kind in ["Ready", "Stalled", "SourceReady", "Synced", "Healthy"] {
+    for kind in [
+        "Ready",
+        "Stalled",
+        "SourceReady",
+        "Synced",
+        "Healthy",
+        "Pinned",
+    ] {
         if let Some(c) = status.conditions.iter().find(|c| c.kind == kind) {
             let at = c
                 .last_transition_time

@@ -6,24 +6,20 @@
 //!   spec change, and `kubectl get app -o yaml` shows it;
 //! - an app of the configuration file, whose definition tether cannot write, is named
 //!   in the ConfigMap [`SUSPENDED_CONFIGMAP`] in the inventory namespace (a key per
-//!   app, the value when and how), written with JSON merge patches so replicas never
-//!   undo each other's keys. One watch of that one object tells every replica, at
-//!   its start and at each change; a steady state costs no request.
+//!   app, the value when and how: see `ledger`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use chrono::{SecondsFormat, Utc};
-use futures::StreamExt;
 use kube::core::GroupVersionKind;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::ledger::Ledger;
 use crate::config::{APP_GROUP, APP_KIND, APP_VERSION};
-use tether_core::cluster::objects::Watched;
-use tether_core::cluster::{Cluster, ClusterError, Resolved};
-use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use tether_core::cluster::{Cluster, ClusterError};
 
 pub use tether_schema::ownership::SUSPENDED_CONFIGMAP;
 
@@ -53,7 +49,8 @@ pub enum SuspendError {
 #[derive(Clone)]
 pub(super) struct Suspensions {
     cluster: Arc<Cluster>,
-    namespace: String,
+    /// Where the configuration file's apps are recorded.
+    ledger: Ledger,
     /// The configuration file's apps named in [`SUSPENDED_CONFIGMAP`], as last seen.
     recorded: Arc<Mutex<HashSet<String>>>,
 }
@@ -67,8 +64,8 @@ fn app_object(app: &str) -> Option<(&str, &str)> {
 impl Suspensions {
     pub(super) fn new(cluster: Arc<Cluster>, namespace: String) -> Suspensions {
         Suspensions {
+            ledger: Ledger::new(cluster.clone(), namespace, SUSPENDED_CONFIGMAP),
             cluster,
-            namespace,
             recorded: Arc::default(),
         }
     }
@@ -114,10 +111,17 @@ impl Suspensions {
                     })?;
             }
             None => {
-                self.record_in_configmap(app, suspended)
+                let value = suspended.then(|| {
+                    format!(
+                        "suspended from the API at {}",
+                        Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+                    )
+                });
+                self.ledger
+                    .set(app, value)
                     .await
                     .map_err(|source| SuspendError::Write {
-                        target: format!("ConfigMap {}/{SUSPENDED_CONFIGMAP}", self.namespace),
+                        target: self.ledger.target(),
                         source,
                     })?;
                 let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
@@ -131,55 +135,6 @@ impl Suspensions {
         Ok(())
     }
 
-    /// Sets or removes the app's key in [`SUSPENDED_CONFIGMAP`], making it the first
-    /// time.
-    async fn record_in_configmap(&self, app: &str, suspended: bool) -> Result<(), ClusterError> {
-        let kind = self.configmaps().await?;
-        let value = suspended.then(|| {
-            format!(
-                "suspended from the API at {}",
-                Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-            )
-        });
-        let patch = json!({"data": {app: value}});
-        let patch_it = || {
-            self.cluster
-                .merge_patch(&kind, Some(&self.namespace), SUSPENDED_CONFIGMAP, &patch)
-        };
-        match patch_it().await {
-            Ok(_) => Ok(()),
-            // Nothing to resume from.
-            Err(err) if err.is_not_found() && !suspended => Ok(()),
-            Err(err) if err.is_not_found() => {
-                self.cluster.ensure_namespace(&self.namespace).await?;
-                let configmap = json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "namespace": self.namespace,
-                        "name": SUSPENDED_CONFIGMAP,
-                        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-                    },
-                    "data": {app: value},
-                });
-                match self.cluster.create(&kind, &configmap).await {
-                    Ok(_) => Ok(()),
-                    // Another replica made it meanwhile: add the key to its.
-                    Err(ClusterError::Api { code: 409, .. }) => patch_it().await.map(|_| ()),
-                    Err(err) => Err(err),
-                }
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    async fn configmaps(&self) -> Result<Resolved, ClusterError> {
-        self.cluster
-            .resolve(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
-            .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))
-    }
-
     /// Follows [`SUSPENDED_CONFIGMAP`]; `changed` hears each app whose recorded
     /// suspension changed (its new value), the first list included. The answer
     /// comes once that first list is in (or the watch could not start), so workers
@@ -189,38 +144,13 @@ impl Suspensions {
         changed: impl Fn(&str, bool) + Send + 'static,
         cancel: CancellationToken,
     ) -> oneshot::Receiver<()> {
-        let this = self.clone();
-        let (listed, first_list) = oneshot::channel();
-        tokio::spawn(async move {
-            let mut listed = Some(listed);
-            let kind = match this.configmaps().await {
-                Ok(kind) => kind,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot follow suspensions recorded in the cluster");
-                    return;
-                }
-            };
-            let stream = this.cluster.watch_objects(
-                &kind,
-                Some(&this.namespace),
-                Some(&format!("metadata.name={SUSPENDED_CONFIGMAP}")),
-            );
-            futures::pin_mut!(stream);
-            loop {
-                let seen = tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    seen = stream.next() => seen,
-                };
-                let now: HashSet<String> = match seen {
-                    None => return,
-                    Some(Watched::Listed(objects)) => {
-                        objects.iter().flat_map(suspended_in).collect()
-                    }
-                    Some(Watched::Applied(object)) => suspended_in(&object).collect(),
-                    Some(Watched::Deleted(_)) => HashSet::new(),
-                };
+        let recorded = self.recorded.clone();
+        self.ledger.spawn_watch(
+            move |data| {
+                // Every key with a value is a suspended app.
+                let now: HashSet<String> = data.into_keys().collect();
                 let flips: Vec<(String, bool)> = {
-                    let mut recorded = this.recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
                     let flips = recorded
                         .symmetric_difference(&now)
                         .map(|app| (app.clone(), now.contains(app)))
@@ -231,21 +161,10 @@ impl Suspensions {
                 for (app, suspended) in flips {
                     changed(&app, suspended);
                 }
-                if let Some(listed) = listed.take() {
-                    let _ = listed.send(());
-                }
-            }
-        });
-        first_list
+            },
+            cancel,
+        )
     }
-}
-
-/// The apps a [`SUSPENDED_CONFIGMAP`] names (a key with a value).
-fn suspended_in(configmap: &Value) -> impl Iterator<Item = String> + '_ {
-    configmap["data"]
-        .as_object()
-        .into_iter()
-        .flat_map(|data| data.keys().cloned())
 }
 
 #[cfg(test)]
@@ -256,15 +175,5 @@ mod tests {
     fn an_app_objects_identity_names_it_and_a_files_app_names_none() {
         assert_eq!(app_object("team-a.web"), Some(("team-a", "web")));
         assert_eq!(app_object("web"), None);
-    }
-
-    #[test]
-    fn every_key_of_the_configmap_is_a_suspended_app() {
-        let configmap =
-            json!({"data": {"web": "suspended from the API at 2026-11-24T05:00:00Z", "api": "x"}});
-        let mut apps: Vec<String> = suspended_in(&configmap).collect();
-        apps.sort();
-        assert_eq!(apps, ["api", "web"]);
-        assert_eq!(suspended_in(&json!({})).count(), 0);
     }
 }

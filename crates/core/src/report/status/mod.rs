@@ -3,8 +3,12 @@
 //! conditions, and why automation is not acting. The loop
 //! writes it, the server reads it, `tether status` renders it (`table`).
 
+mod actions;
+mod pin;
 mod table;
 
+pub use actions::{ACTION_HISTORY, ActionTaken};
+pub use pin::{APPLIED_HISTORY, AppliedRevision, MIN_PREFIX, Pin, find_applied};
 pub use table::render_table;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -256,6 +260,14 @@ pub struct AppStatus {
     pub resources: Vec<ResourceState>,
     /// The last [`PASS_HISTORY`] passes, newest first.
     pub history: VecDeque<PassInfo>,
+    /// The last [`APPLIED_HISTORY`] revisions applied in full, newest first: what a
+    /// rollback may go back to.
+    pub applied_revisions: VecDeque<AppliedRevision>,
+    /// The revision the app is held at by a rollback, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin: Option<Pin>,
+    /// The last [`ACTION_HISTORY`] actions people took through the API, newest first.
+    pub actions: VecDeque<ActionTaken>,
     /// The provider's commit page without the SHA, when the repository URL names a
     /// known web host (credentials never included).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -282,6 +294,9 @@ impl AppStatus {
             conditions: Vec::new(),
             resources: Vec::new(),
             history: VecDeque::new(),
+            applied_revisions: VecDeque::new(),
+            pin: None,
+            actions: VecDeque::new(),
             commit_url_prefix: None,
         }
     }

@@ -6,7 +6,8 @@ use super::DEPENDENCY_NOT_READY;
 
 /// `NAME SYNC HEALTH REVISION SOURCE LAST PASS NOTE` for the apps the status API
 /// returned. SOURCE is `Ready`, the reason a source fails, or `STALE` once it has
-/// failed for longer than its `staleAfter` (REVISION is then its last good one).
+/// failed for longer than its `staleAfter` (REVISION is then its last good one). A
+/// rolled-back app shows the revision it is pinned to, and the pin as its note.
 pub fn render_table(apps: &[Value]) -> String {
     let header = [
         "NAME",
@@ -21,8 +22,9 @@ pub fn render_table(apps: &[Value]) -> String {
         .iter()
         .map(|app| {
             let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
-            let revision = app["revision"]["sha"]
+            let revision = app["pin"]["revision"]
                 .as_str()
+                .or_else(|| app["revision"]["sha"].as_str())
                 .map(|sha| sha.chars().take(12).collect())
                 .unwrap_or_else(|| "-".to_string());
             let pass = &app["lastPass"];
@@ -56,10 +58,18 @@ pub fn render_table(apps: &[Value]) -> String {
                     .and_then(|c| c["message"].as_str())
                     .map(str::to_string)
             });
+            let pinned = app["conditions"].as_array().and_then(|conditions| {
+                conditions
+                    .iter()
+                    .find(|c| c["type"] == "Pinned" && c["status"] == "True")
+                    .and_then(|c| c["message"].as_str())
+                    .map(|m| format!("Pinned: {m}"))
+            });
             let note = waiting
                 .or(unverified)
                 .or_else(|| pass["error"].as_str().map(str::to_string))
                 .or(failing)
+                .or(pinned)
                 .or_else(|| app["automation"]["reason"].as_str().map(str::to_string))
                 .unwrap_or_default();
             [
@@ -145,6 +155,29 @@ mod tests {
         let row = table.lines().nth(1).expect("a row");
         assert!(
             row.ends_with("waiting for ops (not Synced at its revision)"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_pinned_app_shows_the_pinned_revision_and_who_pinned_it() {
+        let apps = [json!({
+            "name": "web", "sync": "Synced", "health": "Healthy",
+            "revision": {"sha": "ffffffffffffffff", "subject": "head"},
+            "pin": {"revision": "0123456789abcdef", "subject": "good"},
+            "lastPass": {"result": "Succeeded", "durationMs": 3},
+            "conditions": [{"type": "Pinned", "status": "True", "reason": "RolledBack",
+                            "message": "pinned to 0123456789ab by alice at 2026-11-27T12:00:00Z"}],
+            "automation": {"acting": true}
+        })];
+        let table = render_table(&apps);
+        assert_eq!(cell(&table, 1, "REVISION"), "0123456789ab", "{table}");
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l
+                    .ends_with("Pinned: pinned to 0123456789ab by alice at 2026-11-27T12:00:00Z")),
             "{table}"
         );
     }

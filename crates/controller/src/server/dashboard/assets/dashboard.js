@@ -476,6 +476,14 @@ function renderApp(a) {
   const history = (a.history || []).map((p) => `<tr><td>${when(Date.parse(p.finishedAt))}</td><td>${resultBadge(p.result)}</td>
 <td class="num">${duration(p.durationMs)}</td><td class="num">${p.changed}</td><td class="small">${esc(p.error || "")}</td></tr>`).join("");
   const rev = a.revision;
+  const pin = a.pin;
+  // A rollback may go back to any applied revision but the one the app is at.
+  const current = pin ? pin.revision : a.appliedRevision;
+  const applied = (a.appliedRevisions || []).map((r) => `<tr><td>${revision(r.sha, r.subject, a.commitUrlPrefix)}</td>
+<td>${when(Date.parse(r.appliedAt))}</td><td>${r.sha === current ? '<span class="muted">current</span>'
+    : `<button type="button" class="rollback" data-sha="${esc(r.sha)}">Roll back</button>`}</td></tr>`).join("");
+  const actions = (a.actions || []).map((x) => `<tr><td>${when(Date.parse(x.at))}</td><td>${esc(x.action)}</td>
+<td>${esc(x.by)}</td></tr>`).join("");
   const treeKey = focusedTreeKey();
   $("main").innerHTML = `<h1><span>${esc(a.name)}</span> ${syncBadge(a.sync)} ${healthBadge(a.health)}
 <span class="actions"><button type="button" id="sync" class="primary">Sync</button>
@@ -487,6 +495,9 @@ function renderApp(a) {
 <div><dt>Drifted</dt><dd id="drift-count">${a.drifted.length}</dd></div>
 <div><dt>Automation</dt><dd>${automation(a.automation.acting, a.automation.reason)}</dd></div>
 </dl>
+${pin ? `<p class="badge b-warn" id="pinned">Pinned to ${esc(pin.revision.slice(0, 12))} ${esc(pin.subject)} by ${esc(pin.by)}
+${when(Date.parse(pin.at))}${pin.reason ? `: ${esc(pin.reason)}` : ""}${pin.untilGitMovesFrom ? " (until Git's head moves)" : ""}
+<button type="button" id="unpin">Unpin</button></p>` : ""}
 ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
 <h2>Drift</h2>
 <div id="drift">${a.drifted.length ? a.drifted.map(driftedObject).join("") : '<p class="muted">Nothing differs from Git.</p>'}</div>
@@ -495,7 +506,13 @@ ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
 <th scope="col">Message</th><th scope="col">Since</th></tr></thead><tbody>${conditions}</tbody></table>
 <h2>Last passes</h2><table id="history"><caption>Newest first, up to 50.</caption><thead><tr><th scope="col">When</th><th scope="col">Result</th>
 <th scope="col" class="num">Took</th><th scope="col" class="num">Changed</th><th scope="col">Error</th></tr></thead>
-<tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table></section></div>`;
+<tbody>${history || '<tr><td colspan="5" class="muted">No pass yet.</td></tr>'}</tbody></table>
+<h2>Recent actions</h2><table id="actions"><caption>Taken through this replica's API, newest first, up to 20.</caption>
+<thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">By</th></tr></thead>
+<tbody>${actions || '<tr><td colspan="3" class="muted">None yet.</td></tr>'}</tbody></table>
+<h2>Applied revisions</h2><table id="applied"><caption>Newest first: a rollback syncs one and holds the app there.</caption>
+<thead><tr><th scope="col">Revision</th><th scope="col">Applied</th><th scope="col">Action</th></tr></thead>
+<tbody>${applied || '<tr><td colspan="3" class="muted">None applied yet.</td></tr>'}</tbody></table></section></div>`;
   state.shown = true;
   // The last tree read stays until the next one arrives.
   if (state.tree && state.tree.app === a.name) renderTree(a.name, state.tree.body, treeKey);
@@ -503,20 +520,26 @@ ${pass && pass.error ? `<p class="b-bad badge">${esc(pass.error)}</p>` : ""}
   refreshTree(a.name);
   $("sync").addEventListener("click", () => act(a.name, "sync", "Sync requested"));
   $("suspend").addEventListener("click", () => act(a.name, suspended ? "resume" : "suspend", suspended ? "Resumed" : "Suspended"));
+  if (pin) $("unpin").addEventListener("click", (e) => act(a.name, "unpin", "Unpinned", {}, e.target));
+  for (const button of document.querySelectorAll("#applied button.rollback")) {
+    button.addEventListener("click", () => {
+      const reason = window.prompt(`Roll ${a.name} back to ${button.dataset.sha.slice(0, 12)} and hold it there? Why:`, "");
+      if (reason !== null) act(a.name, "rollback", "Rolled back", { revision: button.dataset.sha, reason }, button);
+    });
+  }
 }
 
-async function act(name, action, done) {
-  const button = action === "sync" ? $("sync") : $("suspend");
+async function act(name, action, done, body = {}, button = $(action === "sync" ? "sync" : "suspend")) {
   if (button) button.disabled = true;
   try {
     // JSON, as the API asks of every change (a cross-site form cannot send it).
     const res = await api(`/api/v1/apps/${encodeURIComponent(name)}/${action}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: "{}",
+      body: JSON.stringify(body),
     });
-    const body = await res.json().catch(() => ({}));
-    notify(res.ok ? `${done}: ${name}` : `${action} refused: ${body.error || res.status}`);
+    const answer = await res.json().catch(() => ({}));
+    notify(res.ok ? `${done}: ${name}` : `${action} refused: ${answer.error || res.status}`);
   } catch (e) {
     notify(e instanceof Cancelled ? `${action} cancelled: no API token given` : `${action} failed: ${e.message}`);
   } finally {
