@@ -261,7 +261,9 @@ const CLAIMS: &[(&str, Has)] = &[
     ("browser login (SSO)", |_| {
         repo_file("crates/controller/src/server/people/oidc/mod.rs").is_file()
     }),
-    ("rollback that holds", |p| p.cli.contains("## tether rollback")),
+    ("rollback that holds", |p| {
+        p.cli.contains("## tether rollback")
+    }),
     ("multi-tenancy", |p| p.crd_field("serviceAccountName")),
     ("testing without a cluster", |p| {
         p.cli.contains("## tether sandbox")
