@@ -3,9 +3,13 @@
 
 use std::fmt::Write;
 
+use tether_diff::diff::ObjectDiff;
+use tether_diff::manifest::ObjectId;
+
 use super::{DriftReport, unified_diff};
 
-fn xml(s: &str) -> String {
+/// `s` as XML text or attribute value.
+pub(crate) fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -22,39 +26,31 @@ fn xml(s: &str) -> String {
     out
 }
 
-pub fn render_junit(report: &DriftReport) -> String {
-    let s = report.summary();
-    let (tests, failures) = (s.total(), s.drifted());
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
+/// An object's test case, opened and left without its closing `>`: class
+/// `Kind.group`, name `namespace/name`.
+pub(crate) fn open_case(out: &mut String, id: &ObjectId) {
+    let class = if id.group.is_empty() {
+        id.kind.clone()
+    } else {
+        format!("{}.{}", id.kind, id.group)
+    };
+    let name = match &id.namespace {
+        Some(ns) => format!("{ns}/{}", id.name),
+        None => id.name.clone(),
+    };
+    let _ = write!(
         out,
-        "<testsuites name=\"tether diff\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\">"
+        "    <testcase classname=\"{}\" name=\"{}\"",
+        xml(&class),
+        xml(&name)
     );
-    let suite = report
-        .revision
-        .as_deref()
-        .map_or("tether diff".to_string(), |r| format!("tether diff {r}"));
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        xml(&suite)
-    );
-    for o in &report.objects {
-        let class = if o.id.group.is_empty() {
-            o.id.kind.clone()
-        } else {
-            format!("{}.{}", o.id.kind, o.id.group)
-        };
-        let name = match &o.id.namespace {
-            Some(ns) => format!("{ns}/{}", o.id.name),
-            None => o.id.name.clone(),
-        };
-        let _ = write!(
-            out,
-            "    <testcase classname=\"{}\" name=\"{}\"",
-            xml(&class),
-            xml(&name)
-        );
+}
+
+/// One test case per object, a failure (status, fields, masked diff) for each
+/// drifted one: a drift report's, or a preview's head-vs-live section.
+pub(crate) fn drift_cases(out: &mut String, objects: &[ObjectDiff]) {
+    for o in objects {
+        open_case(out, &o.id);
         if !o.drift.is_drift() {
             out.push_str("/>\n");
             continue;
@@ -78,6 +74,26 @@ pub fn render_junit(report: &DriftReport) -> String {
             xml(&unified_diff(o, false))
         );
     }
+}
+
+pub fn render_junit(report: &DriftReport) -> String {
+    let s = report.summary();
+    let (tests, failures) = (s.total(), s.drifted());
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"tether diff\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\">"
+    );
+    let suite = report
+        .revision
+        .as_deref()
+        .map_or("tether diff".to_string(), |r| format!("tether diff {r}"));
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        xml(&suite)
+    );
+    drift_cases(&mut out, &report.objects);
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }
