@@ -46,6 +46,21 @@ pub(crate) fn open_case(out: &mut String, id: &ObjectId) {
     );
 }
 
+/// A failure's message: what happened to the object and the fields that differ.
+pub(crate) fn failure_message(what: &str, o: &ObjectDiff) -> String {
+    let paths: Vec<String> = o
+        .drift
+        .changes()
+        .iter()
+        .map(|c| c.path.to_string())
+        .collect();
+    if paths.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {}", paths.join(", "))
+    }
+}
+
 /// One test case per object, a failure (status, fields, masked diff) for each
 /// drifted one: a drift report's, or a preview's head-vs-live section.
 pub(crate) fn drift_cases(out: &mut String, objects: &[ObjectDiff]) {
@@ -56,17 +71,7 @@ pub(crate) fn drift_cases(out: &mut String, objects: &[ObjectDiff]) {
             continue;
         }
         let status = o.drift.status().as_str();
-        let paths: Vec<String> = o
-            .drift
-            .changes()
-            .iter()
-            .map(|c| c.path.to_string())
-            .collect();
-        let message = if paths.is_empty() {
-            status.to_string()
-        } else {
-            format!("{status}: {}", paths.join(", "))
-        };
+        let message = failure_message(status, o);
         let _ = writeln!(
             out,
             ">\n      <failure type=\"{status}\" message=\"{}\">{}</failure>\n    </testcase>",

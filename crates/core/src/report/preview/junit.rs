@@ -10,7 +10,7 @@ use std::fmt::Write;
 use tether_diff::diff::{ObjectDiff, is_secret};
 
 use super::{SIDES, short, verb};
-use crate::report::drift::{drift_cases, open_case, unified_diff_between, xml};
+use crate::report::drift::{drift_cases, failure_message, open_case, unified_diff_between, xml};
 use crate::sync::preview::{AppOutcome, AppPreview, Preview, secret_keys};
 
 /// The name of an app's head-vs-live suite, after the app's own.
@@ -114,22 +114,17 @@ fn object_case(out: &mut String, o: &ObjectDiff) {
     }
     let what = verb(&o.drift);
     let (message, body) = if is_secret(&o.id) {
-        (
-            format!("{what}: keys {}", secret_keys(o).join(", ")),
-            String::new(),
-        )
-    } else {
-        let paths: Vec<String> = o
-            .drift
-            .changes()
-            .iter()
-            .map(|c| c.path.to_string())
-            .collect();
-        let message = match paths.is_empty() {
+        let keys = secret_keys(o);
+        let message = match keys.is_empty() {
             true => what.to_string(),
-            false => format!("{what}: {}", paths.join(", ")),
+            false => format!("{what}: keys {}", keys.join(", ")),
         };
-        (message, unified_diff_between(o, false, SIDES))
+        (message, String::new())
+    } else {
+        (
+            failure_message(what, o),
+            unified_diff_between(o, false, SIDES),
+        )
     };
     let _ = writeln!(
         out,
