@@ -50,6 +50,33 @@ pub struct CommentArgs {
     /// BITBUCKET_TOKEN).
     #[arg(long, requires = "comment")]
     pub comment_token_file: Option<PathBuf>,
+
+    /// With --base: names what this job previews in the comment's hidden marker
+    /// (letters, digits, `.`, `_`, `-`), so jobs previewing different
+    /// configurations on one pull request keep one comment each. Default: a short
+    /// hash of --config's path (or --path) and --app.
+    #[arg(long, requires = "base", value_parser = parse_comment_id)]
+    pub comment_id: Option<String>,
+}
+
+/// The longest `--comment-id`: a name, not a document.
+const MAX_COMMENT_ID: usize = 64;
+
+/// A `--comment-id`: it goes inside an HTML comment, so only characters that cannot
+/// end one (`--` cannot) or break the line.
+fn parse_comment_id(text: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if text.is_empty() || text.len() > MAX_COMMENT_ID || !text.chars().all(allowed) {
+        return Err(format!(
+            "{text:?}: a comment id is 1 to {MAX_COMMENT_ID} letters, digits, '.', '_' or '-'"
+        ));
+    }
+    if text.contains("--") {
+        return Err(format!(
+            "{text:?}: a comment id cannot hold \"--\" (it would end the HTML comment)"
+        ));
+    }
+    Ok(text.to_string())
 }
 
 fn parse_provider(text: &str) -> Result<Provider, String> {
@@ -186,6 +213,25 @@ mod tests {
             comment_repository: None,
             comment_pr: None,
             comment_token_file: None,
+            comment_id: None,
+        }
+    }
+
+    #[test]
+    fn a_comment_id_cannot_break_out_of_its_html_comment() {
+        assert_eq!(
+            parse_comment_id("prod-eu.1_a"),
+            Ok("prod-eu.1_a".to_string())
+        );
+        for bad in [
+            "",
+            "a--b",
+            "a -->",
+            "a\nb",
+            "ü",
+            &"x".repeat(MAX_COMMENT_ID + 1),
+        ] {
+            assert!(parse_comment_id(bad).is_err(), "{bad:?}");
         }
     }
 

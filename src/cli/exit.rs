@@ -98,8 +98,6 @@ pub enum Error {
         "--live with --config needs --base (each app's head against the snapshot); without it, --config compares each app with its own cluster"
     )]
     LiveWithConfig,
-    #[error("JUnit output is not available with --base: use -o text, json or markdown")]
-    JunitForPreview,
     /// `tether diff --base` could not read the checkout or a commit.
     #[error("{0}")]
     Preview(#[source] tether_core::sync::preview::PreviewError),

@@ -9,8 +9,8 @@ use tether_controller::config::Config;
 use tether_core::report::comment::{CommentTarget, Posted, upsert};
 use tether_core::report::delivery::DeliveryOptions;
 use tether_core::report::preview::{
-    COMMENT_MARKER, GITHUB_COMMENT_LIMIT, Totals, render_json, render_markdown,
-    render_markdown_files, render_text,
+    BARE_COMMENT_MARKER, GITHUB_COMMENT_LIMIT, Totals, comment_marker, default_comment_id,
+    render_json, render_junit, render_markdown, render_markdown_files, render_text,
 };
 use tether_core::source::{LocalRepo, normalize_repo_url};
 use tether_core::sync::SyncOptions;
@@ -22,9 +22,6 @@ use super::diff::{Color, DiffArgs, ReportFormat, observe_online};
 use super::{Error, Outcome, write_stdout};
 
 pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
-    if args.output == ReportFormat::Junit {
-        return Err(Error::JunitForPreview);
-    }
     // Where the comment goes is settled before any render: a job missing its token
     // fails at once, not after the work.
     let comment = match args.comment.comment {
@@ -37,6 +34,7 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     let repo = LocalRepo::discover(&cwd).map_err(Error::Cache)?;
     let base = repo.resolve(base).map_err(Error::Cache)?;
     let head = repo.resolve(&args.git.reference).map_err(Error::Cache)?;
+    let marker = marker(args, &repo, &cwd);
     let apps = match &args.config {
         Some(config) => config_apps(&repo, config, args)?,
         None => {
@@ -71,8 +69,10 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     }
     let mut out = match args.output {
         ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
+        ReportFormat::Junit => render_junit(&found),
         ReportFormat::Markdown => {
-            render_markdown(&found, args.markdown_limit.unwrap_or(GITHUB_COMMENT_LIMIT))
+            let limit = args.markdown_limit.unwrap_or(GITHUB_COMMENT_LIMIT);
+            render_markdown(&found, limit, &marker)
         }
         _ => render_text(
             &found,
@@ -91,7 +91,7 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     }
     write_stdout(&out)?;
     if let Some(target) = comment {
-        post_comment(&target, &found, args.markdown_limit).await?;
+        post_comment(&target, &found, args.markdown_limit, &marker).await?;
     }
     let failed: Vec<String> = found
         .apps
@@ -162,16 +162,42 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
     Ok(())
 }
 
+/// The hidden marker of this preview's comment (and of its Markdown): `--comment-id`,
+/// or a short hash of how the apps were chosen (the configuration's or the app's
+/// path in the repository, and `--app`), the same on every run of the job.
+fn marker(args: &DiffArgs, repo: &LocalRepo, cwd: &Path) -> String {
+    let id = match &args.comment.comment_id {
+        Some(id) => id.clone(),
+        None => {
+            let what = match &args.config {
+                Some(config) => format!(
+                    "config\0{}",
+                    repo_path(repo, cwd, &config.to_string_lossy())
+                ),
+                None => format!(
+                    "path\0{}",
+                    repo_path(repo, cwd, args.path.as_deref().unwrap_or("."))
+                ),
+            };
+            default_comment_id(&format!("{what}\0{}", args.app.as_deref().unwrap_or("")))
+        }
+    };
+    comment_marker(&id)
+}
+
 /// Creates or updates the pull request's comment with the Markdown report, cut to
 /// the provider's limit (or `--markdown-limit`, if smaller), and says which on stderr.
+/// A comment of an earlier tether, marked without an id, is adopted.
 async fn post_comment(
     target: &CommentTarget,
     found: &Preview,
     limit: Option<usize>,
+    marker: &str,
 ) -> Result<(), Error> {
     let limit = limit.map_or(target.limit(), |l| l.min(target.limit()));
-    let body = render_markdown(found, limit);
-    let posted = upsert(target, &body, COMMENT_MARKER, &DeliveryOptions::default())
+    let body = render_markdown(found, limit, marker);
+    let adopt = [BARE_COMMENT_MARKER];
+    let posted = upsert(target, &body, marker, &adopt, &DeliveryOptions::default())
         .await
         .map_err(Error::Comment)?;
     let what = match posted {

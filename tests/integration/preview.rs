@@ -375,7 +375,13 @@ fn the_markdown_comment_fits_its_limit_and_says_what_it_left_out() {
     let args = ["--base", &base, "--config", "tether.yaml", "-o", "markdown"];
     let full = tether_in(&repo.dir, &args);
     no_secret_value(&full);
-    assert!(full.stdout.contains("<!-- tether-preview -->"));
+    // The marker names what is previewed: the same on every run.
+    let marker = full.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(marker.starts_with("<!-- tether-preview id="), "{marker}");
+    assert_eq!(
+        tether_in(&repo.dir, &args).stdout.lines().last(),
+        Some(marker.as_str())
+    );
     assert!(full.stdout.contains("<details><summary><b>web</b>"));
     assert!(!full.stdout.contains("left out"), "{}", full.stdout);
     let limit = full.stdout.len() / 2;
@@ -388,7 +394,7 @@ fn the_markdown_comment_fits_its_limit_and_says_what_it_left_out() {
     assert!(cut.stdout.contains("left out"), "{}", cut.stdout);
     // The summary is never cut: every image change is still there.
     assert!(cut.stdout.contains("`nginx:1.25` → `nginx:1.27`"));
-    assert!(cut.stdout.ends_with("<!-- tether-preview -->\n"));
+    assert!(cut.stdout.ends_with(&format!("{marker}\n")));
 
     // The artifact holds every app's report whole.
     let dir = tmp.path().join("artifact");
@@ -436,9 +442,145 @@ fn outside_a_git_checkout_the_error_says_so() {
     );
 }
 
+/// One test case of a JUnit report: its suite, class, name, and the kind and
+/// message of its outcome (`failure`, `error`, `skipped`; none when it passed).
+#[derive(Debug)]
+pub(crate) struct Case {
+    pub suite: String,
+    pub class: String,
+    pub name: String,
+    pub outcome: Option<(String, String, String)>,
+}
+
+/// Parses a JUnit report, checks that every count (`tests`, `failures`, `errors`,
+/// `skipped`) of each suite and of the whole agrees with its test cases, and returns
+/// the suites' names in order and the cases.
+pub(crate) fn junit(text: &str) -> (Vec<String>, Vec<Case>) {
+    let doc = roxmltree::Document::parse(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites", "{text}");
+    let count = |node: roxmltree::Node, what: &str| -> usize {
+        node.attribute(what)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{what} of {node:?}"))
+    };
+    let (mut suites, mut cases) = (Vec::new(), Vec::new());
+    for suite in root.children().filter(|n| n.has_tag_name("testsuite")) {
+        let name = suite.attribute("name").unwrap_or_default().to_string();
+        let mine: Vec<Case> = suite
+            .children()
+            .filter(|n| n.has_tag_name("testcase"))
+            .map(|case| Case {
+                suite: name.clone(),
+                class: case.attribute("classname").unwrap_or_default().to_string(),
+                name: case.attribute("name").unwrap_or_default().to_string(),
+                outcome: case.children().find(|n| n.is_element()).map(|o| {
+                    (
+                        o.tag_name().name().to_string(),
+                        o.attribute("message").unwrap_or_default().to_string(),
+                        o.text().unwrap_or_default().to_string(),
+                    )
+                }),
+            })
+            .collect();
+        let with = |kind: &str| {
+            mine.iter()
+                .filter(|c| c.outcome.as_ref().is_some_and(|o| o.0 == kind))
+                .count()
+        };
+        assert_eq!(count(suite, "tests"), mine.len(), "{name}");
+        for (attribute, kind) in [
+            ("failures", "failure"),
+            ("errors", "error"),
+            ("skipped", "skipped"),
+        ] {
+            assert_eq!(count(suite, attribute), with(kind), "{name}: {kind}");
+        }
+        suites.push(name);
+        cases.extend(mine);
+    }
+    let all = |what: &str| {
+        root.children()
+            .filter(|n| n.has_tag_name("testsuite"))
+            .map(|s| count(s, what))
+            .sum::<usize>()
+    };
+    for what in ["tests", "failures", "errors", "skipped"] {
+        assert_eq!(count(root, what), all(what), "{what} of the whole report");
+    }
+    (suites, cases)
+}
+
+/// Issue #29: `-o junit` with `--base` (it was refused): a suite per app, a failure
+/// per object the pull request adds, removes or changes (a Secret by key name only),
+/// the broken render an error, the untouched app skipped.
+#[test]
+fn the_junit_report_has_a_suite_per_app_and_a_failure_per_changed_object() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (repo, base) = pull_request(tmp.path());
+    let run = tether_in(
+        &repo.dir,
+        &["--base", &base, "--config", "tether.yaml", "-o", "junit"],
+    );
+    no_secret_value(&run);
+    assert_eq!(run.code, Some(1), "changes found: {}", run.stderr);
+    let (suites, cases) = junit(&run.stdout);
+    assert_eq!(suites, ["web", "shop", "crds", "api", "broken"]);
+    let case = |suite: &str, class: &str| {
+        cases
+            .iter()
+            .find(|c| c.suite == suite && c.class == class)
+            .unwrap_or_else(|| panic!("no {class} in {suite}: {cases:#?}"))
+    };
+    let outcome = |c: &Case| c.outcome.clone().unwrap_or_default();
+
+    let deployment = outcome(case("web", "Deployment.apps"));
+    assert_eq!(deployment.0, "failure");
+    assert!(deployment.1.starts_with("Changed: "), "{deployment:?}");
+    assert!(deployment.1.contains("image"), "{deployment:?}");
+    assert!(deployment.2.contains("nginx:1.27"), "{deployment:?}");
+    assert!(
+        !deployment.1.contains("helm.sh"),
+        "the chart label is filtered"
+    );
+    let secret = case("web", "Secret");
+    assert_eq!(secret.name, "shop/web-db");
+    assert_eq!(
+        outcome(secret),
+        ("failure".into(), "Changed: keys password".into(), "".into())
+    );
+    // The generated ConfigMap is one changed object, not a removal and an addition.
+    let config_maps: Vec<_> = cases
+        .iter()
+        .filter(|c| c.suite == "shop" && c.class == "ConfigMap")
+        .collect();
+    assert_eq!(config_maps.len(), 1, "{config_maps:#?}");
+    assert!(outcome(config_maps[0]).1.starts_with("Changed: "));
+    let crd = outcome(case(
+        "crds",
+        "CustomResourceDefinition.apiextensions.k8s.io",
+    ));
+    assert!(crd.1.starts_with("Changed: "), "{crd:?}");
+
+    let api = outcome(case("api", "api"));
+    assert_eq!(api.0, "skipped");
+    let broken = outcome(case("broken", "broken"));
+    assert_eq!(
+        (broken.0.as_str(), broken.1.as_str()),
+        ("error", "render failed at head")
+    );
+    assert!(broken.2.contains("missing.yaml"), "{broken:?}");
+}
+
 /// The composite action's `tether diff --base` step, run as GitHub Actions runs it
-/// (bash, `-e -o pipefail`) in a checkout whose `origin/main` is the base.
-fn run_action_step(repo: &Path, fail_on_error: &str) -> (Option<i32>, String, String) {
+/// (bash, `-e -o pipefail`) in a checkout whose `origin/main` is the base, with the
+/// runner's variables `env`: returns the exit code, the step's outputs and the
+/// Markdown it kept.
+pub(crate) fn run_action_step(
+    repo: &Path,
+    fail_on_error: &str,
+    env: &[(&str, String)],
+) -> (Option<i32>, String, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ci/tether-preview/action.yml");
     let text = std::fs::read_to_string(&path).expect("the action");
     let action: Value = serde_saphyr::from_str(&text).expect("the action is YAML");
@@ -461,6 +603,11 @@ fn run_action_step(repo: &Path, fail_on_error: &str) -> (Option<i32>, String, St
         .env("FAIL_ON_ERROR", fail_on_error)
         .env("RUNNER_TEMP", temp.path())
         .env("GITHUB_OUTPUT", &outputs)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("TETHER_COMMENT_TOKEN")
+        .env_remove("GITEA_ACTIONS")
+        .env_remove("FORGEJO_ACTIONS")
+        .env_remove("GITHUB_EVENT_PATH")
         .env(
             "PATH",
             format!(
@@ -477,31 +624,6 @@ fn run_action_step(repo: &Path, fail_on_error: &str) -> (Option<i32>, String, St
         std::fs::read_to_string(&outputs).expect("outputs"),
         markdown,
     )
-}
-
-#[test]
-fn the_github_action_writes_the_comment_and_fails_only_on_errors() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (repo, base) = pull_request(tmp.path());
-    git(
-        &repo.dir,
-        &["update-ref", "refs/remotes/origin/main", &base],
-    );
-    let (code, outputs, markdown) = run_action_step(&repo.dir, "false");
-    assert_eq!(code, Some(0), "changes are a result, not a failure");
-    assert_eq!(outputs, "exit-code=1\n");
-    assert!(
-        markdown.contains("`nginx:1.25` → `nginx:1.27`"),
-        "{markdown}"
-    );
-    assert!(markdown.ends_with("<!-- tether-preview -->\n"));
-    let (code, outputs, _) = run_action_step(&repo.dir, "true");
-    assert_eq!(
-        code,
-        Some(2),
-        "the broken overlay fails the step when asked"
-    );
-    assert_eq!(outputs, "exit-code=2\n");
 }
 
 /// The comparison itself, pure: matching, noise and Secrets without Git or a binary.

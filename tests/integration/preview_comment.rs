@@ -1,5 +1,5 @@
-//! `tether diff --base --comment` (issue #29): one comment per pull request, found by
-//! its hidden marker and edited on a rerun, on a loopback forge that answers as
+//! `tether diff --base --comment` (issue #29): one comment per previewed configuration
+//! on a pull request, found by its hidden marker and edited on a rerun, on a loopback forge that answers as
 //! GitHub, Gitea, GitLab, Bitbucket Cloud and Bitbucket Data Center document their
 //! comment APIs (see `forge`). Each request is recorded and asserted: method, path,
 //! query, the authentication header's form and the body.
@@ -12,10 +12,11 @@ use std::time::Duration;
 use serde_json::json;
 use tether_core::report::comment::{CommentError, CommentTarget, Posted, upsert};
 use tether_core::report::delivery::{DeliveryError, DeliveryOptions};
-use tether_core::report::preview::COMMENT_MARKER;
+use tether_core::report::preview::{BARE_COMMENT_MARKER, comment_marker};
 use tether_core::source::{Provider, SecretRef};
 
-use crate::preview::{SECRET_BASE, SECRET_HEAD, pull_request, web};
+use crate::preview::{SECRET_BASE, SECRET_HEAD, pull_request, run_action_step, web};
+use crate::support::git;
 use forge::{Forge, Kind, Request, TOKEN};
 
 /// Comments by reviewers before ours: more than one listing page of 100.
@@ -31,8 +32,13 @@ fn options() -> DeliveryOptions {
     }
 }
 
+/// The marker of the comments the library tests post.
+fn marker() -> String {
+    comment_marker("job")
+}
+
 fn body(text: &str) -> String {
-    format!("### tether diff --base\n{text}\n\n{COMMENT_MARKER}\n")
+    format!("### tether diff --base\n{text}\n\n{}\n", marker())
 }
 
 /// The token in a file, as `--comment-token-file` names it.
@@ -54,7 +60,7 @@ async fn four_runs(forge: &Forge, target: &CommentTarget) -> [Vec<Request>; 4] {
     let mut runs: [Vec<Request>; 4] = Default::default();
     let mut id = None;
     for (i, text) in texts.iter().enumerate() {
-        let posted = upsert(target, text, COMMENT_MARKER, &options())
+        let posted = upsert(target, text, &marker(), &[], &options())
             .await
             .unwrap_or_else(|e| panic!("run {i}: {e}"));
         match (i, posted) {
@@ -74,7 +80,7 @@ async fn four_runs(forge: &Forge, target: &CommentTarget) -> [Vec<Request>; 4] {
     let comments = forge.comments();
     let ours: Vec<_> = comments
         .iter()
-        .filter(|c| !c.hidden && c.body.contains(COMMENT_MARKER))
+        .filter(|c| !c.hidden && c.body.contains(&marker()))
         .collect();
     assert_eq!(ours.len(), 1, "one comment, never a duplicate: {ours:?}");
     assert_eq!(ours[0].body, texts[3]);
@@ -168,7 +174,7 @@ async fn gitea_reads_one_listing_and_authenticates_with_token() {
 async fn gitlab_pages_by_next_page_skips_system_notes_and_puts_its_note() {
     let forge = Forge::start(Kind::Gitlab).await;
     // System notes quoting the marker (a note's history) are not ours to edit.
-    forge.seed(OTHERS, 3, COMMENT_MARKER);
+    forge.seed(OTHERS, 3, &marker());
     let dir = tempfile::tempdir().expect("tempdir");
     let t = target(
         &forge,
@@ -197,7 +203,7 @@ async fn gitlab_pages_by_next_page_skips_system_notes_and_puts_its_note() {
 #[tokio::test]
 async fn bitbucket_cloud_follows_next_skips_deleted_comments_and_puts_content() {
     let forge = Forge::start(Kind::BitbucketCloud).await;
-    forge.seed(OTHERS, 3, COMMENT_MARKER);
+    forge.seed(OTHERS, 3, &marker());
     let dir = tempfile::tempdir().expect("tempdir");
     let t = target(
         &forge,
@@ -280,7 +286,7 @@ async fn a_refused_token_is_a_clear_error_that_never_shows_the_token() {
         "acme/shop",
         token_file(dir.path(), wrong),
     );
-    let err = upsert(&t, &body("x"), COMMENT_MARKER, &options())
+    let err = upsert(&t, &body("x"), &marker(), &[], &options())
         .await
         .expect_err("refused");
     assert!(
@@ -309,7 +315,8 @@ struct Run {
     stderr: String,
 }
 
-/// `tether diff --base` in `dir` as a GitHub Actions job on pull request 7 runs it.
+/// `tether diff --base --config tether.yaml` in `dir` as a GitHub Actions job on
+/// pull request 7 runs it.
 async fn in_github_actions(
     dir: &Path,
     base: &str,
@@ -317,15 +324,20 @@ async fn in_github_actions(
     token: &str,
     extra: &[&str],
 ) -> Run {
+    previewing(dir, base, forge, token, "tether.yaml", extra).await
+}
+
+/// The same job, previewing the configuration `config`.
+async fn previewing(
+    dir: &Path,
+    base: &str,
+    forge: &Forge,
+    token: &str,
+    config: &str,
+    extra: &[&str],
+) -> Run {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args([
-            "diff",
-            "--base",
-            base,
-            "--config",
-            "tether.yaml",
-            "--comment",
-        ])
+        .args(["diff", "--base", base, "--config", config, "--comment"])
         .args(extra)
         .current_dir(dir)
         .env("GITHUB_ACTIONS", "true")
@@ -374,7 +386,8 @@ async fn a_pull_request_gets_one_comment_edited_on_the_next_push() {
         comment.contains("<details><summary><b>broken</b>"),
         "the broken overlay is reported: {comment}"
     );
-    assert!(comment.ends_with(&format!("{COMMENT_MARKER}\n")));
+    assert!(comment.ends_with(" -->\n"), "{comment}");
+    assert!(comment.contains("\n<!-- tether-preview id="), "{comment}");
     assert!(comment.len() <= 65_536);
 
     // The next push bumps the image again: the same comment says so.
@@ -475,4 +488,131 @@ async fn a_comment_that_cannot_be_posted_fails_the_job_after_the_report() {
         "{stderr}"
     );
     assert!(push.stdout.is_empty(), "settled before any render");
+}
+
+/// Issue #29: two jobs previewing different configurations on one pull request keep
+/// one comment each (the marker names what is previewed), a rerun edits its own, and
+/// the comment of an earlier tether (its marker without an id) is adopted, not left.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_configuration_keeps_its_own_comment_and_the_old_one_is_adopted() {
+    let forge = Forge::start(Kind::Github).await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (repo, base) = pull_request(tmp.path());
+    // An earlier tether's comment, as it posted it: the bare marker.
+    let token = token_file(tmp.path(), TOKEN);
+    let t = target(&forge, Provider::Github, "acme/shop", token);
+    let old = format!("### an earlier report\n\n{BARE_COMMENT_MARKER}\n");
+    upsert(&t, &old, BARE_COMMENT_MARKER, &[], &options())
+        .await
+        .expect("the old comment");
+    forge.requests();
+
+    let first = in_github_actions(&repo.dir, &base, &forge, TOKEN, &[]).await;
+    assert!(
+        first.stderr.contains("tether: comment 1 updated"),
+        "adopted: {}",
+        first.stderr
+    );
+    let comments = forge.comments();
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(!comments[0].body.contains(BARE_COMMENT_MARKER));
+
+    // A second configuration (the web app alone) in another job: its own comment.
+    let staging = std::fs::read_to_string(repo.dir.join("tether.yaml"))
+        .expect("config")
+        .split("  - name: shop")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    std::fs::write(repo.dir.join("staging.yaml"), staging).expect("staging.yaml");
+    let second = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &[]).await;
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    assert!(
+        second.stderr.contains("tether: comment added"),
+        "{}",
+        second.stderr
+    );
+    let comments = forge.comments();
+    assert_eq!(comments.len(), 2, "{comments:?}");
+    assert!(
+        !comments[1].body.contains("<b>shop</b>"),
+        "staging previews web only"
+    );
+    let marker_of = |body: &str| body.lines().last().unwrap_or_default().to_string();
+    assert_ne!(marker_of(&comments[0].body), marker_of(&comments[1].body));
+
+    // Reruns find their own comment (edited, or left alone when it says the same);
+    // a named id is a third one.
+    let again = in_github_actions(&repo.dir, &base, &forge, TOKEN, &[]).await;
+    assert!(
+        again.stderr.contains("tether: comment 1 "),
+        "{}",
+        again.stderr
+    );
+    let again = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &[]).await;
+    assert!(
+        again.stderr.contains("tether: comment 2 "),
+        "{}",
+        again.stderr
+    );
+    let named = ["--comment-id", "prod-eu"];
+    let run = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &named).await;
+    assert!(
+        run.stderr.contains("tether: comment added"),
+        "{}",
+        run.stderr
+    );
+    let comments = forge.comments();
+    assert_eq!(comments.len(), 3, "{comments:?}");
+    assert_eq!(
+        marker_of(&comments[2].body),
+        "<!-- tether-preview id=prod-eu -->"
+    );
+}
+
+/// The GitHub Action posts the comment with `tether diff --comment` (no
+/// actions/github-script): its step, run with a pull request's variables, leaves one
+/// comment on the forge, and fails only on errors.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_github_action_posts_the_comment_and_fails_only_on_errors() {
+    let forge = Forge::start(Kind::Github).await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (repo, base) = pull_request(tmp.path());
+    git(
+        &repo.dir,
+        &["update-ref", "refs/remotes/origin/main", &base],
+    );
+    let step = |fail_on_error: &'static str| {
+        let dir = repo.dir.clone();
+        let env = [
+            ("GITHUB_ACTIONS", "true".to_string()),
+            ("GITHUB_API_URL", forge.api_url()),
+            ("GITHUB_REPOSITORY", "acme/shop".to_string()),
+            ("GITHUB_REF", "refs/pull/7/merge".to_string()),
+            ("GITHUB_TOKEN", TOKEN.to_string()),
+        ];
+        tokio::task::spawn_blocking(move || run_action_step(&dir, fail_on_error, &env))
+    };
+    let (code, outputs, markdown) = step("false").await.expect("the step");
+    assert_eq!(code, Some(0), "changes are a result, not a failure");
+    assert_eq!(outputs, "exit-code=1\n");
+    let comments = forge.comments();
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].body.contains("`nginx:1.25` → `nginx:1.27`"),
+        "{}",
+        comments[0].body
+    );
+    assert_eq!(
+        comments[0].body, markdown,
+        "the comment is the step's Markdown"
+    );
+    let (code, outputs, _) = step("true").await.expect("the step");
+    assert_eq!(
+        code,
+        Some(2),
+        "the broken overlay fails the step when asked"
+    );
+    assert_eq!(outputs, "exit-code=2\n");
+    assert_eq!(forge.comments().len(), 1, "the rerun keeps its comment");
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::preview::{SECRET_BASE, SECRET_HEAD, pull_request, web};
+use crate::preview::{SECRET_BASE, SECRET_HEAD, junit, pull_request, web};
 use crate::support::{Run, TestSandbox};
 
 /// `tether diff --base` in the checkout `dir`.
@@ -189,5 +189,50 @@ async fn a_snapshot_stands_in_for_the_cluster_and_unrendered_apps_get_no_live_se
         both.stderr.contains("--live with --config needs --base"),
         "{}",
         both.stderr
+    );
+}
+
+/// Issue #29: the JUnit report carries the head-vs-live section too, as one more
+/// suite per rendered app, its cases as `tether diff -o junit` has them.
+#[tokio::test]
+async fn the_junit_report_has_a_head_vs_live_suite_per_rendered_app() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (repo, base) = pull_request(tmp.path());
+    let snapshot = tmp.path().join("live.yaml");
+    std::fs::write(&snapshot, web("nginx:1.25", "1.0.0", SECRET_BASE)).expect("snapshot");
+    let snap = snapshot.display().to_string();
+    let args = ["--base", &base, "--config", "tether.yaml", "--live", &snap];
+    let run = in_checkout(&repo.dir, &[&args[..], &["-o", "junit"]].concat()).await;
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    no_secret_value(&run);
+    let (suites, cases) = junit(&run.stdout);
+    assert_eq!(
+        suites,
+        [
+            "web",
+            "web: head vs live",
+            "shop",
+            "shop: head vs live",
+            "crds",
+            "crds: head vs live",
+            "api",
+            "broken"
+        ]
+    );
+    let live: Vec<(&str, &str)> = cases
+        .iter()
+        .filter(|c| c.suite == "web: head vs live")
+        .filter_map(|c| {
+            let (kind, message, _) = c.outcome.as_ref()?;
+            assert_eq!(kind, "failure");
+            Some((
+                c.class.as_str(),
+                message.split(':').next().unwrap_or_default(),
+            ))
+        })
+        .collect();
+    assert_eq!(
+        live,
+        [("Deployment.apps", "Modified"), ("Secret", "Modified")]
     );
 }

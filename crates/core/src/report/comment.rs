@@ -1,8 +1,9 @@
 //! Pull-request comments (issue #29): `tether diff --base --comment` keeps one comment
-//! on the pull or merge request up to date with the preview. The comment is found by
-//! the report's hidden marker line (its listing read page by page), edited when it
-//! exists and created when it does not, so a rerun on a new push edits instead of
-//! adding another. Requests go through the commit-status providers' client
+//! per previewed configuration on the pull or merge request up to date with the
+//! preview. The comment is found by the report's hidden marker line, which names
+//! what is previewed (its listing read page by page), edited when it exists and
+//! created when it does not, so a rerun on a new push edits instead of adding
+//! another, and two jobs previewing different configurations keep one each. Requests go through the commit-status providers' client
 //! (`delivery`): the same timeouts, retries, no redirects, and the same outbound
 //! guard, as the command line's user (the operator) names the API.
 
@@ -161,11 +162,14 @@ struct Page {
 }
 
 /// Create or update the comment holding `marker` on `target`'s pull request so it
-/// reads `body` (which holds `marker`). The first comment holding the marker is ours.
+/// reads `body` (which holds `marker`). The first comment holding the marker is ours;
+/// when none does, the first holding one of `adopt` (an older form of the marker)
+/// becomes ours, so an upgrade edits the comment it finds instead of adding one.
 pub async fn upsert(
     target: &CommentTarget,
     body: &str,
     marker: &str,
+    adopt: &[&str],
     options: &DeliveryOptions,
 ) -> Result<Posted, CommentError> {
     let token = target.token.read().map_err(CommentError::Token)?;
@@ -178,7 +182,7 @@ pub async fn upsert(
         counters: Counters::default(),
     };
     let mut next = Some(api.list_url());
-    let mut ours = None;
+    let (mut ours, mut adopted) = (None, None);
     for _ in 0..MAX_PAGES {
         let Some(url) = next.take() else { break };
         let answer = session
@@ -190,13 +194,21 @@ pub async fn upsert(
             detail: e.without_url().to_string(),
         })?;
         let page = api.page(&headers, &text)?;
-        ours = page.comments.into_iter().find(|c| c.body.contains(marker));
+        for comment in page.comments {
+            if comment.body.contains(marker) {
+                ours = Some(comment);
+                break;
+            }
+            if adopted.is_none() && adopt.iter().any(|old| comment.body.contains(old)) {
+                adopted = Some(comment);
+            }
+        }
         if ours.is_some() {
             break;
         }
         next = page.next;
     }
-    match ours {
+    match ours.or(adopted) {
         // Never write what has not changed: the provider would show it as edited.
         Some(existing) if existing.body.trim_end() == body.trim_end() => {
             Ok(Posted::Unchanged { id: existing.id })

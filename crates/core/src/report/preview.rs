@@ -1,8 +1,10 @@
 //! Pull-request previews for people and CI jobs: what merging a change does to each
-//! app ([`Preview`]), as text, JSON, or Markdown sized for a pull-request comment.
+//! app ([`Preview`]), as text, JSON, JUnit, or Markdown sized for a pull-request comment.
 //! A summary comes first (apps and objects changed, image changes per container,
 //! CRD changes, Secrets changed by key name), then each app. Every rendering works
 //! from the masked views of the diff stage, so no Secret value can reach one.
+
+mod junit;
 
 use std::fmt::Write;
 
@@ -12,9 +14,33 @@ use super::drift::{DriftReport, unified_diff, unified_diff_between};
 use crate::sync::preview::{AppOutcome, AppPreview, Comparison, Preview, secret_keys};
 use tether_diff::diff::{Drift, ObjectDiff, Segment};
 
-/// The hidden line that marks tether's comment on a pull request, so a rerun can
-/// find and edit it instead of adding another.
-pub const COMMENT_MARKER: &str = "<!-- tether-preview -->";
+pub use junit::render_junit;
+
+/// The hidden line of tether's pull-request comments before they carried an id
+/// (one comment per pull request): a comment holding it is adopted, edited into the
+/// comment of the first run that finds no comment of its own id.
+pub const BARE_COMMENT_MARKER: &str = "<!-- tether-preview -->";
+
+/// The length of a default comment id: 12 hex digits (48 bits of SHA-256), as short
+/// as a Git abbreviated commit and as unlikely to collide among a pull request's jobs.
+const DEFAULT_ID_LEN: usize = 12;
+
+/// The hidden line that marks tether's comment on a pull request for what `id`
+/// names, so a rerun finds and edits it and a job previewing something else keeps
+/// its own comment.
+pub fn comment_marker(id: &str) -> String {
+    format!("<!-- tether-preview id={id} -->")
+}
+
+/// The comment id of a preview that names none: a short hash of what is previewed
+/// (`what`: how the apps were chosen, e.g. the configuration's path in the
+/// repository), the same on every run of the job and on every machine.
+pub fn default_comment_id(what: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut id = hex::encode(Sha256::digest(what.as_bytes()));
+    id.truncate(DEFAULT_ID_LEN);
+    id
+}
 
 /// GitHub's limit on an issue or pull-request comment body, in characters (its API
 /// answers 422 "body is too long (maximum is 65536 characters)").
@@ -531,8 +557,9 @@ fn cut(body: &str, budget: usize) -> String {
 /// The preview as a pull-request comment of at most `limit` bytes (a byte is at
 /// most a character, so a provider's character limit holds): every changed or
 /// failed app folded in `<details>`, the largest ones cut first so the small ones
-/// stay whole, the unchanged apps named at the end, and [`COMMENT_MARKER`].
-pub fn render_markdown(preview: &Preview, limit: usize) -> String {
+/// stay whole, the unchanged apps named at the end, and `marker` (a
+/// [`comment_marker`]).
+pub fn render_markdown(preview: &Preview, limit: usize, marker: &str) -> String {
     let head = markdown_head(preview);
     let unchanged: Vec<String> = preview
         .apps
@@ -544,7 +571,7 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
     if !unchanged.is_empty() {
         let _ = writeln!(tail, "\nUnchanged: {}", unchanged.join(", "));
     }
-    let _ = writeln!(tail, "\n{COMMENT_MARKER}");
+    let _ = writeln!(tail, "\n{marker}");
     let sections: Vec<(String, String)> = preview.apps.iter().filter_map(markdown_app).collect();
     let frame = |summary: &str| format!("<details><summary>{summary}</summary>\n\n\n</details>\n");
     let fixed =
@@ -572,12 +599,12 @@ pub fn render_markdown(preview: &Preview, limit: usize) -> String {
     if out.len() > limit {
         // Only a summary larger than the limit itself gets here.
         // Room for the line break and the marker line `writeln!` adds below.
-        let mut end = limit.saturating_sub(COMMENT_MARKER.len() + 2);
+        let mut end = limit.saturating_sub(marker.len() + 2);
         while !out.is_char_boundary(end) {
             end -= 1;
         }
         out.truncate(end);
-        let _ = writeln!(out, "\n{COMMENT_MARKER}");
+        let _ = writeln!(out, "\n{marker}");
     }
     out
 }

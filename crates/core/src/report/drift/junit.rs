@@ -3,9 +3,13 @@
 
 use std::fmt::Write;
 
+use tether_diff::diff::ObjectDiff;
+use tether_diff::manifest::ObjectId;
+
 use super::{DriftReport, unified_diff};
 
-fn xml(s: &str) -> String {
+/// `s` as XML text or attribute value.
+pub(crate) fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -20,6 +24,61 @@ fn xml(s: &str) -> String {
         }
     }
     out
+}
+
+/// An object's test case, opened and left without its closing `>`: class
+/// `Kind.group`, name `namespace/name`.
+pub(crate) fn open_case(out: &mut String, id: &ObjectId) {
+    let class = if id.group.is_empty() {
+        id.kind.clone()
+    } else {
+        format!("{}.{}", id.kind, id.group)
+    };
+    let name = match &id.namespace {
+        Some(ns) => format!("{ns}/{}", id.name),
+        None => id.name.clone(),
+    };
+    let _ = write!(
+        out,
+        "    <testcase classname=\"{}\" name=\"{}\"",
+        xml(&class),
+        xml(&name)
+    );
+}
+
+/// A failure's message: what happened to the object and the fields that differ.
+pub(crate) fn failure_message(what: &str, o: &ObjectDiff) -> String {
+    let paths: Vec<String> = o
+        .drift
+        .changes()
+        .iter()
+        .map(|c| c.path.to_string())
+        .collect();
+    if paths.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {}", paths.join(", "))
+    }
+}
+
+/// One test case per object, a failure (status, fields, masked diff) for each
+/// drifted one: a drift report's, or a preview's head-vs-live section.
+pub(crate) fn drift_cases(out: &mut String, objects: &[ObjectDiff]) {
+    for o in objects {
+        open_case(out, &o.id);
+        if !o.drift.is_drift() {
+            out.push_str("/>\n");
+            continue;
+        }
+        let status = o.drift.status().as_str();
+        let message = failure_message(status, o);
+        let _ = writeln!(
+            out,
+            ">\n      <failure type=\"{status}\" message=\"{}\">{}</failure>\n    </testcase>",
+            xml(&message),
+            xml(&unified_diff(o, false))
+        );
+    }
 }
 
 pub fn render_junit(report: &DriftReport) -> String {
@@ -39,45 +98,7 @@ pub fn render_junit(report: &DriftReport) -> String {
         "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
         xml(&suite)
     );
-    for o in &report.objects {
-        let class = if o.id.group.is_empty() {
-            o.id.kind.clone()
-        } else {
-            format!("{}.{}", o.id.kind, o.id.group)
-        };
-        let name = match &o.id.namespace {
-            Some(ns) => format!("{ns}/{}", o.id.name),
-            None => o.id.name.clone(),
-        };
-        let _ = write!(
-            out,
-            "    <testcase classname=\"{}\" name=\"{}\"",
-            xml(&class),
-            xml(&name)
-        );
-        if !o.drift.is_drift() {
-            out.push_str("/>\n");
-            continue;
-        }
-        let status = o.drift.status().as_str();
-        let paths: Vec<String> = o
-            .drift
-            .changes()
-            .iter()
-            .map(|c| c.path.to_string())
-            .collect();
-        let message = if paths.is_empty() {
-            status.to_string()
-        } else {
-            format!("{status}: {}", paths.join(", "))
-        };
-        let _ = writeln!(
-            out,
-            ">\n      <failure type=\"{status}\" message=\"{}\">{}</failure>\n    </testcase>",
-            xml(&message),
-            xml(&unified_diff(o, false))
-        );
-    }
+    drift_cases(&mut out, &report.objects);
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }

@@ -14,6 +14,7 @@ use tether_diff::diff::{ObjectDiff, Status};
 
 pub use json::{render_json, render_json_apps};
 pub use junit::render_junit;
+pub(crate) use junit::{drift_cases, failure_message, open_case, xml};
 pub use markdown::render_markdown;
 pub use text::{render_text, unified_diff, unified_diff_between};
 
