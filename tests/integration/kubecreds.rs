@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::app_crd::{app_yaml, install_crd};
-use crate::people::{RBAC, action_notes, token};
+use crate::people::{action_notes, team_apps, teams, token};
 use crate::serve::{Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
@@ -83,17 +82,7 @@ async fn listed(serve_url: &str, kubeconfig: &Path) -> Vec<String> {
 
 /// tether serve (with an operator's API token) following team-a/web and team-b/api.
 async fn start(sandbox: &TestSandbox) -> Serve {
-    for namespace in ["team-a", "team-b", "live"] {
-        sandbox.namespace(namespace).await;
-    }
-    install_crd(sandbox).await;
-    for namespace in ["team-a", "team-b"] {
-        sandbox.trusted_service_account(namespace, "deployer").await;
-    }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    teams(sandbox).await;
     let origin = origin_http(
         sandbox,
         &[
@@ -110,19 +99,7 @@ async fn start(sandbox: &TestSandbox) -> Serve {
         token_file.display()
     );
     let serve = Serve::start(sandbox, "kubecreds", &config, &[]).await;
-    for (name, namespace) in [("web", "team-a"), ("api", "team-b")] {
-        let spec = format!(
-            "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/{name}, interval: 1h}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
-            origin.url
-        );
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, namespace, &spec)),
-            )
-            .await
-            .ok();
-    }
+    team_apps(sandbox, &origin.url).await;
     serve
 }
 
