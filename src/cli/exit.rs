@@ -184,6 +184,19 @@ pub enum Error {
         #[source]
         error: reqwest::Error,
     },
+    /// The user's kubeconfig credentials cannot be had or cannot be sent.
+    #[error("{0}")]
+    KubeCreds(#[from] super::kubecreds::KubeCredsError),
+    /// The status API did not accept the token (or asked for one): `from` says where
+    /// the token came from, never the token.
+    #[error(
+        "{url}: 401 Unauthorized: {body}\nhint: tether serve did not accept {from}: pass a token it accepts with --token-file FILE (yours: `kubectl create token SERVICEACCOUNT`, or the operator's server.apiToken), or use a kubeconfig context whose user has one"
+    )]
+    Unauthenticated {
+        url: String,
+        body: String,
+        from: String,
+    },
     /// The status API answered with an error status.
     #[error("{url}: {status}: {body}")]
     Refused {

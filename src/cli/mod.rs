@@ -6,6 +6,7 @@ pub mod allocator;
 mod comment;
 mod diff;
 mod exit;
+mod kubecreds;
 mod preview;
 mod remote;
 mod rollback;

@@ -1,14 +1,16 @@
 //! The commands that talk to a running `tether serve` over its API (`status`,
-//! `rollback`, `unpin`): where it is, the token that lets them in, and one request
-//! with its failures said plainly.
+//! `rollback`, `unpin`): where it is, the token that lets them in (a file, the
+//! environment, or the user's own kubeconfig credentials: [`super::kubecreds`]), and
+//! one request with its failures said plainly.
 
 use std::path::PathBuf;
 
 use reqwest::Method;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::Value;
 use tether_core::source::SecretRef;
 
-use super::Error;
+use super::{ClusterArgs, Error, kubecreds};
 
 /// Where `tether serve` is, and the token it asks for.
 #[derive(Debug, Clone, clap::Args)]
@@ -25,9 +27,21 @@ pub struct ServerArgs {
 
     /// A file holding a bearer token: the server's `server.apiToken`, or a Kubernetes
     /// token of yours (`kubectl create token`) that RBAC lets see or change the app.
-    /// Without it, the token is read from TETHER_API_TOKEN, if set.
+    /// Without it, the token is read from TETHER_API_TOKEN, if set, or else is your
+    /// kubeconfig user's (a token, a token file or an exec plugin's), as kubectl's.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+
+    /// The kubeconfig whose credentials are sent when no token is given.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// The `Authorization` header to send, and where it came from: the only thing a
+/// message says of it.
+struct Credential {
+    header: HeaderValue,
+    from: String,
 }
 
 /// Where the commands find the API token when no file is given.
@@ -69,14 +83,10 @@ impl ServerArgs {
     ) -> Result<Value, Error> {
         let base = self.server.as_str();
         let url = format!("{base}{path}");
-        let secret = match &self.token_file {
-            Some(path) => Some(SecretRef::File(path.clone())),
-            None => std::env::var_os(API_TOKEN_ENV).map(|_| SecretRef::Env(API_TOKEN_ENV.into())),
-        };
+        let credential = self.credential().await?;
         let mut request = reqwest::Client::new().request(method, &url);
-        if let Some(secret) = secret {
-            let token = secret.read().map_err(Error::ApiToken)?;
-            request = request.bearer_auth(token.trim());
+        if let Some(credential) = &credential {
+            request = request.header(AUTHORIZATION, credential.header.clone());
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -97,6 +107,14 @@ impl ServerArgs {
         if !answer.status().is_success() {
             let status = answer.status();
             let body = answer.text().await.unwrap_or_default();
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                return Err(Error::Unauthenticated {
+                    url,
+                    body: body.trim().to_string(),
+                    from: credential
+                        .map_or_else(|| "a request without a token".to_string(), |c| c.from),
+                });
+            }
             return Err(Error::Refused {
                 url,
                 status,
@@ -104,5 +122,34 @@ impl ServerArgs {
             });
         }
         answer.json().await.map_err(Error::Answer)
+    }
+}
+
+impl ServerArgs {
+    /// The credential to send: `--token-file`, else TETHER_API_TOKEN, else the
+    /// kubeconfig user's token, else none (a server without authentication).
+    async fn credential(&self) -> Result<Option<Credential>, Error> {
+        let (secret, from) = match &self.token_file {
+            Some(path) => (
+                SecretRef::File(path.clone()),
+                format!("the token of --token-file {}", path.display()),
+            ),
+            None if std::env::var_os(API_TOKEN_ENV).is_some() => (
+                SecretRef::Env(API_TOKEN_ENV.into()),
+                format!("the token in {API_TOKEN_ENV}"),
+            ),
+            None => {
+                let credential = kubecreds::bearer(&self.cluster).await?;
+                return Ok(credential.map(|c| Credential {
+                    header: c.header,
+                    from: format!("the token of kubeconfig context {:?}", c.context),
+                }));
+            }
+        };
+        let token = secret.read().map_err(Error::ApiToken)?;
+        let mut header = HeaderValue::try_from(format!("Bearer {}", token.trim()))
+            .map_err(|_| Error::ApiToken(format!("{from} is not one line of text")))?;
+        header.set_sensitive(true);
+        Ok(Some(Credential { header, from }))
     }
 }

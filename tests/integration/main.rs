@@ -24,6 +24,7 @@ mod fleets;
 mod helm_hooks;
 mod hooks;
 mod http_guard;
+mod kubecreds;
 mod kubectl_commands;
 mod layers;
 mod leader;

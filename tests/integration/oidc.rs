@@ -11,14 +11,14 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::install_crd;
 use crate::oidc_issuer::{CLIENT_SECRET, Flaw, Issuer, TestUser};
+use crate::people::team_apps;
 use crate::serve::{Serve, configmap, origin_http};
 use crate::support::{TestSandbox, eventually};
 use crate::webdriver::Browser;
 
 const API_TOKEN: &str = "operator-break-glass";
-const POLL: &str = "1h";
 
 /// team-a's viewers (a group of the issuer) may see its Apps; joe may also change them.
 const RBAC: &str = "apiVersion: rbac.authorization.k8s.io/v1
@@ -116,19 +116,7 @@ async fn fixture(name: &str, first: TestUser) -> Fixture {
         secret_file.display()
     );
     let serve = Serve::start(&sandbox, name, &config, &[]).await;
-    for (app, namespace) in [("web", "team-a"), ("api", "team-b")] {
-        let spec = format!(
-            "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/{app}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
-            origin.url
-        );
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(app, namespace, &spec)),
-            )
-            .await
-            .ok();
-    }
+    team_apps(&sandbox, &origin.url).await;
     let http = reqwest::Client::new();
     eventually("the operator sees both apps synced", || async {
         let list: Value = http

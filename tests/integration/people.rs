@@ -128,6 +128,39 @@ pub(crate) async fn action_notes(sandbox: &TestSandbox, count: usize) -> Vec<Str
     .await
 }
 
+/// Namespaces team-a, team-b (each with a trusted `deployer`) and live, the App CRD,
+/// and [`RBAC`].
+pub(crate) async fn teams(sandbox: &TestSandbox) {
+    for namespace in ["team-a", "team-b", "live"] {
+        sandbox.namespace(namespace).await;
+    }
+    install_crd(sandbox).await;
+    for namespace in ["team-a", "team-b"] {
+        sandbox.trusted_service_account(namespace, "deployer").await;
+    }
+    sandbox
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
+        .await
+        .ok();
+}
+
+/// The Apps team-a/web and team-b/api, auto-syncing `apps/web` and `apps/api` of the
+/// Git repository at `origin` into live.
+pub(crate) async fn team_apps(sandbox: &TestSandbox, origin: &str) {
+    for (name, namespace) in [("web", "team-a"), ("api", "team-b")] {
+        let spec = format!(
+            "  serviceAccountName: deployer\n  source: {{repo: \"{origin}\", ref: main, path: apps/{name}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n"
+        );
+        sandbox
+            .kubectl_with_stdin(
+                &["apply", "-f", "-"],
+                Some(&app_yaml(name, namespace, &spec)),
+            )
+            .await
+            .ok();
+    }
+}
+
 pub(crate) async fn token(sandbox: &TestSandbox, name: &str) -> String {
     let out = sandbox
         .kubectl(&["create", "token", name, "-n", "team-a"])
@@ -139,17 +172,7 @@ pub(crate) async fn token(sandbox: &TestSandbox, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_see_and_change_only_the_apps_rbac_allows_them() {
     let sandbox = TestSandbox::start().await;
-    for namespace in ["team-a", "team-b", "live"] {
-        sandbox.namespace(namespace).await;
-    }
-    install_crd(&sandbox).await;
-    for namespace in ["team-a", "team-b"] {
-        sandbox.trusted_service_account(namespace, "deployer").await;
-    }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    teams(&sandbox).await;
     let origin = origin_http(
         &sandbox,
         &[
@@ -168,19 +191,7 @@ async fn users_see_and_change_only_the_apps_rbac_allows_them() {
         origin.url
     );
     let serve = Serve::start(&sandbox, "people", &config, &[]).await;
-    for (name, namespace) in [("web", "team-a"), ("api", "team-b")] {
-        let spec = format!(
-            "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/{name}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
-            origin.url
-        );
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, namespace, &spec)),
-            )
-            .await
-            .ok();
-    }
+    team_apps(&sandbox, &origin.url).await;
     let api = Api {
         url: serve.url.clone(),
         client: reqwest::Client::new(),
