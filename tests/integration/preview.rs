@@ -529,6 +529,7 @@ mod compare {
                     },
                 })
                 .collect(),
+            ..ManifestSet::default()
         }
     }
 

@@ -348,6 +348,7 @@ pub fn render_json(preview: &Preview) -> Value {
                     "live": app.live.as_ref().map(|objects| super::drift::render_json(&DriftReport {
                         revision: Some(preview.head.sha.clone()),
                         objects: objects.clone(),
+                        ..DriftReport::default()
                     })),
                 })
             }

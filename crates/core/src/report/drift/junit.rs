@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{DriftReport, unified_diff};
+use tether_diff::manifest::NOT_COMPARED;
 
 fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -36,9 +37,19 @@ pub fn render_junit(report: &DriftReport) -> String {
         .map_or("tether diff".to_string(), |r| format!("tether diff {r}"));
     let _ = writeln!(
         out,
-        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        xml(&suite)
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{}\">",
+        xml(&suite),
+        s.not_compared
     );
+    // A document not compared is a skipped test: neither passed nor failed.
+    for sealed in &report.not_compared {
+        let _ = writeln!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{}\">\n      <skipped message=\"{NOT_COMPARED}\"/>\n    </testcase>",
+            xml(&sealed.origin.file),
+            xml(&sealed.title())
+        );
+    }
     for o in &report.objects {
         let class = if o.id.group.is_empty() {
             o.id.kind.clone()

@@ -11,6 +11,7 @@ mod text;
 use serde::Serialize;
 
 use tether_diff::diff::{ObjectDiff, Status};
+use tether_diff::manifest::Sealed;
 
 pub use json::{render_json, render_json_apps};
 pub use junit::render_junit;
@@ -23,6 +24,9 @@ pub struct DriftReport {
     /// The commit the desired state was read at, when it came from Git.
     pub revision: Option<String>,
     pub objects: Vec<ObjectDiff>,
+    /// SOPS-encrypted documents read without keys: reported as
+    /// [`tether_diff::manifest::NOT_COMPARED`], neither drift nor in sync.
+    pub not_compared: Vec<Sealed>,
 }
 
 /// How many objects are in each status.
@@ -39,15 +43,23 @@ pub struct Summary {
     /// Objects labelled for another app (see [`Status::Conflict`]).
     #[serde(rename = "Conflict")]
     pub conflict: usize,
+    /// SOPS-encrypted documents that were not compared (no keys); absent when none.
+    #[serde(rename = "NotCompared", skip_serializing_if = "is_zero")]
+    pub not_compared: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
     pub fn total(&self) -> usize {
-        self.in_sync + self.modified + self.missing + self.extra + self.conflict
+        self.in_sync + self.modified + self.missing + self.extra + self.conflict + self.not_compared
     }
 
+    /// Objects that differ: neither in sync nor left uncompared.
     pub fn drifted(&self) -> usize {
-        self.total() - self.in_sync
+        self.total() - self.in_sync - self.not_compared
     }
 
     pub fn count(&self, status: Status) -> usize {
@@ -72,14 +84,21 @@ impl Summary {
     }
 
     /// `5 objects: 3 in sync, 1 modified, 1 missing, 0 extra` (and `, 1 in conflict`
-    /// when another app claims any).
+    /// when another app claims any, `, 1 encrypted: not compared` when keys lacked).
     pub fn line(&self) -> String {
         let n = self.total();
-        let conflict = if self.conflict > 0 {
+        let mut conflict = if self.conflict > 0 {
             format!(", {} in conflict", self.conflict)
         } else {
             String::new()
         };
+        if self.not_compared > 0 {
+            conflict.push_str(&format!(
+                ", {} {}",
+                self.not_compared,
+                tether_diff::manifest::NOT_COMPARED
+            ));
+        }
         format!(
             "{n} object{}: {} in sync, {} modified, {} missing, {} extra{conflict}",
             if n == 1 { "" } else { "s" },
@@ -97,11 +116,26 @@ impl DriftReport {
         for o in &self.objects {
             s.add(o.drift.status());
         }
+        s.not_compared = self.not_compared.len();
         s
     }
 
     pub fn has_drift(&self) -> bool {
         self.objects.iter().any(|o| o.drift.is_drift())
+    }
+
+    /// The report with `sealed` documents reported as not compared. A live object
+    /// one of them names is not Extra: Git still has it, encrypted (a document whose
+    /// identity is encrypted too cannot be matched, and leaves its object Extra).
+    pub fn with_not_compared(mut self, sealed: Vec<Sealed>) -> DriftReport {
+        let named: std::collections::HashSet<_> = sealed
+            .iter()
+            .filter_map(|s| s.id.as_ref().map(|id| id.key()))
+            .collect();
+        self.objects
+            .retain(|o| o.drift.status() != Status::Extra || !named.contains(&o.id.key()));
+        self.not_compared = sealed;
+        self
     }
 }
 
@@ -173,6 +207,7 @@ mod tests {
                 desired: Some(json!({"spec": {"replicas": 2}})),
                 live: Some(json!({"spec": {"replicas": 5}})),
             }],
+            ..DriftReport::default()
         }
     }
 
