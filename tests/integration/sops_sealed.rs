@@ -11,7 +11,7 @@ use age::secrecy::ExposeSecret;
 use tether_sops::Recipients;
 
 use crate::sops::encrypted_secret;
-use crate::support::{Run, TestSandbox, json, resource, sync_app, tether};
+use crate::support::{GitRepo, Run, TestSandbox, json, resource, sync_app, tether};
 
 const PLAIN: &str = "sealed-plaintext-Vb3nQ8";
 const NOT_COMPARED: &str = "encrypted: not compared";
@@ -55,9 +55,15 @@ fn sealed_app(root: &Path, with_fixture: bool) -> Sealed {
 
 /// `tether diff ARGS` offline, with no SOPS key in the environment.
 fn offline(args: &[&str]) -> Run {
+    offline_in(Path::new("."), args)
+}
+
+/// [`offline`], run in `dir` (a Git checkout, for `--base`).
+fn offline_in(dir: &Path, args: &[&str]) -> Run {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
         .arg("diff")
         .args(args)
+        .current_dir(dir)
         .env_remove("SOPS_AGE_KEY")
         .env_remove("SOPS_AGE_KEY_FILE")
         .output()
@@ -283,4 +289,60 @@ async fn online_without_keys_the_live_secret_is_neither_drift_nor_deleted_and_sy
     assert_no_values("a sync without keys", &refused);
     assert_ne!(refused.code, Some(0), "{refused:?}");
     assert!(refused.stderr.contains("db.enc.yaml"), "{}", refused.stderr);
+}
+
+/// `--base`: an encrypted Secret the change edits is changed but not compared; one
+/// it leaves alone is not listed; with the key it is compared (masked) as before.
+#[test]
+fn a_preview_without_keys_reports_an_edited_encrypted_file_as_changed_not_compared() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let app = sealed_app(tmp.path(), false);
+    let mut recipients = Recipients::new();
+    recipients.add_age(&app.recipient).expect("a recipient");
+    let repo = GitRepo::init(tmp.path().join("repo"));
+    let file = |name: &str| std::fs::read_to_string(app.dir.join(name)).expect("read");
+    repo.write("apps/sealed/db.enc.yaml", &file("db.enc.yaml"));
+    repo.write("apps/sealed/settings.yaml", &file("settings.yaml"));
+    let api = encrypted_secret("api", "default", PLAIN, &recipients);
+    repo.write("apps/sealed/api.enc.yaml", &api);
+    let base = repo.commit("base");
+    let edited = encrypted_secret("db", "default", "rotated-Wm5kD2", &recipients);
+    repo.write("apps/sealed/db.enc.yaml", &edited);
+    repo.commit("rotate the db password");
+
+    let args = ["--base", &base, "--path", "apps/sealed"];
+    let text = offline_in(&repo.dir, &args);
+    assert_no_values("a preview", &text);
+    assert_eq!(text.code, Some(1), "a change: {text:?}");
+    assert!(
+        text.stdout
+            .contains(&format!("Changed ({NOT_COMPARED}): Secret default/db")),
+        "{}",
+        text.stdout
+    );
+    assert!(!text.stdout.contains("api"), "unchanged: {}", text.stdout);
+
+    let mut as_json = args.to_vec();
+    as_json.extend(["-o", "json"]);
+    let run = offline_in(&repo.dir, &as_json);
+    assert_no_values("a JSON preview", &run);
+    let report = json(&run);
+    let sealed = &report["apps"][0];
+    assert_eq!(sealed["status"], "Changed", "{report}");
+    let db = resource(sealed, "Secret/db");
+    assert_eq!(db["reason"], NOT_COMPARED, "{report}");
+    assert_eq!(sealed["resources"].as_array().map(Vec::len), Some(1));
+
+    let key = app.key.to_str().expect("utf-8");
+    as_json.extend(["--sops-key-file", key]);
+    let keyed = offline_in(&repo.dir, &as_json);
+    assert_no_values("a preview with the key", &keyed);
+    let report = json(&keyed);
+    let db = resource(&report["apps"][0], "Secret/db");
+    assert_eq!(db["status"], "Changed", "{report}");
+    assert_eq!(db.get("reason"), None, "compared: {report}");
+    assert!(
+        !db["changes"].as_array().expect("changes").is_empty(),
+        "{report}"
+    );
 }

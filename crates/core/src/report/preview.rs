@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::drift::{DriftReport, unified_diff, unified_diff_between};
 use crate::sync::preview::{AppOutcome, AppPreview, Comparison, Preview, secret_keys};
 use tether_diff::diff::{Drift, ObjectDiff, Segment};
+use tether_diff::manifest::{NOT_COMPARED, ObjectId};
 
 /// The hidden line that marks tether's comment on a pull request, so a rerun can
 /// find and edit it instead of adding another.
@@ -42,9 +43,13 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn of(objects: &[ObjectDiff]) -> Counts {
-        let mut c = Counts::default();
-        for o in objects {
+    /// Encrypted documents the change touches count as changed (not compared).
+    fn of(comparison: &Comparison) -> Counts {
+        let mut c = Counts {
+            changed: comparison.not_compared.len(),
+            ..Counts::default()
+        };
+        for o in &comparison.objects {
             match o.drift {
                 Drift::Missing => c.added += 1,
                 Drift::Extra => c.removed += 1,
@@ -90,7 +95,7 @@ impl Totals {
                 AppOutcome::Unchanged => t.unchanged_apps += 1,
                 AppOutcome::Failed { .. } => t.failed_apps += 1,
                 AppOutcome::Compared(c) => {
-                    let counts = Counts::of(&c.objects);
+                    let counts = Counts::of(c);
                     if counts.any() {
                         t.changed_apps += 1;
                     } else {
@@ -267,7 +272,7 @@ pub fn render_text(preview: &Preview, color: bool) -> String {
                 );
             }
             AppOutcome::Compared(c) => {
-                let counts = Counts::of(&c.objects);
+                let counts = Counts::of(c);
                 let _ = writeln!(
                     out,
                     "app {}: {}: {}, {} filtered",
@@ -278,6 +283,9 @@ pub fn render_text(preview: &Preview, color: bool) -> String {
                 );
                 for o in c.objects.iter().filter(|o| o.drift.is_drift()) {
                     out.push_str(&object_text(o, color));
+                }
+                for sealed in &c.not_compared {
+                    let _ = writeln!(out, "Changed ({NOT_COMPARED}): {}", sealed.title());
                 }
             }
         }
@@ -319,7 +327,7 @@ pub fn render_json(preview: &Preview) -> Value {
                 "name": app.name, "status": "Failed", "side": side.as_str(), "error": error,
             }),
             AppOutcome::Compared(c) => {
-                let counts = Counts::of(&c.objects);
+                let counts = Counts::of(c);
                 let resources: Vec<Value> = c
                     .objects
                     .iter()
@@ -337,6 +345,16 @@ pub fn render_json(preview: &Preview) -> Value {
                             "status": verb(&o.drift), "changes": changes,
                         })
                     })
+                    .chain(c.not_compared.iter().map(|sealed| {
+                        let id = sealed.id.as_ref();
+                        json!({
+                            "apiVersion": id.map(ObjectId::api_version), "kind": id.map(|id| &id.kind),
+                            "namespace": id.and_then(|id| id.namespace.as_ref()),
+                            "name": id.map(|id| &id.name), "file": sealed.origin.file,
+                            "document": sealed.origin.document, "status": "Changed",
+                            "reason": NOT_COMPARED, "changes": [],
+                        })
+                    }))
                     .collect();
                 json!({
                     "name": app.name,
@@ -441,7 +459,7 @@ fn markdown_app(app: &AppPreview) -> Option<(String, String)> {
             format!("~~~\n{}\n~~~\n", error.replace("~~~", "~ ~ ~")),
         )),
         AppOutcome::Compared(c) => {
-            let counts = Counts::of(&c.objects);
+            let counts = Counts::of(c);
             let live = live_drift(app);
             if !counts.any() && live.as_ref().is_none_or(Vec::is_empty) {
                 return None;
@@ -457,6 +475,13 @@ fn markdown_app(app: &AppPreview) -> Option<(String, String)> {
                     body,
                     "\n~~~diff\n{}~~~\n\n",
                     unified_diff_between(o, false, SIDES)
+                );
+            }
+            for sealed in &c.not_compared {
+                let _ = writeln!(
+                    body,
+                    "**Changed** {} ({NOT_COMPARED})\n",
+                    cell(&sealed.title())
                 );
             }
             if let Some(drifted) = live {

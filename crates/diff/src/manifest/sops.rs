@@ -96,6 +96,9 @@ pub struct Sealed {
     pub origin: Origin,
     /// None when the rules encrypted its apiVersion, kind, name or namespace.
     pub id: Option<ObjectId>,
+    /// A hash of the encrypted document as written: two revisions of it are the
+    /// same exactly when it is equal (a preview says "changed" without opening it).
+    pub fingerprint: u64,
 }
 
 impl Sealed {
@@ -116,7 +119,11 @@ impl Sealed {
             }
             id
         });
-        Sealed { origin, id }
+        Sealed {
+            origin,
+            id,
+            fingerprint: fingerprint(object),
+        }
     }
 
     /// `Secret default/db`, or `file db.enc.yaml document 2` when the identity is
@@ -130,6 +137,15 @@ impl Sealed {
             ),
         }
     }
+}
+
+/// A stable hash of a document's text (within one build: both revisions of a
+/// preview are read by the same process).
+fn fingerprint(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Whether a document read sealed is a SOPS document (it still has its metadata).
