@@ -185,7 +185,7 @@ fn without_keys_an_encrypted_secret_is_not_compared_in_every_format_and_the_rest
 
     // Nothing else differs: the sealed documents alone are no drift (exit 0).
     std::fs::write(
-        &app.dir.join("settings.yaml"),
+        app.dir.join("settings.yaml"),
         CONFIG_MAP.replace("blue", "red"),
     )
     .expect("write");

@@ -223,7 +223,7 @@ pub fn compare_revisions(
     Comparison {
         objects,
         filtered,
-        not_compared: changed_sealed(&base_sealed, &head_sealed),
+        not_compared: changed_sealed(base_sealed, head_sealed),
     }
 }
 
