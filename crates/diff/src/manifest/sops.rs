@@ -320,6 +320,34 @@ mod tests {
         assert!(!error.is_retryable());
     }
 
+    /// Issue #27: read sealed, an encrypted document keeps only where it is and the
+    /// identity its clear metadata gives; a plain one beside it is read as ever.
+    #[test]
+    fn without_keys_a_sealed_read_keeps_the_identity_and_no_value() {
+        let (bytes, _, _) = encrypted_secret();
+        let plain = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n".to_vec();
+        let opts = ParseOptions {
+            sops_sealed: true,
+            ..ParseOptions::default()
+        };
+        let files = [("db.enc.yaml", bytes.clone()), ("settings.yaml", plain)];
+        let set = parse_files(&files, &opts).expect("reads sealed");
+        assert_eq!(set.objects.len(), 1);
+        assert_eq!(set.sealed.len(), 1);
+        assert_eq!(set.sealed[0].title(), "Secret apps/db");
+        assert!(!format!("{set:?}").contains("ENC["), "{set:?}");
+        let (again, _, _) = encrypted_secret();
+        let other = parse_files(&[("db.enc.yaml", again)], &opts).expect("reads sealed");
+        assert_ne!(other.sealed[0].fingerprint, set.sealed[0].fingerprint);
+        // With a key configured, sealed reading is off: the wrong key is an error.
+        let (_, stranger, _) = encrypted_secret();
+        let keyed = ParseOptions {
+            sops_keys: Some(&stranger),
+            ..opts
+        };
+        assert!(parse_files(&[("db.enc.yaml", bytes)], &keyed).is_err());
+    }
+
     #[test]
     fn the_render_stage_takes_the_keys_from_the_renderers() {
         let (bytes, keys, _) = encrypted_secret();

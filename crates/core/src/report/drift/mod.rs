@@ -252,4 +252,58 @@ mod tests {
         assert!(render_text(&report, false).contains("  ~ spec.replicas\n"));
         assert!(render_markdown(&report).contains("- `spec.replicas`\n"));
     }
+
+    /// Issue #27: a document read sealed names a live object; that object is not
+    /// Extra (Git still has it), is counted apart, and is no drift.
+    #[test]
+    fn a_sealed_document_is_counted_apart_and_its_live_object_is_not_extra() {
+        let id = |kind: &str, name: &str| ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let extra = |kind: &str, name: &str| ObjectDiff {
+            id: id(kind, name),
+            drift: Drift::Extra,
+            desired: None,
+            live: Some(json!({})),
+        };
+        let origin = |file: &str| tether_diff::manifest::Origin {
+            file: file.into(),
+            document: 1,
+            line: 1,
+            item: None,
+        };
+        let report = DriftReport {
+            objects: vec![extra("Secret", "db"), extra("ConfigMap", "old")],
+            ..DriftReport::default()
+        }
+        .with_not_compared(vec![
+            Sealed {
+                origin: origin("db.enc.yaml"),
+                id: Some(id("Secret", "db")),
+                fingerprint: 1,
+            },
+            Sealed {
+                origin: origin("all.enc.yaml"),
+                id: None,
+                fingerprint: 2,
+            },
+        ]);
+        let titles: Vec<String> = report.objects.iter().map(title).collect();
+        assert_eq!(titles, ["ConfigMap default/old"]);
+        let summary = report.summary();
+        assert_eq!((summary.total(), summary.drifted()), (3, 1));
+        assert_eq!(
+            summary.line(),
+            "3 objects: 0 in sync, 0 modified, 0 missing, 1 extra, 2 encrypted: not compared"
+        );
+        let text = render_text(&report, false);
+        assert!(
+            text.contains("encrypted: not compared: file all.enc.yaml document 1\n"),
+            "{text}"
+        );
+    }
 }
