@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::drift::{DriftReport, unified_diff, unified_diff_between};
 use crate::sync::preview::{AppOutcome, AppPreview, Comparison, Preview, secret_keys};
 use tether_diff::diff::{Drift, ObjectDiff, Segment};
-use tether_diff::manifest::{NOT_COMPARED, ObjectId};
+use tether_diff::manifest::NOT_COMPARED;
 
 /// The hidden line that marks tether's comment on a pull request, so a rerun can
 /// find and edit it instead of adding another.
@@ -346,14 +346,7 @@ pub fn render_json(preview: &Preview) -> Value {
                         })
                     })
                     .chain(c.not_compared.iter().map(|sealed| {
-                        let id = sealed.id.as_ref();
-                        json!({
-                            "apiVersion": id.map(ObjectId::api_version), "kind": id.map(|id| &id.kind),
-                            "namespace": id.and_then(|id| id.namespace.as_ref()),
-                            "name": id.map(|id| &id.name), "file": sealed.origin.file,
-                            "document": sealed.origin.document, "status": "Changed",
-                            "reason": NOT_COMPARED, "changes": [],
-                        })
+                        super::drift::not_compared(sealed, "Changed")
                     }))
                     .collect();
                 json!({

@@ -29,7 +29,12 @@ pub fn render_json(report: &DriftReport) -> Value {
             resource
         })
         .collect();
-    resources.extend(report.not_compared.iter().map(not_compared));
+    resources.extend(
+        report
+            .not_compared
+            .iter()
+            .map(|s| not_compared(s, NOT_COMPARED_STATUS)),
+    );
     json!({
         "revision": report.revision,
         "summary": report.summary(),
@@ -38,9 +43,9 @@ pub fn render_json(report: &DriftReport) -> Value {
 }
 
 /// Several apps, each rendered as [`render_json`] with its `name`.
-/// A SOPS document read without keys: its identity when in clear, always its file
-/// and document, and why it was not compared.
-fn not_compared(sealed: &Sealed) -> Value {
+/// A SOPS document read without keys, as a resource of `status`: its identity when
+/// in clear, always its file and document, and why it was not compared.
+pub(crate) fn not_compared(sealed: &Sealed, status: &str) -> Value {
     let id = sealed.id.as_ref();
     json!({
         "apiVersion": id.map(ObjectId::api_version),
@@ -49,7 +54,7 @@ fn not_compared(sealed: &Sealed) -> Value {
         "name": id.map(|id| &id.name),
         "file": sealed.origin.file,
         "document": sealed.origin.document,
-        "status": NOT_COMPARED_STATUS,
+        "status": status,
         "reason": NOT_COMPARED,
         "changes": [],
     })

@@ -13,6 +13,7 @@ use serde::Serialize;
 use tether_diff::diff::{ObjectDiff, Status};
 use tether_diff::manifest::Sealed;
 
+pub(crate) use json::not_compared;
 pub use json::{render_json, render_json_apps};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
