@@ -90,6 +90,13 @@ pub struct DiffArgs {
     #[arg(long, requires = "base")]
     pub fail_on_error: bool,
 
+    /// Fail on a SOPS-encrypted document when no key is configured, as `tether
+    /// sync` does. Without keys (no --sops-key-file, SOPS_AGE_KEY(_FILE) or app
+    /// decryption) such a document is otherwise reported "encrypted: not compared";
+    /// with any key, one that opens none of its recipients is always an error.
+    #[arg(long)]
+    pub fail_on_encrypted: bool,
+
     /// With --base: also leave this label out of the comparison (repeatable; `key*`
     /// is a prefix). `helm.sh/chart` is always left out.
     #[arg(long, requires = "base")]
@@ -213,7 +220,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .map_err(Error::Decryption)?;
             let sops = match keys {
                 Some(keys) => keys.sops(),
-                None => args.render.sops_keys()?,
+                None => sealed_without_keys(args, args.render.sops_keys()?),
             };
             let read = ReadOptions {
                 app: Some(&app.name),
@@ -243,7 +250,10 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 force: app.sync.force,
                 ..SyncOptions::new(&app.name)
             };
-            observe_online(&cluster, &desired, &options).await
+            let sealed = desired.manifests.sealed.clone();
+            Ok(observe_online(&cluster, &desired, &options)
+                .await?
+                .with_not_compared(sealed))
         }
         .await;
         let report = result.map_err(|error| Error::App {
@@ -284,6 +294,20 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
     })
 }
 
+/// Issue #27: with no SOPS key configured at all, `tether diff` reads encrypted
+/// documents sealed (reported "encrypted: not compared") unless
+/// `--fail-on-encrypted`; any key given keeps a file it does not open an error.
+pub(super) fn sealed_without_keys(
+    args: &DiffArgs,
+    keys: tether_diff::manifest::SopsKeys,
+) -> tether_diff::manifest::SopsKeys {
+    if keys.get().is_none() && !args.fail_on_encrypted {
+        tether_diff::manifest::SopsKeys::sealed()
+    } else {
+        keys
+    }
+}
+
 fn drift_format(args: &DiffArgs) -> drift::Format {
     let color = match args.color {
         Color::Always => true,
@@ -318,18 +342,21 @@ pub(super) async fn observe_online(
     Ok(drift::DriftReport {
         revision: desired.revision.as_ref().map(|r| r.sha.clone()),
         objects: observed.drift().map_err(Error::Observe)?,
+        ..drift::DriftReport::default()
     })
 }
 
 async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
     let path = args.path.as_deref().unwrap_or(".");
+    let mut renderers = args
+        .render
+        .renderers(args.app.as_deref(), path, &args.namespace)?;
+    renderers.sops = sealed_without_keys(args, renderers.sops);
     let read = ReadOptions {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         scopes: None,
-        renderers: &args
-            .render
-            .renderers(args.app.as_deref(), path, &args.namespace)?,
+        renderers: &renderers,
     };
     let policy = args.verify.policy()?;
     let verdicts = Verdicts::default();
@@ -348,7 +375,9 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             let report = drift::DriftReport {
                 revision: desired.revision.as_ref().map(|r| r.sha.clone()),
                 objects,
-            };
+                ..drift::DriftReport::default()
+            }
+            .with_not_compared(desired.manifests.sealed.clone());
             // The command ends once the report is written. Freeing every parsed
             // object first would take a third of a large run, so the operating
             // system reclaims them at exit instead (as clang's -disable-free does).
@@ -393,7 +422,10 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 inventory_namespace: &args.inventory_namespace,
                 ..SyncOptions::new(args.app.as_deref().unwrap_or(""))
             };
-            observe_online(&cluster, &desired, &options).await
+            let sealed = desired.manifests.sealed.clone();
+            Ok(observe_online(&cluster, &desired, &options)
+                .await?
+                .with_not_compared(sealed))
         }
     }
 }
@@ -401,7 +433,8 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
 /// Issue #31: a path without manifests diffs as "0 objects, in sync", so a CI job
 /// pointed at the wrong folder passed. It is an error unless `--allow-empty` says so.
 fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
-    if !desired.manifests.is_empty() || args.allow_empty {
+    let sealed = !desired.manifests.sealed.is_empty();
+    if !desired.manifests.is_empty() || sealed || args.allow_empty {
         return Ok(());
     }
     let path = args.path.as_deref().unwrap_or(".");

@@ -8,6 +8,7 @@ use std::path::Path;
 use tether_controller::config::Config;
 use tether_core::report::comment::{CommentTarget, Posted, upsert};
 use tether_core::report::delivery::DeliveryOptions;
+use tether_core::report::drift::DriftReport;
 use tether_core::report::preview::{
     BARE_COMMENT_MARKER, GITHUB_COMMENT_LIMIT, Totals, comment_marker, default_comment_id,
     render_json, render_junit, render_markdown, render_markdown_files, render_text,
@@ -18,7 +19,7 @@ use tether_core::sync::desired::{Desired, compare_offline, read_snapshot};
 use tether_core::sync::preview::{AppOutcome, NoiseFilter, Preview, PreviewApp, preview};
 
 use super::comment;
-use super::diff::{Color, DiffArgs, ReportFormat, observe_online};
+use super::diff::{Color, DiffArgs, ReportFormat, observe_online, sealed_without_keys};
 use super::{Error, Outcome, write_stdout};
 
 pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
@@ -46,8 +47,10 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
                     .unwrap_or("root")
                     .to_string()
             });
+            let mut renderers = args.render.renderers(Some(&name), &path, &args.namespace)?;
+            renderers.sops = sealed_without_keys(args, renderers.sops);
             vec![PreviewApp {
-                renderers: args.render.renderers(Some(&name), &path, &args.namespace)?,
+                renderers,
                 name,
                 default_namespace: args.namespace.clone(),
                 path,
@@ -125,7 +128,13 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
         let live = read_snapshot(path, &args.namespace)?;
         for app in &mut found.apps {
             if let Some(head) = app.head.take() {
-                app.live = Some(compare_offline(&head, &live, Some(&app.name), &[]));
+                let objects = compare_offline(&head, &live, Some(&app.name), &[]);
+                let report = DriftReport {
+                    objects,
+                    ..DriftReport::default()
+                };
+                // A live object an encrypted document names is not pruned by merging.
+                app.live = Some(report.with_not_compared(head.sealed).objects);
             }
         }
         return Ok(());
@@ -142,6 +151,7 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
         let Some(manifests) = app.head.take() else {
             continue;
         };
+        let sealed = manifests.sealed.clone();
         let desired = Desired {
             revision: Some(revision.clone()),
             manifests,
@@ -157,7 +167,7 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
                 app: app.name.clone(),
                 error: Box::new(error),
             })?;
-        app.live = Some(report.objects);
+        app.live = Some(report.with_not_compared(sealed).objects);
     }
     Ok(())
 }
@@ -273,6 +283,7 @@ fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<Pre
                 ..app.renderers()
             };
             renderers.helm.program = programs.helm.program.clone();
+            renderers.sops = sealed_without_keys(args, renderers.sops);
             PreviewApp {
                 name: app.name.clone(),
                 path: app.source.path.clone(),

@@ -37,6 +37,7 @@ fn offline_diff(
         Ok(DriftReport {
             revision: None,
             objects: compare_offline(&desired.manifests, &live, app, &[]),
+            ..DriftReport::default()
         })
     })
 }

@@ -49,6 +49,7 @@ mod sandbox_tokens;
 mod serve;
 mod shard;
 mod sops;
+mod sops_sealed;
 mod sops_serve;
 mod source;
 mod source_security;

@@ -574,6 +574,7 @@ fn drift_with_secret() -> DriftReport {
     DriftReport {
         revision: Some(SHA.into()),
         objects: vec![deployment, secret, missing],
+        ..DriftReport::default()
     }
 }
 

@@ -651,6 +651,7 @@ mod compare {
                     },
                 })
                 .collect(),
+            ..ManifestSet::default()
         }
     }
 

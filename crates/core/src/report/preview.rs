@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::drift::{DriftReport, unified_diff, unified_diff_between};
 use crate::sync::preview::{AppOutcome, AppPreview, Comparison, Preview, secret_keys};
 use tether_diff::diff::{Drift, ObjectDiff, Segment};
+use tether_diff::manifest::NOT_COMPARED;
 
 pub use junit::render_junit;
 
@@ -68,9 +69,13 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn of(objects: &[ObjectDiff]) -> Counts {
-        let mut c = Counts::default();
-        for o in objects {
+    /// Encrypted documents the change touches count as changed (not compared).
+    fn of(comparison: &Comparison) -> Counts {
+        let mut c = Counts {
+            changed: comparison.not_compared.len(),
+            ..Counts::default()
+        };
+        for o in &comparison.objects {
             match o.drift {
                 Drift::Missing => c.added += 1,
                 Drift::Extra => c.removed += 1,
@@ -116,7 +121,7 @@ impl Totals {
                 AppOutcome::Unchanged => t.unchanged_apps += 1,
                 AppOutcome::Failed { .. } => t.failed_apps += 1,
                 AppOutcome::Compared(c) => {
-                    let counts = Counts::of(&c.objects);
+                    let counts = Counts::of(c);
                     if counts.any() {
                         t.changed_apps += 1;
                     } else {
@@ -293,7 +298,7 @@ pub fn render_text(preview: &Preview, color: bool) -> String {
                 );
             }
             AppOutcome::Compared(c) => {
-                let counts = Counts::of(&c.objects);
+                let counts = Counts::of(c);
                 let _ = writeln!(
                     out,
                     "app {}: {}: {}, {} filtered",
@@ -304,6 +309,9 @@ pub fn render_text(preview: &Preview, color: bool) -> String {
                 );
                 for o in c.objects.iter().filter(|o| o.drift.is_drift()) {
                     out.push_str(&object_text(o, color));
+                }
+                for sealed in &c.not_compared {
+                    let _ = writeln!(out, "Changed ({NOT_COMPARED}): {}", sealed.title());
                 }
             }
         }
@@ -345,7 +353,7 @@ pub fn render_json(preview: &Preview) -> Value {
                 "name": app.name, "status": "Failed", "side": side.as_str(), "error": error,
             }),
             AppOutcome::Compared(c) => {
-                let counts = Counts::of(&c.objects);
+                let counts = Counts::of(c);
                 let resources: Vec<Value> = c
                     .objects
                     .iter()
@@ -363,6 +371,9 @@ pub fn render_json(preview: &Preview) -> Value {
                             "status": verb(&o.drift), "changes": changes,
                         })
                     })
+                    .chain(c.not_compared.iter().map(|sealed| {
+                        super::drift::not_compared(sealed, "Changed")
+                    }))
                     .collect();
                 json!({
                     "name": app.name,
@@ -374,6 +385,7 @@ pub fn render_json(preview: &Preview) -> Value {
                     "live": app.live.as_ref().map(|objects| super::drift::render_json(&DriftReport {
                         revision: Some(preview.head.sha.clone()),
                         objects: objects.clone(),
+                        ..DriftReport::default()
                     })),
                 })
             }
@@ -466,7 +478,7 @@ fn markdown_app(app: &AppPreview) -> Option<(String, String)> {
             format!("~~~\n{}\n~~~\n", error.replace("~~~", "~ ~ ~")),
         )),
         AppOutcome::Compared(c) => {
-            let counts = Counts::of(&c.objects);
+            let counts = Counts::of(c);
             let live = live_drift(app);
             if !counts.any() && live.as_ref().is_none_or(Vec::is_empty) {
                 return None;
@@ -482,6 +494,13 @@ fn markdown_app(app: &AppPreview) -> Option<(String, String)> {
                     body,
                     "\n~~~diff\n{}~~~\n\n",
                     unified_diff_between(o, false, SIDES)
+                );
+            }
+            for sealed in &c.not_compared {
+                let _ = writeln!(
+                    body,
+                    "**Changed** {} ({NOT_COMPARED})\n",
+                    cell(&sealed.title())
                 );
             }
             if let Some(drifted) = live {

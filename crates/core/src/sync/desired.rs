@@ -370,6 +370,8 @@ impl Kept {
                     })
                 })
                 .collect(),
+            // A pass that keeps revisions (serve, sync) never reads sealed.
+            sealed: Vec::new(),
         })
     }
 }
@@ -530,6 +532,7 @@ mod tests {
                 hook,
                 undeclared,
             ],
+            ..ManifestSet::default()
         }
     }
 
@@ -596,7 +599,8 @@ mod tests {
         assert_eq!(
             picked,
             Some(ManifestSet {
-                objects: vec![objects[1].clone(), objects[4].clone()]
+                objects: vec![objects[1].clone(), objects[4].clone()],
+                ..ManifestSet::default()
             })
         );
         // The same name in another namespace is not the object kept.
@@ -613,6 +617,7 @@ mod tests {
             .manifests("sha-2", || async {
                 Ok::<_, ()>(ManifestSet {
                     objects: vec![quoted.clone()],
+                    ..ManifestSet::default()
                 })
             })
             .await
@@ -620,7 +625,8 @@ mod tests {
         assert_eq!(
             cache.select("sha-2", &keys(&[&quoted])),
             Some(ManifestSet {
-                objects: vec![quoted]
+                objects: vec![quoted],
+                ..ManifestSet::default()
             })
         );
         assert_eq!(cache.select("sha-1", &keys(&[&objects[0]])), None);
@@ -635,6 +641,7 @@ mod tests {
             objects: (0..200)
                 .map(|i| manifest(&format!("cm-{i}"), format!("v{i}").into()))
                 .collect(),
+            ..ManifestSet::default()
         };
         let mut cache = RenderCache::default();
         cache

@@ -105,7 +105,13 @@ pub fn split(
         }
     }
     if errors.is_empty() {
-        Ok((Cow::Owned(ManifestSet { objects }), hooks))
+        Ok((
+            Cow::Owned(ManifestSet {
+                objects,
+                sealed: desired.sealed.clone(),
+            }),
+            hooks,
+        ))
     } else {
         Err(errors)
     }

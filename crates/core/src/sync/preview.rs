@@ -21,7 +21,7 @@ use tether_diff::diff::{
     fold_string_data, is_secret,
 };
 use tether_diff::manifest::{
-    FileTree, ManifestSet, ObjectId, Renderers, needs_repository, render_inputs,
+    FileTree, ManifestSet, ObjectId, Renderers, Sealed, needs_repository, render_inputs,
 };
 
 /// Labels that change with every chart release and say nothing about what the
@@ -155,6 +155,9 @@ pub struct Comparison {
     pub objects: Vec<ObjectDiff>,
     /// Filtered labels and annotations that differed between the revisions.
     pub filtered: usize,
+    /// SOPS documents read without keys that the change adds, edits or removes: they
+    /// are changed, but not compared (issue #27).
+    pub not_compared: Vec<Sealed>,
 }
 
 /// Compares an app's objects at the base and at the head. Pure.
@@ -179,6 +182,7 @@ pub fn compare_revisions(
             })
             .collect()
     };
+    let (base_sealed, head_sealed) = (&base.sealed, &head.sealed);
     let (base, head) = (strip(base), strip(head));
     let noise_at: HashMap<_, _> = base.iter().map(|(id, _, r)| (id.key(), r)).collect();
     let mut filtered = 0;
@@ -216,7 +220,22 @@ pub fn compare_revisions(
         ExtraPolicy::All,
         &options,
     );
-    Comparison { objects, filtered }
+    Comparison {
+        objects,
+        filtered,
+        not_compared: changed_sealed(base_sealed, head_sealed),
+    }
+}
+
+/// The sealed documents that differ between the revisions, by title and text: the
+/// head's new or edited ones, then the base's the head no longer has.
+fn changed_sealed(base: &[Sealed], head: &[Sealed]) -> Vec<Sealed> {
+    let same = |a: &Sealed, b: &Sealed| a.title() == b.title() && a.fingerprint == b.fingerprint;
+    let added_or_edited = head.iter().filter(|h| !base.iter().any(|b| same(b, h)));
+    let removed = base
+        .iter()
+        .filter(|b| !head.iter().any(|h| h.title() == b.title()));
+    added_or_edited.chain(removed).cloned().collect()
 }
 
 /// One app of the repository: where it is and how it renders.

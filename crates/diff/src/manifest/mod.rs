@@ -26,7 +26,7 @@ pub use render::{
     needs_repository, render_inputs, render_tree, resolve,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
-pub use sops::SopsKeys;
+pub use sops::{NOT_COMPARED, Sealed, SopsKeys};
 pub use walk::{read_dir, render_dir};
 
 /// Largest manifest file read, in bytes. Kubernetes itself refuses objects over
@@ -193,6 +193,9 @@ pub struct Manifest {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ManifestSet {
     pub objects: Vec<Manifest>,
+    /// SOPS-encrypted documents read without keys ([`ParseOptions::sops_sealed`]):
+    /// reported, never compared or applied.
+    pub sealed: Vec<Sealed>,
 }
 
 impl ManifestSet {
@@ -229,6 +232,9 @@ pub struct ParseOptions<'a> {
     /// Keys for SOPS-encrypted files; without them such a file is an error. The render
     /// stage takes them from [`Renderers::sops`].
     pub sops_keys: Option<&'a tether_sops::Keys>,
+    /// Without `sops_keys`, read encrypted documents into [`ManifestSet::sealed`]
+    /// instead of failing (`tether diff`; see [`SopsKeys::sealed`]).
+    pub sops_sealed: bool,
 }
 
 impl Default for ParseOptions<'_> {
@@ -239,6 +245,7 @@ impl Default for ParseOptions<'_> {
             max_file_bytes: MAX_FILE_BYTES,
             substitute: None,
             sops_keys: None,
+            sops_sealed: false,
         }
     }
 }
@@ -251,6 +258,7 @@ impl fmt::Debug for ParseOptions<'_> {
             .field("max_file_bytes", &self.max_file_bytes)
             .field("substitute", &self.substitute)
             .field("sops_keys", &self.sops_keys)
+            .field("sops_sealed", &self.sops_sealed)
             .finish()
     }
 }
@@ -322,6 +330,15 @@ pub(crate) fn parse_inputs(
         }
     };
 
+    // Sealed documents are set aside before anything reads their values.
+    let mut sealed_docs = Vec::new();
+    if reads_sealed(opts) {
+        let (sealed, plain) = raw
+            .into_iter()
+            .partition(|(o, _)| sops::is_sealed_document(o));
+        (sealed_docs, raw) = (sealed, plain);
+    }
+
     if let Some(substitution) = opts.substitute {
         raw.retain_mut(
             |(object, origin)| match substitution.apply(object, origin) {
@@ -350,6 +367,10 @@ pub(crate) fn parse_inputs(
             .or_else(|| crds.get(gk).copied())
             .unwrap_or(Scope::Namespaced)
     };
+    let sealed = sealed_docs
+        .into_iter()
+        .map(|(object, origin)| Sealed::of(&object, origin, scope_of, opts.default_namespace))
+        .collect();
 
     let mut seen: HashMap<ObjectKey, Location> = HashMap::new();
     let mut objects = Vec::with_capacity(raw.len());
@@ -389,7 +410,7 @@ pub(crate) fn parse_inputs(
         (&a.file, a.document, a.item).cmp(&(&b.file, b.document, b.item))
     });
     if errors.is_empty() {
-        Ok(ManifestSet { objects })
+        Ok(ManifestSet { objects, sealed })
     } else {
         Err(ManifestErrors(errors))
     }
@@ -427,11 +448,21 @@ fn read_input(
         return;
     }
     let is_json = input.path.to_ascii_lowercase().ends_with(".json");
-    match sops::decrypt_input(input, opts.sops_keys) {
+    let decrypted = if reads_sealed(opts) {
+        Ok(None)
+    } else {
+        sops::decrypt_input(input, opts.sops_keys)
+    };
+    match decrypted {
         Ok(Some(plain)) => yaml::read_documents(&input.path, &plain, is_json, raw, errs),
         Ok(None) => yaml::read_documents(&input.path, &input.bytes, is_json, raw, errs),
         Err(e) => errs.push(e),
     }
+}
+
+/// Whether encrypted documents are read sealed: asked for, and no keys at all.
+fn reads_sealed(opts: &ParseOptions<'_>) -> bool {
+    opts.sops_sealed && opts.sops_keys.is_none()
 }
 
 type Parsed = (Vec<(Value, Origin)>, Vec<ManifestError>);

@@ -8,41 +8,72 @@
 //! `secrets.yaml` values file, a kustomization's encrypted resources) are decrypted
 //! into the renderer's private copy only ([`decrypt_for_copy`]), which is removed
 //! after the build; their plaintext values are masked in the renderer's errors.
+//!
+//! `tether diff` with no key configured at all reads such a file *sealed* instead
+//! ([`SopsKeys::sealed`]): each document is kept out of the comparison and reported
+//! as [`Sealed`] ("encrypted: not compared") under the identity its clear metadata
+//! gives, so the rest of the app is still diffed. Nothing of its values, ciphertext
+//! or plaintext, is kept; a sync never reads sealed.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tether_sops::{Decrypted, Format, Keys};
 
-use super::Input;
 use super::error::{Location, ManifestError};
+use super::{GroupKind, Input, ObjectId, Origin, Scope};
 
 /// The bytes every SOPS value starts with: a cheap test before the full one, which
 /// parses the file.
 const CIPHERTEXT_MARK: &[u8] = b"ENC[AES256_GCM,";
 
+/// How `tether diff` reports a document it read sealed.
+pub const NOT_COMPARED: &str = "encrypted: not compared";
+
 /// An app's SOPS keys, shared by its passes. Two are equal only when they are the same
 /// keys (the same `Arc`); `Debug` shows no key material.
 #[derive(Clone, Default)]
-pub struct SopsKeys(Option<Arc<Keys>>);
+pub struct SopsKeys {
+    keys: Option<Arc<Keys>>,
+    /// No keys, and an encrypted document is reported rather than an error.
+    sealed: bool,
+}
 
 impl SopsKeys {
     pub fn new(keys: Keys) -> Self {
-        SopsKeys(Some(Arc::new(keys)))
+        SopsKeys {
+            keys: Some(Arc::new(keys)),
+            sealed: false,
+        }
+    }
+
+    /// No keys: encrypted documents are read sealed, not compared (`tether diff`
+    /// only; a sync must not leave part of a revision out).
+    pub fn sealed() -> Self {
+        SopsKeys {
+            keys: None,
+            sealed: true,
+        }
     }
 
     pub fn get(&self) -> Option<&Keys> {
-        self.0.as_deref()
+        self.keys.as_deref()
+    }
+
+    /// Whether encrypted documents are read sealed.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
     }
 }
 
 impl PartialEq for SopsKeys {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
+        self.sealed == other.sealed
+            && match (&self.keys, &other.keys) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
     }
 }
 
@@ -52,9 +83,93 @@ impl std::fmt::Debug for SopsKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.get() {
             Some(keys) => keys.fmt(f),
+            None if self.sealed => f.write_str("no SOPS keys (encrypted documents not compared)"),
             None => f.write_str("no SOPS keys"),
         }
     }
+}
+
+/// A SOPS-encrypted document read without keys: where it is and, when its metadata
+/// is in clear, which object it declares. It holds none of its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub origin: Origin,
+    /// None when the rules encrypted its apiVersion, kind, name or namespace.
+    pub id: Option<ObjectId>,
+    /// A hash of the encrypted document as written: two revisions of it are the
+    /// same exactly when it is equal (a preview says "changed" without opening it).
+    pub fingerprint: u64,
+}
+
+impl Sealed {
+    /// The document's identity from its clear metadata, namespaced as `scope` says.
+    pub(crate) fn of(
+        object: &serde_json::Value,
+        origin: Origin,
+        scope: impl Fn(&GroupKind) -> Scope,
+        default_namespace: &str,
+    ) -> Sealed {
+        let id = clear_identity(object).map(|mut id| {
+            match scope(&id.group_kind()) {
+                Scope::Cluster => id.namespace = None,
+                Scope::Namespaced => {
+                    id.namespace
+                        .get_or_insert_with(|| default_namespace.to_string());
+                }
+            }
+            id
+        });
+        Sealed {
+            origin,
+            id,
+            fingerprint: fingerprint(object),
+        }
+    }
+
+    /// `Secret default/db`, or `file db.enc.yaml document 2` when the identity is
+    /// encrypted too.
+    pub fn title(&self) -> String {
+        match &self.id {
+            Some(id) => id.to_string(),
+            None => format!(
+                "file {} document {}",
+                self.origin.file, self.origin.document
+            ),
+        }
+    }
+}
+
+/// A stable hash of a document's text (within one build: both revisions of a
+/// preview are read by the same process).
+fn fingerprint(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether a document read sealed is a SOPS document (it still has its metadata).
+pub(crate) fn is_sealed_document(object: &Value) -> bool {
+    object.get("sops").is_some_and(Value::is_object)
+}
+
+/// The identity a SOPS document declares, when none of its parts is ciphertext.
+fn clear_identity(object: &Value) -> Option<ObjectId> {
+    let is_clear = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .is_some_and(|s| !s.starts_with("ENC["))
+    };
+    let meta = object.get("metadata");
+    let parts = [
+        object.get("apiVersion"),
+        object.get("kind"),
+        meta.and_then(|m| m.get("name")),
+    ];
+    let namespace = meta.and_then(|m| m.get("namespace"));
+    if !parts.into_iter().all(is_clear) || (namespace.is_some() && !is_clear(namespace)) {
+        return None;
+    }
+    ObjectId::of(object)
 }
 
 /// The plaintext of `input` when it is a SOPS-encrypted manifest file, `None` when it
@@ -203,6 +318,34 @@ mod tests {
         assert!(message.contains("secrets/db.enc.yaml"), "{message}");
         assert!(message.contains(&recipient), "{message}");
         assert!(!error.is_retryable());
+    }
+
+    /// Issue #27: read sealed, an encrypted document keeps only where it is and the
+    /// identity its clear metadata gives; a plain one beside it is read as ever.
+    #[test]
+    fn without_keys_a_sealed_read_keeps_the_identity_and_no_value() {
+        let (bytes, _, _) = encrypted_secret();
+        let plain = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n".to_vec();
+        let opts = ParseOptions {
+            sops_sealed: true,
+            ..ParseOptions::default()
+        };
+        let files = [("db.enc.yaml", bytes.clone()), ("settings.yaml", plain)];
+        let set = parse_files(&files, &opts).expect("reads sealed");
+        assert_eq!(set.objects.len(), 1);
+        assert_eq!(set.sealed.len(), 1);
+        assert_eq!(set.sealed[0].title(), "Secret apps/db");
+        assert!(!format!("{set:?}").contains("ENC["), "{set:?}");
+        let (again, _, _) = encrypted_secret();
+        let other = parse_files(&[("db.enc.yaml", again)], &opts).expect("reads sealed");
+        assert_ne!(other.sealed[0].fingerprint, set.sealed[0].fingerprint);
+        // With a key configured, sealed reading is off: the wrong key is an error.
+        let (_, stranger, _) = encrypted_secret();
+        let keyed = ParseOptions {
+            sops_keys: Some(&stranger),
+            ..opts
+        };
+        assert!(parse_files(&[("db.enc.yaml", bytes)], &keyed).is_err());
     }
 
     #[test]

@@ -5,9 +5,13 @@ use serde_json::{Value, json};
 
 use super::DriftReport;
 use tether_diff::diff::Drift;
+use tether_diff::manifest::{NOT_COMPARED, ObjectId, Sealed};
+
+/// The `status` of a document not compared, beside `InSync`, `Modified`, ….
+pub const NOT_COMPARED_STATUS: &str = "NotCompared";
 
 pub fn render_json(report: &DriftReport) -> Value {
-    let resources: Vec<Value> = report
+    let mut resources: Vec<Value> = report
         .objects
         .iter()
         .map(|o| {
@@ -25,6 +29,12 @@ pub fn render_json(report: &DriftReport) -> Value {
             resource
         })
         .collect();
+    resources.extend(
+        report
+            .not_compared
+            .iter()
+            .map(|s| not_compared(s, NOT_COMPARED_STATUS)),
+    );
     json!({
         "revision": report.revision,
         "summary": report.summary(),
@@ -33,6 +43,23 @@ pub fn render_json(report: &DriftReport) -> Value {
 }
 
 /// Several apps, each rendered as [`render_json`] with its `name`.
+/// A SOPS document read without keys, as a resource of `status`: its identity when
+/// in clear, always its file and document, and why it was not compared.
+pub(crate) fn not_compared(sealed: &Sealed, status: &str) -> Value {
+    let id = sealed.id.as_ref();
+    json!({
+        "apiVersion": id.map(ObjectId::api_version),
+        "kind": id.map(|id| &id.kind),
+        "namespace": id.and_then(|id| id.namespace.as_ref()),
+        "name": id.map(|id| &id.name),
+        "file": sealed.origin.file,
+        "document": sealed.origin.document,
+        "status": status,
+        "reason": NOT_COMPARED,
+        "changes": [],
+    })
+}
+
 pub fn render_json_apps(apps: &[(String, DriftReport)]) -> Value {
     let apps: Vec<Value> = apps
         .iter()

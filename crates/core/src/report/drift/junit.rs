@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use tether_diff::diff::ObjectDiff;
-use tether_diff::manifest::ObjectId;
+use tether_diff::manifest::{NOT_COMPARED, ObjectId};
 
 use super::{DriftReport, unified_diff};
 
@@ -95,9 +95,19 @@ pub fn render_junit(report: &DriftReport) -> String {
         .map_or("tether diff".to_string(), |r| format!("tether diff {r}"));
     let _ = writeln!(
         out,
-        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        xml(&suite)
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{}\">",
+        xml(&suite),
+        s.not_compared
     );
+    // A document not compared is a skipped test: neither passed nor failed.
+    for sealed in &report.not_compared {
+        let _ = writeln!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{}\">\n      <skipped message=\"{NOT_COMPARED}\"/>\n    </testcase>",
+            xml(&sealed.origin.file),
+            xml(&sealed.title())
+        );
+    }
     drift_cases(&mut out, &report.objects);
     out.push_str("  </testsuite>\n</testsuites>\n");
     out

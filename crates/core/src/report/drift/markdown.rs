@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::{DriftReport, title, unified_diff};
 use tether_diff::diff::Status;
+use tether_diff::manifest::NOT_COMPARED;
 
 /// Escapes text for a table cell.
 fn cell(text: &str) -> String {
@@ -14,11 +15,14 @@ fn cell(text: &str) -> String {
 pub fn render_markdown(report: &DriftReport) -> String {
     let s = report.summary();
     let mut out = String::new();
-    let verdict = if s.drifted() == 0 {
+    let mut verdict = if s.drifted() == 0 {
         "in sync".to_string()
     } else {
         format!("{} of {} objects drifted", s.drifted(), s.total())
     };
+    if s.not_compared > 0 {
+        verdict.push_str(&format!(" ({} {NOT_COMPARED})", s.not_compared));
+    }
     let _ = writeln!(out, "### tether diff: {verdict}\n");
     if let Some(rev) = &report.revision {
         let _ = writeln!(out, "Revision `{}`\n", cell(rev));
@@ -30,6 +34,13 @@ pub fn render_markdown(report: &DriftReport) -> String {
         .filter(|st| *st != Status::Conflict || s.conflict > 0)
     {
         let _ = writeln!(out, "| {} | {} |", st.as_str(), s.count(st));
+    }
+    if s.not_compared > 0 {
+        let _ = writeln!(out, "| {NOT_COMPARED} | {} |", s.not_compared);
+        out.push_str("\n**Encrypted, not compared** (no SOPS key):\n\n");
+        for sealed in &report.not_compared {
+            let _ = writeln!(out, "- `{}`", sealed.title().replace('`', "'"));
+        }
     }
     let drifted: Vec<_> = report
         .objects

@@ -11,7 +11,9 @@ mod text;
 use serde::Serialize;
 
 use tether_diff::diff::{ObjectDiff, Status};
+use tether_diff::manifest::Sealed;
 
+pub(crate) use json::not_compared;
 pub use json::{render_json, render_json_apps};
 pub use junit::render_junit;
 pub(crate) use junit::{drift_cases, failure_message, open_case, xml};
@@ -24,6 +26,9 @@ pub struct DriftReport {
     /// The commit the desired state was read at, when it came from Git.
     pub revision: Option<String>,
     pub objects: Vec<ObjectDiff>,
+    /// SOPS-encrypted documents read without keys: reported as
+    /// [`tether_diff::manifest::NOT_COMPARED`], neither drift nor in sync.
+    pub not_compared: Vec<Sealed>,
 }
 
 /// How many objects are in each status.
@@ -40,15 +45,23 @@ pub struct Summary {
     /// Objects labelled for another app (see [`Status::Conflict`]).
     #[serde(rename = "Conflict")]
     pub conflict: usize,
+    /// SOPS-encrypted documents that were not compared (no keys); absent when none.
+    #[serde(rename = "NotCompared", skip_serializing_if = "is_zero")]
+    pub not_compared: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
     pub fn total(&self) -> usize {
-        self.in_sync + self.modified + self.missing + self.extra + self.conflict
+        self.in_sync + self.modified + self.missing + self.extra + self.conflict + self.not_compared
     }
 
+    /// Objects that differ: neither in sync nor left uncompared.
     pub fn drifted(&self) -> usize {
-        self.total() - self.in_sync
+        self.total() - self.in_sync - self.not_compared
     }
 
     pub fn count(&self, status: Status) -> usize {
@@ -73,14 +86,21 @@ impl Summary {
     }
 
     /// `5 objects: 3 in sync, 1 modified, 1 missing, 0 extra` (and `, 1 in conflict`
-    /// when another app claims any).
+    /// when another app claims any, `, 1 encrypted: not compared` when keys lacked).
     pub fn line(&self) -> String {
         let n = self.total();
-        let conflict = if self.conflict > 0 {
+        let mut conflict = if self.conflict > 0 {
             format!(", {} in conflict", self.conflict)
         } else {
             String::new()
         };
+        if self.not_compared > 0 {
+            conflict.push_str(&format!(
+                ", {} {}",
+                self.not_compared,
+                tether_diff::manifest::NOT_COMPARED
+            ));
+        }
         format!(
             "{n} object{}: {} in sync, {} modified, {} missing, {} extra{conflict}",
             if n == 1 { "" } else { "s" },
@@ -98,11 +118,26 @@ impl DriftReport {
         for o in &self.objects {
             s.add(o.drift.status());
         }
+        s.not_compared = self.not_compared.len();
         s
     }
 
     pub fn has_drift(&self) -> bool {
         self.objects.iter().any(|o| o.drift.is_drift())
+    }
+
+    /// The report with `sealed` documents reported as not compared. A live object
+    /// one of them names is not Extra: Git still has it, encrypted (a document whose
+    /// identity is encrypted too cannot be matched, and leaves its object Extra).
+    pub fn with_not_compared(mut self, sealed: Vec<Sealed>) -> DriftReport {
+        let named: std::collections::HashSet<_> = sealed
+            .iter()
+            .filter_map(|s| s.id.as_ref().map(|id| id.key()))
+            .collect();
+        self.objects
+            .retain(|o| o.drift.status() != Status::Extra || !named.contains(&o.id.key()));
+        self.not_compared = sealed;
+        self
     }
 }
 
@@ -174,6 +209,7 @@ mod tests {
                 desired: Some(json!({"spec": {"replicas": 2}})),
                 live: Some(json!({"spec": {"replicas": 5}})),
             }],
+            ..DriftReport::default()
         }
     }
 
@@ -217,5 +253,59 @@ mod tests {
         );
         assert!(render_text(&report, false).contains("  ~ spec.replicas\n"));
         assert!(render_markdown(&report).contains("- `spec.replicas`\n"));
+    }
+
+    /// Issue #27: a document read sealed names a live object; that object is not
+    /// Extra (Git still has it), is counted apart, and is no drift.
+    #[test]
+    fn a_sealed_document_is_counted_apart_and_its_live_object_is_not_extra() {
+        let id = |kind: &str, name: &str| ObjectId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let extra = |kind: &str, name: &str| ObjectDiff {
+            id: id(kind, name),
+            drift: Drift::Extra,
+            desired: None,
+            live: Some(json!({})),
+        };
+        let origin = |file: &str| tether_diff::manifest::Origin {
+            file: file.into(),
+            document: 1,
+            line: 1,
+            item: None,
+        };
+        let report = DriftReport {
+            objects: vec![extra("Secret", "db"), extra("ConfigMap", "old")],
+            ..DriftReport::default()
+        }
+        .with_not_compared(vec![
+            Sealed {
+                origin: origin("db.enc.yaml"),
+                id: Some(id("Secret", "db")),
+                fingerprint: 1,
+            },
+            Sealed {
+                origin: origin("all.enc.yaml"),
+                id: None,
+                fingerprint: 2,
+            },
+        ]);
+        let titles: Vec<String> = report.objects.iter().map(title).collect();
+        assert_eq!(titles, ["ConfigMap default/old"]);
+        let summary = report.summary();
+        assert_eq!((summary.total(), summary.drifted()), (3, 1));
+        assert_eq!(
+            summary.line(),
+            "3 objects: 0 in sync, 0 modified, 0 missing, 1 extra, 2 encrypted: not compared"
+        );
+        let text = render_text(&report, false);
+        assert!(
+            text.contains("encrypted: not compared: file all.enc.yaml document 1\n"),
+            "{text}"
+        );
     }
 }

@@ -7,6 +7,7 @@ use similar::{ChangeTag, TextDiff};
 
 use super::{DriftReport, title, to_yaml};
 use tether_diff::diff::{Drift, ObjectDiff};
+use tether_diff::manifest::NOT_COMPARED;
 
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
@@ -91,6 +92,9 @@ pub fn render_text(report: &DriftReport, color: bool) -> String {
         }
         out.push_str(&unified_diff(o, color));
         out.push('\n');
+    }
+    for sealed in &report.not_compared {
+        let _ = writeln!(out, "{NOT_COMPARED}: {}", sealed.title());
     }
     if let Some(rev) = &report.revision {
         let _ = write!(out, "revision {rev}: ");

@@ -78,6 +78,7 @@ impl Renderers {
     pub(crate) fn parse_options<'a>(&'a self, opts: &ParseOptions<'a>) -> ParseOptions<'a> {
         ParseOptions {
             sops_keys: opts.sops_keys.or(self.sops.get()),
+            sops_sealed: opts.sops_sealed || self.sops.is_sealed(),
             substitute: opts.substitute.or(self.substitute.as_ref()),
             ..*opts
         }
