@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::people::{action_notes, team_apps, teams, token};
-use crate::serve::{Serve, configmap, origin_http, server_section};
+use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 const API_TOKEN: &str = "operator-break-glass";
@@ -81,7 +81,9 @@ async fn listed(serve_url: &str, kubeconfig: &Path) -> Vec<String> {
 }
 
 /// tether serve (with an operator's API token) following team-a/web and team-b/api.
-async fn start(sandbox: &TestSandbox) -> Serve {
+/// tether serve with team-a's apps, and their Git server: the caller keeps it, so that
+/// it serves for as long as the test runs (dropping it stops it).
+async fn start(sandbox: &TestSandbox) -> (Serve, Origin) {
     teams(sandbox).await;
     let origin = origin_http(
         sandbox,
@@ -100,13 +102,13 @@ async fn start(sandbox: &TestSandbox) -> Serve {
     );
     let serve = Serve::start(sandbox, "kubecreds", &config, &[]).await;
     team_apps(sandbox, &origin.url).await;
-    serve
+    (serve, origin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_acts_with_the_kubeconfig_users_token_as_rbac_allows() {
     let sandbox = TestSandbox::start().await;
-    let serve = start(&sandbox).await;
+    let (serve, _origin) = start(&sandbox).await;
     let dir = sandbox.dir.path();
     let cluster = sandbox.url().to_string();
     let viewer = token(&sandbox, "viewer").await;
