@@ -6,11 +6,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::ConfigError;
 use super::check::{Checker, line_of};
-use super::raw::{S, SecretFrom};
+use super::raw::{RawOidc, S, SecretFrom};
 use super::secrets::{read_secret, secret_field};
 use tether_core::source::SecretRef;
 
@@ -25,27 +23,6 @@ pub const DEFAULT_USERNAME_CLAIM: &str = "sub";
 pub const DEFAULT_SCOPES: [&str; 3] = ["openid", "email", "profile"];
 /// The path of the redirect URL, where the issuer sends the browser back.
 pub const CALLBACK_PATH: &str = "/oidc/callback";
-
-/// `server.oidc` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawOidc {
-    issuer: S<String>,
-    #[serde(rename = "clientID")]
-    client_id: S<String>,
-    client_secret: Option<S<SecretFrom>>,
-    #[serde(rename = "redirectURL")]
-    redirect_url: S<String>,
-    #[serde(default)]
-    scopes: Vec<S<String>>,
-    username_claim: Option<S<String>>,
-    username_prefix: Option<S<String>>,
-    groups_claim: Option<S<String>>,
-    groups_prefix: Option<S<String>>,
-    session_key: Option<S<SecretFrom>>,
-    #[serde(rename = "sessionTTL")]
-    session_ttl: Option<S<String>>,
-}
 
 impl RawOidc {
     /// The secrets, for the server section's secret resolver: `clientSecret` and

@@ -87,7 +87,7 @@ pub struct Server {
     pub peer_token: Option<S<SecretFrom>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub outbound: Outbound,
-    pub oidc: Option<S<super::oidc::RawOidc>>,
+    pub oidc: Option<S<RawOidc>>,
 }
 
 /// `server.outbound`: where Apps' notifications may go besides public addresses.
@@ -400,4 +400,25 @@ pub struct RawDecryption {
     /// Only in the configuration file: key files on tether's own disk.
     #[serde(default)]
     pub key_files: Vec<S<String>>,
+}
+
+/// `server.oidc` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawOidc {
+    pub(super) issuer: S<String>,
+    #[serde(rename = "clientID")]
+    pub(super) client_id: S<String>,
+    pub(super) client_secret: Option<S<SecretFrom>>,
+    #[serde(rename = "redirectURL")]
+    pub(super) redirect_url: S<String>,
+    #[serde(default)]
+    pub(super) scopes: Vec<S<String>>,
+    pub(super) username_claim: Option<S<String>>,
+    pub(super) username_prefix: Option<S<String>>,
+    pub(super) groups_claim: Option<S<String>>,
+    pub(super) groups_prefix: Option<S<String>>,
+    pub(super) session_key: Option<S<SecretFrom>>,
+    #[serde(rename = "sessionTTL")]
+    pub(super) session_ttl: Option<S<String>>,
 }

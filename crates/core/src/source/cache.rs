@@ -17,7 +17,7 @@ use super::auth::{self, AuthOutcome};
 use super::clone_key::{self, CloneKey, Keyer};
 use super::read::{self, RevisionBudget, git_err};
 use super::records::{Records, SourceStatus};
-use super::refs::resolve_local;
+use super::refs::{follows_default_branch, resolve_local};
 use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
 use super::{Auth, Revision, Source, SourceError, SourceFile, is_full_sha};
@@ -683,11 +683,6 @@ fn fetch(
         }
     }
     Ok(())
-}
-
-/// `HEAD` (or no reference at all) follows the remote's default branch.
-pub(crate) fn follows_default_branch(reference: &str) -> bool {
-    reference.is_empty() || reference == "HEAD"
 }
 
 /// Ask the remote where `reference` points without fetching. Annotated tags are peeled

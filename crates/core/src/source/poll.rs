@@ -170,7 +170,7 @@ impl PushedRef {
     fn matches(&self, reference: &str) -> bool {
         // A source following the default branch cannot tell from a push which branch
         // that is: any branch push wakes it, and its sync finds out whether HEAD moved.
-        if super::cache::follows_default_branch(reference) {
+        if super::refs::follows_default_branch(reference) {
             return matches!(self, PushedRef::Branch(_));
         }
         match self {

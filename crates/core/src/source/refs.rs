@@ -3,7 +3,6 @@
 
 use git2::{ObjectType, Oid, Repository};
 
-use super::cache::follows_default_branch;
 use super::read::git_err;
 use super::{SourceError, is_full_sha};
 
@@ -79,4 +78,9 @@ pub(crate) fn annotated_tag(
         }
     }
     Ok(None)
+}
+
+/// `HEAD` (or no reference at all) follows the remote's default branch.
+pub(crate) fn follows_default_branch(reference: &str) -> bool {
+    reference.is_empty() || reference == "HEAD"
 }
