@@ -1,5 +1,6 @@
 //! Unit tests of the simulated Deployment controller: what one pass computes.
 
+use super::status::{condition, fenceposts, max_unavailable};
 use super::*;
 
 const NOW: &str = "2026-11-01T00:00:00Z";

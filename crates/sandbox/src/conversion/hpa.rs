@@ -1,19 +1,7 @@
-//! Version conversion: a kind served in a version other than the one it is stored in is
-//! converted on every read and write, as kube-apiserver converts through its internal
-//! type. autoscaling/v1 HorizontalPodAutoscalers are stored as autoscaling/v2, and
-//! events.k8s.io/v1 Events are core/v1 Events (one etcd prefix, renamed fields).
-//!
-//! What v1 cannot say of a v2 HPA (other metrics, behavior, conditions, every current
-//! metric) travels in the annotations kube-apiserver uses for it, so a read-modify-write
-//! through v1 loses nothing; a write in any version drops those annotations before the
-//! object is stored (`pkg/apis/autoscaling/v1/conversion.go`, `v2/conversion.go`).
-//! Events map field for field (`pkg/apis/events/v1/conversion.go`). Both directions
-//! write fields as Go's JSON encoder writes the versioned types: zero structs as `{}`,
-//! zero times as `null`, and the order of the struct's fields.
+//! HorizontalPodAutoscaler: autoscaling/v1 served from autoscaling/v2 storage, with what
+//! v1 cannot say carried in annotations (`pkg/apis/autoscaling/v1/conversion.go`).
 
 use serde_json::{Map, Value, json};
-
-use super::registry::{ResourceType, storage_version};
 
 /// v2 metrics v1 has no field for, in autoscaling/v1's `MetricSpec` shape.
 pub const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
@@ -33,53 +21,6 @@ const ROUND_TRIP_ANNOTATIONS: [&str; 4] = [
 
 /// autoscaling/v1's implicit target when a v1 HPA names none (`DefaultCPUUtilization`).
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
-
-/// Whether objects of `resource` are served as stored.
-pub fn served_as_stored(resource: &ResourceType) -> bool {
-    storage_version(&resource.group, &resource.version, &resource.kind).is_none()
-}
-
-/// A stored object as a write or delete answers it in `resource`'s version; a `Status`
-/// stays as it is.
-pub fn answer(resource: &ResourceType, value: Value) -> Value {
-    if served_as_stored(resource) || value["kind"] != resource.kind.as_str() {
-        return value;
-    }
-    to_served(resource, value)
-}
-
-/// An object as written in `resource`'s version, in its storage version.
-pub fn to_storage(resource: &ResourceType, object: Value) -> Value {
-    match (
-        resource.group.as_str(),
-        resource.version.as_str(),
-        resource.kind.as_str(),
-    ) {
-        ("autoscaling", "v1", "HorizontalPodAutoscaler") => hpa_v1_to_v2(object),
-        ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
-            let mut object = object;
-            drop_round_trip_annotations(&mut object);
-            object
-        }
-        ("events.k8s.io", "v1", "Event") => event_to_core(object),
-        _ => object,
-    }
-}
-
-/// A stored object as served in `resource`'s version.
-pub fn to_served(resource: &ResourceType, object: Value) -> Value {
-    match (
-        resource.group.as_str(),
-        resource.version.as_str(),
-        resource.kind.as_str(),
-    ) {
-        ("autoscaling", "v1", "HorizontalPodAutoscaler") => hpa_v2_to_v1(object),
-        ("events.k8s.io", "v1", "Event") => event_to_events(object),
-        _ => object,
-    }
-}
-
-// ---- HorizontalPodAutoscaler ----
 
 /// autoscaling/v2 → autoscaling/v1.
 pub fn hpa_v2_to_v1(object: Value) -> Value {
@@ -304,7 +245,7 @@ fn set_annotations(metadata: &mut Value, carried: Vec<(&str, Value)>) {
     );
 }
 
-fn drop_round_trip_annotations(object: &mut Value) {
+pub(super) fn drop_round_trip_annotations(object: &mut Value) {
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -348,7 +289,7 @@ fn quantity(value: &Value, pointer: &str) -> Option<Value> {
 }
 
 /// An autoscaling/v2 `MetricSpec` in autoscaling/v1's (v2beta1-shaped) `MetricSpec`.
-fn metric_spec_to_v1(metric: &Value) -> Value {
+pub(super) fn metric_spec_to_v1(metric: &Value) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
     let source = match kind {
         "Object" => metric.get("object").map(|o| {
@@ -440,7 +381,7 @@ fn metric_spec_to_v1(metric: &Value) -> Value {
 
 /// autoscaling/v1's `MetricSpec` back in autoscaling/v2, the target's type chosen as
 /// upstream chooses it.
-fn metric_spec_to_v2(metric: &Value) -> Value {
+pub(super) fn metric_spec_to_v2(metric: &Value) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
     let identifier = |m: &Value, name: &str, selector: &str| {
         fields(vec![
@@ -506,7 +447,7 @@ fn metric_spec_to_v2(metric: &Value) -> Value {
 }
 
 /// An autoscaling/v2 `MetricStatus` in autoscaling/v1's `MetricStatus`.
-fn metric_status_to_v1(metric: &Value) -> Value {
+pub(super) fn metric_status_to_v1(metric: &Value) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
     let source = match kind {
         "Object" => metric.get("object").map(|o| {
@@ -597,7 +538,7 @@ fn metric_status_to_v1(metric: &Value) -> Value {
 }
 
 /// autoscaling/v1's `MetricStatus` back in autoscaling/v2.
-fn metric_status_to_v2(metric: &Value) -> Value {
+pub(super) fn metric_status_to_v2(metric: &Value) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
     let identifier = |m: &Value, name: &str, selector: &str| {
         fields(vec![
@@ -723,118 +664,3 @@ fn behavior_from_internal(internal: &Value) -> Option<Value> {
         .is_some_and(|b| !b.is_empty())
         .then_some(behavior)
 }
-
-// ---- Event ----
-
-/// core/v1 Event → events.k8s.io/v1 Event.
-pub fn event_to_events(core: Value) -> Value {
-    let text = |key: &str| {
-        core.get(key)
-            .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
-            .cloned()
-    };
-    let or = |key: &str, zero: Value| core.get(key).cloned().unwrap_or(zero);
-    fields_keeping_nulls(vec![
-        ("kind", Some(json!("Event"))),
-        ("apiVersion", Some(json!("events.k8s.io/v1"))),
-        ("metadata", Some(or("metadata", json!({})))),
-        ("eventTime", Some(or("eventTime", Value::Null))),
-        (
-            "series",
-            core.get("series").filter(|s| s.is_object()).cloned(),
-        ),
-        ("reportingController", text("reportingComponent")),
-        ("reportingInstance", text("reportingInstance")),
-        ("action", text("action")),
-        ("reason", text("reason")),
-        ("regarding", Some(or("involvedObject", json!({})))),
-        (
-            "related",
-            core.get("related").filter(|s| s.is_object()).cloned(),
-        ),
-        ("note", text("message")),
-        ("type", text("type")),
-        ("deprecatedSource", Some(or("source", json!({})))),
-        (
-            "deprecatedFirstTimestamp",
-            Some(or("firstTimestamp", Value::Null)),
-        ),
-        (
-            "deprecatedLastTimestamp",
-            Some(or("lastTimestamp", Value::Null)),
-        ),
-        (
-            "deprecatedCount",
-            core.get("count")
-                .filter(|c| c.as_i64().is_some_and(|c| c != 0))
-                .cloned(),
-        ),
-    ])
-}
-
-/// events.k8s.io/v1 Event → core/v1 Event.
-pub fn event_to_core(event: Value) -> Value {
-    let text = |key: &str| {
-        event
-            .get(key)
-            .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
-            .cloned()
-    };
-    let or = |key: &str, zero: Value| event.get(key).cloned().unwrap_or(zero);
-    fields_keeping_nulls(vec![
-        ("kind", Some(json!("Event"))),
-        ("apiVersion", Some(json!("v1"))),
-        ("metadata", Some(or("metadata", json!({})))),
-        ("involvedObject", Some(or("regarding", json!({})))),
-        ("reason", text("reason")),
-        ("message", text("note")),
-        ("source", Some(or("deprecatedSource", json!({})))),
-        (
-            "firstTimestamp",
-            Some(or("deprecatedFirstTimestamp", Value::Null)),
-        ),
-        (
-            "lastTimestamp",
-            Some(or("deprecatedLastTimestamp", Value::Null)),
-        ),
-        (
-            "count",
-            event
-                .get("deprecatedCount")
-                .filter(|c| c.as_i64().is_some_and(|c| c != 0))
-                .cloned(),
-        ),
-        ("type", text("type")),
-        ("eventTime", Some(or("eventTime", Value::Null))),
-        (
-            "series",
-            event.get("series").filter(|s| s.is_object()).cloned(),
-        ),
-        ("action", text("action")),
-        (
-            "related",
-            event.get("related").filter(|s| s.is_object()).cloned(),
-        ),
-        (
-            "reportingComponent",
-            Some(text("reportingController").unwrap_or_else(|| json!(""))),
-        ),
-        (
-            "reportingInstance",
-            Some(text("reportingInstance").unwrap_or_else(|| json!(""))),
-        ),
-    ])
-}
-
-/// Like `fields`, but a present `null` stays: Go writes zero times as `null`.
-fn fields_keeping_nulls(pairs: Vec<(&str, Option<Value>)>) -> Value {
-    Value::Object(
-        pairs
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
-            .collect(),
-    )
-}
-
-#[cfg(test)]
-mod tests;
