@@ -207,7 +207,7 @@ mod tests {
             (PassError::Inventory("x".into()), "InventoryFailed", false),
             (PassError::Conflict("x".into()), "OwnershipConflict", true),
             (
-                PassError::Cluster(ClusterError::Transport("reset".into())),
+                PassError::Cluster(ClusterError::Timeout(std::time::Duration::from_secs(30))),
                 "ClusterFailed",
                 true,
             ),

@@ -11,13 +11,14 @@ pub mod tenancy;
 pub use tenancy::{Bookkeeping, ClusterKey, KubeConfigSecret, ServiceAccount};
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
 };
+use kube::config::KubeconfigError;
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use kube::discovery::Scope as ServedScope;
@@ -51,7 +52,20 @@ pub struct Resolved {
 pub enum ClusterError {
     /// No usable kubeconfig or in-cluster configuration: fix the configuration.
     #[error("cannot configure a Kubernetes client: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
+    /// A Secret that should hold another cluster's kubeconfig cannot be used. Only
+    /// where it was and what is wrong with its shape: never its contents.
+    #[error("cannot configure a Kubernetes client: {secret}: {problem}")]
+    Secret {
+        secret: String,
+        problem: SecretProblem,
+    },
+    /// The cluster does not serve a kind tether needs (`Namespaces`, `ConfigMaps`).
+    #[error("the cluster serves no {0}")]
+    NotServed(&'static str),
+    /// An object that cannot be sent as it is: fix the object.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
     /// The API server answered with a `Status`: 4xx answers need a change to the input
     /// (or to permissions); 409, 429 and 5xx can succeed on a retry.
     #[error("{reason} ({code}): {message}")]
@@ -62,16 +76,74 @@ pub enum ClusterError {
     },
     /// The server could not be reached or the connection broke: retryable.
     #[error("cannot reach the API server: {0}")]
-    Transport(String),
+    Transport(#[source] kube::Error),
+    /// No answer began within the request timeout: retryable.
+    #[error("cannot reach the API server: no answer within {}s", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// The answer is not the object it should be: retryable (a proxy's page, a cut body).
+    #[error("cannot read the API server's answer: {0}")]
+    Answer(#[source] serde_json::Error),
+}
+
+/// Why no client could be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: {source}", path.display())]
+    KubeconfigFile {
+        path: PathBuf,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("{0}")]
+    Kubeconfig(#[source] KubeconfigError),
+    #[error("{0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("{0}")]
+    Client(#[source] kube::Error),
+    #[error("impersonation needs a connection made from a kubeconfig or in-cluster")]
+    NoImpersonation,
+}
+
+/// What is wrong with a Secret tether reads a kubeconfig (or its data) from.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretProblem {
+    #[error("not found")]
+    NotFound,
+    #[error("has no key {0}")]
+    NoKey(String),
+    #[error("key {0} is not base64")]
+    NotBase64(String),
+    #[error("the kubeconfig is not UTF-8 text")]
+    NotUtf8,
+    #[error("not a kubeconfig")]
+    NotAKubeconfig,
+    #[error("user {user:?} uses {what}; only inline credentials are accepted")]
+    Credentials { user: String, what: &'static str },
+    #[error("cluster {0:?} uses certificate-authority (a file); use certificate-authority-data")]
+    CertificateAuthorityFile(String),
+    #[error("the kubeconfig names no usable current context, cluster and user")]
+    NoContext,
+}
+
+/// Why an object cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("an object without metadata.name cannot be {0}")]
+    NoName(&'static str),
+    #[error("not a Kubernetes object: {0}")]
+    NotAnObject(#[source] serde_json::Error),
 }
 
 impl ClusterError {
     /// Whether trying again later can succeed without a change to the input.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ClusterError::Config(_) => false,
+            ClusterError::Config(_)
+            | ClusterError::Secret { .. }
+            | ClusterError::NotServed(_)
+            | ClusterError::Object(_) => false,
             ClusterError::Api { code, .. } => *code == 409 || *code == 429 || *code >= 500,
-            ClusterError::Transport(_) => true,
+            ClusterError::Transport(_) | ClusterError::Timeout(_) | ClusterError::Answer(_) => true,
         }
     }
 
@@ -88,7 +160,7 @@ impl From<kube::Error> for ClusterError {
                 reason: status.reason.clone(),
                 message: status.message.clone(),
             },
-            other => ClusterError::Transport(other.to_string()),
+            other => ClusterError::Transport(other),
         }
     }
 }
@@ -155,18 +227,20 @@ impl Cluster {
         };
         let config = match kubeconfig {
             Some(path) => {
-                let file = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| ClusterError::Config(format!("{}: {e}", path.display())))?;
+                let file = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                    ConfigError::KubeconfigFile {
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                })?;
                 Config::from_custom_kubeconfig(file, &options)
                     .await
-                    .map_err(|e| ClusterError::Config(e.to_string()))?
+                    .map_err(ConfigError::Kubeconfig)?
             }
             None if context.is_some() => Config::from_kubeconfig(&options)
                 .await
-                .map_err(|e| ClusterError::Config(e.to_string()))?,
-            None => Config::infer()
-                .await
-                .map_err(|e| ClusterError::Config(e.to_string()))?,
+                .map_err(ConfigError::Kubeconfig)?,
+            None => Config::infer().await.map_err(ConfigError::Infer)?,
         };
         Cluster::from_config(config)
     }
@@ -220,10 +294,7 @@ impl Cluster {
             let answer = match tokio::time::timeout(self.timeout, exchange()).await {
                 Ok(answer) => answer,
                 Err(_) => {
-                    return Err(ClusterError::Transport(format!(
-                        "no answer within {}s",
-                        self.timeout.as_secs_f64()
-                    )));
+                    return Err(ClusterError::Timeout(self.timeout));
                 }
             };
             match answer {
@@ -530,15 +601,7 @@ impl Cluster {
         object: &Value,
         params: &PatchParams,
     ) -> Result<Value, ClusterError> {
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ClusterError::Config("an object without metadata.name cannot be applied".into())
-            })?;
-        let namespace = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str);
+        let (namespace, name) = identity(object, "applied")?;
         let api = self.api(kind, namespace);
         let applied = self
             .bounded(Retry::WhenBusy, || async {
@@ -670,14 +733,13 @@ where
 /// A client for `config`, its requests counted for `/metrics`.
 fn build_client(config: Config) -> Result<Client, ClusterError> {
     Ok(kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| ClusterError::Config(e.to_string()))?
+        .map_err(ConfigError::Client)?
         .with_layer(&tower::layer::layer_fn(CountRequests))
         .build())
 }
 
 fn to_value(object: DynamicObject) -> Result<Value, ClusterError> {
-    serde_json::to_value(object)
-        .map_err(|e| ClusterError::Transport(format!("cannot read the API server's answer: {e}")))
+    serde_json::to_value(object).map_err(ClusterError::Answer)
 }
 
 fn write_params() -> PostParams {
@@ -688,13 +750,14 @@ fn write_params() -> PostParams {
 }
 
 /// The namespace and name of an object about to be written.
-fn identity<'a>(object: &'a Value, verb: &str) -> Result<(Option<&'a str>, &'a str), ClusterError> {
+fn identity<'a>(
+    object: &'a Value,
+    verb: &'static str,
+) -> Result<(Option<&'a str>, &'a str), ClusterError> {
     let name = object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
-        .ok_or_else(|| {
-            ClusterError::Config(format!("an object without metadata.name cannot be {verb}"))
-        })?;
+        .ok_or(ObjectError::NoName(verb))?;
     let namespace = object
         .pointer("/metadata/namespace")
         .and_then(Value::as_str);
@@ -702,6 +765,5 @@ fn identity<'a>(object: &'a Value, verb: &str) -> Result<(Option<&'a str>, &'a s
 }
 
 fn to_dynamic(object: &Value) -> Result<DynamicObject, ClusterError> {
-    serde_json::from_value(object.clone())
-        .map_err(|e| ClusterError::Config(format!("not a Kubernetes object: {e}")))
+    serde_json::from_value(object.clone()).map_err(|e| ObjectError::NotAnObject(e).into())
 }

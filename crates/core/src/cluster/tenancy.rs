@@ -28,7 +28,7 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::{Cluster, ClusterError, build_client};
+use super::{Cluster, ClusterError, ConfigError, SecretProblem, build_client};
 use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// The key of a kubeconfig Secret when none is named: Flux's `value`, then its
@@ -111,11 +111,10 @@ impl Cluster {
         account: &ServiceAccount,
         bookkeeping: Option<Bookkeeping>,
     ) -> Result<Cluster, ClusterError> {
-        let mut config = self.config.clone().ok_or_else(|| {
-            ClusterError::Config(
-                "impersonation needs a connection made from a kubeconfig or in-cluster".into(),
-            )
-        })?;
+        let mut config = self
+            .config
+            .clone()
+            .ok_or_else(|| ClusterError::Config(ConfigError::NoImpersonation))?;
         config.auth_info.impersonate = Some(account.username());
         config.auth_info.impersonate_groups = None;
         let client = build_client(config.clone())?;
@@ -165,7 +164,7 @@ impl Cluster {
         let kind = self
             .resolve(&gvk)
             .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no Namespaces".into()))?;
+            .ok_or_else(|| ClusterError::NotServed("Namespaces"))?;
         if self.get(&kind, None, name).await?.is_some() {
             return Ok(());
         }
@@ -188,7 +187,7 @@ impl Cluster {
         let kind = self
             .resolve(&gvk)
             .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no Secrets".into()))?;
+            .ok_or_else(|| ClusterError::NotServed("Secrets"))?;
         let Some(object) = self.get(&kind, Some(namespace), name).await? else {
             return Ok(None);
         };
@@ -198,10 +197,9 @@ impl Cluster {
                 let bytes = value
                     .as_str()
                     .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-                    .ok_or_else(|| {
-                        ClusterError::Config(format!(
-                            "Secret {namespace}/{name}: key {key} is not base64"
-                        ))
+                    .ok_or_else(|| ClusterError::Secret {
+                        secret: format!("Secret {namespace}/{name}"),
+                        problem: SecretProblem::NotBase64(key.clone()),
                     })?;
                 out.insert(key.clone(), bytes);
             }
@@ -220,11 +218,11 @@ impl Cluster {
         let kind = self
             .resolve(&gvk)
             .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no Secrets".into()))?;
+            .ok_or_else(|| ClusterError::NotServed("Secrets"))?;
         let object = self
             .get(&kind, Some(&secret.namespace), &secret.name)
             .await?
-            .ok_or_else(|| ClusterError::Config(format!("{secret} not found")))?;
+            .ok_or_else(|| secret_problem(secret, SecretProblem::NotFound))?;
         let text = kubeconfig_text(&object, secret)?;
         let (config, key) = config_from_kubeconfig(&text, secret).await?;
         Ok((Cluster::from_config(config)?, key))
@@ -241,17 +239,14 @@ fn kubeconfig_text(
         Some(key) => vec![key.as_str()],
         None => DEFAULT_KUBECONFIG_KEYS.to_vec(),
     };
-    let encoded = keys
+    let (key, encoded) = keys
         .iter()
-        .find_map(|k| data.and_then(|d| d.get(*k)).and_then(Value::as_str))
-        .ok_or_else(|| {
-            ClusterError::Config(format!("{secret} has no key {}", keys.join(" or ")))
-        })?;
+        .find_map(|k| Some((*k, data?.get(*k)?.as_str()?)))
+        .ok_or_else(|| secret_problem(secret, SecretProblem::NoKey(keys.join(" or "))))?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded)
-        .map_err(|_| ClusterError::Config(format!("{secret}: the value is not base64")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| ClusterError::Config(format!("{secret}: the kubeconfig is not UTF-8 text")))
+        .map_err(|_| secret_problem(secret, SecretProblem::NotBase64(key.to_string())))?;
+    String::from_utf8(bytes).map_err(|_| secret_problem(secret, SecretProblem::NotUtf8))
 }
 
 /// Reads a kubeconfig from a Secret into a client configuration and its key. Only
@@ -264,7 +259,7 @@ pub(crate) async fn config_from_kubeconfig(
 ) -> Result<(kube::Config, ClusterKey), ClusterError> {
     // The parser's message may quote the text: only the fact is reported.
     let kubeconfig = Kubeconfig::from_yaml(text)
-        .map_err(|_| ClusterError::Config(format!("{secret}: not a kubeconfig")))?;
+        .map_err(|_| secret_problem(secret, SecretProblem::NotAKubeconfig))?;
     for named in &kubeconfig.auth_infos {
         let Some(auth) = &named.auth_info else {
             continue;
@@ -277,10 +272,11 @@ pub(crate) async fn config_from_kubeconfig(
             (auth.client_key.is_some(), "client-key"),
         ];
         if let Some((_, what)) = refused.iter().find(|(set, _)| *set) {
-            return Err(ClusterError::Config(format!(
-                "{secret}: user {:?} uses {what}; only inline credentials are accepted",
-                named.name
-            )));
+            let user = named.name.clone();
+            return Err(secret_problem(
+                secret,
+                SecretProblem::Credentials { user, what },
+            ));
         }
     }
     for named in &kubeconfig.clusters {
@@ -289,25 +285,30 @@ pub(crate) async fn config_from_kubeconfig(
             .as_ref()
             .is_some_and(|c| c.certificate_authority.is_some())
         {
-            return Err(ClusterError::Config(format!(
-                "{secret}: cluster {:?} uses certificate-authority (a file); use certificate-authority-data",
-                named.name
-            )));
+            let cluster = named.name.clone();
+            return Err(secret_problem(
+                secret,
+                SecretProblem::CertificateAuthorityFile(cluster),
+            ));
         }
     }
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|_| {
-            ClusterError::Config(format!(
-                "{secret}: the kubeconfig names no usable current context, cluster and user"
-            ))
-        })?;
+        .map_err(|_| secret_problem(secret, SecretProblem::NoContext))?;
     let digest = Sha256::digest(text.as_bytes());
     let key = ClusterKey {
         server: config.cluster_url.to_string(),
         credentials: hex::encode(&digest[..8]),
     };
     Ok((config, key))
+}
+
+/// The error for a kubeconfig Secret that cannot be used.
+fn secret_problem(secret: &KubeConfigSecret, problem: SecretProblem) -> ClusterError {
+    ClusterError::Secret {
+        secret: secret.to_string(),
+        problem,
+    }
 }
 
 #[cfg(test)]
@@ -373,7 +374,7 @@ mod tests {
         let err = kubeconfig_text(&object, &named).unwrap_err();
         assert!(
             err.to_string()
-                .ends_with("Secret t1/prod has no key kubeconfig"),
+                .ends_with("Secret t1/prod: has no key kubeconfig"),
             "{err}"
         );
     }

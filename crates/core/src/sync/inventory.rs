@@ -214,7 +214,7 @@ pub async fn write(
             let namespace_kind = cluster
                 .resolve(&gvk)
                 .await?
-                .ok_or_else(|| ClusterError::Config("the cluster serves no Namespaces".into()))?;
+                .ok_or_else(|| ClusterError::NotServed("Namespaces"))?;
             let object = json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",
@@ -244,7 +244,7 @@ async fn configmap_kind(cluster: &Cluster) -> Result<Resolved, ClusterError> {
     cluster
         .resolve(&gvk)
         .await?
-        .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))
+        .ok_or_else(|| ClusterError::NotServed("ConfigMaps"))
 }
 
 #[cfg(test)]

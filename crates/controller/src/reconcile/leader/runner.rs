@@ -236,7 +236,7 @@ impl Runner {
             .cluster
             .resolve(&gvk)
             .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no Namespaces".into()))?;
+            .ok_or_else(|| ClusterError::NotServed("Namespaces"))?;
         let namespace = json!({
             "apiVersion": "v1",
             "kind": "Namespace",

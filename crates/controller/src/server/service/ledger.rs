@@ -81,7 +81,7 @@ impl Ledger {
         self.cluster
             .resolve(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
             .await?
-            .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))
+            .ok_or_else(|| ClusterError::NotServed("ConfigMaps"))
     }
 
     /// Follows the ConfigMap: `seen` gets its data (key → value; empty once it is
