@@ -76,7 +76,7 @@ pub(super) fn spawn_watch(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let Some(kind) = served(&cluster, &cancel).await else {
+        let Some(kind) = served(&cluster, &cancel, APP_KIND, APP_PLURAL).await else {
             return;
         };
         tracing::info!(namespaces = ?watch.namespaces, "watching App objects (apps.tether.dev)");
@@ -112,27 +112,33 @@ pub(super) fn spawn_watch(
     });
 }
 
-/// The App kind, once the cluster serves it. Until then the one CRD is watched (a
-/// single long-lived request: a service without Apps stays silent in a steady state)
-/// and discovery is asked again at each change of it; without the right to watch
-/// CRDs, discovery is asked every [`DISCOVERY_RETRY`] instead.
-async fn served(cluster: &Cluster, cancel: &CancellationToken) -> Option<Resolved> {
-    let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, APP_KIND);
+/// The App kind (or the AppSet kind: `kind`, `plural`), once the cluster serves it.
+/// Until then the one CRD is watched (a single long-lived request: a service without
+/// Apps stays silent in a steady state) and discovery is asked again at each change
+/// of it; without the right to watch CRDs, discovery is asked every
+/// [`DISCOVERY_RETRY`] instead.
+pub(super) async fn served(
+    cluster: &Cluster,
+    cancel: &CancellationToken,
+    kind: &str,
+    plural: &str,
+) -> Option<Resolved> {
+    let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, kind);
     let crds = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
     let mut changes = match cluster.resolve(&crds).await {
         Ok(Some(crds)) => Some(Box::pin(cluster.watch_objects(
             &crds,
             None,
-            Some(&format!("metadata.name={APP_PLURAL}.{APP_GROUP}")),
+            Some(&format!("metadata.name={plural}.{APP_GROUP}")),
         ))),
         _ => None,
     };
     loop {
         match cluster.resolve(&gvk).await {
             Ok(Some(kind)) => return Some(kind),
-            Ok(None) => tracing::debug!("apps.tether.dev is not served yet"),
+            Ok(None) => tracing::debug!("{plural}.{APP_GROUP} is not served yet"),
             Err(err) => {
-                tracing::warn!(error = %err, "cannot ask whether apps.tether.dev is served")
+                tracing::warn!(error = %err, "cannot ask whether {plural}.{APP_GROUP} is served")
             }
         }
         let ended = match changes.as_mut() {
