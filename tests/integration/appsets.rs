@@ -221,7 +221,7 @@ async fn a_list_by_clusters_matrix_stamps_an_app_per_pair_syncing_through_its_se
         "apiVersion: tether.dev/v1alpha1\nkind: AppSet\nmetadata:\n  name: fleet\n  namespace: fleet\nspec:\n\
          \x20 generators:\n  - matrix:\n      generators:\n      - list: {{elements: [{{app: web}}, {{app: api}}]}}\n      - clusters: {{selector: {{matchLabels: {{tether.dev/cluster: \"true\"}}}}}}\n\
          \x20 template:\n    metadata: {{name: '{{{{app}}}}-{{{{name}}}}'}}\n\
-         \x20   spec:\n      source: {{repo: \"{}\", ref: main, path: '{{{{app}}}}', interval: {POLL}}}\n\
+         \x20   spec:\n      serviceAccountName: deployer\n      source: {{repo: \"{}\", ref: main, path: '{{{{app}}}}', interval: {POLL}}}\n\
          \x20     destination: {{namespace: '{{{{metadata.labels.region}}}}'}}\n      sync: {{automated: true}}\n",
         origin.url
     );
