@@ -79,99 +79,120 @@ pub(super) fn spawn(context: AppSetContext, watch: AppsWatchConfig, cancel: Canc
                 return;
             }
         };
-        let kinds = Kinds {
-            appset,
-            app,
-            secret,
-        };
         tracing::info!(namespaces = ?watch.namespaces, "watching AppSets (appsets.tether.dev)");
-        let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
-            vec![None]
-        } else {
-            watch.namespaces.iter().cloned().map(Some).collect()
+        let mut events = follow_appsets(&cluster, &appset, &watch, &cancel);
+        let mut workers = Workers {
+            context,
+            kinds: Kinds {
+                appset,
+                app,
+                secret,
+            },
+            running: HashMap::new(),
+            cancel: cancel.clone(),
         };
-        let (events_tx, mut events) = tokio::sync::mpsc::channel(1024);
-        for scope in scopes {
-            let stream = cluster.watch_objects(&kinds.appset, scope.as_deref(), None);
-            let (events_tx, cancel) = (events_tx.clone(), cancel.clone());
-            tokio::spawn(async move {
-                futures::pin_mut!(stream);
-                loop {
-                    let seen = tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        seen = stream.next() => seen,
-                    };
-                    let Some(seen) = seen else { return };
-                    if events_tx.send((scope.clone(), seen)).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(events_tx);
-        let mut workers: HashMap<String, (watch::Sender<Value>, CancellationToken)> =
-            HashMap::new();
         loop {
             let seen = tokio::select! {
                 _ = cancel.cancelled() => return,
                 seen = events.recv() => seen,
             };
-            let (objects, gone) = match seen {
-                None => return,
-                Some((scope, Watched::Listed(objects))) => {
-                    // A new list is all there is: an AppSet of the scope not in it is gone.
-                    let listed: Vec<String> = objects.iter().map(object_id).collect();
-                    workers.retain(|id, (tx, stop)| {
-                        let in_scope = scope
-                            .as_ref()
-                            .is_none_or(|ns| tx.borrow()["metadata"]["namespace"] == ns.as_str());
-                        let keep = !in_scope || listed.contains(id);
-                        if !keep {
-                            stop.cancel();
-                        }
-                        keep
-                    });
-                    (objects, false)
+            let Some((scope, seen)) = seen else { return };
+            workers.seen(scope, seen);
+        }
+    });
+}
+
+/// What the AppSet watches (one per namespace of `server.apps.namespaces`, else one of
+/// every namespace) see, each event with its watch's namespace.
+fn follow_appsets(
+    cluster: &Cluster,
+    kind: &Resolved,
+    watch: &AppsWatchConfig,
+    cancel: &CancellationToken,
+) -> tokio::sync::mpsc::Receiver<(Option<String>, Watched)> {
+    let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
+        vec![None]
+    } else {
+        watch.namespaces.iter().cloned().map(Some).collect()
+    };
+    let (events_tx, events) = tokio::sync::mpsc::channel(1024);
+    for scope in scopes {
+        let stream = cluster.watch_objects(kind, scope.as_deref(), None);
+        let (events_tx, cancel) = (events_tx.clone(), cancel.clone());
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            loop {
+                let seen = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    seen = stream.next() => seen,
+                };
+                let Some(seen) = seen else { return };
+                if events_tx.send((scope.clone(), seen)).await.is_err() {
+                    return;
                 }
-                Some((_, Watched::Applied(object))) => (vec![object], false),
-                Some((_, Watched::Deleted(object))) => (vec![object], true),
-            };
-            for object in objects {
-                let id = object_id(&object);
-                if gone {
-                    if let Some((_, stop)) = workers.remove(&id) {
+            }
+        });
+    }
+    events
+}
+
+/// The worker of each AppSet, by identity: its spec's sender and its stop.
+struct Workers {
+    context: AppSetContext,
+    kinds: Kinds,
+    running: HashMap<String, (watch::Sender<Value>, CancellationToken)>,
+    cancel: CancellationToken,
+}
+
+impl Workers {
+    /// Starts, updates or stops workers after what a watch saw.
+    fn seen(&mut self, scope: Option<String>, seen: Watched) {
+        match seen {
+            Watched::Listed(objects) => {
+                // A new list is all there is: an AppSet of the scope not in it is gone.
+                let listed: Vec<String> = objects.iter().map(object_id).collect();
+                self.running.retain(|id, (tx, stop)| {
+                    let in_scope = scope
+                        .as_ref()
+                        .is_none_or(|ns| tx.borrow()["metadata"]["namespace"] == ns.as_str());
+                    let keep = !in_scope || listed.contains(id);
+                    if !keep {
                         stop.cancel();
                     }
-                    continue;
-                }
-                match workers.get(&id) {
-                    Some((tx, _)) => {
-                        tx.send_if_modified(|old| {
-                            let changed = old["metadata"]["generation"]
-                                != object["metadata"]["generation"]
-                                || old["metadata"]["uid"] != object["metadata"]["uid"];
-                            if changed {
-                                *old = object.clone();
-                            }
-                            changed
-                        });
-                    }
-                    None => {
-                        let (tx, rx) = watch::channel(object);
-                        let stop = cancel.child_token();
-                        tokio::spawn(run(
-                            context.clone(),
-                            kinds.clone(),
-                            id.clone(),
-                            rx,
-                            stop.clone(),
-                        ));
-                        workers.insert(id, (tx, stop));
-                    }
+                    keep
+                });
+                objects.into_iter().for_each(|o| self.applied(o));
+            }
+            Watched::Applied(object) => self.applied(object),
+            Watched::Deleted(object) => {
+                if let Some((_, stop)) = self.running.remove(&object_id(&object)) {
+                    stop.cancel();
                 }
             }
         }
-    });
+    }
+
+    /// A new or changed AppSet: its worker hears of a new spec (a status write, which
+    /// moves no generation, is not one).
+    fn applied(&mut self, object: Value) {
+        let id = object_id(&object);
+        if let Some((tx, _)) = self.running.get(&id) {
+            tx.send_if_modified(|old| {
+                let changed = old["metadata"]["generation"] != object["metadata"]["generation"]
+                    || old["metadata"]["uid"] != object["metadata"]["uid"];
+                if changed {
+                    *old = object.clone();
+                }
+                changed
+            });
+            return;
+        }
+        let (tx, rx) = watch::channel(object);
+        let stop = self.cancel.child_token();
+        let (context, kinds) = (self.context.clone(), self.kinds.clone());
+        tokio::spawn(run(context, kinds, id.clone(), rx, stop.clone()));
+        self.running.insert(id, (tx, stop));
+    }
 }
 
 fn object_id(object: &Value) -> String {
