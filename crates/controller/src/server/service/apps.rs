@@ -83,33 +83,43 @@ pub(super) fn spawn_watch(
         if events.send(AppEvent::Served(kind.clone())).await.is_err() {
             return;
         }
-        let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
-            vec![None]
-        } else {
-            watch.namespaces.iter().cloned().map(Some).collect()
-        };
-        for scope in scopes {
-            let stream = cluster.watch_objects(&kind, scope.as_deref(), None);
-            let (events, cancel) = (events.clone(), cancel.clone());
-            tokio::spawn(async move {
-                futures::pin_mut!(stream);
-                loop {
-                    let seen = tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        seen = stream.next() => seen,
-                    };
-                    let Some(seen) = seen else { return };
-                    if events
-                        .send(AppEvent::Watched(scope.clone(), seen))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
+        spawn_scope_watches(&cluster, &kind, &watch, events, AppEvent::Watched, &cancel);
     });
+}
+
+/// Follows `kind` with one watch per namespace of `server.apps.namespaces`, else one
+/// of every namespace (`None`), each sending what it sees into `events` (wrapped with
+/// its namespace) until either end goes.
+pub(super) fn spawn_scope_watches<T: Send + 'static>(
+    cluster: &Cluster,
+    kind: &Resolved,
+    watch: &AppsWatchConfig,
+    events: mpsc::Sender<T>,
+    wrap: fn(Option<String>, Watched) -> T,
+    cancel: &CancellationToken,
+) {
+    let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
+        vec![None]
+    } else {
+        watch.namespaces.iter().cloned().map(Some).collect()
+    };
+    for scope in scopes {
+        let stream = cluster.watch_objects(kind, scope.as_deref(), None);
+        let (events, cancel) = (events.clone(), cancel.clone());
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            loop {
+                let seen = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    seen = stream.next() => seen,
+                };
+                let Some(seen) = seen else { return };
+                if events.send(wrap(scope.clone(), seen)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
 }
 
 /// The App kind (or the AppSet kind: `kind`, `plural`), once the cluster serves it.

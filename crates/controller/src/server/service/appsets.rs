@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::apps::served;
+use super::apps::{served, spawn_scope_watches};
 use crate::config::{
     APP_GROUP, APP_KIND, APP_PLURAL, APP_STATUS_MANAGER, APP_VERSION, AppsWatchConfig,
 };
@@ -102,37 +102,22 @@ pub(super) fn spawn(context: AppSetContext, watch: AppsWatchConfig, cancel: Canc
     });
 }
 
-/// What the AppSet watches (one per namespace of `server.apps.namespaces`, else one of
-/// every namespace) see, each event with its watch's namespace.
+/// What the AppSet watches see, each event with its watch's namespace.
 fn follow_appsets(
     cluster: &Cluster,
     kind: &Resolved,
     watch: &AppsWatchConfig,
     cancel: &CancellationToken,
 ) -> tokio::sync::mpsc::Receiver<(Option<String>, Watched)> {
-    let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
-        vec![None]
-    } else {
-        watch.namespaces.iter().cloned().map(Some).collect()
-    };
     let (events_tx, events) = tokio::sync::mpsc::channel(1024);
-    for scope in scopes {
-        let stream = cluster.watch_objects(kind, scope.as_deref(), None);
-        let (events_tx, cancel) = (events_tx.clone(), cancel.clone());
-        tokio::spawn(async move {
-            futures::pin_mut!(stream);
-            loop {
-                let seen = tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    seen = stream.next() => seen,
-                };
-                let Some(seen) = seen else { return };
-                if events_tx.send((scope.clone(), seen)).await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
+    spawn_scope_watches(
+        cluster,
+        kind,
+        watch,
+        events_tx,
+        |scope, seen| (scope, seen),
+        cancel,
+    );
     events
 }
 
