@@ -298,3 +298,65 @@ async fn an_invalid_template_or_a_duplicate_name_fails_clearly_and_creates_nothi
     );
     assert_eq!(serve.stop().await, Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_files_generator_reads_a_private_repository_with_its_namespaces_secret() {
+    const PASSWORD: &str = "s3cret-AppSet-pass";
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("team-s").await;
+    install_crd(&sandbox).await;
+    let _origin = origin_http(
+        &sandbox,
+        &[
+            ("envs/dev.yaml", "env: dev\nreplicas: 1\n"),
+            ("envs/prod.yaml", "[{env: prod-eu}, {env: prod-us}]\n"),
+        ],
+    );
+    let http = crate::support::HttpGit::start(
+        &sandbox.dir.path().join("srv"),
+        Some(&format!("tether:{PASSWORD}")),
+    );
+    let url = http.url("apps.git");
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "private", &format!("{server}apps: []\n"), &[]).await;
+    let appset = format!(
+        "apiVersion: tether.dev/v1alpha1\nkind: AppSet\nmetadata:\n  name: envs\n  namespace: team-s\nspec:\n\
+         \x20 generators:\n  - git:\n      repo: \"{url}\"\n      revision: main\n      files: [{{path: 'envs/*.yaml'}}]\n      credentials: {{secretRef: {{name: git-creds}}}}\n\
+         \x20 template:\n    metadata: {{name: 'web-{{{{env}}}}'}}\n\
+         \x20   spec:\n      source: {{repo: \"{url}\", ref: main, path: '{{{{path}}}}', interval: {POLL}}}\n"
+    );
+    apply(&sandbox, &appset).await;
+    // No Secret yet: the repository cannot be read, and the status names the Secret.
+    let failing = ready(&sandbox, "envs", "team-s", "False").await;
+    let condition = &failing["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "SourceNotReady", "{condition}");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("git-creds"),
+        "{condition}"
+    );
+    assert!(apps(&sandbox, "team-s").await.is_empty());
+
+    apply(
+        &sandbox,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-creds\n  namespace: team-s\nstringData:\n  username: tether\n  password: {PASSWORD}\n"
+        ),
+    )
+    .await;
+    assert!(serve.push(&url).await.is_success());
+    let generated = ready(&sandbox, "envs", "team-s", "True").await;
+    assert_eq!(generated["status"]["appCount"], 3, "{generated}");
+    assert_eq!(
+        apps(&sandbox, "team-s").await,
+        ["web-dev", "web-prod-eu", "web-prod-us"]
+    );
+    let dev = get(&sandbox, "tapp", "web-dev", "team-s").await;
+    assert_eq!(dev["spec"]["source"]["path"], "envs");
+    let text = serde_json::to_string(&generated).expect("JSON");
+    assert!(!text.contains(PASSWORD), "the password shows nowhere");
+    assert!(!serve.log().contains(PASSWORD), "nor in the log");
+    assert_eq!(serve.stop().await, Some(0));
+}

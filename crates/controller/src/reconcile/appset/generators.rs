@@ -36,6 +36,9 @@ pub struct GitRef {
     pub repo: String,
     /// A branch, tag, commit or `HEAD` (the default branch).
     pub revision: String,
+    /// The Secret of the AppSet's namespace holding the credentials (the keys of an
+    /// App's `source.credentials.secretRef`); anonymous without.
+    pub secret: Option<String>,
 }
 
 /// A kubeconfig Secret labelled [`CLUSTER_SECRET_LABEL`] in the AppSet's namespace.
@@ -139,6 +142,21 @@ struct RawGit {
     directories: Vec<RawDirectory>,
     #[serde(default)]
     files: Vec<RawFile>,
+    #[serde(default)]
+    credentials: Option<RawCredentials>,
+}
+
+/// Only a Secret of the AppSet's own namespace: never tether's environment or files.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCredentials {
+    secret_ref: RawSecretRef,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecretRef {
+    name: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -386,6 +404,7 @@ fn parse_git(git: RawGit, path: &str) -> Result<Generator, GeneratorError> {
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "HEAD".into()),
         repo: git.repo,
+        secret: git.credentials.map(|c| c.secret_ref.name),
     };
     if reference.repo.is_empty() {
         return Err(spec_error(&format!("{path}.repo"), "must not be empty"));

@@ -39,6 +39,7 @@ fn facts(teams: &[&str]) -> Facts {
             GitRef {
                 repo: REPO.into(),
                 revision: "HEAD".into(),
+                secret: None,
             },
             files,
         )]),
@@ -65,7 +66,8 @@ fn each_directory_becomes_an_owned_labelled_app_of_the_appsets_namespace() {
         set.git_refs(),
         [GitRef {
             repo: REPO.into(),
-            revision: "HEAD".into()
+            revision: "HEAD".into(),
+            secret: None,
         }]
     );
     let apps = set.desired(&facts(&["a", "b"])).expect("renders");

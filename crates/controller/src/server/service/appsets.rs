@@ -28,7 +28,9 @@ use crate::reconcile::appset::{
 use crate::reconcile::shard::Ownership;
 use tether_core::cluster::objects::Watched;
 use tether_core::cluster::{Cluster, Resolved};
-use tether_core::source::{PollConfig, Source, SourceCache, SourceState, SourceWatcher, Triggers};
+use tether_core::source::{
+    Auth, CredentialsSecret, PollConfig, Source, SourceCache, SourceState, SourceWatcher, Triggers,
+};
 use tether_core::sync::DEFAULT_REQUEST_CONCURRENCY;
 
 /// How often an AppSet that reads cluster Secrets lists them again (Argo CD's
@@ -294,7 +296,13 @@ fn follow(
             continue;
         }
         // The whole tree: directories and files are matched against all of it.
-        let source = Source::new(git.repo.clone(), git.revision.clone(), "");
+        let mut source = Source::new(git.repo.clone(), git.revision.clone(), "");
+        if let Some(name) = &git.secret {
+            source = source.with_auth(Auth::Secret(CredentialsSecret {
+                namespace: appset.namespace.clone(),
+                name: name.clone(),
+            }));
+        }
         let trigger = context.triggers.register(&source);
         let stop = cancel.child_token();
         let (state, _task) = SourceWatcher::spawn(

@@ -15,6 +15,7 @@ fn repo() -> GitRef {
     GitRef {
         repo: "https://git.example/platform.git".into(),
         revision: "HEAD".into(),
+        secret: None,
     }
 }
 
@@ -239,6 +240,31 @@ fn a_merge_overlays_the_base_sets_by_key() {
     assert_eq!(origins(&sets), ["cluster prod-eu", "cluster staging"]);
     assert_eq!(sets[0].values.get("replicas"), None);
     assert_eq!(sets[1].values["replicas"], "1");
+}
+
+#[test]
+fn a_git_generator_reads_with_a_secret_of_its_namespace_only() {
+    let g = Generator::parse(
+        &json!({"git": {"repo": "https://h/r.git", "files": [{"path": "*.yaml"}],
+                        "credentials": {"secretRef": {"name": "git-creds"}}}}),
+        "g",
+    )
+    .expect("parses");
+    let mut refs = Vec::new();
+    g.git_refs(&mut refs);
+    assert_eq!(refs[0].secret.as_deref(), Some("git-creds"));
+    for credentials in [
+        json!({"secretRef": {"name": "c", "namespace": "tether-system"}}),
+        json!({"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}),
+    ] {
+        let err = Generator::parse(
+            &json!({"git": {"repo": "https://h/r.git", "files": [{"path": "*"}], "credentials": credentials}}),
+            "g",
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(err.starts_with("g.git.credentials"), "{err}");
+    }
 }
 
 #[test]
