@@ -1004,7 +1004,7 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
         .filter_map(|l| l.trim().strip_prefix("path = \""))
         .map(|p| p.trim_end_matches('"').to_string())
         .collect();
-    // The workspace's crates, and the App CRD the binary embeds (`tether crd`).
+    // The workspace's crates, and the App and AppSet CRDs the binary embeds (`tether crd`).
     needed.extend(
         [
             "Cargo.lock",
@@ -1012,6 +1012,7 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
             "assets",
             "crates",
             "charts/tether/crds/app.yaml",
+            "charts/tether/crds/appset.yaml",
         ]
         .map(String::from),
     );
