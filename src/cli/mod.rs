@@ -114,8 +114,8 @@ pub enum Command {
     /// Exits 0 once unpinned, 2 when refused.
     Unpin(rollback::UnpinArgs),
 
-    /// Print the App custom resource definition (`apps.tether.dev`), for installs
-    /// without Helm: `tether crd | kubectl apply -f -`.
+    /// Print tether's custom resource definitions (`apps.tether.dev`,
+    /// `appsets.tether.dev`), for installs without Helm: `tether crd | kubectl apply -f -`.
     Crd,
 }
 
@@ -407,7 +407,12 @@ pub async fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Rollback(args) => rollback::rollback(args).await,
         Command::Unpin(args) => rollback::unpin(args).await,
         Command::Crd => {
-            write_stdout(tether_controller::config::APP_CRD_YAML).map(|()| Outcome::Success)
+            let crds = format!(
+                "{}---\n{}",
+                tether_controller::config::APP_CRD_YAML,
+                tether_controller::reconcile::appset::APPSET_CRD_YAML
+            );
+            write_stdout(&crds).map(|()| Outcome::Success)
         }
     }
 }

@@ -23,7 +23,15 @@ pub(crate) async fn install_crd(sandbox: &TestSandbox) {
         .expect("tether crd runs");
     assert!(crd.status.success());
     let text = String::from_utf8(crd.stdout).expect("UTF-8");
-    assert_eq!(text, tether_controller::config::APP_CRD_YAML);
+    // The App's CRD, then the AppSet's (issue #28).
+    assert_eq!(
+        text,
+        format!(
+            "{}---\n{}",
+            tether_controller::config::APP_CRD_YAML,
+            tether_controller::reconcile::appset::APPSET_CRD_YAML
+        )
+    );
     sandbox
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(&text))
         .await

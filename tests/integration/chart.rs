@@ -1004,7 +1004,7 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
         .filter_map(|l| l.trim().strip_prefix("path = \""))
         .map(|p| p.trim_end_matches('"').to_string())
         .collect();
-    // The workspace's crates, and the App CRD the binary embeds (`tether crd`).
+    // The workspace's crates, and the App and AppSet CRDs the binary embeds (`tether crd`).
     needed.extend(
         [
             "Cargo.lock",
@@ -1012,6 +1012,7 @@ fn the_dockerfile_copies_what_the_build_reads_and_runs_as_the_charts_user() {
             "assets",
             "crates",
             "charts/tether/crds/app.yaml",
+            "charts/tether/crds/appset.yaml",
         ]
         .map(String::from),
     );
@@ -1294,11 +1295,19 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
     };
     let rendered = render("tether-system", "");
     let rules = app_rules(rendered.named("ClusterRole", FULLNAME));
-    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules.len(), 3, "{rules:?}");
     assert_eq!(rules[0].1, ["apps"]);
-    assert_eq!(rules[0].2, ["get", "list", "watch", "patch", "update"]);
+    // create and delete: the Apps an AppSet generates and deletes (issue #28).
+    assert_eq!(
+        rules[0].2,
+        [
+            "get", "list", "watch", "patch", "update", "create", "delete"
+        ]
+    );
     assert_eq!(rules[1].1, ["apps/status"]);
     assert_eq!(rules[1].2, ["get", "patch", "update"]);
+    assert_eq!(rules[2].1, ["appsets/status"]);
+    assert_eq!(rules[2].2, ["get", "patch", "update"]);
     let crd_rule = &rendered.named("ClusterRole", FULLNAME)["rules"]
         .as_array()
         .and_then(|r| r.last())
@@ -1317,7 +1326,7 @@ async fn the_chart_ships_the_app_crd_and_the_rights_serve_needs_for_apps() {
         .into_iter()
         .find(|r| r["metadata"]["namespace"] == "team-a")
         .expect("the team-a Role");
-    assert_eq!(app_rules(role).len(), 2);
+    assert_eq!(app_rules(role).len(), 3);
     assert_eq!(
         namespaced.config()["server"]["apps"]["namespaces"][0],
         "team-a"

@@ -4,6 +4,7 @@
 
 mod annotations;
 mod app_crd;
+mod appsets;
 mod chart;
 mod charts_deps;
 mod charts_source;

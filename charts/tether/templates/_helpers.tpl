@@ -225,16 +225,20 @@ Cluster-scoped reviews: only the ClusterRole grants them.
 {{/*
 What `tether serve` needs for App objects (apps.tether.dev, the chart's crds/), unless
 config.server.apps.enabled is false: read and watch them, hold them with its finalizer,
-write their status. With rbac.scope namespaced, set config.server.apps.namespaces to
+write their status; create and delete the Apps AppSets generate, and write AppSets'
+status (reading AppSets and cluster Secrets is in rbac.rules' get/list/watch). With rbac.scope namespaced, set config.server.apps.namespaces to
 rbac.namespaces so the watch asks only where it may.
 */}}
 {{- define "tether.appObjectRules" -}}
 {{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
   - apiGroups: [tether.dev]
     resources: [apps]
-    verbs: [get, list, watch, patch, update]
+    verbs: [get, list, watch, patch, update, create, delete]
   - apiGroups: [tether.dev]
     resources: [apps/status]
+    verbs: [get, patch, update]
+  - apiGroups: [tether.dev]
+    resources: [appsets/status]
     verbs: [get, patch, update]
 {{- end }}
 {{- end }}
@@ -248,7 +252,7 @@ tether asks discovery every 15 s instead (or set config.server.apps.enabled: fal
 {{- if dig "server" "apps" "enabled" true (.Values.config | default dict) }}
   - apiGroups: [apiextensions.k8s.io]
     resources: [customresourcedefinitions]
-    resourceNames: [apps.tether.dev]
+    resourceNames: [apps.tether.dev, appsets.tether.dev]
     verbs: [get, list, watch]
 {{- end }}
 {{- end }}

@@ -2,6 +2,7 @@
 //! shards.
 
 pub mod app;
+pub mod appset;
 pub mod backoff;
 pub mod decryption;
 pub mod depends;

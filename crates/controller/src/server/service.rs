@@ -3,6 +3,7 @@
 //! in `server.shutdownTimeout` (a pod's grace period: issue #12).
 
 mod apps;
+mod appsets;
 mod identity;
 mod ledger;
 mod pins;
@@ -425,6 +426,21 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             contexts.default.clone(),
             statuses.clone(),
             contexts.ownership.clone(),
+            workers.child_token(),
+        );
+        // AppSets write Apps; the App watch above runs them (issue #28).
+        appsets::spawn(
+            appsets::AppSetContext {
+                cluster: contexts.default.clone(),
+                sources: contexts.sources.clone(),
+                triggers: triggers.clone(),
+                ownership: contexts.ownership.clone(),
+                poll: tether_core::source::PollConfig {
+                    min_interval: current.sources.min_interval,
+                    ..tether_core::source::PollConfig::default()
+                },
+            },
+            current.server.apps.clone(),
             workers.child_token(),
         );
     } else {

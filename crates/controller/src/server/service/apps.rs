@@ -76,63 +76,79 @@ pub(super) fn spawn_watch(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let Some(kind) = served(&cluster, &cancel).await else {
+        let Some(kind) = served(&cluster, &cancel, APP_KIND, APP_PLURAL).await else {
             return;
         };
         tracing::info!(namespaces = ?watch.namespaces, "watching App objects (apps.tether.dev)");
         if events.send(AppEvent::Served(kind.clone())).await.is_err() {
             return;
         }
-        let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
-            vec![None]
-        } else {
-            watch.namespaces.iter().cloned().map(Some).collect()
-        };
-        for scope in scopes {
-            let stream = cluster.watch_objects(&kind, scope.as_deref(), None);
-            let (events, cancel) = (events.clone(), cancel.clone());
-            tokio::spawn(async move {
-                futures::pin_mut!(stream);
-                loop {
-                    let seen = tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        seen = stream.next() => seen,
-                    };
-                    let Some(seen) = seen else { return };
-                    if events
-                        .send(AppEvent::Watched(scope.clone(), seen))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
+        spawn_scope_watches(&cluster, &kind, &watch, events, AppEvent::Watched, &cancel);
     });
 }
 
-/// The App kind, once the cluster serves it. Until then the one CRD is watched (a
-/// single long-lived request: a service without Apps stays silent in a steady state)
-/// and discovery is asked again at each change of it; without the right to watch
-/// CRDs, discovery is asked every [`DISCOVERY_RETRY`] instead.
-async fn served(cluster: &Cluster, cancel: &CancellationToken) -> Option<Resolved> {
-    let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, APP_KIND);
+/// Follows `kind` with one watch per namespace of `server.apps.namespaces`, else one
+/// of every namespace (`None`), each sending what it sees into `events` (wrapped with
+/// its namespace) until either end goes.
+pub(super) fn spawn_scope_watches<T: Send + 'static>(
+    cluster: &Cluster,
+    kind: &Resolved,
+    watch: &AppsWatchConfig,
+    events: mpsc::Sender<T>,
+    wrap: fn(Option<String>, Watched) -> T,
+    cancel: &CancellationToken,
+) {
+    let scopes: Vec<Option<String>> = if watch.namespaces.is_empty() {
+        vec![None]
+    } else {
+        watch.namespaces.iter().cloned().map(Some).collect()
+    };
+    for scope in scopes {
+        let stream = cluster.watch_objects(kind, scope.as_deref(), None);
+        let (events, cancel) = (events.clone(), cancel.clone());
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            loop {
+                let seen = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    seen = stream.next() => seen,
+                };
+                let Some(seen) = seen else { return };
+                if events.send(wrap(scope.clone(), seen)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The App kind (or the AppSet kind: `kind`, `plural`), once the cluster serves it.
+/// Until then the one CRD is watched (a single long-lived request: a service without
+/// Apps stays silent in a steady state) and discovery is asked again at each change
+/// of it; without the right to watch CRDs, discovery is asked every
+/// [`DISCOVERY_RETRY`] instead.
+pub(super) async fn served(
+    cluster: &Cluster,
+    cancel: &CancellationToken,
+    kind: &str,
+    plural: &str,
+) -> Option<Resolved> {
+    let gvk = GroupVersionKind::gvk(APP_GROUP, APP_VERSION, kind);
     let crds = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
     let mut changes = match cluster.resolve(&crds).await {
         Ok(Some(crds)) => Some(Box::pin(cluster.watch_objects(
             &crds,
             None,
-            Some(&format!("metadata.name={APP_PLURAL}.{APP_GROUP}")),
+            Some(&format!("metadata.name={plural}.{APP_GROUP}")),
         ))),
         _ => None,
     };
     loop {
         match cluster.resolve(&gvk).await {
             Ok(Some(kind)) => return Some(kind),
-            Ok(None) => tracing::debug!("apps.tether.dev is not served yet"),
+            Ok(None) => tracing::debug!("{plural}.{APP_GROUP} is not served yet"),
             Err(err) => {
-                tracing::warn!(error = %err, "cannot ask whether apps.tether.dev is served")
+                tracing::warn!(error = %err, "cannot ask whether {plural}.{APP_GROUP} is served")
             }
         }
         let ended = match changes.as_mut() {
