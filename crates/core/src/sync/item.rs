@@ -32,8 +32,9 @@ pub(super) struct Item<'m> {
     /// Planned without a dry run (the heal of a validated revision): the verdict is
     /// the apply's answer against the live copy.
     pub undecided: bool,
-    /// How long its write request took, as tether timed it: the API server's round
-    /// trip for it (what a heal cannot go below).
+    /// How long writing it took, as tether timed it: the write request's round trip,
+    /// the server's time and tether's client's own work on it (for a replace, the
+    /// delete and the wait for it too). A heal of one object cannot take less.
     pub written_in: Option<Duration>,
 }
 

@@ -487,8 +487,8 @@ fn longest_write(items: &[item::Item<'_>]) -> Duration {
 }
 
 /// One log line for a sync or heal that wrote or failed (`what` says which), with its
-/// longest write's round trip (`write_us`): of a heal's time, the API server's share
-/// (issue #31's heal floor; the serve bench reads it).
+/// longest write's round trip (`write_us`): of a heal's time, the part the API server's
+/// answer bounds (issue #31's heal floor; the serve bench reads it).
 fn log_finished(
     report: &SyncReport,
     what: &'static str,
