@@ -468,21 +468,10 @@ struct Memory {
 /// Runs `command` to its end and returns its peak RSS in MiB: `ru_maxrss` of that
 /// child alone, from `wait4` (the kernel's high-water mark of its resident set).
 fn peak_rss_mib(command: &mut std::process::Command) -> std::io::Result<f64> {
-    let child = command
+    let command = command
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for the child this function spawned; both pointers are to locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if waited != pid {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Linux reports ru_maxrss in KiB.
-    Ok(usage.ru_maxrss as f64 / 1024.0)
+        .stderr(std::process::Stdio::null());
+    Ok(tether_testkit::proc::run_measured(command)?.peak_rss_mib)
 }
 
 /// `tether diff`'s peak RSS against a sandbox holding each number of objects, in

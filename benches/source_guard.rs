@@ -16,12 +16,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use tether_core::source::{Source, SourceCache, SourceWatcher, Triggers};
 use tether_testkit::figures::{ms, percentile, verdict};
 use tether_testkit::git::{HttpGit, fast_import, git};
+use tether_testkit::proc::run_measured;
 use tokio_util::sync::CancellationToken;
 
 const BOMB_BLOB_BYTES: usize = 1024 * 1024;
@@ -69,31 +70,18 @@ fn plain(dir: &Path) {
 
 /// One `tether diff` of `repo`'s `app/`: wall time, peak RSS (MiB, from the child's own
 /// rusage) and exit code.
-// The child is reaped by wait4 below, which Command::wait cannot do: it drops the rusage.
-#[allow(clippy::zombie_processes)]
 fn diff_once(repo: &Path, live: &Path, cache: &Path) -> (Duration, f64, Option<i32>) {
-    let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_tether"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tether"));
+    command
         .args(["diff", "--repo"])
         .arg(format!("file://{}", repo.display()))
         .args(["--path", "app", "--live"])
         .arg(live)
         .env("TETHER_CACHE_DIR", cache)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tether diff runs");
-    let pid = i32::try_from(child.id()).expect("a pid");
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for; both pointers are to live
-    // locals. wait4 reports this child's own peak RSS, not that of earlier children.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let took = started.elapsed();
-    assert_eq!(waited, pid, "wait4");
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (took, usage.ru_maxrss as f64 / 1024.0, code)
+        .stderr(Stdio::null());
+    let usage = run_measured(&mut command).expect("tether diff runs");
+    (usage.wall, usage.peak_rss_mib, usage.code)
 }
 
 struct DiffFigures {

@@ -9,6 +9,11 @@
 //! `cargo bench --bench sync` prints a table and writes
 //! `target/bench-results/sync.json`; a figure off its target prints FAIL and the bench
 //! exits 1. `cargo bench --bench sync -- --quick` runs 100 objects, once, in seconds.
+//! Each cold run also reports the client's own CPU time (its rusage), the sandbox's own
+//! time answering per request (measured inside it) and the most requests in flight:
+//! where the time goes. `-- --concurrency N` sets tether's `--concurrency`;
+//! `-- --latency-ms N` adds N ms to each answer in the cold runs, as a remote API
+//! server's round trip would.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,9 +21,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tether_core::cluster::Cluster;
 use tether_core::sync::desired::{DesiredInput, ReadOptions, read_desired};
-use tether_core::sync::{SyncOptions, sync};
+use tether_core::sync::{DEFAULT_REQUEST_CONCURRENCY, SyncOptions, sync};
 use tether_sandbox::{Sandbox, SandboxOptions};
 use tether_testkit::figures::{median, ms};
+use tether_testkit::proc::{Usage, run_measured};
 
 const NAMESPACES: usize = 2;
 /// Per namespace: 100 each of ConfigMaps, Secrets, Services and Deployments, 50
@@ -86,10 +92,13 @@ struct Fresh {
     kubeconfig: PathBuf,
 }
 
-async fn fresh(dir: &Path, name: &str) -> Fresh {
-    let sandbox = Sandbox::start(SandboxOptions::default())
-        .await
-        .expect("sandbox starts");
+async fn fresh(dir: &Path, name: &str, latency: Duration) -> Fresh {
+    let sandbox = Sandbox::start(SandboxOptions {
+        latency,
+        ..SandboxOptions::default()
+    })
+    .await
+    .expect("sandbox starts");
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
     sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     Fresh {
@@ -112,8 +121,71 @@ async fn timed(command: &mut tokio::process::Command) -> Duration {
     elapsed
 }
 
-fn kubectl_apply(kubeconfig: &Path, manifests: &Path) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new("kubectl");
+/// One cold run of a client: its own wall and CPU time (the child's rusage), and what
+/// the sandbox saw of it.
+#[derive(Clone, Copy)]
+struct Cold {
+    usage: Usage,
+    requests: u64,
+    /// The sandbox's own time answering, summed over requests (measured inside it).
+    serving: Duration,
+    /// The most requests it had in flight at once.
+    peak_in_flight: u64,
+}
+
+/// The medians of a client's cold runs.
+struct ColdFigures {
+    wall_ms: f64,
+    cpu_ms: f64,
+    requests_per_object: f64,
+    serving_us_per_request: f64,
+    peak_in_flight: u64,
+}
+
+impl ColdFigures {
+    fn of(runs: &[Cold], objects: usize) -> ColdFigures {
+        let walls: Vec<Duration> = runs.iter().map(|r| r.usage.wall).collect();
+        let cpus: Vec<Duration> = runs.iter().map(|r| r.usage.cpu).collect();
+        let requests: u64 = runs.iter().map(|r| r.requests).sum();
+        let serving: Duration = runs.iter().map(|r| r.serving).sum();
+        ColdFigures {
+            wall_ms: ms(median(&walls)),
+            cpu_ms: ms(median(&cpus)),
+            requests_per_object: requests as f64 / (runs.len() * objects) as f64,
+            serving_us_per_request: serving.as_secs_f64() * 1e6 / requests.max(1) as f64,
+            peak_in_flight: runs.iter().map(|r| r.peak_in_flight).max().unwrap_or(0),
+        }
+    }
+}
+
+/// Runs `command` (a cold sync into `fresh`'s empty sandbox) and measures it.
+async fn cold(fresh: Fresh, mut command: std::process::Command, log: PathBuf) -> Cold {
+    fresh.sandbox.reset_requests();
+    let stderr = std::fs::File::create(&log).expect("log file");
+    command.stdout(std::process::Stdio::null()).stderr(stderr);
+    let usage = tokio::task::spawn_blocking(move || run_measured(&mut command))
+        .await
+        .expect("the measuring thread")
+        .expect("the command runs");
+    assert_eq!(
+        usage.code,
+        Some(0),
+        "a cold sync failed:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let counts = fresh.sandbox.requests();
+    let run = Cold {
+        usage,
+        requests: counts.total(),
+        serving: fresh.sandbox.serving_time(),
+        peak_in_flight: fresh.sandbox.peak_in_flight(),
+    };
+    fresh.sandbox.stop().await;
+    run
+}
+
+fn kubectl_apply(kubeconfig: &Path, manifests: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new("kubectl");
     c.arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["apply", "--server-side", "--validate=false", "-f"])
@@ -121,14 +193,16 @@ fn kubectl_apply(kubeconfig: &Path, manifests: &Path) -> tokio::process::Command
     c
 }
 
-fn tether_sync(kubeconfig: &Path, manifests: &Path) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"));
+fn tether_sync(kubeconfig: &Path, manifests: &Path, concurrency: usize) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_tether"));
     c.arg("sync")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--path")
         .arg(manifests)
         .args(["--app", "bench", "-o", "json"])
+        .arg("--concurrency")
+        .arg(concurrency.to_string())
         .env("RUST_LOG", "warn");
     c
 }
@@ -136,7 +210,19 @@ fn tether_sync(kubeconfig: &Path, manifests: &Path) -> tokio::process::Command {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| {
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{flag} takes a number"))
+            })
+    };
+    let concurrency = value_of("--concurrency").map_or(DEFAULT_REQUEST_CONCURRENCY, |n| n as usize);
+    let latency = Duration::from_millis(value_of("--latency-ms").unwrap_or(0));
     let scale = if quick {
         Scale {
             per_kind: PER_KIND / 10,
@@ -155,35 +241,32 @@ async fn main() {
     std::fs::create_dir_all(&manifests).expect("mkdir");
     let objects = write_manifests(&manifests, &scale);
 
-    let mut kubectl_cold = Vec::new();
-    let mut tether_cold = Vec::new();
-    let mut kubectl_requests = 0;
-    let mut tether_requests = 0;
+    let mut kubectl_runs = Vec::new();
+    let mut tether_runs = Vec::new();
     for run in 0..scale.cold_runs {
-        let k = fresh(dir.path(), &format!("kubectl-{run}")).await;
-        k.sandbox.reset_requests();
-        kubectl_cold.push(timed(&mut kubectl_apply(&k.kubeconfig, &manifests)).await);
-        kubectl_requests += k.sandbox.requests().total();
-        k.sandbox.stop().await;
-        let t = fresh(dir.path(), &format!("tether-{run}")).await;
-        t.sandbox.reset_requests();
-        tether_cold.push(timed(&mut tether_sync(&t.kubeconfig, &manifests)).await);
-        tether_requests += t.sandbox.requests().total();
-        t.sandbox.stop().await;
+        let name = format!("kubectl-{run}");
+        let k = fresh(dir.path(), &name, latency).await;
+        let command = kubectl_apply(&k.kubeconfig, &manifests);
+        kubectl_runs.push(cold(k, command, dir.path().join(format!("{name}.log"))).await);
+        let name = format!("tether-{run}");
+        let t = fresh(dir.path(), &name, latency).await;
+        let command = tether_sync(&t.kubeconfig, &manifests, concurrency);
+        tether_runs.push(cold(t, command, dir.path().join(format!("{name}.log"))).await);
     }
-    let per_object = |requests: u64| requests as f64 / (scale.cold_runs * objects) as f64;
-    let kubectl_per_object = per_object(kubectl_requests);
-    let tether_per_object = per_object(tether_requests);
+    let kubectl = ColdFigures::of(&kubectl_runs, objects);
+    let tether = ColdFigures::of(&tether_runs, objects);
     let requests_target = 2.0 + REQUESTS_PER_SYNC / objects as f64;
     let ratio_target = if quick { COLD_RATIO_QUICK } else { COLD_RATIO };
 
-    let target = fresh(dir.path(), "resync").await;
-    timed(&mut tether_sync(&target.kubeconfig, &manifests)).await;
+    let target = fresh(dir.path(), "resync", Duration::ZERO).await;
+    let resync =
+        || tokio::process::Command::from(tether_sync(&target.kubeconfig, &manifests, concurrency));
+    timed(&mut resync()).await;
     let mut resync_process = Vec::new();
     let mut process_writes = 0;
     for _ in 0..scale.resync_runs {
         target.sandbox.reset_requests();
-        resync_process.push(timed(&mut tether_sync(&target.kubeconfig, &manifests)).await);
+        resync_process.push(timed(&mut resync()).await);
         process_writes += target.sandbox.requests().writes();
     }
 
@@ -219,8 +302,8 @@ async fn main() {
         call_requests += target.sandbox.requests().total();
     }
 
-    let kubectl_ms = ms(median(&kubectl_cold));
-    let tether_ms = ms(median(&tether_cold));
+    let kubectl_ms = kubectl.wall_ms;
+    let tether_ms = tether.wall_ms;
     let process_ms = ms(median(&resync_process));
     let call_ms = ms(median(&resync_call));
     let ratio = tether_ms / kubectl_ms;
@@ -253,15 +336,45 @@ async fn main() {
         ),
         (
             "requests per object, kubectl cold".into(),
-            format!("{kubectl_per_object:.2}"),
+            format!("{:.2}", kubectl.requests_per_object),
             String::new(),
             true,
         ),
         (
             "requests per object, tether cold".into(),
-            format!("{tether_per_object:.2}"),
+            format!("{:.2}", tether.requests_per_object),
             format!("<= {requests_target:.2}"),
-            tether_per_object <= requests_target,
+            tether.requests_per_object <= requests_target,
+        ),
+        (
+            "CPU of the kubectl process, cold".into(),
+            format!("{:.0} ms", kubectl.cpu_ms),
+            String::new(),
+            true,
+        ),
+        (
+            "CPU of the tether process, cold".into(),
+            format!("{:.0} ms", tether.cpu_ms),
+            String::new(),
+            true,
+        ),
+        (
+            "sandbox answering kubectl, per request".into(),
+            format!("{:.0} us", kubectl.serving_us_per_request),
+            String::new(),
+            true,
+        ),
+        (
+            "sandbox answering tether, per request".into(),
+            format!("{:.0} us", tether.serving_us_per_request),
+            String::new(),
+            true,
+        ),
+        (
+            "requests in flight at most, kubectl / tether".into(),
+            format!("{} / {}", kubectl.peak_in_flight, tether.peak_in_flight),
+            String::new(),
+            true,
         ),
         (
             "re-sync, tether sync process".into(),
@@ -289,9 +402,10 @@ async fn main() {
         ),
     ];
     println!(
-        "sync of {objects} objects (medians; cold runs: {}, re-syncs: {}; {} build)",
+        "sync of {objects} objects (medians; cold runs: {}, re-syncs: {}; tether --concurrency {concurrency}; {} ms added to each answer in the cold runs; {} build)",
         scale.cold_runs,
         scale.resync_runs,
+        latency.as_millis(),
         if cfg!(debug_assertions) {
             "dev"
         } else {
@@ -311,8 +425,17 @@ async fn main() {
         "kubectl_flags": "--server-side --validate=false",
         "tether_sync_cold_ms": tether_ms,
         "cold_ratio": ratio,
-        "kubectl_requests_per_object": kubectl_per_object,
-        "tether_requests_per_object": tether_per_object,
+        "kubectl_requests_per_object": kubectl.requests_per_object,
+        "tether_requests_per_object": tether.requests_per_object,
+        "kubectl_cpu_ms": kubectl.cpu_ms,
+        "tether_cpu_ms": tether.cpu_ms,
+        "sandbox_serving_us_per_request": {
+            "kubectl": kubectl.serving_us_per_request,
+            "tether": tether.serving_us_per_request,
+        },
+        "peak_in_flight": { "kubectl": kubectl.peak_in_flight, "tether": tether.peak_in_flight },
+        "tether_concurrency": concurrency,
+        "latency_ms": latency.as_millis() as u64,
         "resync_process_ms": process_ms,
         "resync_call_ms": call_ms,
         "resync_writes": writes,
@@ -321,8 +444,8 @@ async fn main() {
             "figure": figure, "value": value, "target": target, "pass": pass,
         })).collect::<Vec<_>>(),
         "samples_ms": {
-            "kubectl_cold": kubectl_cold.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
-            "tether_cold": tether_cold.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
+            "kubectl_cold": kubectl_runs.iter().map(|r| ms(r.usage.wall)).collect::<Vec<_>>(),
+            "tether_cold": tether_runs.iter().map(|r| ms(r.usage.wall)).collect::<Vec<_>>(),
             "resync_process": resync_process.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
             "resync_call": resync_call.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
         },

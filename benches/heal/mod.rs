@@ -1,16 +1,18 @@
 //! The serve bench's self-heal trials: watches on one object, the edits a trial makes,
-//! and the floor under a heal (the apply it makes, timed alone).
+//! and the floor under a heal (the apply it makes, timed alone, and as tether timed it
+//! during the heal).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use tether_schema::ownership::FIELD_MANAGER;
 
 use super::{APPLY_TRIALS, CONFIGMAPS, TAMPERED, TRIAL_TIMEOUT};
-use tether_testkit::figures::ms;
+use tether_testkit::figures::{ms, percentile};
 
 pub async fn uid<K>(api: &Api<K>, name: &str) -> String
 where
@@ -111,4 +113,82 @@ pub async fn apply_floor(configmaps: &Api<ConfigMap>, namespace: &str) -> Vec<f6
         round_trips.push(ms(began.elapsed()));
     }
     round_trips
+}
+
+/// A row of the bench's table: figure, value, target, pass.
+pub type Row = (String, String, String, bool);
+
+/// Each heal's write round trip as tether timed it, in ms: `write_us` of the `heal
+/// finished` lines of its JSON log (lines of heals that wrote nothing are left out).
+pub fn writes_timed_by_tether(log: &Path) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["fields"]["message"] == "heal finished")
+        .filter_map(|line| line["fields"]["write_us"].as_u64())
+        .filter(|&us| us > 0)
+        .map(|us| us as f64 / 1000.0)
+        .collect()
+}
+
+/// Where a heal stands on its floor (issue #31): from the edit's watch event to the
+/// fix's (`seen`), the same apply timed alone once tether is gone (`alone`), and the
+/// heal's own write as tether timed it (`inside`: the round trip of the very request
+/// the heal made, its client's work on it included). What the heal takes beyond the
+/// apply alone is tether's: the watch delivery to it and its work before the write.
+pub fn floor_rows(seen: &[f64], alone: &[f64], inside: &[f64], gap_target: f64) -> Vec<Row> {
+    let seen_p50 = percentile(seen, 50.0);
+    let alone_p50 = percentile(alone, 50.0);
+    let mut rows = vec![
+        (
+            "heal of an edit, its event to the fix's, p50 / p90".into(),
+            format!("{seen_p50:.1} / {:.1} ms", percentile(seen, 90.0)),
+            String::new(),
+            true,
+        ),
+        (
+            "that heal's apply alone, same objects, p50 / p90".into(),
+            format!("{alone_p50:.1} / {:.1} ms", percentile(alone, 90.0)),
+            String::new(),
+            true,
+        ),
+        (
+            "heal p50 beyond its apply (tether's gap)".into(),
+            format!("{:.1} ms", seen_p50 - alone_p50),
+            format!("< {gap_target:.0} ms"),
+            seen_p50 - alone_p50 < gap_target,
+        ),
+    ];
+    if inside.is_empty() {
+        rows.push((
+            "heals' writes as tether timed them".into(),
+            "no heal lines in its log".into(),
+            String::new(),
+            false,
+        ));
+        return rows;
+    }
+    let inside_p50 = percentile(inside, 50.0);
+    rows.extend([
+        (
+            format!(
+                "heals' writes as tether timed them ({}), p50 / p90",
+                inside.len()
+            ),
+            format!("{inside_p50:.1} / {:.1} ms", percentile(inside, 90.0)),
+            String::new(),
+            true,
+        ),
+        // No target: tether's timing of its write includes its own client's work on
+        // the request and the answer, and the answer's way back, which come after the
+        // fix's event; on a loaded machine with a dev build that can exceed the heal.
+        (
+            "heal p50 less its own write as tether timed it".into(),
+            format!("{:.1} ms", seen_p50 - inside_p50),
+            String::new(),
+            true,
+        ),
+    ]);
+    rows
 }

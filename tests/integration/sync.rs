@@ -13,6 +13,7 @@ use tether_sandbox::SandboxOptions;
 
 use crate::support::{
     KubectlOutput, TestSandbox, action_of, app_dir, json as report, sync_app as sync, tether,
+    tether_with_env,
 };
 
 /// Every recorded manifest but the bare Pod (pods are a controller's business, not
@@ -842,4 +843,40 @@ async fn a_cold_sync_costs_a_dry_run_and_an_apply_per_object_and_no_read_of_each
     let requests = sandbox.sandbox.requests();
     assert_eq!(requests.writes(), 0, "{requests:?}");
     assert_eq!(requests.verb("dryrun:patch"), 0, "{requests:?}");
+}
+
+/// Issue #31: a sync that writes logs how long its longest write took (`write_us`, the
+/// figure the serve bench sets next to each heal); a second one, writing nothing, logs
+/// no such line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_that_writes_logs_its_longest_writes_round_trip() {
+    let sandbox = TestSandbox::start().await;
+    let dir = app_dir(
+        &sandbox,
+        "timed",
+        &[("a.yaml", configmap("timed", "", "a").as_str())],
+    );
+    let path = dir.to_str().expect("utf-8");
+    let args = ["--log-format", "json", "--path", path, "--app", "timed"];
+    let logged = [("RUST_LOG", "tether_core::sync=info".to_string())];
+    let finished = |run: &crate::support::Run| -> Vec<Value> {
+        assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+        run.stderr
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["fields"]["message"] == "sync finished")
+            .collect()
+    };
+    let first = tether_with_env(&sandbox, "sync", &args, &logged).await;
+    let lines = finished(&first);
+    assert_eq!(lines.len(), 1, "{}", first.stderr);
+    assert!(
+        lines[0]["fields"]["write_us"]
+            .as_u64()
+            .is_some_and(|us| us > 0),
+        "{}",
+        first.stderr
+    );
+    let second = tether_with_env(&sandbox, "sync", &args, &logged).await;
+    assert!(finished(&second).is_empty(), "{}", second.stderr);
 }

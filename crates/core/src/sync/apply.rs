@@ -75,18 +75,27 @@ pub(super) async fn apply_steps(
             .filter(|&i| items[i].result.is_none())
             .map(|i| {
                 let item = &items[i];
-                async move { (i, execute(cluster, item, options).await) }
+                async move {
+                    let started = Instant::now();
+                    let executed = execute(cluster, item, options).await;
+                    (i, executed, started.elapsed())
+                }
             })
             .collect();
-        let results: Vec<(usize, Executed)> = futures::stream::iter(writes)
+        let results: Vec<(usize, Executed, Duration)> = futures::stream::iter(writes)
             .buffer_unordered(options.concurrency.max(1))
             .collect()
             .await;
         let mut failed = false;
-        for (i, result) in results {
+        for (i, result, took) in results {
             let item = &mut items[i];
             match result {
                 Ok((mut action, answer)) => {
+                    if answer.is_some() {
+                        // An answer means a request went out (Unchanged and the like
+                        // send none).
+                        item.written_in = Some(took);
+                    }
                     if item.undecided
                         && let Some(answer) = &answer
                     {

@@ -3,6 +3,8 @@
 //! stages of a sync hand these along; this module holds their shapes and how one
 //! object's live state is read.
 
+use std::time::Duration;
+
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
@@ -30,6 +32,10 @@ pub(super) struct Item<'m> {
     /// Planned without a dry run (the heal of a validated revision): the verdict is
     /// the apply's answer against the live copy.
     pub undecided: bool,
+    /// How long writing it took, as tether timed it: the write request's round trip,
+    /// the server's time and tether's client's own work on it (for a replace, the
+    /// delete and the wait for it too). A heal of one object cannot take less.
+    pub written_in: Option<Duration>,
 }
 
 /// What a sync will do with a desired object.

@@ -336,6 +336,7 @@ pub async fn sync(
                 .err();
         }
     }
+    let longest = longest_write(&items);
     report.objects = finish(items, skipped);
     report.health = report::worst(&report.objects);
 
@@ -381,7 +382,7 @@ pub async fn sync(
             run_sync_fail(cluster, &hooks, options, &mut report).await;
         }
     }
-    log_finished(&report, "sync", desired.len(), started);
+    log_finished(&report, "sync", desired.len(), started, longest);
     Ok(report)
 }
 
@@ -442,9 +443,10 @@ pub async fn heal(
     )
     .await;
     report.wait_failed = completed.err();
+    let longest = longest_write(&items);
     report.objects = finish(items, "not applied: an earlier step failed");
     report.health = report::worst(&report.objects);
-    log_finished(&report, "heal", desired.len(), started);
+    log_finished(&report, "heal", desired.len(), started, longest);
     Ok(report)
 }
 
@@ -475,8 +477,25 @@ fn foundation(steps: &[plan::Step], items: &[item::Item<'_>]) -> Vec<plan::Step>
         .collect()
 }
 
-/// One log line for a sync or heal that wrote or failed (`what` says which).
-fn log_finished(report: &SyncReport, what: &'static str, objects: usize, started: Instant) {
+/// The longest write request of a pass, as tether timed it; zero when it wrote nothing.
+fn longest_write(items: &[item::Item<'_>]) -> Duration {
+    items
+        .iter()
+        .filter_map(|i| i.written_in)
+        .max()
+        .unwrap_or_default()
+}
+
+/// One log line for a sync or heal that wrote or failed (`what` says which), with its
+/// longest write's round trip (`write_us`): of a heal's time, the part the API server's
+/// answer bounds (issue #31's heal floor; the serve bench reads it).
+fn log_finished(
+    report: &SyncReport,
+    what: &'static str,
+    objects: usize,
+    started: Instant,
+    longest_write: Duration,
+) {
     if report.changed() || report.failed() {
         tracing::info!(
             app = %report.app,
@@ -487,6 +506,7 @@ fn log_finished(report: &SyncReport, what: &'static str, objects: usize, started
             failed = report.count(Action::Failed),
             conflicts = report.count(Action::Conflict),
             elapsed_ms = started.elapsed().as_millis() as u64,
+            write_us = longest_write.as_micros() as u64,
             "{what} finished"
         );
     }

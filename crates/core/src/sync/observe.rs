@@ -369,6 +369,7 @@ async fn read_items<'m>(
                     diff: None,
                     result: None,
                     undecided: false,
+                    written_in: None,
                 })
             }
         })

@@ -258,3 +258,46 @@ fn a_paused_deployment_reports_it_in_progressing() {
     );
     assert_eq!(status["conditions"][0]["status"], "True", "still available");
 }
+
+/// Issue #31: a pass waiting for another's end yields the thread it runs on, which the
+/// API's requests need. On one thread, a blocking wait would hang here for good (the
+/// watchdog turns that into a failure); on the sandbox's two, requests stalled behind
+/// a burst of passes for seconds.
+#[test]
+fn a_pass_waiting_for_its_turn_leaves_the_thread_to_others() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let queue = Arc::new(Queue::default());
+            let turn = queue.running.lock().await;
+            let ran = Arc::new(AtomicBool::new(false));
+            let waiting = tokio::spawn({
+                let (queue, ran) = (queue.clone(), ran.clone());
+                async move {
+                    queue
+                        .one_at_a_time(|| ran.store(true, Ordering::SeqCst))
+                        .await
+                }
+            });
+            // The waiting pass gets the thread, and must give it back.
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert!(!ran.load(Ordering::SeqCst), "a pass ran during another");
+            drop(turn);
+            waiting.await.expect("the pass ends");
+            assert!(
+                ran.load(Ordering::SeqCst),
+                "the pass ran once its turn came"
+            );
+        });
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a pass waiting for its turn held the only thread");
+}
