@@ -5,6 +5,7 @@
 mod annotations;
 mod app_crd;
 mod chart;
+mod chart_values;
 mod charts_deps;
 mod charts_source;
 mod cli;

@@ -31,6 +31,7 @@ mod resolve;
 mod secrets;
 #[cfg(test)]
 mod tests;
+mod values_from;
 mod verify;
 
 use std::path::Path;
@@ -41,6 +42,7 @@ pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
+pub use values_from::{DEFAULT_VALUES_KEY, ValuesFrom};
 pub use verify::{VerifyConfig, VerifyKeys};
 
 /// Kept for callers that read durations as the configuration spells them (the

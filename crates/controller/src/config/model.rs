@@ -275,6 +275,9 @@ pub struct HelmConfig {
     pub value_files: Vec<String>,
     /// `key=value` overrides as `helm --set` takes them, applied last.
     pub set: Vec<String>,
+    /// ConfigMaps and Secrets read at each pass, merged in order after the files and
+    /// before the inline values (see [`super::values_from`]).
+    pub values_from: Vec<super::ValuesFrom>,
 }
 
 /// How to authenticate to a Git remote: references to secrets, never the secrets.

@@ -215,6 +215,9 @@ pub struct Helm {
     pub value_files: Vec<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub set: Vec<S<String>>,
+    /// ConfigMaps and Secrets holding values (Flux's `valuesFrom`), read at each pass.
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub values_from: Vec<S<RawValuesFrom>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -386,6 +389,18 @@ pub struct RawPostBuild {
 pub struct RawVariablesFrom {
     pub kind: S<String>,
     pub name: S<String>,
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// `source.helm.valuesFrom[]` as written (Flux's `ValuesReference`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawValuesFrom {
+    pub kind: S<String>,
+    pub name: S<String>,
+    pub values_key: Option<S<String>>,
+    pub target_path: Option<S<String>>,
     #[serde(default)]
     pub optional: bool,
 }

@@ -812,5 +812,10 @@ fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig 
             .map(|f| f.value.trim().to_string())
             .collect(),
         set: raw.set.iter().map(|s| s.value.clone()).collect(),
+        values_from: super::values_from::resolve_values_from(
+            &raw.values_from,
+            &format!("{path}.valuesFrom"),
+            check,
+        ),
     }
 }

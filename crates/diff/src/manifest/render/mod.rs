@@ -19,7 +19,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-pub use helm::{CHART_FILE, HelmInputs};
+pub use helm::{CHART_FILE, HelmInputs, ValuesLayer};
 pub use kustomize::KustomizeCommand;
 pub use kustomize::resolve;
 use kustomize::{TreeView, closure, join, kustomization_file};
@@ -70,6 +70,13 @@ impl Renderers {
     pub fn for_cluster(mut self, kube_version: String, api_versions: Vec<String>) -> Renderers {
         self.helm.kube_version = Some(kube_version);
         self.helm.api_versions = api_versions;
+        self
+    }
+
+    /// The same renderers with a pass's values read from ConfigMaps and Secrets
+    /// (`valuesFrom`), merged after the value files and before the inline values.
+    pub fn with_values_from(mut self, layers: Vec<ValuesLayer>) -> Renderers {
+        self.helm.values_from = layers;
         self
     }
 
@@ -526,6 +533,7 @@ fn template_in_copy(
             .iter()
             .map(|v| ("values.yaml", v.as_bytes()));
         let files = under(map, &prefix).chain(values);
+        plaintext.extend(renderers.helm.secret_values());
         KnownSecrets::from_files(files, &renderers.helm.set)
             .with(plaintext)
             .mask_error(e)
@@ -661,8 +669,12 @@ pub(super) fn template_on_disk(
             value_files.iter().cloned(),
             &renderers.helm.set,
         );
-        let values =
-            KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(plaintext);
+        let values = KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(
+            plaintext
+                .into_iter()
+                .chain(renderers.helm.secret_values())
+                .collect(),
+        );
         values.mask_error(known.mask_error(e))
     })
 }

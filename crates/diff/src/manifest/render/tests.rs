@@ -658,3 +658,65 @@ fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("web/secrets.yaml"), "{errs:?}");
 }
+
+/// Flux's order with Argo CD's value files (issue #26): chart defaults < value files <
+/// `valuesFrom` in order < inline values < `--set`; a Secret's value a template
+/// fails on is masked in the error.
+#[test]
+fn values_from_sit_between_the_files_and_the_inline_values_and_a_secrets_never_shows() {
+    let repo = files(&[
+        (
+            "web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        ),
+        (
+            "web/values.yaml",
+            "a: chart\nb: chart\nc: chart\nd: chart\ne: chart\n",
+        ),
+        ("web/prod.yaml", "b: file\nc: file\nd: file\ne: file\n"),
+        (
+            "web/templates/cm.yaml",
+            "{{ if .Values.password }}{{ fail (printf \"cannot use %s\" .Values.password) }}{{ end }}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata: {{ toJson .Values }}\n",
+        ),
+    ]);
+    let layer = |origin: &str, json: &str, secret: bool| ValuesLayer {
+        origin: origin.into(),
+        json: json.into(),
+        secret,
+    };
+    let mut renderers = helm_with(&["prod.yaml"]);
+    renderers.helm.values_from = vec![
+        layer(
+            "ConfigMap shop/one",
+            r#"{"c": "one", "d": "one", "e": "one"}"#,
+            false,
+        ),
+        layer("Secret shop/two", r#"{"d": "two", "e": "two"}"#, true),
+    ];
+    renderers.helm.values = Some("e: inline\n".into());
+    let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
+    assert_eq!(
+        set.objects[0].object["data"],
+        serde_json::json!({"a": "chart", "b": "file", "c": "one", "d": "two", "e": "inline"})
+    );
+
+    renderers.helm.values_from[1] = layer(
+        "Secret shop/two",
+        r#"{"password": "s3cret-from-a-secret"}"#,
+        true,
+    );
+    let errs = errors(render_tree(
+        &repo,
+        "web",
+        &renderers,
+        &ParseOptions::default(),
+    ))
+    .join("\n");
+    assert!(errs.contains("cannot use"), "{errs}");
+    assert!(!errs.contains("s3cret-from-a-secret"), "{errs}");
+    let shown = format!("{:?}", renderers.helm);
+    assert!(
+        !shown.contains("s3cret") && shown.contains("one"),
+        "{shown}"
+    );
+}
