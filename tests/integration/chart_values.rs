@@ -4,7 +4,8 @@
 //! ServiceAccount), then its inline values, in that order; a changed ConfigMap is a
 //! new desired state applied without a new chart version; a missing Secret and a
 //! Secret whose values do not parse stop their apps, named, with nothing applied and
-//! the Secret's text shown nowhere.
+//! the Secret's text shown nowhere. Post-renderers patch the chart's output; one
+//! whose target selects nothing stops its app, naming the patch.
 
 use std::path::{Path, PathBuf};
 
@@ -76,17 +77,27 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
         &secret("broken-values", "tether-system", "values.yaml", UNPARSABLE),
     )
     .await;
-    let entry = |name: &str, values_from: &str| {
+    let entry = |name: &str, helm: &str| {
         format!(
-            "- name: {name}\n  source: {{repo: \"{}\", chart: web, version: \"1.0.0\", interval: 1h, helm: {{valuesFrom: [{values_from}]}}}}\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
+            "- name: {name}\n  source: {{repo: \"{}\", chart: web, version: \"1.0.0\", interval: 1h, helm: {{{helm}}}}}\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
             repo.url
         )
     };
     let server = server_section(root);
     let config = format!(
-        "resyncInterval: 1s\n{server}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}",
-        entry("missing", "{kind: Secret, name: absent-values}"),
-        entry("unparsable", "{kind: Secret, name: broken-values}"),
+        "resyncInterval: 1s\n{server}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}",
+        entry(
+            "missing",
+            "valuesFrom: [{kind: Secret, name: absent-values}]"
+        ),
+        entry(
+            "unparsable",
+            "valuesFrom: [{kind: Secret, name: broken-values}]"
+        ),
+        entry(
+            "badtarget",
+            "postRenderers: [{kustomize: {patches: [{target: {kind: ConfigMap, name: nope}, patch: '[{op: add, path: /data/x, value: y}]'}]}}]"
+        ),
     );
     let helm = crate::chart::helm();
     let bin = helm.parent().expect("helm's folder");
@@ -120,7 +131,7 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     )
     .await;
     let spec = format!(
-        "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    chart: web\n    version: \"1.0.0\"\n    interval: 1h\n    helm:\n      values: {{color: inline}}\n      valuesFrom:\n      - {{kind: ConfigMap, name: web-values}}\n      - {{kind: Secret, name: web-db, valuesKey: password, targetPath: db.password}}\n      - {{kind: ConfigMap, name: not-yet, optional: true}}\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
+        "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    chart: web\n    version: \"1.0.0\"\n    interval: 1h\n    helm:\n      releaseName: web\n      values: {{color: inline}}\n      valuesFrom:\n      - {{kind: ConfigMap, name: web-values}}\n      - {{kind: Secret, name: web-db, valuesKey: password, targetPath: db.password}}\n      - {{kind: ConfigMap, name: not-yet, optional: true}}\n      postRenderers:\n      - kustomize:\n          patches:\n          - target: {{kind: ConfigMap, name: web}}\n            patch: '[{{op: add, path: /data/patched, value: \"yes\"}}]'\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
         repo.url
     );
     apply(&sandbox, &app_yaml("web", "team-vals", &spec)).await;
@@ -131,7 +142,7 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     .await;
     assert_eq!(
         web,
-        serde_json::json!({"greeting": "from-configmap", "color": "inline", "size": "chart"})
+        serde_json::json!({"greeting": "from-configmap", "color": "inline", "size": "chart", "patched": "yes"})
     );
     let db = data(&sandbox, "secret", "web-db", "vals").await;
     assert_eq!(
@@ -175,7 +186,19 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
         status.contains("Secret tether-system/broken-values key values.yaml: is not YAML"),
         "{status}"
     );
-    for name in ["missing", "unparsable"] {
+    // A post-renderer's patch whose target selects nothing: named, nothing applied.
+    let bad = serve
+        .wait_status("badtarget", "the patch without a target reported", |s| {
+            s.to_string().contains("ManifestInvalid")
+        })
+        .await
+        .to_string();
+    assert!(
+        bad.contains("postRenderers[0].kustomize.patches[0]: target")
+            && bad.contains("selects no object the chart rendered"),
+        "{bad}"
+    );
+    for name in ["missing", "unparsable", "badtarget"] {
         assert!(
             data(&sandbox, "cm", name, "vals").await.is_null(),
             "{name} applied"

@@ -26,6 +26,7 @@ pub mod depends;
 mod model;
 mod oidc;
 mod post_build;
+mod post_render;
 mod raw;
 mod resolve;
 mod secrets;

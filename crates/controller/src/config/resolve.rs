@@ -817,5 +817,10 @@ fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig 
             &format!("{path}.valuesFrom"),
             check,
         ),
+        post_renderers: super::post_render::resolve_post_renderers(
+            &raw.post_renderers,
+            &format!("{path}.postRenderers"),
+            check,
+        ),
     }
 }

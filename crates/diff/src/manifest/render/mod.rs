@@ -11,6 +11,7 @@
 
 mod helm;
 mod kustomize;
+mod post_render;
 mod process;
 mod redact;
 
@@ -48,6 +49,10 @@ pub struct Renderers {
     pub substitute: Option<super::substitute::Substitution>,
     /// Keys for SOPS-encrypted manifests (none by default: such a file is an error).
     pub sops: SopsKeys,
+    /// Kustomizations applied in order to a chart's output (Flux's
+    /// `postRenderers[].kustomize`): each a kustomization's `patches`, `images`,
+    /// `commonLabels` and `labels`, without `resources` (see [`post_render`]).
+    pub post_renderers: Vec<serde_json::Value>,
 }
 
 impl Default for Renderers {
@@ -60,6 +65,7 @@ impl Default for Renderers {
             timeout: DEFAULT_RENDER_TIMEOUT,
             substitute: None,
             sops: SopsKeys::default(),
+            post_renderers: Vec::new(),
         }
     }
 }
@@ -518,13 +524,16 @@ fn template_in_copy(
         value_files.push(write(&key, bytes)?);
     }
     let chart = tmp.path().join(dir);
-    let out = renderers.helm.template(
-        &chart,
-        &value_files,
-        &renderers.release,
-        renderers.timeout,
-        &at,
-    );
+    let out = renderers
+        .helm
+        .template(
+            &chart,
+            &value_files,
+            &renderers.release,
+            renderers.timeout,
+            &at,
+        )
+        .and_then(|bytes| post_render::apply(bytes, renderers, &at));
     drop(tmp);
     out.map_err(|e| {
         let values = renderers
@@ -660,7 +669,8 @@ pub(super) fn template_on_disk(
     }
     let out = renderers
         .helm
-        .template(dir, &given, &renderers.release, renderers.timeout, at);
+        .template(dir, &given, &renderers.release, renderers.timeout, at)
+        .and_then(|bytes| post_render::apply(bytes, renderers, at));
     drop(private);
     out.map_err(|e| {
         let inline = renderers.helm.values.as_deref().unwrap_or_default();
