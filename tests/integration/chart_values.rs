@@ -135,11 +135,13 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
         repo.url
     );
     apply(&sandbox, &app_yaml("web", "team-vals", &spec)).await;
-    let web = eventually("the App's chart synced with its values", || async {
-        let d = data(&sandbox, "cm", "web", "vals").await;
-        (!d.is_null()).then_some(d)
-    })
-    .await;
+    let first = serve
+        .wait_status("team-vals.web", "the App's first pass", |s| {
+            s["sync"] == "Synced" || s["lastPass"]["error"].is_string()
+        })
+        .await;
+    assert_eq!(first["sync"], "Synced", "{first}");
+    let web = data(&sandbox, "cm", "web", "vals").await;
     assert_eq!(
         web,
         serde_json::json!({"greeting": "from-configmap", "color": "inline", "size": "chart", "patched": "yes"})

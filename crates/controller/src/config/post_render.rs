@@ -55,18 +55,21 @@ pub(super) fn resolve_post_renderers(
 }
 
 /// One patch as Kustomize takes it; a patch that does not parse, or a JSON 6902
-/// patch (a list of operations) without a target, is reported.
+/// patch (a list of operations) without a target, is reported. A JSON 6902 patch is
+/// passed on as JSON: Kustomize reads a flow-style YAML list (`[{op: add, …}]`) as
+/// JSON and refuses it.
 fn patch(raw: &RawPatch, place: &str, check: &mut Checker) -> Value {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    let mut text = raw.patch.value.clone();
     match serde_saphyr::from_str_with_options::<Value>(&raw.patch.value, options) {
         Ok(Value::Object(_)) => {}
+        Ok(ops @ Value::Array(_)) if raw.target.is_some() => text = ops.to_string(),
         Ok(Value::Array(_)) if raw.target.is_none() => check.report(
             format!("{place}.target"),
             line_of(&raw.patch),
             "a JSON 6902 patch (a list of operations) needs a target",
         ),
-        Ok(Value::Array(_)) => {}
         Ok(_) => check.report(
             format!("{place}.patch"),
             line_of(&raw.patch),
@@ -78,7 +81,7 @@ fn patch(raw: &RawPatch, place: &str, check: &mut Checker) -> Value {
             format!("is not YAML: {e}"),
         ),
     }
-    let mut out = Map::from_iter([("patch".to_string(), Value::from(raw.patch.value.clone()))]);
+    let mut out = Map::from_iter([("patch".to_string(), Value::from(text))]);
     if let Some(target) = &raw.target {
         let t = &target.value;
         let fields = [
@@ -154,7 +157,7 @@ mod tests {
         assert_eq!(
             config.apps[0].source.helm.post_renderers,
             [serde_json::json!({
-                "patches": [{"patch": "[{op: add, path: /data/x, value: y}]",
+                "patches": [{"patch": r#"[{"op":"add","path":"/data/x","value":"y"}]"#,
                              "target": {"kind": "ConfigMap", "name": "web"}}],
                 "images": [{"name": "nginx", "newTag": "1.27"}],
                 "labels": [{"pairs": {"team": "shop"}}],
