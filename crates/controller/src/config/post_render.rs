@@ -65,7 +65,7 @@ fn patch(raw: &RawPatch, place: &str, check: &mut Checker) -> Value {
     match serde_saphyr::from_str_with_options::<Value>(&raw.patch.value, options) {
         Ok(Value::Object(_)) => {}
         Ok(ops @ Value::Array(_)) if raw.target.is_some() => text = ops.to_string(),
-        Ok(Value::Array(_)) if raw.target.is_none() => check.report(
+        Ok(Value::Array(_)) => check.report(
             format!("{place}.target"),
             line_of(&raw.patch),
             "a JSON 6902 patch (a list of operations) needs a target",
