@@ -55,16 +55,23 @@ pub(super) fn resolve_post_renderers(
 }
 
 /// One patch as Kustomize takes it; a patch that does not parse, or a JSON 6902
-/// patch (a list of operations) without a target, is reported. A JSON 6902 patch is
-/// passed on as JSON: Kustomize reads a flow-style YAML list (`[{op: add, …}]`) as
-/// JSON and refuses it.
+/// patch (a list of operations) without a target, is reported. A flow-style JSON
+/// 6902 patch (`[{op: add, …}]`) is passed on as JSON, which Kustomize reads such
+/// text as (YAML 1.2's booleans only, as Kustomize's parser has them); any other
+/// patch as written.
 fn patch(raw: &RawPatch, place: &str, check: &mut Checker) -> Value {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    options.strict_booleans = true;
     let mut text = raw.patch.value.clone();
+    let flow = text.trim_start().starts_with('[');
     match serde_saphyr::from_str_with_options::<Value>(&raw.patch.value, options) {
         Ok(Value::Object(_)) => {}
-        Ok(ops @ Value::Array(_)) if raw.target.is_some() => text = ops.to_string(),
+        Ok(ops @ Value::Array(_)) if raw.target.is_some() => {
+            if flow {
+                text = ops.to_string();
+            }
+        }
         Ok(Value::Array(_)) => check.report(
             format!("{place}.target"),
             line_of(&raw.patch),

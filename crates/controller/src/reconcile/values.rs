@@ -323,15 +323,14 @@ mod tests {
         )
         .expect_err("not YAML");
         assert!(!secret.contains("s3cret"), "{secret}");
-        for (text, says) in [("- a\n- b\n", "not a YAML mapping"), ("\u{ff}", "UTF-8")] {
-            let err = layer(
-                &from(VariablesKind::ConfigMap, None),
-                "o".into(),
-                text.as_bytes(),
-            )
-            .map(|_| ())
-            .expect_err(text);
-            assert!(err.contains(says), "{text}: {err}");
+        for (text, says) in [
+            (&b"- a\n- b\n"[..], "not a YAML mapping"),
+            (&[0xff], "UTF-8"),
+        ] {
+            let err = layer(&from(VariablesKind::ConfigMap, None), "o".into(), text)
+                .map(|_| ())
+                .expect_err(says);
+            assert!(err.contains(says), "{says}: {err}");
         }
     }
 
