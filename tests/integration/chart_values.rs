@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use crate::app_crd::{app_yaml, install_crd};
 use crate::charts_deps::HelmRepo;
-use crate::serve::{Serve, server_section};
+use crate::charts_source::serve_with_helm;
+use crate::serve::server_section;
 use crate::substitute::{apply, data};
 use crate::support::{TestSandbox, eventually};
 
@@ -99,21 +100,7 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
             "postRenderers: [{kustomize: {patches: [{target: {kind: ConfigMap, name: nope}, patch: '[{op: add, path: /data/x, value: y}]'}]}}]"
         ),
     );
-    let helm = crate::chart::helm();
-    let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let serve = Serve::start_with_env(
-        &sandbox,
-        "chart-values",
-        &config,
-        &[],
-        &[("PATH", env_path)],
-    )
-    .await;
+    let serve = serve_with_helm(&sandbox, "chart-values", &config).await;
 
     // The App: value files of the chart < ConfigMap < Secret at a path < inline.
     apply(
