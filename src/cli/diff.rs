@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use tether_controller::reconcile::values::PassValues;
 use tether_core::cluster::Cluster;
 use tether_core::report::drift;
 use tether_core::source::Verdicts;
@@ -218,6 +219,13 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             )
             .await
             .map_err(Error::Decryption)?;
+            let values = tether_controller::reconcile::values::read(
+                &cluster,
+                app,
+                &config.inventory_namespace,
+            )
+            .await
+            .map_err(Error::Values)?;
             let sops = match keys {
                 Some(keys) => keys.sops(),
                 None => sealed_without_keys(args, args.render.sops_keys()?),
@@ -232,7 +240,8 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                     sops,
                     ..app.renderers()
                 }
-                .for_cluster(version, apis),
+                .for_cluster(version, apis)
+                .with_values_from(values.as_ref().map(PassValues::layers).unwrap_or_default()),
             };
             let source = app.source();
             let desired = read_desired(

@@ -141,6 +141,10 @@ pub enum Error {
     /// the message names where, never a key.
     #[error("{0}")]
     Decryption(#[source] tether_controller::reconcile::decryption::DecryptionError),
+    /// An app's chart values (`source.helm.valuesFrom`) cannot be read; the message
+    /// names the ConfigMap or Secret and key, never a value.
+    #[error("{0}")]
+    Values(#[source] tether_controller::reconcile::values::ValuesError),
     /// No kubeconfig or in-cluster configuration names a cluster: the message says
     /// kube's reason, the hint the flags that name one.
     #[error("{error}\nhint: {hint}")]

@@ -278,6 +278,7 @@ impl RenderArgs {
                 release_name: self.release.clone(),
                 namespace: namespace.to_string(),
                 value_files: self.values.clone(),
+                values_from: Vec::new(),
                 values: None,
                 set: self.set.clone(),
                 kube_version: None,
@@ -287,6 +288,7 @@ impl RenderArgs {
             timeout: self.render_timeout,
             substitute: self.vars.substitution(None)?,
             sops: self.sops_keys()?,
+            post_renderers: Vec::new(),
         })
     }
 }

@@ -242,6 +242,10 @@ const CLAIMS: &[(&str, Has)] = &[
     ("charts from Helm repositories and OCI registries", |p| {
         p.crd_field("chart")
     }),
+    (
+        "chart values from ConfigMaps and Secrets, post-render patches",
+        |p| p.crd_field("valuesFrom") && p.crd_field("postRenderers"),
+    ),
     ("pull-request previews (base branch against head)", |p| {
         p.cli.contains("--base") && p.cli.contains("--comment")
     }),

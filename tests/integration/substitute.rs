@@ -50,7 +50,7 @@ fn one_key(name: &str, namespace: &str, key: &str, value: &str) -> String {
     )
 }
 
-async fn data(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
+pub(crate) async fn data(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
     let out = sandbox
         .kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
         .await;
@@ -61,7 +61,7 @@ async fn data(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) ->
     object["data"].clone()
 }
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
+pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
     sandbox
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
         .await

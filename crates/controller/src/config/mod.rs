@@ -26,11 +26,13 @@ pub mod depends;
 mod model;
 mod oidc;
 mod post_build;
+mod post_render;
 mod raw;
 mod resolve;
 mod secrets;
 #[cfg(test)]
 mod tests;
+mod values_from;
 mod verify;
 
 use std::path::Path;
@@ -41,6 +43,7 @@ pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
+pub use values_from::{DEFAULT_VALUES_KEY, ValuesFrom};
 pub use verify::{VerifyConfig, VerifyKeys};
 
 /// Kept for callers that read durations as the configuration spells them (the

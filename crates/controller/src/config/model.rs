@@ -275,6 +275,12 @@ pub struct HelmConfig {
     pub value_files: Vec<String>,
     /// `key=value` overrides as `helm --set` takes them, applied last.
     pub set: Vec<String>,
+    /// ConfigMaps and Secrets read at each pass, merged in order after the files and
+    /// before the inline values (see [`super::values_from`]).
+    pub values_from: Vec<super::ValuesFrom>,
+    /// Kustomization fragments applied in order to the chart's output (see
+    /// [`super::post_render`]).
+    pub post_renderers: Vec<serde_json::Value>,
 }
 
 /// How to authenticate to a Git remote: references to secrets, never the secrets.
@@ -444,6 +450,7 @@ impl AppConfig {
                 set: helm.set.clone(),
                 ..tether_diff::manifest::HelmInputs::default()
             },
+            post_renderers: helm.post_renderers.clone(),
             release: self.name.clone(),
             ..tether_diff::manifest::Renderers::default()
         }

@@ -215,6 +215,13 @@ pub struct Helm {
     pub value_files: Vec<S<String>>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub set: Vec<S<String>>,
+    /// ConfigMaps and Secrets holding values (Flux's `valuesFrom`), read at each pass.
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub values_from: Vec<S<RawValuesFrom>>,
+    /// Kustomize patches, images and labels over the chart's output (Flux's
+    /// `postRenderers`).
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub post_renderers: Vec<S<RawPostRenderer>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -388,6 +395,70 @@ pub struct RawVariablesFrom {
     pub name: S<String>,
     #[serde(default)]
     pub optional: bool,
+}
+
+/// `source.helm.valuesFrom[]` as written (Flux's `ValuesReference`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawValuesFrom {
+    pub kind: S<String>,
+    pub name: S<String>,
+    pub values_key: Option<S<String>>,
+    pub target_path: Option<S<String>>,
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// `source.helm.postRenderers[]` as written (Flux's `PostRenderer`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPostRenderer {
+    pub kustomize: S<RawPostKustomize>,
+}
+
+/// `postRenderers[].kustomize`: Kustomize's own field names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPostKustomize {
+    #[serde(default)]
+    pub patches: Vec<S<RawPatch>>,
+    #[serde(default)]
+    pub images: Vec<S<RawImage>>,
+    #[serde(default)]
+    pub common_labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A Kustomize patch: strategic merge or JSON 6902, by target.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPatch {
+    pub patch: S<String>,
+    pub target: Option<S<RawPatchTarget>>,
+}
+
+/// Kustomize's patch target selector.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPatchTarget {
+    pub group: Option<String>,
+    pub version: Option<String>,
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+    pub annotation_selector: Option<String>,
+}
+
+/// Kustomize's image override.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawImage {
+    pub name: S<String>,
+    pub new_name: Option<String>,
+    pub new_tag: Option<String>,
+    pub digest: Option<String>,
 }
 
 /// `decryption:` as written (Flux's `spec.decryption`).

@@ -812,5 +812,15 @@ fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig 
             .map(|f| f.value.trim().to_string())
             .collect(),
         set: raw.set.iter().map(|s| s.value.clone()).collect(),
+        values_from: super::values_from::resolve_values_from(
+            &raw.values_from,
+            &format!("{path}.valuesFrom"),
+            check,
+        ),
+        post_renderers: super::post_render::resolve_post_renderers(
+            &raw.post_renderers,
+            &format!("{path}.postRenderers"),
+            check,
+        ),
     }
 }

@@ -26,6 +26,7 @@ use super::pass::PassError;
 use super::pin::{self, Pinning};
 use super::shard::Ownership;
 use super::trust::{Check, Trust};
+use super::values::{self, PassValues};
 use super::variables;
 use crate::config::AppConfig;
 use crate::windows::{self, Verdict};
@@ -198,6 +199,7 @@ pub fn spawn(
         synced_revision: None,
         variables: None,
         keys: None,
+        values: None,
         synced_hooks: false,
         stalled_on: None,
         backoff: Backoff::new(),
@@ -252,6 +254,8 @@ struct Worker {
     variables: Option<Substitution>,
     /// The SOPS keys the last pass read (`decryption`).
     keys: Option<AppKeys>,
+    /// The chart values the last pass read (`source.helm.valuesFrom`).
+    values: Option<PassValues>,
     /// Whether that revision has hooks (which run with every pass that writes, so a
     /// heal of it is a full pass).
     synced_hooks: bool,
@@ -433,6 +437,18 @@ impl Worker {
             Ok(read) => self.keys = read,
             Err(err) => {
                 self.record_pass(&revision, started, Err((PassError::Decryption(err), 0)));
+                return;
+            }
+        }
+        let read = values::read(
+            &self.shared.cluster,
+            &self.config,
+            &self.shared.inventory_namespace,
+        );
+        match read.await {
+            Ok(read) => self.values = read,
+            Err(err) => {
+                self.record_pass(&revision, started, Err((PassError::Values(err), 0)));
                 return;
             }
         }
@@ -893,7 +909,8 @@ impl Worker {
     /// the SOPS keys.
     fn revision_id(&self, sha: &str) -> String {
         let id = variables::revision_id(sha, self.variables.as_ref());
-        decryption::revision_id(id, self.keys.as_ref())
+        let id = decryption::revision_id(id, self.keys.as_ref());
+        values::revision_id(id, self.values.as_ref())
     }
 
     /// The manifests at `wanted` with the pass's variables, read, rendered and
@@ -929,7 +946,13 @@ impl Worker {
                         sops: self.keys.as_ref().map(AppKeys::sops).unwrap_or_default(),
                         ..self.config.renderers()
                     }
-                    .for_cluster(version, apis),
+                    .for_cluster(version, apis)
+                    .with_values_from(
+                        self.values
+                            .as_ref()
+                            .map(PassValues::layers)
+                            .unwrap_or_default(),
+                    ),
                 )
                 .await
                 .map_err(PassError::Manifest)?;

@@ -11,4 +11,5 @@ pub mod pass;
 pub mod pin;
 pub mod shard;
 pub mod trust;
+pub mod values;
 pub mod variables;

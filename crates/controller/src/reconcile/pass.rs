@@ -49,6 +49,10 @@ pub enum PassError {
     /// The post-build variables could not be read; nothing was rendered.
     #[error("{0}")]
     Variables(#[source] super::variables::VariablesError),
+    /// The chart values (`source.helm.valuesFrom`) could not be read; nothing was
+    /// rendered.
+    #[error("{0}")]
+    Values(#[source] super::values::ValuesError),
     /// The SOPS keys (`decryption`) could not be read; nothing was rendered.
     #[error("{0}")]
     Decryption(#[source] super::decryption::DecryptionError),
@@ -79,6 +83,7 @@ impl PassError {
             PassError::TimedOut(_) => "PassTimedOut",
             PassError::Variables(_) => "VariablesFailed",
             PassError::Decryption(_) => "DecryptionFailed",
+            PassError::Values(_) => "ValuesFailed",
             PassError::Unverified { .. } => "VerificationFailed",
         }
     }
@@ -102,8 +107,8 @@ impl PassError {
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
             // A ConfigMap or Secret may be created or fixed, which moves no source.
             PassError::Variables(_) => true,
-            // Likewise the key Secret or a key file.
-            PassError::Decryption(_) => true,
+            // Likewise the key Secret or a key file, and a values ConfigMap or Secret.
+            PassError::Decryption(_) | PassError::Values(_) => true,
             // Unsigned needs a new commit; unreadable keys may be fixed in place.
             PassError::Unverified { retryable, .. } => *retryable,
         }

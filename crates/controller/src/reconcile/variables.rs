@@ -144,40 +144,52 @@ async fn read_data(
     from: &VariablesFrom,
     place: &Place<'_>,
 ) -> Result<Option<Vec<(String, String)>>, VariablesError> {
-    match from.kind {
-        VariablesKind::Secret => {
-            let Some(data) = cluster
-                .secret_data(place.namespace, place.name)
-                .await
-                .map_err(|e| place.cluster(e))?
-            else {
-                return Ok(None);
-            };
-            data.into_iter()
-                .map(|(key, bytes)| match String::from_utf8(bytes) {
-                    Ok(text) => Ok((key, text)),
-                    Err(_) => Err(place.invalid(format!("key {key} is not UTF-8 text"))),
-                })
-                .collect::<Result<_, _>>()
-                .map(Some)
-        }
+    let Some(data) = object_data(cluster, from.kind, place.namespace, place.name)
+        .await
+        .map_err(|e| place.cluster(e))?
+    else {
+        return Ok(None);
+    };
+    data.into_iter()
+        .map(|(key, bytes)| match String::from_utf8(bytes) {
+            Ok(text) => Ok((key, text)),
+            Err(_) => Err(place.invalid(format!("key {key} is not UTF-8 text"))),
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// A ConfigMap's `data` or a Secret's (decoded), read with the app's identity, or
+/// None when it does not exist: what `substituteFrom` and `valuesFrom` read.
+pub(crate) async fn object_data(
+    cluster: &Cluster,
+    kind: VariablesKind,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<(String, Vec<u8>)>>, ClusterError> {
+    match kind {
+        VariablesKind::Secret => Ok(cluster
+            .secret_data(namespace, name)
+            .await?
+            .map(|data| data.into_iter().collect())),
         VariablesKind::ConfigMap => {
             let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
             let kind = cluster
                 .resolve(&gvk)
-                .await
-                .map_err(|e| place.cluster(e))?
-                .ok_or_else(|| place.invalid("the cluster serves no ConfigMaps".into()))?;
-            let object = cluster
-                .get(&kind, Some(place.namespace), place.name)
-                .await
-                .map_err(|e| place.cluster(e))?;
+                .await?
+                .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))?;
+            let object = cluster.get(&kind, Some(namespace), name).await?;
             Ok(object.map(|o| {
                 o.get("data")
                     .and_then(Value::as_object)
                     .into_iter()
                     .flatten()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().unwrap_or_default().as_bytes().to_vec(),
+                        )
+                    })
                     .collect()
             }))
         }

@@ -86,6 +86,14 @@ pub enum ManifestError {
     Kustomize { at: Location, message: String },
     #[error("{at}: helm template failed: {message}")]
     Helm { at: Location, message: String },
+    /// A chart's post-renderer (`postRenderers[i].kustomize`) failed; `place` names
+    /// the post-renderer and, when known, its patch.
+    #[error("{at}: {place}: {message}")]
+    PostRender {
+        at: Location,
+        place: String,
+        message: String,
+    },
     #[error("{at}: the values file {file:?} is not in the chart's revision")]
     MissingValuesFile { at: Location, file: String },
     #[error(
@@ -159,6 +167,7 @@ impl ManifestError {
             | ManifestError::OutsideRenderFolder { at, .. }
             | ManifestError::Kustomize { at, .. }
             | ManifestError::Helm { at, .. }
+            | ManifestError::PostRender { at, .. }
             | ManifestError::MissingValuesFile { at, .. }
             | ManifestError::RemoteBase { at, .. }
             | ManifestError::OutsideRepository { at, .. }

@@ -25,7 +25,10 @@ pub struct HelmInputs {
     /// (`../values/prod.yaml` too, as Argo CD allows), never one outside the
     /// repository. Later files win, as with `helm -f`.
     pub value_files: Vec<String>,
-    /// Inline values (YAML), applied after the files.
+    /// Values read from elsewhere for this pass (`valuesFrom`: ConfigMaps and
+    /// Secrets), in order, applied after the files and before the inline values.
+    pub values_from: Vec<ValuesLayer>,
+    /// Inline values (YAML), applied after the files and `values_from`.
     pub values: Option<String>,
     /// `--set` overrides, applied last.
     pub set: Vec<String>,
@@ -38,7 +41,53 @@ pub struct HelmInputs {
     pub api_versions: Vec<String>,
 }
 
+/// One values document read for a pass from outside the chart's revision
+/// (Flux's `valuesFrom`), already checked to be a mapping.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ValuesLayer {
+    /// Where it was read, as errors name it (`Secret team/db key values.yaml`).
+    pub origin: String,
+    /// The values: a JSON object (JSON is YAML, as `helm --values` reads it).
+    pub json: String,
+    /// Read from a Secret: its strings are masked in renderer errors.
+    pub secret: bool,
+}
+
+/// Never prints a Secret's values, whoever debug-prints the renderers.
+impl std::fmt::Debug for ValuesLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let json = if self.secret { "<secret>" } else { &self.json };
+        f.debug_struct("ValuesLayer")
+            .field("origin", &self.origin)
+            .field("json", &json)
+            .finish()
+    }
+}
+
 impl HelmInputs {
+    /// The strings of the values read from Secrets, which a renderer's error may
+    /// quote and must not show.
+    pub(super) fn secret_values(&self) -> Vec<String> {
+        fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::String(s) => out.push(s.clone()),
+                serde_json::Value::Number(n) => out.push(n.to_string()),
+                serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+                serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for layer in self.values_from.iter().filter(|l| l.secret) {
+            match serde_json::from_str(&layer.json) {
+                Ok(value) => strings(&value, &mut out),
+                // Not JSON (never from the reader): the whole text is the secret.
+                Err(_) => out.push(layer.json.clone()),
+            }
+        }
+        out
+    }
+
     fn program(&self) -> &str {
         self.program.as_deref().unwrap_or("helm")
     }
@@ -69,6 +118,15 @@ impl HelmInputs {
             "--include-crds".into(),
         ];
         for path in value_files {
+            args.push("--values".into());
+            args.push(path.into());
+        }
+        for (i, layer) in self.values_from.iter().enumerate() {
+            let path: PathBuf = scratch.path().join(format!("values-from-{i}.yaml"));
+            std::fs::write(&path, &layer.json).map_err(|source| ManifestError::Io {
+                at: at.clone(),
+                source,
+            })?;
             args.push("--values".into());
             args.push(path.into());
         }

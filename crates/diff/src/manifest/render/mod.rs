@@ -11,6 +11,7 @@
 
 mod helm;
 mod kustomize;
+mod post_render;
 mod process;
 mod redact;
 
@@ -19,7 +20,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-pub use helm::{CHART_FILE, HelmInputs};
+pub use helm::{CHART_FILE, HelmInputs, ValuesLayer};
 pub use kustomize::KustomizeCommand;
 pub use kustomize::resolve;
 use kustomize::{TreeView, closure, join, kustomization_file};
@@ -48,6 +49,10 @@ pub struct Renderers {
     pub substitute: Option<super::substitute::Substitution>,
     /// Keys for SOPS-encrypted manifests (none by default: such a file is an error).
     pub sops: SopsKeys,
+    /// Kustomizations applied in order to a chart's output (Flux's
+    /// `postRenderers[].kustomize`): each a kustomization's `patches`, `images`,
+    /// `commonLabels` and `labels`, without `resources` (see [`post_render`]).
+    pub post_renderers: Vec<serde_json::Value>,
 }
 
 impl Default for Renderers {
@@ -60,6 +65,7 @@ impl Default for Renderers {
             timeout: DEFAULT_RENDER_TIMEOUT,
             substitute: None,
             sops: SopsKeys::default(),
+            post_renderers: Vec::new(),
         }
     }
 }
@@ -70,6 +76,13 @@ impl Renderers {
     pub fn for_cluster(mut self, kube_version: String, api_versions: Vec<String>) -> Renderers {
         self.helm.kube_version = Some(kube_version);
         self.helm.api_versions = api_versions;
+        self
+    }
+
+    /// The same renderers with a pass's values read from ConfigMaps and Secrets
+    /// (`valuesFrom`), merged after the value files and before the inline values.
+    pub fn with_values_from(mut self, layers: Vec<ValuesLayer>) -> Renderers {
+        self.helm.values_from = layers;
         self
     }
 
@@ -511,13 +524,16 @@ fn template_in_copy(
         value_files.push(write(&key, bytes)?);
     }
     let chart = tmp.path().join(dir);
-    let out = renderers.helm.template(
-        &chart,
-        &value_files,
-        &renderers.release,
-        renderers.timeout,
-        &at,
-    );
+    let out = renderers
+        .helm
+        .template(
+            &chart,
+            &value_files,
+            &renderers.release,
+            renderers.timeout,
+            &at,
+        )
+        .and_then(|bytes| post_render::apply(bytes, renderers, &at));
     drop(tmp);
     out.map_err(|e| {
         let values = renderers
@@ -526,6 +542,7 @@ fn template_in_copy(
             .iter()
             .map(|v| ("values.yaml", v.as_bytes()));
         let files = under(map, &prefix).chain(values);
+        plaintext.extend(renderers.helm.secret_values());
         KnownSecrets::from_files(files, &renderers.helm.set)
             .with(plaintext)
             .mask_error(e)
@@ -652,7 +669,8 @@ pub(super) fn template_on_disk(
     }
     let out = renderers
         .helm
-        .template(dir, &given, &renderers.release, renderers.timeout, at);
+        .template(dir, &given, &renderers.release, renderers.timeout, at)
+        .and_then(|bytes| post_render::apply(bytes, renderers, at));
     drop(private);
     out.map_err(|e| {
         let inline = renderers.helm.values.as_deref().unwrap_or_default();
@@ -661,8 +679,12 @@ pub(super) fn template_on_disk(
             value_files.iter().cloned(),
             &renderers.helm.set,
         );
-        let values =
-            KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(plaintext);
+        let values = KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(
+            plaintext
+                .into_iter()
+                .chain(renderers.helm.secret_values())
+                .collect(),
+        );
         values.mask_error(known.mask_error(e))
     })
 }

@@ -183,6 +183,11 @@ impl KnownSecrets {
                 at,
                 message: mask(message),
             },
+            ManifestError::PostRender { at, place, message } => ManifestError::PostRender {
+                at,
+                place,
+                message: mask(message),
+            },
             other => other,
         }
     }

@@ -658,3 +658,128 @@ fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("web/secrets.yaml"), "{errs:?}");
 }
+
+/// Flux's order with Argo CD's value files (issue #26): chart defaults < value files <
+/// `valuesFrom` in order < inline values < `--set`; a Secret's value a template
+/// fails on is masked in the error.
+#[test]
+fn values_from_sit_between_the_files_and_the_inline_values_and_a_secrets_never_shows() {
+    let repo = files(&[
+        (
+            "web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        ),
+        (
+            "web/values.yaml",
+            "a: chart\nb: chart\nc: chart\nd: chart\ne: chart\n",
+        ),
+        ("web/prod.yaml", "b: file\nc: file\nd: file\ne: file\n"),
+        (
+            "web/templates/cm.yaml",
+            "{{ if .Values.password }}{{ fail (printf \"cannot use %s\" .Values.password) }}{{ end }}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata: {{ toJson .Values }}\n",
+        ),
+    ]);
+    let layer = |origin: &str, json: &str, secret: bool| ValuesLayer {
+        origin: origin.into(),
+        json: json.into(),
+        secret,
+    };
+    let mut renderers = helm_with(&["prod.yaml"]);
+    renderers.helm.values_from = vec![
+        layer(
+            "ConfigMap shop/one",
+            r#"{"c": "one", "d": "one", "e": "one"}"#,
+            false,
+        ),
+        layer("Secret shop/two", r#"{"d": "two", "e": "two"}"#, true),
+    ];
+    renderers.helm.values = Some("e: inline\n".into());
+    let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
+    assert_eq!(
+        set.objects[0].object["data"],
+        serde_json::json!({"a": "chart", "b": "file", "c": "one", "d": "two", "e": "inline"})
+    );
+
+    renderers.helm.values_from[1] = layer(
+        "Secret shop/two",
+        r#"{"password": "s3cret-from-a-secret"}"#,
+        true,
+    );
+    let errs = errors(render_tree(
+        &repo,
+        "web",
+        &renderers,
+        &ParseOptions::default(),
+    ))
+    .join("\n");
+    assert!(errs.contains("cannot use"), "{errs}");
+    assert!(!errs.contains("s3cret-from-a-secret"), "{errs}");
+    let shown = format!("{:?}", renderers.helm);
+    assert!(
+        !shown.contains("s3cret") && shown.contains("one"),
+        "{shown}"
+    );
+}
+
+/// Flux's `postRenderers[].kustomize` (issue #26): a strategic merge patch and a JSON
+/// 6902 patch by target, an image override and labels, applied by Kustomize to the
+/// chart's output before it is parsed; a target selecting nothing is named.
+#[test]
+fn post_renderers_patch_the_charts_output_and_a_target_selecting_nothing_is_named() {
+    let repo = files(&[
+        (
+            "web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        ),
+        (
+            "web/templates/deploy.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n",
+        ),
+        (
+            "web/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  a: b\n",
+        ),
+    ]);
+    let mut renderers = helm_with(&[]);
+    renderers.post_renderers = vec![serde_json::json!({
+        "patches": [
+            {"patch": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n",
+             "target": {"kind": "Deployment", "name": "web"}},
+            {"patch": "- op: add\n  path: /data/patched\n  value: \"yes\"\n",
+             "target": {"version": "v1", "kind": "ConfigMap"}},
+        ],
+        "images": [{"name": "nginx", "newName": "registry.example.com/nginx", "newTag": "1.27"}],
+        "labels": [{"pairs": {"team": "shop"}}],
+    })];
+    let set = render_tree(&repo, "web", &renderers, &ParseOptions::default()).expect("renders");
+    let by_kind = |kind: &str| {
+        set.objects
+            .iter()
+            .find(|m| m.id.kind == kind)
+            .map(|m| m.object.clone())
+            .expect(kind)
+    };
+    let deploy = by_kind("Deployment");
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/nginx:1.27"
+    );
+    assert_eq!(deploy["metadata"]["labels"]["team"], "shop");
+    assert_eq!(by_kind("ConfigMap")["data"]["patched"], "yes");
+
+    renderers.post_renderers[0]["patches"][1]["target"]["name"] = "nope".into();
+    let errs = errors(render_tree(
+        &repo,
+        "web",
+        &renderers,
+        &ParseOptions::default(),
+    ));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("web: postRenderers[0].kustomize.patches[1]: target ")
+            && errs[0].contains("\"name\":\"nope\"")
+            && errs[0].ends_with("selects no object the chart rendered"),
+        "{errs:?}"
+    );
+}
