@@ -88,7 +88,7 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8")
 }
 
-fn run_helm(args: &[&str]) {
+pub(crate) fn run_helm(args: &[&str]) {
     let out = std::process::Command::new(crate::chart::helm())
         .args(args)
         .output()

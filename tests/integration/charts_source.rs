@@ -15,7 +15,7 @@ use crate::support::TestSandbox;
 
 /// A chart folder `name` at `version`: one ConfigMap named after the release and the
 /// version, holding the `greeting` value.
-fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
+pub(crate) fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
     let dir = root.join(format!("{name}-{version}")).join(name);
     std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
     std::fs::write(

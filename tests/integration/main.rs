@@ -6,6 +6,7 @@ mod annotations;
 mod app_crd;
 mod chart;
 mod charts_deps;
+mod charts_oci;
 mod charts_source;
 mod cli;
 mod cli_errors;

@@ -34,10 +34,11 @@ pub enum ChartError {
         dependency: String,
         repository: String,
     },
-    /// A repository tether does not fetch from (yet): `oci://`, `@name` aliases.
+    /// A repository tether does not fetch from: `@name` aliases of a local Helm setup.
     #[error(
         "{chart}: dependency {dependency}: repository {repository} is not supported \
-         (an http(s):// Helm repository or file:// path is; or vendor the chart in charts/)"
+         (an http(s):// Helm repository, an oci:// registry or a file:// path is; \
+         or vendor the chart in charts/)"
     )]
     Unsupported {
         chart: String,
@@ -98,15 +99,25 @@ pub enum ChartError {
         constraint: String,
         message: String,
     },
-    #[error(
-        "{repo}: {chart}-{version}: the archive's digest is {actual}, index.yaml says {expected}"
-    )]
+    /// What was fetched is not what `by` (index.yaml, an OCI manifest, the
+    /// revision) named: the repository must change.
+    #[error("{repo}: {chart}-{version}: the {what}'s digest is {actual}, {by} says {expected}")]
     DigestMismatch {
         repo: String,
         chart: String,
         version: String,
+        what: &'static str,
+        by: &'static str,
         expected: String,
         actual: String,
+    },
+    /// An OCI registry's answer that is no Helm chart (another artifact's media
+    /// types, no chart layer, a manifest that does not parse, a bad reference).
+    #[error("{repo}: {chart}: {message}")]
+    Registry {
+        repo: String,
+        chart: String,
+        message: String,
     },
     #[error("{repo}: {chart}-{version}: {problem}")]
     Archive {

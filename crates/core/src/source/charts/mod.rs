@@ -9,12 +9,16 @@
 //! served from it without a request. A Git chart is rendered once per commit (the
 //! render cache), so a pass with no new commit makes no request at all.
 //!
+//! Charts of OCI registries ([`oci`]) take the same path: the same client, checks
+//! and cache, keyed by their manifest's digest.
+//!
 //! A chart may also be an app's whole source ([`ChartStore::resolve_chart`]): the
 //! same fetcher and cache, re-resolved at each poll.
 
 mod archive;
 mod deps;
 mod error;
+mod oci;
 mod repo;
 mod source;
 mod version;
@@ -28,6 +32,7 @@ pub use archive::{
 };
 pub use deps::needs_repository;
 pub use error::ChartError;
+pub use oci::{MAX_MANIFEST_BYTES, OCI_SCHEME};
 pub use repo::{CHART_FETCH_TIMEOUT, MAX_INDEX_BYTES};
 pub use source::check_version;
 
@@ -77,6 +82,8 @@ struct Inner {
     cache: Mutex<Cache>,
     /// `(repository, chart, version)` → digest, for versions fetched before.
     pinned: Mutex<HashMap<(String, String, String), String>>,
+    /// OCI registries' bearer tokens.
+    tokens: oci::Tokens,
 }
 
 /// Expanded archives by digest, least recently used out first past `budget` bytes.
@@ -150,6 +157,7 @@ impl ChartStore {
                     charts: HashMap::new(),
                 }),
                 pinned: Mutex::new(HashMap::new()),
+                tokens: oci::Tokens::default(),
             }),
         }
     }
@@ -230,7 +238,7 @@ impl ChartStore {
                         digest: String::new(),
                     });
                 }
-                Origin::Http { repo, constraint } => {
+                Origin::Remote { repo, constraint } => {
                     let (version, digest, chart) = self
                         .remote(&repo, &want.name, &constraint, &chart_at, &mut indexes)
                         .await?;
@@ -248,8 +256,9 @@ impl ChartStore {
         Ok(out)
     }
 
-    /// Chart `name` of `repo` at the newest version `constraint` allows: from the
-    /// cache when that version was fetched before, else from the repository.
+    /// Chart `name` of `repo` (an HTTP(S) Helm repository or an OCI registry) at the
+    /// newest version `constraint` allows: from the cache when that version was
+    /// fetched before, else from the repository.
     async fn remote(
         &self,
         repo: &str,
@@ -258,6 +267,9 @@ impl ChartStore {
         chart_at: &str,
         indexes: &mut HashMap<String, Index>,
     ) -> Result<(String, String, Expanded), ChartError> {
+        if oci::is_oci(repo) {
+            return self.remote_oci(repo, name, constraint, chart_at).await;
+        }
         // A bare full version is exact (Helm's reading, and every Chart.lock's).
         if version::parse_version(constraint).is_some() {
             let version = constraint.trim().to_string();

@@ -56,7 +56,7 @@ pub struct Entry {
 /// How many names or versions an error lists before `…`.
 const LISTED: usize = 20;
 
-fn listed<'a>(items: impl Iterator<Item = &'a str>) -> String {
+pub(super) fn listed<'a>(items: impl Iterator<Item = &'a str>) -> String {
     let items: Vec<&str> = items.collect();
     let mut text = items
         .iter()
@@ -112,6 +112,13 @@ impl Index {
     }
 }
 
+/// A response: its status, headers and body (read under a budget).
+pub(super) struct Answer {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
 /// The HTTP side: one client, guarded or not, and a count of the requests it made
 /// (shared with the store: the bench and the tests count a warm pass's).
 pub struct Fetcher {
@@ -163,6 +170,27 @@ impl Fetcher {
         what: &str,
         limit: u64,
     ) -> Result<Vec<u8>, ChartError> {
+        let answer = self.send(repo, url, &[], what, limit).await?;
+        if !answer.status.is_success() {
+            return Err(ChartError::Status {
+                repo: redact_url(repo),
+                what: what.to_string(),
+                status: answer.status.as_u16(),
+            });
+        }
+        Ok(answer.body)
+    }
+
+    /// One GET of `url` with `headers`, whatever its status, its body read under
+    /// `limit` bytes: an OCI registry's 401 is a step of its handshake, not a failure.
+    pub(super) async fn send(
+        &self,
+        repo: &str,
+        url: &str,
+        headers: &[(reqwest::header::HeaderName, String)],
+        what: &str,
+        limit: u64,
+    ) -> Result<Answer, ChartError> {
         let shown = redact_url(repo);
         if let Some(policy) = &self.policy {
             policy
@@ -191,14 +219,11 @@ impl Fetcher {
             }
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut response = self.client.get(url).send().await.map_err(unreachable)?;
-        if !response.status().is_success() {
-            return Err(ChartError::Status {
-                repo: shown,
-                what: what.to_string(),
-                status: response.status().as_u16(),
-            });
+        let mut request = self.client.get(url);
+        for (name, value) in headers {
+            request = request.header(name, value);
         }
+        let mut response = request.send().await.map_err(unreachable)?;
         let too_large = || ChartError::TooLarge {
             repo: shown.clone(),
             what: what.to_string(),
@@ -207,6 +232,8 @@ impl Fetcher {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(too_large());
         }
+        let status = response.status();
+        let response_headers = response.headers().clone();
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
             if (body.len() + chunk.len()) as u64 > limit {
@@ -214,7 +241,11 @@ impl Fetcher {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+        Ok(Answer {
+            status,
+            headers: response_headers,
+            body,
+        })
     }
 
     /// The repository's `index.yaml`.
@@ -267,6 +298,8 @@ impl Fetcher {
                 repo: redact_url(repo),
                 chart: chart.to_string(),
                 version: entry.version.clone(),
+                what: "archive",
+                by: "index.yaml",
                 expected: format!("sha256:{expected}"),
                 actual: format!("sha256:{actual}"),
             });

@@ -10,15 +10,25 @@ use std::collections::HashMap;
 
 use super::ChartStore;
 use super::error::ChartError;
+use super::oci;
 use super::version::parse_constraint;
 use crate::source::{Revision, redact_url};
 
 /// Where a chart source's [`ChartError::BadConstraint`] comes from, in its message.
 const SOURCE_PLACE: &str = "source";
 
-/// Whether `text` is a version or version range a chart source accepts, or why not
-/// (for the configuration's validation, naming its field).
-pub fn check_version(text: &str) -> Result<(), String> {
+/// Whether `text` is a version or version range a chart source of `repo` accepts
+/// (or, for an OCI registry, a manifest digest), or why not (for the
+/// configuration's validation, naming its field).
+pub fn check_version(repo: &str, text: &str) -> Result<(), String> {
+    if text.trim().starts_with("sha256:") {
+        if !oci::is_oci(repo) {
+            return Err("a digest pins a chart of an OCI registry (oci://) only".into());
+        }
+        return oci::as_digest(text)
+            .map(|_| ())
+            .ok_or_else(|| "a digest is sha256:<64 lowercase hex digits>".into());
+    }
     parse_constraint(text).map(|_| ())
 }
 
@@ -68,11 +78,18 @@ impl ChartStore {
                 repo: redact_url(repo),
                 message: format!("{} is not a revision of chart {name}", revision.sha),
             })?;
-        let (_, fetched, files) = match self.fetched_before(repo, name, version)? {
-            Some((fetched, files)) => (version.to_string(), fetched, files),
-            None => {
-                self.remote(repo, name, version, SOURCE_PLACE, &mut HashMap::new())
-                    .await?
+        let (_, fetched, files) = if oci::is_oci(repo) {
+            // By the manifest's digest (from the cache when it holds it): the tag
+            // may name another manifest by now.
+            self.remote(repo, name, digest, SOURCE_PLACE, &mut HashMap::new())
+                .await?
+        } else {
+            match self.fetched_before(repo, name, version)? {
+                Some((fetched, files)) => (version.to_string(), fetched, files),
+                None => {
+                    self.remote(repo, name, version, SOURCE_PLACE, &mut HashMap::new())
+                        .await?
+                }
             }
         };
         if fetched != digest {
@@ -80,6 +97,8 @@ impl ChartStore {
                 repo: redact_url(repo),
                 chart: name.to_string(),
                 version: version.to_string(),
+                what: "chart",
+                by: "the revision",
                 expected: digest.to_string(),
                 actual: fetched,
             });
@@ -104,8 +123,12 @@ mod tests {
         );
         assert_eq!(parse_revision("we", &sha), None, "another chart's");
         assert_eq!(parse_revision("web", "web@1.0.0"), None, "no digest");
-        assert!(check_version("~1.2").is_ok());
-        assert!(check_version(">=4.0.0 <5").is_ok());
-        assert!(check_version("banana").is_err());
+        let http = "https://charts.example.com";
+        assert!(check_version(http, "~1.2").is_ok());
+        assert!(check_version(http, ">=4.0.0 <5").is_ok());
+        assert!(check_version(http, "banana").is_err());
+        assert!(check_version(http, &digest).is_err(), "a digest is OCI's");
+        assert!(check_version("oci://r.example/charts", &digest).is_ok());
+        assert!(check_version("oci://r.example/charts", "sha256:ab").is_err());
     }
 }
