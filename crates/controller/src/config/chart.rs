@@ -49,7 +49,6 @@ pub(super) fn resolve_chart(
     for (field, set) in [
         ("ref", src.reference.is_some()),
         ("path", src.path.is_some()),
-        ("credentials", src.credentials.is_some()),
     ] {
         if set {
             check.report(
@@ -59,6 +58,24 @@ pub(super) fn resolve_chart(
                     "a chart source takes no {field} (source.version picks the chart's version)"
                 ),
             );
+        }
+    }
+    if let Some(credentials) = &src.credentials {
+        for (field, set) in [
+            ("sshKeyFile", credentials.value.ssh_key_file.is_some()),
+            (
+                "knownHostsFile",
+                credentials.value.known_hosts_file.is_some(),
+            ),
+        ] {
+            if set {
+                check.report(
+                    at(&format!("credentials.{field}")),
+                    line_of(credentials),
+                    "a chart repository takes a username and password, a token, \
+                     or a secretRef (Flux's keys, or a dockerconfigjson for a registry)",
+                );
+            }
         }
     }
     let version = src.version.as_ref().map_or("", |v| v.value.trim());
@@ -124,6 +141,11 @@ mod tests {
                 "{repo: \"https://h\", chart: c, ref: main}",
                 "source.ref",
                 "a chart source takes no ref",
+            ),
+            (
+                "{repo: \"oci://h/c\", chart: c, credentials: {sshKeyFile: /k, knownHostsFile: /h}}",
+                "source.credentials.sshKeyFile",
+                "a chart repository takes a username and password",
             ),
             (
                 "{repo: \"https://h\", chart: c, path: x}",

@@ -10,8 +10,9 @@
 //! the layer's digest. The manifest's own digest names the revision, as the tag a
 //! registry serves may be pushed again.
 //!
-//! Authentication is the distribution API's: anonymous, and on a `401` with a
-//! `Bearer` challenge, a token from the challenge's realm, kept for the next request.
+//! Authentication is the distribution API's: on a `401` with a `Bearer` challenge, a
+//! token from the challenge's realm (anonymous, or for the source's login), kept for
+//! the next request; on a `Basic` challenge (an htpasswd registry), the login's.
 //! A registry is spoken to over HTTPS, or plain HTTP when its host is a loopback
 //! address (Docker's own default for insecure registries).
 
@@ -25,6 +26,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::archive::{self, MAX_ARCHIVE_BYTES};
 use super::error::ChartError;
+use super::login::ChartLogin;
 use super::repo::{Answer, Fetcher, listed};
 use super::version::{newest, parse_constraint, parse_version};
 use super::{ChartStore, Expanded, deps, poisoned};
@@ -238,11 +240,19 @@ struct Registry<'a> {
     repo: &'a str,
     chart: &'a str,
     at: Reference,
+    login: &'a ChartLogin,
 }
 
 impl Registry<'_> {
+    /// Tokens are kept per registry, repository and login: one login's token is not
+    /// another's.
     fn token_key(&self) -> String {
-        format!("{} {}", self.at.base, self.at.repository)
+        format!(
+            "{} {} {}",
+            self.at.base,
+            self.at.repository,
+            self.login.fingerprint()
+        )
     }
 
     fn url(&self, tail: &str) -> String {
@@ -275,13 +285,13 @@ impl Registry<'_> {
         limit: u64,
     ) -> Result<Answer, ChartError> {
         let key = self.token_key();
-        let headers = |token: Option<String>| {
+        let headers = |authorization: Option<String>| {
             let mut headers: Vec<(HeaderName, String)> = Vec::new();
             if let Some(accept) = accept {
                 headers.push((ACCEPT, accept.to_string()));
             }
-            if let Some(token) = token {
-                headers.push((AUTHORIZATION, format!("Bearer {token}")));
+            if let Some(authorization) = authorization {
+                headers.push((AUTHORIZATION, authorization));
             }
             headers
         };
@@ -292,22 +302,27 @@ impl Registry<'_> {
         if answer.status != StatusCode::UNAUTHORIZED {
             return Ok(answer);
         }
-        let Some(challenge) = answer
+        let challenge = answer
             .headers
             .get(WWW_AUTHENTICATE)
             .and_then(|h| h.to_str().ok())
-            .and_then(bearer_challenge)
-        else {
-            return Ok(answer);
+            .unwrap_or("");
+        let authorization = match bearer_challenge(challenge) {
+            Some(bearer) => format!("Bearer {}", self.token(&bearer).await?),
+            // A registry asking for basic authentication (htpasswd): the login's.
+            None => match self.login.basic() {
+                Some(basic) if challenge.to_ascii_lowercase().starts_with("basic") => basic,
+                _ => return Ok(answer),
+            },
         };
-        let token = self.token(&challenge).await?;
-        self.tokens.put(key, token.clone());
+        self.tokens.put(key, authorization.clone());
         self.fetcher
-            .send(self.repo, url, &headers(Some(token)), what, limit)
+            .send(self.repo, url, &headers(Some(authorization)), what, limit)
             .await
     }
 
-    /// An anonymous pull token from the challenge's realm.
+    /// A pull token from the challenge's realm: anonymous, or for the login's
+    /// username and password.
     async fn token(&self, challenge: &Challenge) -> Result<String, ChartError> {
         let mut url = url::Url::parse(&challenge.realm)
             .ok()
@@ -324,9 +339,15 @@ impl Registry<'_> {
             }
             query.append_pair("scope", &scope);
         }
+        let headers: Vec<(HeaderName, String)> = self
+            .login
+            .basic()
+            .map(|basic| (AUTHORIZATION, basic))
+            .into_iter()
+            .collect();
         let answer = self
             .fetcher
-            .send(self.repo, url.as_str(), &[], "token", MAX_PAGE_BYTES)
+            .send(self.repo, url.as_str(), &headers, "token", MAX_PAGE_BYTES)
             .await?;
         if !answer.status.is_success() {
             return Err(self.status("token", answer.status));
@@ -506,16 +527,16 @@ impl ChartStore {
         name: &str,
         constraint: &str,
         chart_at: &str,
+        login: &ChartLogin,
     ) -> Result<(String, String, Expanded), ChartError> {
-        if let Some(digest) = as_digest(constraint) {
-            let cached = self.inner.cache.lock().map_err(|_| poisoned())?.get(digest);
-            if let Some(files) = cached {
-                return Ok((
-                    chart_version(repo, name, &files)?,
-                    digest.to_string(),
-                    files,
-                ));
-            }
+        if let Some(digest) = as_digest(constraint)
+            && let Some((_, files)) = self.fetched_before(repo, name, digest, login)?
+        {
+            return Ok((
+                chart_version(repo, name, &files)?,
+                digest.to_string(),
+                files,
+            ));
         }
         let fetcher = self.fetcher()?;
         let registry = Registry {
@@ -524,6 +545,7 @@ impl ChartStore {
             repo,
             chart: name,
             at: Reference::parse(repo, name)?,
+            login,
         };
         let version = match as_digest(constraint) {
             Some(_) => None,
@@ -532,7 +554,7 @@ impl ChartStore {
             None => Some(registry.pick(constraint, chart_at).await?),
         };
         if let Some(version) = &version {
-            if let Some((digest, files)) = self.fetched_before(repo, name, version)? {
+            if let Some((digest, files)) = self.fetched_before(repo, name, version, login)? {
                 return Ok((version.clone(), digest, files));
             }
         }
@@ -586,10 +608,9 @@ impl ChartStore {
             digest = %digest,
             "chart fetched from an OCI registry"
         );
-        self.inner.pinned.lock().map_err(|_| poisoned())?.insert(
-            (repo.to_string(), name.to_string(), version.clone()),
-            digest.clone(),
-        );
+        // Under the manifest's digest too: a source pinned to it finds it there.
+        self.pin(repo, name, &version, login, &digest)?;
+        self.pin(repo, name, &digest, login, &digest)?;
         Ok((version, digest, files))
     }
 }

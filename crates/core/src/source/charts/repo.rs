@@ -14,6 +14,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use super::error::ChartError;
+use super::login::ChartLogin;
 use super::version::{newest, parse_constraint, parse_version};
 use crate::outbound::{GuardedResolver, OutboundPolicy};
 use crate::source::redact_url;
@@ -112,6 +113,14 @@ impl Index {
     }
 }
 
+/// Whether `url` has the scheme, host and port of the repository `repo`.
+fn same_origin(repo: &str, url: &str) -> bool {
+    match (url::Url::parse(repo), url::Url::parse(url)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
 /// A response: its status, headers and body (read under a budget).
 pub(super) struct Answer {
     pub status: reqwest::StatusCode,
@@ -162,15 +171,22 @@ impl Fetcher {
         })
     }
 
-    /// The body of `url`, at most `limit` bytes; `what` names it in errors.
+    /// The body of `url`, at most `limit` bytes; `what` names it in errors. The
+    /// login goes only to the repository's own origin, as Helm sends it
+    /// (`--pass-credentials` off): an index may point archives anywhere.
     async fn get(
         &self,
         repo: &str,
         url: &str,
         what: &str,
         limit: u64,
+        login: &ChartLogin,
     ) -> Result<Vec<u8>, ChartError> {
-        let answer = self.send(repo, url, &[], what, limit).await?;
+        let mut headers = Vec::new();
+        if let Some(header) = login.header().filter(|_| same_origin(repo, url)) {
+            headers.push((reqwest::header::AUTHORIZATION, header));
+        }
+        let answer = self.send(repo, url, &headers, what, limit).await?;
         if !answer.status.is_success() {
             return Err(ChartError::Status {
                 repo: redact_url(repo),
@@ -249,9 +265,11 @@ impl Fetcher {
     }
 
     /// The repository's `index.yaml`.
-    pub async fn index(&self, repo: &str) -> Result<Index, ChartError> {
+    pub async fn index(&self, repo: &str, login: &ChartLogin) -> Result<Index, ChartError> {
         let url = format!("{}/index.yaml", repo.trim_end_matches('/'));
-        let body = self.get(repo, &url, "index.yaml", MAX_INDEX_BYTES).await?;
+        let body = self
+            .get(repo, &url, "index.yaml", MAX_INDEX_BYTES, login)
+            .await?;
         let bad = |message: String| ChartError::Index {
             repo: redact_url(repo),
             message,
@@ -273,6 +291,7 @@ impl Fetcher {
         repo: &str,
         chart: &str,
         entry: &Entry,
+        login: &ChartLogin,
     ) -> Result<(Vec<u8>, String), ChartError> {
         let bad = |message: &str| ChartError::Index {
             repo: redact_url(repo),
@@ -290,7 +309,13 @@ impl Fetcher {
         let url = base.join(first).map_err(|e| bad(&e.to_string()))?;
         let what = format!("{chart}-{}.tgz", entry.version);
         let bytes = self
-            .get(repo, url.as_str(), &what, super::archive::MAX_ARCHIVE_BYTES)
+            .get(
+                repo,
+                url.as_str(),
+                &what,
+                super::archive::MAX_ARCHIVE_BYTES,
+                login,
+            )
             .await?;
         let actual = hex::encode(Sha256::digest(&bytes));
         if actual != expected {

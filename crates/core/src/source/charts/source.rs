@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use super::ChartStore;
 use super::error::ChartError;
+use super::login::ChartLogin;
 use super::oci;
 use super::version::parse_constraint;
 use crate::source::{Revision, redact_url};
@@ -46,17 +47,18 @@ fn parse_revision<'a>(name: &str, sha: &'a str) -> Option<(&'a str, &'a str)> {
 
 impl ChartStore {
     /// Chart `name` of `repo` at the newest version `constraint` allows, fetched and
-    /// checked (or found in the cache), as a revision. A range asks the repository's
+    /// checked (or found in the cache), as a revision; fetched with `login`. A range asks the repository's
     /// index each time (one request); an exact version fetched before asks nothing.
     pub async fn resolve_chart(
         &self,
         repo: &str,
         name: &str,
         constraint: &str,
+        login: &ChartLogin,
     ) -> Result<Revision, ChartError> {
         let mut indexes = HashMap::new();
         let (version, digest, _) = self
-            .remote(repo, name, constraint, SOURCE_PLACE, &mut indexes)
+            .remote(repo, name, constraint, SOURCE_PLACE, &mut indexes, login)
             .await?;
         Ok(Revision {
             sha: revision_id(name, &version, &digest),
@@ -72,6 +74,7 @@ impl ChartStore {
         repo: &str,
         name: &str,
         revision: &Revision,
+        login: &ChartLogin,
     ) -> Result<Vec<(String, Vec<u8>)>, ChartError> {
         let (version, digest) =
             parse_revision(name, &revision.sha).ok_or_else(|| ChartError::Index {
@@ -81,14 +84,21 @@ impl ChartStore {
         let (_, fetched, files) = if oci::is_oci(repo) {
             // By the manifest's digest (from the cache when it holds it): the tag
             // may name another manifest by now.
-            self.remote(repo, name, digest, SOURCE_PLACE, &mut HashMap::new())
+            self.remote(repo, name, digest, SOURCE_PLACE, &mut HashMap::new(), login)
                 .await?
         } else {
-            match self.fetched_before(repo, name, version)? {
+            match self.fetched_before(repo, name, version, login)? {
                 Some((fetched, files)) => (version.to_string(), fetched, files),
                 None => {
-                    self.remote(repo, name, version, SOURCE_PLACE, &mut HashMap::new())
-                        .await?
+                    self.remote(
+                        repo,
+                        name,
+                        version,
+                        SOURCE_PLACE,
+                        &mut HashMap::new(),
+                        login,
+                    )
+                    .await?
                 }
             }
         };
