@@ -35,8 +35,41 @@ impl Drop for OciRegistry {
     }
 }
 
+/// The user the htpasswd registry knows.
+const USER: &str = "robot";
+
 impl OciRegistry {
+    /// An anonymous registry.
     pub(crate) async fn start(dir: &Path) -> OciRegistry {
+        OciRegistry::spawn(dir, "").await
+    }
+
+    /// A registry that lets in only [`USER`] with `password` (htpasswd, bcrypt), as
+    /// `docker-registry`'s own htpasswd authentication does.
+    pub(crate) async fn start_with_login(dir: &Path, password: &str) -> OciRegistry {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let htpasswd = dir.join("htpasswd");
+        // bcrypt from the system's libcrypt (Python's crypt module).
+        let out = Command::new("python3")
+            .args(["-W", "ignore", "-c"])
+            .arg("import crypt, sys; print(sys.argv[1] + ':' + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))")
+            .args([USER, password])
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "bcrypt: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(&htpasswd, &out.stdout).expect("write htpasswd");
+        let auth = format!(
+            "auth:\n  htpasswd: {{realm: tether-test, path: {}}}\n",
+            htpasswd.display()
+        );
+        OciRegistry::spawn(dir, &auth).await
+    }
+
+    async fn spawn(dir: &Path, auth: &str) -> OciRegistry {
         std::fs::create_dir_all(dir).expect("mkdir");
         let host = format!("127.0.0.1:{}", tether_testkit::free_port());
         let storage = dir.join("storage");
@@ -44,7 +77,7 @@ impl OciRegistry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\nhttp:\n  addr: {host}\n  secret: tether-test\n",
+                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n{auth}http:\n  addr: {host}\n  secret: tether-test\n",
                 storage.display()
             ),
         )
@@ -67,7 +100,7 @@ impl OciRegistry {
         let ping = format!("http://{}/v2/", registry.host);
         eventually("the registry answers", || async {
             let answer = reqwest::get(&ping).await.ok()?;
-            answer.status().is_success().then_some(())
+            (answer.status().is_success() || answer.status() == 401).then_some(())
         })
         .await;
         registry
@@ -80,6 +113,36 @@ impl OciRegistry {
 
     /// Packages the chart folder `chart` and pushes it, both with Helm's own SDK.
     pub(crate) fn push(&self, chart: &Path, build: &Path) {
+        let archive = self.package(chart, build);
+        run_helm(&["push", path(&archive), &self.url(), "--plain-http"]);
+    }
+
+    /// [`OciRegistry::push`], logged in as [`USER`] with `password` (on stdin).
+    pub(crate) fn push_as(&self, chart: &Path, build: &Path, password: &str) {
+        let archive = self.package(chart, build);
+        let mut child = Command::new(crate::chart::helm())
+            .args(["push", path(&archive), &self.url(), "--plain-http"])
+            .args(["--username", USER, "--password-stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("helm runs");
+        std::io::Write::write_all(
+            child.stdin.as_mut().expect("stdin"),
+            format!("{password}\n").as_bytes(),
+        )
+        .expect("write the password");
+        let out = child.wait_with_output().expect("helm ends");
+        assert!(
+            out.status.success(),
+            "helm push: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The chart folder `chart` packaged by Helm's SDK: the archive's path.
+    fn package(&self, chart: &Path, build: &Path) -> PathBuf {
         let name = chart.file_name().and_then(|n| n.to_str()).expect("a name");
         let out = build.join(format!("pushed-{name}"));
         std::fs::create_dir_all(&out).expect("mkdir");
@@ -87,13 +150,12 @@ impl OciRegistry {
             std::fs::remove_file(entry.expect("entry").path()).expect("rm");
         }
         run_helm(&["package", path(chart), "-d", path(&out)]);
-        let archive = std::fs::read_dir(&out)
+        std::fs::read_dir(&out)
             .expect("read_dir")
             .next()
             .expect("an archive")
             .expect("entry")
-            .path();
-        run_helm(&["push", path(&archive), &self.url(), "--plain-http"]);
+            .path()
     }
 
     /// The manifest of `chart:tag`, and its digest as the registry names it.
@@ -319,5 +381,127 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
             && greeting(&sandbox, "missing-9-9-9").await.is_none(),
         "nothing of a failed chart source is applied"
     );
+    assert_eq!(serve.stop().await, Some(0));
+}
+
+/// An App's `spec` for chart `web` of `repo` with the registry Secret `secret`.
+fn private_spec(repo: &str, release: &str, secret: &str) -> String {
+    format!(
+        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"~1.0\", interval: 200ms, credentials: {{secretRef: {{name: {secret}}}}}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
+    )
+}
+
+#[tokio::test]
+async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_refusal() {
+    const PASSWORD: &str = "right-Pa55word-of-the-registry";
+    const WRONG: &str = "wrong-Pa55word-for-the-registry";
+    let sandbox = TestSandbox::start().await;
+    for ns in ["oci", "team"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team", "deployer").await;
+    let root = sandbox.dir.path();
+    let build = root.join("build");
+    let registry = OciRegistry::start_with_login(&root.join("registry"), PASSWORD).await;
+    registry.push_as(&chart(&build, "web", "1.0.0"), &build, PASSWORD);
+    let repo = registry.url();
+    // The Secrets as `kubectl create secret docker-registry` writes them.
+    for (name, password) in [("registry", PASSWORD), ("stale", WRONG)] {
+        sandbox
+            .kubectl(&[
+                "create",
+                "secret",
+                "docker-registry",
+                name,
+                "-n",
+                "team",
+                &format!("--docker-server={}", registry.host),
+                &format!("--docker-username={USER}"),
+                &format!("--docker-password={password}"),
+            ])
+            .await
+            .ok();
+    }
+
+    let config = format!(
+        "sources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps: []\n",
+        server_section(root)
+    );
+    let helm = crate::chart::helm();
+    let bin = helm.parent().expect("helm's folder");
+    let env_path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let serve = Serve::start_with_env(
+        &sandbox,
+        "chart-oci-login",
+        &config,
+        &[],
+        &[("PATH", env_path)],
+    )
+    .await;
+    for (name, secret) in [("private", "registry"), ("denied", "stale")] {
+        sandbox
+            .kubectl_with_stdin(
+                &["apply", "-f", "-"],
+                Some(&app_yaml(name, "team", &private_spec(&repo, name, secret))),
+            )
+            .await
+            .ok();
+    }
+
+    let (_, digest) = {
+        let answer = reqwest::Client::new()
+            .get(format!(
+                "http://{}/v2/charts/web/manifests/1.0.0",
+                registry.host
+            ))
+            .basic_auth(USER, Some(PASSWORD))
+            .header("accept", OCI_MANIFEST)
+            .send()
+            .await
+            .expect("the manifest");
+        let digest = answer.headers()["docker-content-digest"]
+            .to_str()
+            .expect("a digest")
+            .to_string();
+        ((), digest)
+    };
+    let want = format!("web@1.0.0@{digest}");
+    serve
+        .wait_status("team.private", "the App with the right login syncs", |s| {
+            revision_is(s, &want)
+        })
+        .await;
+    assert_eq!(
+        greeting(&sandbox, "private-1-0-0").await.as_deref(),
+        Some("default")
+    );
+
+    let denied = serve
+        .wait_status("team.denied", "the App with a stale login fails", |s| {
+            s["source"]["ready"] == false
+        })
+        .await;
+    assert_eq!(
+        denied["source"]["reason"], "AuthenticationFailed",
+        "{denied}"
+    );
+    let message = denied["source"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(&repo) && message.contains("HTTP 401"),
+        "{denied}"
+    );
+    assert!(
+        greeting(&sandbox, "denied-1-0-0").await.is_none(),
+        "nothing applied"
+    );
+    let log = serve.log();
+    for secret in [PASSWORD, WRONG] {
+        assert!(!log.contains(secret) && !denied.to_string().contains(secret));
+    }
     assert_eq!(serve.stop().await, Some(0));
 }
