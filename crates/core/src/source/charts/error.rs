@@ -5,6 +5,38 @@
 use super::archive::ArchiveProblem;
 use crate::outbound::OutboundError;
 
+/// What a fetched digest was checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// An archive, against its index.yaml entry.
+    Index,
+    /// An OCI chart layer, against its manifest.
+    Layer,
+    /// An OCI manifest, against the digest the registry or the reference named.
+    Manifest,
+    /// A chart's files, against the revision that named them.
+    Revision,
+}
+
+impl Checked {
+    fn what(self) -> &'static str {
+        match self {
+            Checked::Index | Checked::Layer => "archive",
+            Checked::Manifest => "manifest",
+            Checked::Revision => "chart",
+        }
+    }
+
+    fn by(self) -> &'static str {
+        match self {
+            Checked::Index => "index.yaml",
+            Checked::Layer => "the manifest",
+            Checked::Manifest => "the registry",
+            Checked::Revision => "the revision",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
     /// Chart.yaml or Chart.lock does not parse: the revision must change.
@@ -99,15 +131,18 @@ pub enum ChartError {
         constraint: String,
         message: String,
     },
-    /// What was fetched is not what `by` (index.yaml, an OCI manifest, the
-    /// revision) named: the repository must change.
-    #[error("{repo}: {chart}-{version}: the {what}'s digest is {actual}, {by} says {expected}")]
+    /// What was fetched is not what index.yaml, an OCI manifest or the revision
+    /// named: the repository must change.
+    #[error(
+        "{repo}: {chart}-{version}: the {}'s digest is {actual}, {} says {expected}",
+        .checked.what(),
+        .checked.by()
+    )]
     DigestMismatch {
         repo: String,
         chart: String,
         version: String,
-        what: &'static str,
-        by: &'static str,
+        checked: Checked,
         expected: String,
         actual: String,
     },

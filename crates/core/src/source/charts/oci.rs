@@ -25,7 +25,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use super::archive::{self, MAX_ARCHIVE_BYTES};
-use super::error::ChartError;
+use super::error::{ChartError, Checked};
 use super::login::ChartLogin;
 use super::repo::{Answer, Fetcher, listed};
 use super::version::{newest, parse_constraint, parse_version};
@@ -452,8 +452,7 @@ impl Registry<'_> {
                 repo: redact_url(self.repo),
                 chart: self.chart.to_string(),
                 version: version.to_string(),
-                what: "manifest",
-                by: "the registry",
+                checked: Checked::Manifest,
                 expected,
                 actual: digest,
             });
@@ -506,8 +505,7 @@ impl Registry<'_> {
                 repo: redact_url(self.repo),
                 chart: self.chart.to_string(),
                 version: version.to_string(),
-                what: "archive",
-                by: "the manifest",
+                checked: Checked::Layer,
                 expected: layer.digest.clone(),
                 actual,
             });

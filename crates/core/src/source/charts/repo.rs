@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use super::error::ChartError;
+use super::error::{ChartError, Checked};
 use super::login::ChartLogin;
 use super::version::{newest, parse_constraint, parse_version};
 use crate::outbound::{GuardedResolver, OutboundPolicy};
@@ -323,8 +323,7 @@ impl Fetcher {
                 repo: redact_url(repo),
                 chart: chart.to_string(),
                 version: entry.version.clone(),
-                what: "archive",
-                by: "index.yaml",
+                checked: Checked::Index,
                 expected: format!("sha256:{expected}"),
                 actual: format!("sha256:{actual}"),
             });

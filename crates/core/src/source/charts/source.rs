@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::ChartStore;
-use super::error::ChartError;
+use super::error::{ChartError, Checked};
 use super::login::ChartLogin;
 use super::oci;
 use super::version::parse_constraint;
@@ -107,8 +107,7 @@ impl ChartStore {
                 repo: redact_url(repo),
                 chart: name.to_string(),
                 version: version.to_string(),
-                what: "chart",
-                by: "the revision",
+                checked: Checked::Revision,
                 expected: digest.to_string(),
                 actual: fetched,
             });
