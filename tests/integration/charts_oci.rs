@@ -5,12 +5,16 @@
 //! dependency is an `oci://` chart; an App object pinned by digest; an unknown
 //! version naming the tags that exist; a chart layer whose bytes are not its digest's,
 //! refused with nothing applied; a steady state that lists tags and fetches no blob.
+//! Behind htpasswd, an App's `kubectl create secret docker-registry` Secret lets it in
+//! and a stale one fails as `AuthenticationFailed`, naming the registry and never the
+//! password; a Helm repository behind basic authentication takes Flux's keys, and a
+//! Secret with a CA tether would not use is refused by its key.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::app_crd::{app_yaml, exists, install_crd};
-use crate::charts_deps::run_helm;
+use crate::charts_deps::{HelmRepo, run_helm};
 use crate::charts_source::chart;
 use crate::serve::{Serve, origin, server_section};
 use crate::support::{TestSandbox, eventually};
@@ -499,9 +503,78 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         greeting(&sandbox, "denied-1-0-0").await.is_none(),
         "nothing applied"
     );
+
+    // A Helm repository behind basic authentication, with Flux's keys; a Secret with
+    // a CA tether would not use is refused by its key.
+    let helm_repo = HelmRepo::start_with_login(
+        root.join("helm-repo"),
+        format!("Basic {}", base64_login(USER, PASSWORD)),
+    )
+    .await;
+    helm_repo.publish(&chart(&build, "web", "1.0.3"));
+    for (name, extra) in [("helm-login", ""), ("helm-ca", "--from-literal=ca.crt=PEM")] {
+        let mut args = vec![
+            "create",
+            "secret",
+            "generic",
+            name,
+            "-n",
+            "team",
+            "--from-literal=username=robot",
+        ];
+        let password = format!("--from-literal=password={PASSWORD}");
+        args.push(&password);
+        if !extra.is_empty() {
+            args.push(extra);
+        }
+        sandbox.kubectl(&args).await.ok();
+    }
+    for (name, secret) in [("helmsrc", "helm-login"), ("helmca", "helm-ca")] {
+        sandbox
+            .kubectl_with_stdin(
+                &["apply", "-f", "-"],
+                Some(&app_yaml(
+                    name,
+                    "team",
+                    &private_spec(&helm_repo.url, name, secret),
+                )),
+            )
+            .await
+            .ok();
+    }
+    serve
+        .wait_status("team.helmsrc", "the Helm repository's chart syncs", |s| {
+            s["sync"] == "Synced"
+                && s["revision"]["sha"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("web@1.0.3@sha256:"))
+        })
+        .await;
+    assert_eq!(
+        greeting(&sandbox, "helmsrc-1-0-3").await.as_deref(),
+        Some("default")
+    );
+    let refused = serve
+        .wait_status("team.helmca", "a Secret with a CA is refused", |s| {
+            s["source"]["ready"] == false
+        })
+        .await;
+    assert!(
+        refused["source"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Secret team/helm-ca has key ca.crt")),
+        "{refused}"
+    );
+
     let log = serve.log();
     for secret in [PASSWORD, WRONG] {
         assert!(!log.contains(secret) && !denied.to_string().contains(secret));
     }
     assert_eq!(serve.stop().await, Some(0));
+}
+
+/// `user:password` in base64, as a basic `Authorization` header carries it.
+fn base64_login(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }
