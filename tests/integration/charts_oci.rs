@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 
 use crate::app_crd::{app_yaml, exists, install_crd};
 use crate::charts_deps::{HelmRepo, run_helm};
-use crate::charts_source::chart;
-use crate::serve::{Serve, origin, server_section};
+use crate::charts_source::{chart, serve_with_helm};
+use crate::serve::{origin, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// The registry's accept header for a Helm chart's manifest.
@@ -164,15 +164,26 @@ impl OciRegistry {
 
     /// The manifest of `chart:tag`, and its digest as the registry names it.
     pub(crate) async fn manifest(&self, chart: &str, tag: &str) -> (serde_json::Value, String) {
-        let answer = reqwest::Client::new()
+        self.manifest_as(chart, tag, None).await
+    }
+
+    /// [`OciRegistry::manifest`], as [`USER`] with `password` when one is given.
+    async fn manifest_as(
+        &self,
+        chart: &str,
+        tag: &str,
+        password: Option<&str>,
+    ) -> (serde_json::Value, String) {
+        let mut request = reqwest::Client::new()
             .get(format!(
                 "http://{}/v2/charts/{chart}/manifests/{tag}",
                 self.host
             ))
-            .header("accept", OCI_MANIFEST)
-            .send()
-            .await
-            .expect("the manifest");
+            .header("accept", OCI_MANIFEST);
+        if let Some(password) = password {
+            request = request.basic_auth(USER, Some(password));
+        }
+        let answer = request.send().await.expect("the manifest");
         assert!(answer.status().is_success(), "{chart}:{tag}");
         let digest = answer.headers()["docker-content-digest"]
             .to_str()
@@ -265,15 +276,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         app("bad", &repo, "bad", "1.0.0"),
         git.url,
     );
-    let helm = crate::chart::helm();
-    let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let serve =
-        Serve::start_with_env(&sandbox, "chart-oci", &config, &[], &[("PATH", env_path)]).await;
+    let serve = serve_with_helm(&sandbox, "chart-oci", &config).await;
 
     // The newest version of the range, named by its manifest's digest.
     let (_, digest) = registry.manifest("web", "1.0.0").await;
@@ -432,21 +435,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         "sources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps: []\n",
         server_section(root)
     );
-    let helm = crate::chart::helm();
-    let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let serve = Serve::start_with_env(
-        &sandbox,
-        "chart-oci-login",
-        &config,
-        &[],
-        &[("PATH", env_path)],
-    )
-    .await;
+    let serve = serve_with_helm(&sandbox, "chart-oci-login", &config).await;
     for (name, secret) in [("private", "registry"), ("denied", "stale")] {
         sandbox
             .kubectl_with_stdin(
@@ -457,23 +446,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
             .ok();
     }
 
-    let (_, digest) = {
-        let answer = reqwest::Client::new()
-            .get(format!(
-                "http://{}/v2/charts/web/manifests/1.0.0",
-                registry.host
-            ))
-            .basic_auth(USER, Some(PASSWORD))
-            .header("accept", OCI_MANIFEST)
-            .send()
-            .await
-            .expect("the manifest");
-        let digest = answer.headers()["docker-content-digest"]
-            .to_str()
-            .expect("a digest")
-            .to_string();
-        ((), digest)
-    };
+    let (_, digest) = registry.manifest_as("web", "1.0.0", Some(PASSWORD)).await;
     let want = format!("web@1.0.0@{digest}");
     serve
         .wait_status("team.private", "the App with the right login syncs", |s| {

@@ -62,6 +62,18 @@ async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
     found
 }
 
+/// `tether serve` of `config` with Helm's stand-in first on its PATH.
+pub(crate) async fn serve_with_helm(sandbox: &TestSandbox, name: &str, config: &str) -> Serve {
+    let helm = crate::chart::helm();
+    let bin = helm.parent().expect("helm's folder");
+    let env_path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Serve::start_with_env(sandbox, name, config, &[], &[("PATH", env_path)]).await
+}
+
 /// One app of the configuration: chart `chart` of `repo` at `version`, polled often.
 fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
     format!(
@@ -104,21 +116,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         app("missing", &repo.url, "web", "~9.0"),
         app("bad", &tampered.url, "bad", "1.0.0"),
     );
-    let helm = crate::chart::helm();
-    let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let serve = Serve::start_with_env(
-        &sandbox,
-        "chart-source",
-        &config,
-        &[],
-        &[("PATH", env_path)],
-    )
-    .await;
+    let serve = serve_with_helm(&sandbox, "chart-source", &config).await;
 
     // The newest version of the range (not 2.0.0), with the app's values.
     let synced = serve
