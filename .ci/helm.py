@@ -8,6 +8,7 @@ Only what the chart tests need, with helm's flags and output:
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
     helm package CHART [-d DIR]
     helm repo index DIR [--url URL]
+    helm push CHART.tgz oci://HOST/PATH [--plain-http] [--username U --password-stdin]
 
 `template` is what `helm template` is: the chart rendered by Helm's engine as a
 first install, no cluster contacted, printing the manifests in Helm's install order
@@ -23,6 +24,10 @@ returns no hooks, so none are printed then.
 `package` and `repo index` are Helm's own (the chart tests build Helm repositories
 with them): an archive `NAME-VERSION.tgz`, and `DIR/index.yaml` listing every
 archive of DIR with its digest, as `helm repo index` writes it.
+`push` is Helm's own `helm push`: the archive as an OCI artifact with Helm's media
+types, tagged with the chart's version, under `oci://HOST/PATH/NAME`; with
+`--username` the password is read from stdin (never from the command line) and the
+registry logged in first, as `helm registry login --password-stdin` does.
 Errors go to stderr as `Error: ...` with exit code 1, as helm does.
 """
 
@@ -250,6 +255,41 @@ def repo_index(args: list[str]) -> None:
     helm.repo_index_generate(positional[0], base_url=url)
 
 
+def push(args: list[str]) -> None:
+    plain_http = False
+    username: str | None = None
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--plain-http":
+            plain_http = True
+        elif args[i] == "--username" and i + 1 < len(args):
+            username = args[i + 1]
+            i += 1
+        elif args[i] == "--password-stdin":
+            pass
+        elif args[i].startswith("-"):
+            raise SystemExit(f"Error: unknown flag: {args[i]}")
+        else:
+            positional.append(args[i])
+        i += 1
+    if len(positional) != 2 or not positional[1].startswith("oci://"):
+        raise SystemExit("Error: usage: helm push CHART.tgz oci://HOST/PATH")
+    chart, remote = positional
+    client = None
+    if username is not None:
+        import tempfile
+
+        password = sys.stdin.readline().rstrip("\n")
+        host = remote.removeprefix("oci://").split("/", 1)[0]
+        store = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+        store.close()
+        client = helm.RegistryClient(plain_http=plain_http, credentials_file=store.name)
+        client.login(host, username, password, plain_http=plain_http)
+    pushed = helm.push(chart, remote, client=client, plain_http=plain_http)
+    print(json.dumps(pushed))
+
+
 def main() -> None:
     args = sys.argv[1:]
     command = args[0] if args else "help"
@@ -266,6 +306,8 @@ def main() -> None:
         package(args[1:])
     elif command == "repo" and args[1:2] == ["index"]:
         repo_index(args[2:])
+    elif command == "push":
+        push(args[1:])
     else:
         raise SystemExit(__doc__)
 

@@ -12,10 +12,14 @@
 //! cold sync + render (target 2 requests, 1 renderer), and a poll with nothing new
 //! (target: `index.yaml` alone, no renderer).
 //!
+//! The same chart pushed (by Helm's SDK) to an OCI registry (Debian's
+//! `docker-registry` on loopback) as an app's source: cold sync + render (target 3
+//! requests: the tags, the manifest, the layer; 1 renderer) and a poll with nothing
+//! new (target: the tags alone, no renderer).
+//!
 //! `cargo bench --bench charts [-- --quick]` prints a table, writes
 //! `target/bench-results/charts.json`, and exits non-zero when it printed a FAIL.
 //! Helm is `TETHER_HELM`, else the one `.ci/install-helm` installs, else `helm`.
-//! OCI dependencies are not measured: tether does not fetch them yet.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -154,6 +158,85 @@ fn commit(dir: &Path, subject: &str) {
     );
 }
 
+/// A distribution registry on loopback storing under `root`, killed when dropped.
+struct Registry(std::process::Child);
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a registry, pushes the Helm repository's `sub` archive to it with Helm's
+/// SDK, and returns it with its `oci://` URL.
+async fn oci_registry(root: &Path, helm: &str, archives: &Path) -> (Registry, String) {
+    let host = format!("127.0.0.1:{}", tether_testkit::free_port());
+    let config = root.join("registry.yml");
+    let storage = root.join("registry");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\nhttp:\n  addr: {host}\n  secret: bench\n",
+            storage.display()
+        ),
+    )
+    .expect("write registry.yml");
+    let child = std::process::Command::new("docker-registry")
+        .arg("serve")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docker-registry runs (apt-get install docker-registry)");
+    let registry = Registry(child);
+    let ping = format!("http://{host}/v2/");
+    for _ in 0..100 {
+        if reqwest::get(&ping)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("oci://{host}/charts");
+    let archive = archives.join("sub-0.1.0.tgz");
+    run(
+        helm,
+        &["push", &archive.display().to_string(), &url, "--plain-http"],
+    );
+    (registry, url)
+}
+
+/// The OCI chart as an app's source on a fresh cache: (requests, renderers, time) of
+/// the cold sync + render, and (requests, renderers) of a poll finding nothing new.
+async fn oci_source(
+    root: &Path,
+    url: &str,
+    renderers: &Renderers,
+    log: &Path,
+) -> ((u64, usize, Duration), (u64, usize)) {
+    let sources = SourceCache::open(root.join("oci-source")).expect("cache");
+    let source = Source::chart(url, "sub", "~0.1");
+    let mut cache = RenderCache::default();
+    let count = || (sources.charts().requests(), processes(log).0);
+    let (r0, p0) = count();
+    let started = Instant::now();
+    let at = sources.sync(&source).await.expect("the OCI chart resolves");
+    let objects = stage(&mut cache, &sources, &source, &at, renderers)
+        .await
+        .objects
+        .len();
+    let cold = started.elapsed();
+    assert_eq!(objects, 10, "sub's ten ConfigMaps");
+    let (r1, p1) = count();
+    let polled = sources.sync(&source).await.expect("the OCI chart resolves");
+    stage(&mut cache, &sources, &source, &polled, renderers).await;
+    let (r2, p2) = count();
+    ((r1 - r0, p1 - p0, cold), (r2 - r1, p2 - p1))
+}
+
 async fn stage(
     cache: &mut RenderCache,
     sources: &SourceCache,
@@ -179,6 +262,7 @@ async fn main() {
     let log = tmp.path().join("processes.log");
     let helm = counting_wrapper(tmp.path(), "helm", &helm_program(), &log);
     let repo_dir = helm_repository(tmp.path(), &helm_program());
+    let (_registry, oci_url) = oci_registry(tmp.path(), &helm_program(), &repo_dir).await;
     let (repo_url, requests) = serve(repo_dir).await;
     let git_dir = git_repository(tmp.path(), &repo_url);
     let source = Source::new(git_dir.display().to_string(), "main", "apps/web");
@@ -277,6 +361,10 @@ async fn main() {
     )
     .await;
     let (r8, p8) = count(&log);
+    let (
+        (oci_cold_requests, oci_cold_renderers, oci_cold),
+        (oci_poll_requests, oci_poll_renderers),
+    ) = oci_source(tmp.path(), &oci_url, &renderers, &log).await;
 
     let rows = [
         (
@@ -321,6 +409,21 @@ async fn main() {
             r8 - r7 == 1 && p8 == p7,
         ),
         (
+            "OCI chart source, cold: requests / renderers",
+            format!("{oci_cold_requests} / {oci_cold_renderers}"),
+            oci_cold_requests == 3 && oci_cold_renderers == 1,
+        ),
+        (
+            "OCI chart source, cold: fetch + render",
+            format!("{:.1} ms", ms(oci_cold)),
+            true,
+        ),
+        (
+            "OCI chart source, poll: requests / renderers",
+            format!("{oci_poll_requests} / {oci_poll_renderers}"),
+            oci_poll_requests == 1 && oci_poll_renderers == 0,
+        ),
+        (
             "chart cache: bytes / bound",
             format!("{cached} / {DEFAULT_CHART_CACHE_BYTES}"),
             cached <= DEFAULT_CHART_CACHE_BYTES,
@@ -352,6 +455,11 @@ async fn main() {
         "chart_source_cold_ms": ms(chart_cold),
         "chart_source_poll_requests": r8 - r7,
         "chart_source_poll_renderer_processes": p8 - p7,
+        "oci_source_cold_requests": oci_cold_requests,
+        "oci_source_cold_renderer_processes": oci_cold_renderers,
+        "oci_source_cold_ms": ms(oci_cold),
+        "oci_source_poll_requests": oci_poll_requests,
+        "oci_source_poll_renderer_processes": oci_poll_renderers,
         "cache_bytes": cached,
         "cache_bound_bytes": DEFAULT_CHART_CACHE_BYTES,
         "failed": failed,

@@ -29,11 +29,27 @@ pub(crate) struct HelmRepo {
     _server: tokio::task::JoinHandle<()>,
 }
 
+/// What the repository serves from: its folder, its counters, and the
+/// `Authorization` header it requires, if any.
+type RepoState = (
+    PathBuf,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    Option<Arc<String>>,
+);
+
 async fn serve_file(
-    State((dir, count, archives)): State<(PathBuf, Arc<AtomicUsize>, Arc<AtomicUsize>)>,
+    State((dir, count, archives, login)): State<RepoState>,
     UrlPath(name): UrlPath<String>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Vec<u8>, StatusCode> {
     count.fetch_add(1, Ordering::SeqCst);
+    if let Some(login) = login {
+        let given = headers.get("authorization").and_then(|h| h.to_str().ok());
+        if given != Some(login.as_str()) {
+            return Err(StatusCode::UNAUTHORIZED);
+        }
+    }
     if name.ends_with(".tgz") {
         archives.fetch_add(1, Ordering::SeqCst);
     }
@@ -45,12 +61,21 @@ async fn serve_file(
 
 impl HelmRepo {
     pub(crate) async fn start(dir: PathBuf) -> HelmRepo {
+        HelmRepo::serve(dir, None).await
+    }
+
+    /// A repository answering only requests with this `Authorization` header.
+    pub(crate) async fn start_with_login(dir: PathBuf, authorization: String) -> HelmRepo {
+        HelmRepo::serve(dir, Some(Arc::new(authorization))).await
+    }
+
+    async fn serve(dir: PathBuf, login: Option<Arc<String>>) -> HelmRepo {
         std::fs::create_dir_all(&dir).expect("mkdir");
         let requests = Arc::new(AtomicUsize::new(0));
         let archives = Arc::new(AtomicUsize::new(0));
         let app = axum::Router::new()
             .route("/{name}", axum::routing::get(serve_file))
-            .with_state((dir.clone(), requests.clone(), archives.clone()));
+            .with_state((dir.clone(), requests.clone(), archives.clone(), login));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -88,7 +113,7 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8")
 }
 
-fn run_helm(args: &[&str]) {
+pub(crate) fn run_helm(args: &[&str]) {
     let out = std::process::Command::new(crate::chart::helm())
         .args(args)
         .output()

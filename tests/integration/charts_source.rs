@@ -15,7 +15,7 @@ use crate::support::TestSandbox;
 
 /// A chart folder `name` at `version`: one ConfigMap named after the release and the
 /// version, holding the `greeting` value.
-fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
+pub(crate) fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
     let dir = root.join(format!("{name}-{version}")).join(name);
     std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
     std::fs::write(
@@ -60,6 +60,18 @@ async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
         .collect();
     found.sort();
     found
+}
+
+/// `tether serve` of `config` with Helm's stand-in first on its PATH.
+pub(crate) async fn serve_with_helm(sandbox: &TestSandbox, name: &str, config: &str) -> Serve {
+    let helm = crate::chart::helm();
+    let bin = helm.parent().expect("helm's folder");
+    let env_path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Serve::start_with_env(sandbox, name, config, &[], &[("PATH", env_path)]).await
 }
 
 /// One app of the configuration: chart `chart` of `repo` at `version`, polled often.

@@ -240,7 +240,7 @@ type Has = fn(&Product) -> bool;
 /// **no**) and how to tell from the product whether tether has that feature.
 const CLAIMS: &[(&str, Has)] = &[
     ("charts from Helm repositories and OCI registries", |p| {
-        p.crd_field("chart")
+        p.crd_field("chart") && p.crds.contains("oci://host/path")
     }),
     (
         "chart values from ConfigMaps and Secrets, post-render patches",

@@ -8,6 +8,7 @@ mod appsets;
 mod chart;
 mod chart_values;
 mod charts_deps;
+mod charts_oci;
 mod charts_source;
 mod cli;
 mod cli_errors;

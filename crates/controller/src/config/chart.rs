@@ -1,6 +1,7 @@
 //! `source.chart` and `source.version` (issue #26): an app whose source is a chart of
-//! an HTTP(S) Helm repository, as Argo CD names one (`repoURL` + `chart`) and Flux
-//! versions one (`version`, exact or a semver range). Checked here so that a
+//! an HTTP(S) Helm repository or an OCI registry (`oci://host/path`), as Argo CD names
+//! one (`repoURL` + `chart`) and Flux versions one (`version`, exact or a semver
+//! range; for OCI, a manifest digest too). Checked here so that a
 //! configuration that loads names a repository and a version range tether can follow.
 
 use super::check::{Checker, line_of};
@@ -8,7 +9,7 @@ use super::model::ChartSource;
 use super::raw;
 
 /// The schemes of the Helm repositories a chart source is fetched from.
-const CHART_SCHEMES: [&str; 2] = ["https://", "http://"];
+const CHART_SCHEMES: [&str; 3] = ["https://", "http://", "oci://"];
 
 /// The chart a source names, when it names one; every problem reported on `check`.
 pub(super) fn resolve_chart(
@@ -32,7 +33,8 @@ pub(super) fn resolve_chart(
         check.report(
             at("chart"),
             line_of(name),
-            "the chart's name in the repository's index.yaml, without a path",
+            "the chart's name in the repository (its index.yaml, or the last part of \
+             its OCI reference), without a path",
         );
     }
     let repo = src.repo.value.trim();
@@ -41,13 +43,12 @@ pub(super) fn resolve_chart(
             at("repo"),
             line_of(&src.repo),
             "a chart source's repo is a Helm repository's http(s):// URL \
-             (OCI registries are not supported yet)",
+             or an OCI registry's oci://host/path",
         );
     }
     for (field, set) in [
         ("ref", src.reference.is_some()),
         ("path", src.path.is_some()),
-        ("credentials", src.credentials.is_some()),
     ] {
         if set {
             check.report(
@@ -59,8 +60,26 @@ pub(super) fn resolve_chart(
             );
         }
     }
+    if let Some(credentials) = &src.credentials {
+        for (field, set) in [
+            ("sshKeyFile", credentials.value.ssh_key_file.is_some()),
+            (
+                "knownHostsFile",
+                credentials.value.known_hosts_file.is_some(),
+            ),
+        ] {
+            if set {
+                check.report(
+                    at(&format!("credentials.{field}")),
+                    line_of(credentials),
+                    "a chart repository takes a username and password, a token, \
+                     or a secretRef (Flux's keys, or a dockerconfigjson for a registry)",
+                );
+            }
+        }
+    }
     let version = src.version.as_ref().map_or("", |v| v.value.trim());
-    if let Err(message) = tether_core::source::charts::check_version(version) {
+    if let Err(message) = tether_core::source::charts::check_version(repo, version) {
         check.report(
             at("version"),
             src.version.as_ref().and_then(line_of),
@@ -95,12 +114,23 @@ mod tests {
         assert_eq!(source.reference, "~6.5");
         assert_eq!(source.path, "");
         assert_eq!(source.url, "https://charts.example.com/stable/");
+        let digest = format!("sha256:{}", "0a".repeat(32));
+        let text = format!(
+            "apps:\n- name: web\n  source: {{repo: \"oci://ghcr.io/stefanprodan/charts\", chart: podinfo, version: \"{digest}\"}}\n"
+        );
+        let config = Config::parse(&text, "tether.yaml").expect("an OCI chart pinned by digest");
+        assert_eq!(config.apps[0].source().reference, digest);
 
         for (source, field, says) in [
             (
-                "{repo: \"oci://r.example/c\", chart: c}",
+                "{repo: \"ssh://r.example/c\", chart: c}",
                 "source.repo",
-                "OCI registries are not supported yet",
+                "or an OCI registry's oci://host/path",
+            ),
+            (
+                "{repo: \"https://h\", chart: c, version: \"sha256:abc\"}",
+                "source.version",
+                "a digest pins a chart of an OCI registry (oci://) only",
             ),
             (
                 "{repo: \"https://h\", chart: c, version: banana}",
@@ -111,6 +141,11 @@ mod tests {
                 "{repo: \"https://h\", chart: c, ref: main}",
                 "source.ref",
                 "a chart source takes no ref",
+            ),
+            (
+                "{repo: \"oci://h/c\", chart: c, credentials: {sshKeyFile: /k, knownHostsFile: /h}}",
+                "source.credentials.sshKeyFile",
+                "a chart repository takes a username and password",
             ),
             (
                 "{repo: \"https://h\", chart: c, path: x}",

@@ -421,7 +421,9 @@ impl AppConfig {
             None => self.source.credentials.auth(&self.source.repo),
         };
         match &self.source.chart {
-            Some(chart) => Source::chart(&self.source.repo, &chart.name, &chart.version),
+            Some(chart) => {
+                Source::chart(&self.source.repo, &chart.name, &chart.version).with_auth(auth)
+            }
             None => Source::new(&self.source.repo, &self.source.reference, &self.source.path)
                 .with_auth(auth),
         }

@@ -22,6 +22,7 @@ use super::timeout::{self, GitTimeouts, Watchdog};
 use super::url::redact;
 use super::{Auth, Revision, Source, SourceError, SourceFile, is_full_sha};
 use crate::cluster::Cluster;
+mod charts;
 mod earlier;
 
 /// Every branch and tag, mirrored under the same names: one fetch serves every source
@@ -164,21 +165,11 @@ impl SourceCache {
         let Auth::Secret(secret) = &source.auth else {
             return Ok(source.clone());
         };
+        let data = self.secret_data(source, secret).await?;
         let cred_err = |message: String| SourceError::Credentials {
             url: source.url.clone(),
             message,
         };
-        let cluster = self.inner.secrets.lock().ok().and_then(|c| c.clone());
-        let cluster = cluster.ok_or_else(|| {
-            cred_err(format!(
-                "credentials.secretRef names {secret}, and no cluster connection reads Secrets here"
-            ))
-        })?;
-        let data = cluster
-            .secret_data(&secret.namespace, &secret.name)
-            .await
-            .map_err(|e| cred_err(format!("cannot read {secret}: {e}")))?
-            .ok_or_else(|| cred_err(format!("{secret} not found")))?;
         let auth = secret.auth(&data).map_err(cred_err)?;
         Ok(source.clone().with_auth(auth))
     }
@@ -199,13 +190,16 @@ impl SourceCache {
         let requested = Instant::now();
         let result = match &source.chart {
             // A chart source has no clone: the chart store resolves and keeps it.
-            Some(chart) => self
-                .inner
-                .charts
-                .resolve_chart(&source.url, chart, &source.reference)
-                .await
-                .map(|revision| (revision, None))
-                .map_err(SourceError::from),
+            Some(chart) => match self.chart_login(source).await {
+                Ok(login) => self
+                    .inner
+                    .charts
+                    .resolve_chart(&source.url, chart, &source.reference, &login)
+                    .await
+                    .map(|revision| (revision, None))
+                    .map_err(SourceError::from),
+                Err(e) => Err(e),
+            },
             None => self
                 .sync_inner(source, requested)
                 .await

@@ -224,11 +224,11 @@ fn percent_decode(s: &str) -> String {
 /// plain text; they stay for the configuration file and the CLI, which the operator
 /// writes. The error says what is accepted, never the URL's credentials.
 pub fn check_tenant_repo_url(url: &str) -> Result<(), String> {
-    let accepted = "an App's repository must be an https://, http://, ssh:// or \
-                    user@host:path URL";
+    let accepted = "an App's repository must be an https://, http://, ssh://, oci:// \
+                    (a chart's registry) or user@host:path URL";
     match url.trim().split_once("://") {
         Some((scheme, rest)) => {
-            let known = ["https", "http", "ssh"]
+            let known = ["https", "http", "ssh", "oci"]
                 .iter()
                 .any(|s| scheme.eq_ignore_ascii_case(s));
             let host = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -486,6 +486,7 @@ mod tests {
             "HTTP://h.example:8080/r",
             "ssh://git@h.example:2222/r.git",
             "git@github.com:org/r.git",
+            "oci://ghcr.io/org/charts",
         ] {
             assert!(check_tenant_repo_url(ok).is_ok(), "{ok}");
         }
@@ -495,6 +496,7 @@ mod tests {
             "./repo",
             "git://h.example/r.git",
             "https:///local",
+            "oci:///charts",
             "ext::sh -c touch% /tmp/x",
         ] {
             let err = check_tenant_repo_url(refused).expect_err(refused);

@@ -212,7 +212,14 @@ pub async fn read_revision(
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
         let runtime = tokio::runtime::Handle::current();
         let mut files = match &source.chart {
-            Some(chart) => runtime.block_on(cache.charts().chart_files(&source.url, chart, &at))?,
+            Some(chart) => runtime.block_on(async {
+                let login = cache.chart_login(&source).await?;
+                cache
+                    .charts()
+                    .chart_files(&source.url, chart, &at, &login)
+                    .await
+                    .map_err(DesiredError::from)
+            })?,
             None => files_to_render(
                 |path| cache.read_path(&source, &at, path),
                 &source.path,

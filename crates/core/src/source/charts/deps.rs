@@ -13,11 +13,16 @@ use tether_diff::manifest::resolve;
 use super::error::ChartError;
 use crate::source::redact_url;
 
+/// The schemes of the repositories dependencies are fetched from.
+const REMOTE_SCHEMES: [&str; 3] = ["https://", "http://", "oci://"];
+
 /// Chart.yaml, as far as dependencies go.
 #[derive(Debug, Default, Deserialize)]
 struct Metadata {
     #[serde(default)]
     name: String,
+    #[serde(default)]
+    version: String,
     #[serde(default)]
     dependencies: Vec<Dependency>,
 }
@@ -35,8 +40,9 @@ struct Dependency {
 /// Where a dependency to vendor comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// A Helm repository over HTTP(S), and the version constraint (exact when locked).
-    Http { repo: String, constraint: String },
+    /// A Helm repository over HTTP(S) or an OCI registry (`oci://host/path`, the
+    /// chart's name appended), and the version constraint (exact when locked).
+    Remote { repo: String, constraint: String },
     /// A folder of the same revision (`file://`), as a path from the repository root.
     Local { dir: String },
 }
@@ -123,6 +129,16 @@ fn vendored(files: &[(String, Vec<u8>)], dir: &str) -> BTreeSet<String> {
     names
 }
 
+/// The version the `Chart.yaml` of an archive's files (paths from the chart's
+/// folder) gives, when it gives one.
+pub fn chart_version(files: &[(String, Vec<u8>)]) -> Option<String> {
+    parse::<Metadata>(files, "Chart.yaml")
+        .ok()
+        .flatten()
+        .map(|m| m.version.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
 /// Whether the chart at `path` names a `file://` dependency: its folder may lie
 /// anywhere in the repository, so the whole revision must be read.
 pub fn needs_repository(files: &[(String, Vec<u8>)], path: &str) -> bool {
@@ -163,7 +179,10 @@ pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, Chart
                     repository: dep.repository.clone(),
                 })?,
             }
-        } else if dep.repository.starts_with("https://") || dep.repository.starts_with("http://") {
+        } else if REMOTE_SCHEMES
+            .iter()
+            .any(|scheme| dep.repository.starts_with(scheme))
+        {
             let constraint = match &lock {
                 None => dep.version.clone(),
                 Some(lock) => lock
@@ -177,7 +196,7 @@ pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, Chart
                         repository: redact_url(&dep.repository),
                     })?,
             };
-            Origin::Http {
+            Origin::Remote {
                 repo: dep.repository.trim_end_matches('/').to_string(),
                 constraint,
             }
@@ -258,7 +277,7 @@ mod tests {
         ]);
         let http = |constraint: &str| Wanted {
             name: "sub".into(),
-            origin: Origin::Http {
+            origin: Origin::Remote {
                 repo: "https://charts.example.com".into(),
                 constraint: constraint.into(),
             },
@@ -310,15 +329,29 @@ mod tests {
             ".: dependency x (https://h/) is missing from Chart.lock \
              (run `helm dependency update` and commit Chart.lock)"
         );
-        let oci = files(&[(
+        let alias = files(&[(
             "Chart.yaml",
-            "name: web\ndependencies:\n- {name: x, repository: 'oci://u:p@r.example/c'}\n",
+            "name: web\ndependencies:\n- {name: x, repository: '@stable'}\n",
         )]);
-        let err = plan(&oci, "").expect_err("oci");
+        let err = plan(&alias, "").expect_err("a local repository alias");
         assert!(
             err.to_string()
-                .starts_with(".: dependency x: repository oci://***@r.example/c is not supported"),
+                .starts_with(".: dependency x: repository @stable is not supported"),
             "{err}"
+        );
+        let oci = files(&[(
+            "Chart.yaml",
+            "name: web\ndependencies:\n- {name: x, version: ~1, repository: 'oci://r.example/c/'}\n",
+        )]);
+        assert_eq!(
+            plan(&oci, "").expect("an OCI dependency"),
+            [Wanted {
+                name: "x".into(),
+                origin: Origin::Remote {
+                    repo: "oci://r.example/c".into(),
+                    constraint: "~1".into()
+                }
+            }]
         );
         let missing = files(&[("lib/Chart.yaml", "name: other\n")]);
         let err = local_files(

@@ -5,6 +5,38 @@
 use super::archive::ArchiveProblem;
 use crate::outbound::OutboundError;
 
+/// What a fetched digest was checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// An archive, against its index.yaml entry.
+    Index,
+    /// An OCI chart layer, against its manifest.
+    Layer,
+    /// An OCI manifest, against the digest the registry or the reference named.
+    Manifest,
+    /// A chart's files, against the revision that named them.
+    Revision,
+}
+
+impl Checked {
+    fn what(self) -> &'static str {
+        match self {
+            Checked::Index | Checked::Layer => "archive",
+            Checked::Manifest => "manifest",
+            Checked::Revision => "chart",
+        }
+    }
+
+    fn by(self) -> &'static str {
+        match self {
+            Checked::Index => "index.yaml",
+            Checked::Layer => "the manifest",
+            Checked::Manifest => "the registry",
+            Checked::Revision => "the revision",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
     /// Chart.yaml or Chart.lock does not parse: the revision must change.
@@ -34,10 +66,11 @@ pub enum ChartError {
         dependency: String,
         repository: String,
     },
-    /// A repository tether does not fetch from (yet): `oci://`, `@name` aliases.
+    /// A repository tether does not fetch from: `@name` aliases of a local Helm setup.
     #[error(
         "{chart}: dependency {dependency}: repository {repository} is not supported \
-         (an http(s):// Helm repository or file:// path is; or vendor the chart in charts/)"
+         (an http(s):// Helm repository, an oci:// registry or a file:// path is; \
+         or vendor the chart in charts/)"
     )]
     Unsupported {
         chart: String,
@@ -98,15 +131,28 @@ pub enum ChartError {
         constraint: String,
         message: String,
     },
+    /// What was fetched is not what index.yaml, an OCI manifest or the revision
+    /// named: the repository must change.
     #[error(
-        "{repo}: {chart}-{version}: the archive's digest is {actual}, index.yaml says {expected}"
+        "{repo}: {chart}-{version}: the {}'s digest is {actual}, {} says {expected}",
+        .checked.what(),
+        .checked.by()
     )]
     DigestMismatch {
         repo: String,
         chart: String,
         version: String,
+        checked: Checked,
         expected: String,
         actual: String,
+    },
+    /// An OCI registry's answer that is no Helm chart (another artifact's media
+    /// types, no chart layer, a manifest that does not parse, a bad reference).
+    #[error("{repo}: {chart}: {message}")]
+    Registry {
+        repo: String,
+        chart: String,
+        message: String,
     },
     #[error("{repo}: {chart}-{version}: {problem}")]
     Archive {

@@ -9,12 +9,17 @@
 //! served from it without a request. A Git chart is rendered once per commit (the
 //! render cache), so a pass with no new commit makes no request at all.
 //!
+//! Charts of OCI registries ([`oci`]) take the same path: the same client, checks
+//! and cache, keyed by their manifest's digest.
+//!
 //! A chart may also be an app's whole source ([`ChartStore::resolve_chart`]): the
 //! same fetcher and cache, re-resolved at each poll.
 
 mod archive;
 mod deps;
 mod error;
+mod login;
+mod oci;
 mod repo;
 mod source;
 mod version;
@@ -28,6 +33,8 @@ pub use archive::{
 };
 pub use deps::needs_repository;
 pub use error::ChartError;
+pub use login::{ChartLogin, DOCKER_CONFIG_KEY};
+pub use oci::{MAX_MANIFEST_BYTES, OCI_SCHEME};
 pub use repo::{CHART_FETCH_TIMEOUT, MAX_INDEX_BYTES};
 pub use source::check_version;
 
@@ -75,9 +82,15 @@ struct Inner {
     fetcher: Mutex<Option<Arc<Fetcher>>>,
     requests: Arc<AtomicU64>,
     cache: Mutex<Cache>,
-    /// `(repository, chart, version)` → digest, for versions fetched before.
-    pinned: Mutex<HashMap<(String, String, String), String>>,
+    /// `(repository, chart, version, login's fingerprint)` → digest, for versions
+    /// fetched before: what one login fetched is not another's to read.
+    pinned: Mutex<HashMap<Pin, String>>,
+    /// OCI registries' bearer tokens.
+    tokens: oci::Tokens,
 }
+
+/// A version (or an OCI digest) of a chart, as one login fetched it.
+type Pin = (String, String, String, String);
 
 /// Expanded archives by digest, least recently used out first past `budget` bytes.
 struct Cache {
@@ -150,6 +163,7 @@ impl ChartStore {
                     charts: HashMap::new(),
                 }),
                 pinned: Mutex::new(HashMap::new()),
+                tokens: oci::Tokens::default(),
             }),
         }
     }
@@ -230,9 +244,17 @@ impl ChartStore {
                         digest: String::new(),
                     });
                 }
-                Origin::Http { repo, constraint } => {
+                Origin::Remote { repo, constraint } => {
+                    // A dependency's repository is the chart author's: fetched anonymously.
                     let (version, digest, chart) = self
-                        .remote(&repo, &want.name, &constraint, &chart_at, &mut indexes)
+                        .remote(
+                            &repo,
+                            &want.name,
+                            &constraint,
+                            &chart_at,
+                            &mut indexes,
+                            &ChartLogin::default(),
+                        )
                         .await?;
                     let into = join(&dir, &format!("charts/{}-{version}", want.name));
                     added.extend(chart.iter().map(|(p, b)| (join(&into, p), b.clone())));
@@ -248,8 +270,9 @@ impl ChartStore {
         Ok(out)
     }
 
-    /// Chart `name` of `repo` at the newest version `constraint` allows: from the
-    /// cache when that version was fetched before, else from the repository.
+    /// Chart `name` of `repo` (an HTTP(S) Helm repository or an OCI registry) at the
+    /// newest version `constraint` allows: from the cache when that version was
+    /// fetched before, else from the repository.
     async fn remote(
         &self,
         repo: &str,
@@ -257,26 +280,32 @@ impl ChartStore {
         constraint: &str,
         chart_at: &str,
         indexes: &mut HashMap<String, Index>,
+        login: &ChartLogin,
     ) -> Result<(String, String, Expanded), ChartError> {
+        if oci::is_oci(repo) {
+            return self
+                .remote_oci(repo, name, constraint, chart_at, login)
+                .await;
+        }
         // A bare full version is exact (Helm's reading, and every Chart.lock's).
         if version::parse_version(constraint).is_some() {
             let version = constraint.trim().to_string();
-            if let Some((digest, files)) = self.fetched_before(repo, name, &version)? {
+            if let Some((digest, files)) = self.fetched_before(repo, name, &version, login)? {
                 return Ok((version, digest, files));
             }
         }
         let fetcher = self.fetcher()?;
         if !indexes.contains_key(repo) {
-            indexes.insert(repo.to_string(), fetcher.index(repo).await?);
+            indexes.insert(repo.to_string(), fetcher.index(repo, login).await?);
         }
         let index = &indexes[repo];
         let entry = index
             .pick(repo, name, constraint, (chart_at, name))?
             .clone();
-        if let Some((digest, files)) = self.fetched_before(repo, name, &entry.version)? {
+        if let Some((digest, files)) = self.fetched_before(repo, name, &entry.version, login)? {
             return Ok((entry.version, digest, files));
         }
-        let (bytes, digest) = fetcher.archive(repo, name, &entry).await?;
+        let (bytes, digest) = fetcher.archive(repo, name, &entry, login).await?;
         let files = archive::unpack(&bytes, name).map_err(|problem| ChartError::Archive {
             repo: redact_url(repo),
             chart: name.to_string(),
@@ -296,22 +325,48 @@ impl ChartStore {
             .lock()
             .map_err(|_| poisoned())?
             .put(digest.clone(), files.clone());
-        self.inner.pinned.lock().map_err(|_| poisoned())?.insert(
-            (repo.to_string(), name.to_string(), entry.version.clone()),
-            digest.clone(),
-        );
+        self.pin(repo, name, &entry.version, login, &digest)?;
         Ok((entry.version, digest, files))
     }
 
-    /// The digest and files of `name` `version` of `repo`, when fetched before and
-    /// still in the cache.
+    /// Remembers that `login` fetched `version` of chart `name` of `repo` as `digest`.
+    fn pin(
+        &self,
+        repo: &str,
+        name: &str,
+        version: &str,
+        login: &ChartLogin,
+        digest: &str,
+    ) -> Result<(), ChartError> {
+        let key = (
+            repo.to_string(),
+            name.to_string(),
+            version.to_string(),
+            login.fingerprint(),
+        );
+        self.inner
+            .pinned
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(key, digest.to_string());
+        Ok(())
+    }
+
+    /// The digest and files of `name` `version` of `repo`, when `login` fetched it
+    /// before and it is still in the cache.
     fn fetched_before(
         &self,
         repo: &str,
         name: &str,
         version: &str,
+        login: &ChartLogin,
     ) -> Result<Option<(String, Expanded)>, ChartError> {
-        let key = (repo.to_string(), name.to_string(), version.to_string());
+        let key = (
+            repo.to_string(),
+            name.to_string(),
+            version.to_string(),
+            login.fingerprint(),
+        );
         let pinned = self.inner.pinned.lock().map_err(|_| poisoned())?;
         let Some(digest) = pinned.get(&key).cloned() else {
             return Ok(None);

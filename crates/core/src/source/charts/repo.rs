@@ -13,7 +13,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use super::error::ChartError;
+use super::error::{ChartError, Checked};
+use super::login::ChartLogin;
 use super::version::{newest, parse_constraint, parse_version};
 use crate::outbound::{GuardedResolver, OutboundPolicy};
 use crate::source::redact_url;
@@ -56,7 +57,7 @@ pub struct Entry {
 /// How many names or versions an error lists before `…`.
 const LISTED: usize = 20;
 
-fn listed<'a>(items: impl Iterator<Item = &'a str>) -> String {
+pub(super) fn listed<'a>(items: impl Iterator<Item = &'a str>) -> String {
     let items: Vec<&str> = items.collect();
     let mut text = items
         .iter()
@@ -112,6 +113,21 @@ impl Index {
     }
 }
 
+/// Whether `url` has the scheme, host and port of the repository `repo`.
+fn same_origin(repo: &str, url: &str) -> bool {
+    match (url::Url::parse(repo), url::Url::parse(url)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
+/// A response: its status, headers and body (read under a budget).
+pub(super) struct Answer {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
 /// The HTTP side: one client, guarded or not, and a count of the requests it made
 /// (shared with the store: the bench and the tests count a warm pass's).
 pub struct Fetcher {
@@ -155,14 +171,42 @@ impl Fetcher {
         })
     }
 
-    /// The body of `url`, at most `limit` bytes; `what` names it in errors.
+    /// The body of `url`, at most `limit` bytes; `what` names it in errors. The
+    /// login goes only to the repository's own origin, as Helm sends it
+    /// (`--pass-credentials` off): an index may point archives anywhere.
     async fn get(
         &self,
         repo: &str,
         url: &str,
         what: &str,
         limit: u64,
+        login: &ChartLogin,
     ) -> Result<Vec<u8>, ChartError> {
+        let mut headers = Vec::new();
+        if let Some(header) = login.header().filter(|_| same_origin(repo, url)) {
+            headers.push((reqwest::header::AUTHORIZATION, header));
+        }
+        let answer = self.send(repo, url, &headers, what, limit).await?;
+        if !answer.status.is_success() {
+            return Err(ChartError::Status {
+                repo: redact_url(repo),
+                what: what.to_string(),
+                status: answer.status.as_u16(),
+            });
+        }
+        Ok(answer.body)
+    }
+
+    /// One GET of `url` with `headers`, whatever its status, its body read under
+    /// `limit` bytes: an OCI registry's 401 is a step of its handshake, not a failure.
+    pub(super) async fn send(
+        &self,
+        repo: &str,
+        url: &str,
+        headers: &[(reqwest::header::HeaderName, String)],
+        what: &str,
+        limit: u64,
+    ) -> Result<Answer, ChartError> {
         let shown = redact_url(repo);
         if let Some(policy) = &self.policy {
             policy
@@ -191,14 +235,11 @@ impl Fetcher {
             }
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut response = self.client.get(url).send().await.map_err(unreachable)?;
-        if !response.status().is_success() {
-            return Err(ChartError::Status {
-                repo: shown,
-                what: what.to_string(),
-                status: response.status().as_u16(),
-            });
+        let mut request = self.client.get(url);
+        for (name, value) in headers {
+            request = request.header(name, value);
         }
+        let mut response = request.send().await.map_err(unreachable)?;
         let too_large = || ChartError::TooLarge {
             repo: shown.clone(),
             what: what.to_string(),
@@ -207,6 +248,8 @@ impl Fetcher {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(too_large());
         }
+        let status = response.status();
+        let response_headers = response.headers().clone();
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
             if (body.len() + chunk.len()) as u64 > limit {
@@ -214,13 +257,19 @@ impl Fetcher {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+        Ok(Answer {
+            status,
+            headers: response_headers,
+            body,
+        })
     }
 
     /// The repository's `index.yaml`.
-    pub async fn index(&self, repo: &str) -> Result<Index, ChartError> {
+    pub async fn index(&self, repo: &str, login: &ChartLogin) -> Result<Index, ChartError> {
         let url = format!("{}/index.yaml", repo.trim_end_matches('/'));
-        let body = self.get(repo, &url, "index.yaml", MAX_INDEX_BYTES).await?;
+        let body = self
+            .get(repo, &url, "index.yaml", MAX_INDEX_BYTES, login)
+            .await?;
         let bad = |message: String| ChartError::Index {
             repo: redact_url(repo),
             message,
@@ -242,6 +291,7 @@ impl Fetcher {
         repo: &str,
         chart: &str,
         entry: &Entry,
+        login: &ChartLogin,
     ) -> Result<(Vec<u8>, String), ChartError> {
         let bad = |message: &str| ChartError::Index {
             repo: redact_url(repo),
@@ -259,7 +309,13 @@ impl Fetcher {
         let url = base.join(first).map_err(|e| bad(&e.to_string()))?;
         let what = format!("{chart}-{}.tgz", entry.version);
         let bytes = self
-            .get(repo, url.as_str(), &what, super::archive::MAX_ARCHIVE_BYTES)
+            .get(
+                repo,
+                url.as_str(),
+                &what,
+                super::archive::MAX_ARCHIVE_BYTES,
+                login,
+            )
             .await?;
         let actual = hex::encode(Sha256::digest(&bytes));
         if actual != expected {
@@ -267,6 +323,7 @@ impl Fetcher {
                 repo: redact_url(repo),
                 chart: chart.to_string(),
                 version: entry.version.clone(),
+                checked: Checked::Index,
                 expected: format!("sha256:{expected}"),
                 actual: format!("sha256:{actual}"),
             });

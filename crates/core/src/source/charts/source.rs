@@ -9,16 +9,27 @@
 use std::collections::HashMap;
 
 use super::ChartStore;
-use super::error::ChartError;
+use super::error::{ChartError, Checked};
+use super::login::ChartLogin;
+use super::oci;
 use super::version::parse_constraint;
 use crate::source::{Revision, redact_url};
 
 /// Where a chart source's [`ChartError::BadConstraint`] comes from, in its message.
 const SOURCE_PLACE: &str = "source";
 
-/// Whether `text` is a version or version range a chart source accepts, or why not
-/// (for the configuration's validation, naming its field).
-pub fn check_version(text: &str) -> Result<(), String> {
+/// Whether `text` is a version or version range a chart source of `repo` accepts
+/// (or, for an OCI registry, a manifest digest), or why not (for the
+/// configuration's validation, naming its field).
+pub fn check_version(repo: &str, text: &str) -> Result<(), String> {
+    if text.trim().starts_with("sha256:") {
+        if !oci::is_oci(repo) {
+            return Err("a digest pins a chart of an OCI registry (oci://) only".into());
+        }
+        return oci::as_digest(text)
+            .map(|_| ())
+            .ok_or_else(|| "a digest is sha256:<64 lowercase hex digits>".into());
+    }
     parse_constraint(text).map(|_| ())
 }
 
@@ -36,17 +47,18 @@ fn parse_revision<'a>(name: &str, sha: &'a str) -> Option<(&'a str, &'a str)> {
 
 impl ChartStore {
     /// Chart `name` of `repo` at the newest version `constraint` allows, fetched and
-    /// checked (or found in the cache), as a revision. A range asks the repository's
+    /// checked (or found in the cache), as a revision; fetched with `login`. A range asks the repository's
     /// index each time (one request); an exact version fetched before asks nothing.
     pub async fn resolve_chart(
         &self,
         repo: &str,
         name: &str,
         constraint: &str,
+        login: &ChartLogin,
     ) -> Result<Revision, ChartError> {
         let mut indexes = HashMap::new();
         let (version, digest, _) = self
-            .remote(repo, name, constraint, SOURCE_PLACE, &mut indexes)
+            .remote(repo, name, constraint, SOURCE_PLACE, &mut indexes, login)
             .await?;
         Ok(Revision {
             sha: revision_id(name, &version, &digest),
@@ -62,17 +74,32 @@ impl ChartStore {
         repo: &str,
         name: &str,
         revision: &Revision,
+        login: &ChartLogin,
     ) -> Result<Vec<(String, Vec<u8>)>, ChartError> {
         let (version, digest) =
             parse_revision(name, &revision.sha).ok_or_else(|| ChartError::Index {
                 repo: redact_url(repo),
                 message: format!("{} is not a revision of chart {name}", revision.sha),
             })?;
-        let (_, fetched, files) = match self.fetched_before(repo, name, version)? {
-            Some((fetched, files)) => (version.to_string(), fetched, files),
-            None => {
-                self.remote(repo, name, version, SOURCE_PLACE, &mut HashMap::new())
+        let (_, fetched, files) = if oci::is_oci(repo) {
+            // By the manifest's digest (from the cache when it holds it): the tag
+            // may name another manifest by now.
+            self.remote(repo, name, digest, SOURCE_PLACE, &mut HashMap::new(), login)
+                .await?
+        } else {
+            match self.fetched_before(repo, name, version, login)? {
+                Some((fetched, files)) => (version.to_string(), fetched, files),
+                None => {
+                    self.remote(
+                        repo,
+                        name,
+                        version,
+                        SOURCE_PLACE,
+                        &mut HashMap::new(),
+                        login,
+                    )
                     .await?
+                }
             }
         };
         if fetched != digest {
@@ -80,6 +107,7 @@ impl ChartStore {
                 repo: redact_url(repo),
                 chart: name.to_string(),
                 version: version.to_string(),
+                checked: Checked::Revision,
                 expected: digest.to_string(),
                 actual: fetched,
             });
@@ -104,8 +132,12 @@ mod tests {
         );
         assert_eq!(parse_revision("we", &sha), None, "another chart's");
         assert_eq!(parse_revision("web", "web@1.0.0"), None, "no digest");
-        assert!(check_version("~1.2").is_ok());
-        assert!(check_version(">=4.0.0 <5").is_ok());
-        assert!(check_version("banana").is_err());
+        let http = "https://charts.example.com";
+        assert!(check_version(http, "~1.2").is_ok());
+        assert!(check_version(http, ">=4.0.0 <5").is_ok());
+        assert!(check_version(http, "banana").is_err());
+        assert!(check_version(http, &digest).is_err(), "a digest is OCI's");
+        assert!(check_version("oci://r.example/charts", &digest).is_ok());
+        assert!(check_version("oci://r.example/charts", "sha256:ab").is_err());
     }
 }

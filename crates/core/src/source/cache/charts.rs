@@ -1,0 +1,51 @@
+//! A chart source's credentials (issue #26), read at each fetch as a Git source's
+//! are: the configuration's environment variable or file, or a Secret read through
+//! the cluster connection (an App's with its own identity), resolved for the chart's
+//! repository (a `kubernetes.io/dockerconfigjson` entry for an OCI registry's host).
+
+use std::collections::BTreeMap;
+
+use super::SourceCache;
+use crate::source::charts::ChartLogin;
+use crate::source::{Auth, CredentialsSecret, Source, SourceError};
+
+impl SourceCache {
+    /// The login a chart source's credentials give now. A missing Secret or key is a
+    /// credentials error that names them and the repository, never a value.
+    pub async fn chart_login(&self, source: &Source) -> Result<ChartLogin, SourceError> {
+        let login = match &source.auth {
+            Auth::Secret(secret) => {
+                let data = self.secret_data(source, secret).await?;
+                ChartLogin::from_secret(secret, &data, &source.url)
+            }
+            auth => ChartLogin::from_auth(auth),
+        };
+        login.map_err(|message| SourceError::Credentials {
+            url: source.url.clone(),
+            message,
+        })
+    }
+
+    /// The decoded data of `secret`, read through the cluster connection.
+    pub(super) async fn secret_data(
+        &self,
+        source: &Source,
+        secret: &CredentialsSecret,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SourceError> {
+        let cred_err = |message: String| SourceError::Credentials {
+            url: source.url.clone(),
+            message,
+        };
+        let cluster = self.inner.secrets.lock().ok().and_then(|c| c.clone());
+        let cluster = cluster.ok_or_else(|| {
+            cred_err(format!(
+                "credentials.secretRef names {secret}, and no cluster connection reads Secrets here"
+            ))
+        })?;
+        cluster
+            .secret_data(&secret.namespace, &secret.name)
+            .await
+            .map_err(|e| cred_err(format!("cannot read {secret}: {e}")))?
+            .ok_or_else(|| cred_err(format!("{secret} not found")))
+    }
+}
