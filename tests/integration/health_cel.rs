@@ -177,12 +177,17 @@ async fn a_ready_expr_holds_the_dependent_until_it_is_true() {
             s["automation"]["reason"] == waiting.as_str()
         })
         .await;
-    assert!(web["lastPass"].is_null(), "a waiting app runs no pass: {web}");
+    assert!(
+        web["lastPass"].is_null(),
+        "a waiting app runs no pass: {web}"
+    );
     let absent = sandbox.kubectl(&["get", "cm", "web", "-n", "ready"]).await;
     assert_ne!(absent.code, 0, "web applied nothing while waiting");
 
     // A release commit: db passes at it, and its new status wakes web at once.
-    origin.repo.write("db/cm.yaml", &configmap("db", "ready", "2"));
+    origin
+        .repo
+        .write("db/cm.yaml", &configmap("db", "ready", "2"));
     origin.repo.commit("release 2");
     assert!(serve.push(&origin.url).await.is_success());
     serve

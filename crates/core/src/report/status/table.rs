@@ -117,7 +117,11 @@ fn unhealthy(app: &Value) -> Option<String> {
         let message = r["healthMessage"]
             .as_str()
             .filter(|m| !m.is_empty() && r["health"] == app["health"])?;
-        Some(format!("{}/{}: {message}", r["kind"].as_str()?, r["name"].as_str()?))
+        Some(format!(
+            "{}/{}: {message}",
+            r["kind"].as_str()?,
+            r["name"].as_str()?
+        ))
     })
 }
 
