@@ -55,3 +55,59 @@ pub(super) fn resolve_health_checks(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::config::{Config, app_from_spec};
+
+    const APP: &str = "  source: {repo: https://git.example/r.git}\n";
+
+    #[test]
+    fn rules_load_for_every_app_and_per_app_and_a_bad_one_names_its_place() {
+        let text = format!(
+            "healthCheckExprs:\n- {{apiVersion: example.com/v1, kind: Gadget, current: \"true\"}}\n\
+             apps:\n- name: web\n{APP}  healthCheckExprs:\n  - apiVersion: example.com/v1\n    kind: Gadget\n    current: \"status.phase == 'Running'\"\n"
+        );
+        let config = Config::parse(&text, "t.yaml").expect("valid");
+        assert!(config.health_checks.get("example.com", "Gadget").is_some());
+        assert!(
+            config.apps[0]
+                .health_checks
+                .get("example.com", "Gadget")
+                .is_some()
+        );
+        let bad = text.replace("current: \"true\"", "current: \"status.phase ==\"");
+        let err = Config::parse(&bad, "t.yaml")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.starts_with(
+                "t.yaml:2: healthCheckExprs[0]: rule for Gadget.example.com: current: line 1, column"
+            ),
+            "{err}"
+        );
+        // An App's rules go through the same code, named by their place in the App.
+        let spec = json!({
+            "source": {"repo": "https://git.example/r.git"},
+            "healthCheckExprs": [{"apiVersion": "example.com/v1", "kind": "Gadget",
+                                  "current": "true", "failed": "status.phase == )"}],
+        });
+        let err = app_from_spec("team-a.web", &spec)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("spec.healthCheckExprs[0]: rule for Gadget.example.com: failed: line 1"),
+            "{err}"
+        );
+        let spec = json!({
+            "source": {"repo": "https://git.example/r.git"},
+            "healthCheckExprs": [{"apiVersion": "example.com/v1", "kind": "Gadget"}],
+        });
+        let err = app_from_spec("team-a.web", &spec)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("current"), "{err}");
+    }
+}
