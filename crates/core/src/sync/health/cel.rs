@@ -82,7 +82,8 @@ impl Expr {
             RuleError::Syntax {
                 field,
                 line: first.map_or(1, |e| e.pos.0),
-                column: first.map_or(1, |e| e.pos.1 + 1),
+                // Both 1-based, as the parser reports them (and editors count).
+                column: first.map_or(1, |e| e.pos.1),
                 message: first.map_or_else(|| errors.to_string(), |e| e.msg.clone()),
             }
         })?;
@@ -564,6 +565,12 @@ mod tests {
         assert!(
             err.to_string().starts_with("failed: line 1, column"),
             "{err}"
+        );
+        // `)` is the 17th character: columns count from 1, as editors do.
+        let at = Rule::compile(&widget_rule("status.phase == )", None, None)).unwrap_err();
+        assert!(
+            at.to_string().starts_with("current: line 1, column 17: "),
+            "{at}"
         );
         assert_eq!(
             Rule::compile(&widget_rule(" ", None, None)).unwrap_err(),
