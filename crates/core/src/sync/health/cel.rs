@@ -134,8 +134,7 @@ impl Predicate {
     pub fn holds(&self, bindings: &[(&str, &Value)]) -> Result<bool, String> {
         let mut context = ::cel::Context::with_env(ENV.clone());
         for (name, value) in bindings {
-            let value = ::cel::to_value(value).map_err(|e| format!("{name}: {e}"))?;
-            context.add_variable_from_value(*name, value);
+            context.add_variable_from_value(*name, to_cel(value));
         }
         self.expr.holds(&context)
     }
@@ -249,10 +248,7 @@ impl Rule {
                 // "undeclared reference", naming it.
                 None => continue,
             };
-            match ::cel::to_value(value) {
-                Ok(value) => context.add_variable_from_value(name.as_str(), value),
-                Err(err) => return self.unknown(format!("{name}: {err}")),
-            }
+            context.add_variable_from_value(name.as_str(), to_cel(value));
         }
         for (expr, health) in &self.exprs {
             match expr.holds(&context) {
@@ -274,6 +270,31 @@ impl Rule {
             health: Health::Unknown,
             message: format!("health rule for {}: {why}", self.name()),
         }
+    }
+}
+
+/// A JSON value as CEL reads it, as Kubernetes' CEL does: a whole number is an
+/// `int` (so `status.replicas == 3` holds; a `uint` would not equal the literal), a
+/// larger one a `uint`, anything else a `double`. Direct, without serde's detour.
+fn to_cel(value: &Value) -> ::cel::Value {
+    match value {
+        Value::Null => ::cel::Value::Null,
+        Value::Bool(b) => ::cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => ::cel::Value::Int(i),
+            (None, Some(u)) => ::cel::Value::UInt(u),
+            (None, None) => ::cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => ::cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => ::cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(fields) => ::cel::Value::Map(::cel::objects::Map {
+            map: Arc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (::cel::objects::Key::String(Arc::new(k.clone())), to_cel(v)))
+                    .collect(),
+            ),
+        }),
     }
 }
 
@@ -655,6 +676,24 @@ mod tests {
         let err = ready.holds(&[("self", &me)]).unwrap_err();
         assert!(err.starts_with("readyExpr (dep.phase"), "{err}");
         assert!(Predicate::compile("readyExpr", "dep.phase ==").is_err());
+    }
+
+    #[test]
+    fn whole_numbers_are_ints_as_kubernetes_cel_reads_json() {
+        let rule = Rule::compile(&widget_rule(
+            "status.readyReplicas == 3 && status.readyReplicas == spec.replicas && status.ratio > 0.5 && status.big > 0u",
+            None,
+            None,
+        ))
+        .unwrap();
+        let live = json!({"spec": {"replicas": 3},
+                          "status": {"readyReplicas": 3, "ratio": 0.75, "big": u64::MAX}});
+        assert_eq!(
+            rule.assess(&live).health,
+            Health::Healthy,
+            "{:?}",
+            rule.assess(&live)
+        );
     }
 
     #[test]
