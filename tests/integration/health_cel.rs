@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, origin, refused, server_section};
 use crate::support::TestSandbox;
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
@@ -123,16 +123,8 @@ async fn a_rule_that_does_not_compile_refuses_the_configuration_naming_the_app()
         "{server}apps:\n- name: gadgets\n  source: {{repo: \"https://git.example/r.git\"}}\n{}",
         RULES.replace("status.phase == 'Failed'", "status.phase == ")
     );
-    let path = sandbox.write_file("bad-rule.yaml", &config);
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--config", &path])
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .output()
-        .await
-        .expect("tether serve runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = refused(&sandbox, "bad-rule.yaml", &config).await;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(
             "apps[0].healthCheckExprs[0]: rule for Gadget.health.example.com: failed: line 1, column"

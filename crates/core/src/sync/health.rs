@@ -268,7 +268,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn id(group: &str, kind: &str) -> ObjectId {
+    /// An object of `group` and `kind` (the CEL rules' tests use it too).
+    pub(super) fn id(group: &str, kind: &str) -> ObjectId {
         ObjectId {
             group: group.into(),
             version: "v1".into(),

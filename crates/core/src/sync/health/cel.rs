@@ -463,6 +463,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use super::super::tests::id;
+
     fn widget_rule(current: &str, in_progress: Option<&str>, failed: Option<&str>) -> RuleSpec {
         RuleSpec {
             api_version: "example.com/v1".into(),
@@ -470,16 +472,6 @@ mod tests {
             current: current.into(),
             in_progress: in_progress.map(Into::into),
             failed: failed.map(Into::into),
-        }
-    }
-
-    fn id(group: &str, kind: &str) -> ObjectId {
-        ObjectId {
-            group: group.into(),
-            version: "v1".into(),
-            kind: kind.into(),
-            namespace: Some("ns".into()),
-            name: "w".into(),
         }
     }
 
