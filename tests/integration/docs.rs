@@ -253,6 +253,9 @@ const CLAIMS: &[(&str, Has)] = &[
         p.cli.contains("--hook-timeout")
     }),
     ("dependencies between apps", |p| p.crd_field("dependsOn")),
+    ("health rules for custom resources", |p| {
+        p.crd_field("healthCheckExprs")
+    }),
     ("apps generated from Git or clusters", |p| {
         p.crds.contains("appsets.tether.dev")
     }),

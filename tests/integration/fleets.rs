@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::app_crd::{app, app_yaml, exists, install_crd};
-use crate::serve::{Serve, configmap, origin, origin_http, server_section};
+use crate::serve::{Serve, configmap, origin, origin_http, refused, server_section};
 use crate::support::{TestSandbox, eventually};
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.fleets.example.com}\nspec:\n  group: fleets.example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
@@ -163,16 +163,8 @@ async fn a_configuration_with_a_dependency_cycle_is_refused_naming_the_chain() {
         app("b", "c"),
         app("c", "a")
     );
-    let path = sandbox.write_file("cycle.yaml", &config);
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--config", &path])
-        .arg("--kubeconfig")
-        .arg(&sandbox.kubeconfig)
-        .output()
-        .await
-        .expect("tether serve runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = refused(&sandbox, "cycle.yaml", &config).await;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("apps[0].dependsOn: a dependency cycle: a → b → c → a"),
         "{stderr}"

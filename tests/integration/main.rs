@@ -24,6 +24,7 @@ mod examples;
 mod fidelity;
 mod field;
 mod fleets;
+mod health_cel;
 mod helm_hooks;
 mod hooks;
 mod http_guard;

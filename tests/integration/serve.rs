@@ -1702,3 +1702,24 @@ async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one
     assert_eq!(stalled["sync"], "Unknown", "{stalled}");
     assert_eq!(serve.stop().await, Some(0));
 }
+
+/// `tether serve` with `config` (written as `file` in the sandbox's directory), which
+/// must refuse it: its exit code (2 for a bad configuration) and what it printed.
+pub(crate) async fn refused(
+    sandbox: &TestSandbox,
+    file: &str,
+    config: &str,
+) -> (Option<i32>, String) {
+    let path = sandbox.write_file(file, config);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["serve", "--config", &path])
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .output()
+        .await
+        .expect("tether serve runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -220,8 +220,13 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
         (entry.get_mut("dependsOn"), identity.split_once('.'))
     {
         for reference in refs.iter_mut() {
-            if let Some(name) = reference.as_str().filter(|r| !r.contains('/')) {
-                *reference = Value::String(format!("{namespace}/{name}"));
+            // A name, or Flux's form `{name, readyExpr}`.
+            let name = match reference {
+                Value::Object(entry) => entry.get_mut("name"),
+                other => Some(other),
+            };
+            if let Some(name) = name.filter(|n| n.as_str().is_some_and(|r| !r.contains('/'))) {
+                *name = Value::String(format!("{namespace}/{}", name.as_str().unwrap_or_default()));
             }
         }
     }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use super::AppConfig;
 use super::check::{Checker, dns1123_label, dns1123_subdomain, line_of};
 use super::raw::{self, S};
+use tether_core::sync::health::cel::Predicate;
 
 /// The identity a reference names: `name` (a file app) or `namespace/name` (an App).
 pub fn identity_of(reference: &str) -> Result<String, String> {
@@ -70,24 +71,74 @@ pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>, start: &str) -> Option<
     walk(graph, start, start, &mut path, &mut HashSet::new()).then_some(path)
 }
 
-/// `apps[i].dependsOn`, as identities; a malformed reference is reported and left out.
+/// One `dependsOn` entry as written: a reference, or Flux's form with a CEL
+/// `readyExpr` the dependency must also satisfy.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RawDependsOn {
+    Name(String),
+    Entry(RawDependsOnEntry),
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDependsOnEntry {
+    pub name: String,
+    #[serde(default)]
+    pub ready_expr: Option<String>,
+}
+
+impl RawDependsOn {
+    fn reference(&self) -> &str {
+        match self {
+            RawDependsOn::Name(name) | RawDependsOn::Entry(RawDependsOnEntry { name, .. }) => {
+                name.trim()
+            }
+        }
+    }
+
+    fn ready_expr(&self) -> Option<&str> {
+        match self {
+            RawDependsOn::Name(_) => None,
+            RawDependsOn::Entry(entry) => entry.ready_expr.as_deref(),
+        }
+    }
+}
+
+/// `apps[i].dependsOn`, as identities, and the `readyExpr`s by identity, compiled; a
+/// malformed reference or expression is reported and left out.
 pub(super) fn resolve_references(
-    references: &[S<String>],
+    references: &[S<RawDependsOn>],
     path: &str,
     check: &mut Checker,
-) -> Vec<String> {
+) -> (Vec<String>, BTreeMap<String, Predicate>) {
     let mut identities: Vec<String> = Vec::with_capacity(references.len());
+    let mut ready = BTreeMap::new();
     for (i, reference) in references.iter().enumerate() {
         let place = format!("{path}.dependsOn[{i}]");
-        match identity_of(reference.value.trim()) {
+        match identity_of(reference.value.reference()) {
             Ok(id) if identities.contains(&id) => {
                 check.report(place, line_of(reference), format!("{id:?} is listed twice"))
             }
-            Ok(id) => identities.push(id),
+            Ok(id) => {
+                if let Some(source) = reference.value.ready_expr() {
+                    match Predicate::compile("readyExpr", source) {
+                        Ok(expr) => {
+                            ready.insert(id.clone(), expr);
+                        }
+                        Err(err) => check.report(
+                            format!("{place}.readyExpr"),
+                            line_of(reference),
+                            err.to_string(),
+                        ),
+                    }
+                }
+                identities.push(id);
+            }
             Err(why) => check.report(place, line_of(reference), why),
         }
     }
-    identities
+    (identities, ready)
 }
 
 /// The file's apps: each reference to a file app names one of them, and no chain of
@@ -207,6 +258,33 @@ mod tests {
             format!("apps:\n- name: db\n{APP}- name: web\n{APP}  dependsOn: [db, team-a/cache]\n");
         let config = Config::parse(&fine, "t.yaml").expect("valid");
         assert_eq!(config.apps[1].depends_on, ["db", "team-a.cache"]);
+    }
+
+    #[test]
+    fn a_dependency_with_a_ready_expr_is_compiled_at_load_and_a_bad_one_refused() {
+        let text = format!(
+            "apps:\n- name: db\n{APP}- name: web\n{APP}  dependsOn:\n  - name: db\n    readyExpr: \"dep.health == 'Healthy'\"\n  - team-a/cache\n"
+        );
+        let config = Config::parse(&text, "t.yaml").expect("valid");
+        assert_eq!(config.apps[1].depends_on, ["db", "team-a.cache"]);
+        let ready = &config.apps[1].ready_exprs;
+        assert_eq!(ready.len(), 1);
+        assert_eq!(ready["db"].source(), "dep.health == 'Healthy'");
+        let bad = text.replace("dep.health == 'Healthy'", "dep.health ==");
+        let found = problems(&bad);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("apps[1].dependsOn[0].readyExpr: readyExpr: line 1, column"),
+            "{found:?}"
+        );
+        // An App's bare name in the object form is an App of its own namespace too.
+        let spec = serde_json::json!({
+            "source": {"repo": "https://git.example/r.git"},
+            "dependsOn": [{"name": "db", "readyExpr": "true"}],
+        });
+        let app = crate::config::app_from_spec("team-a.web", &spec).expect("valid");
+        assert_eq!(app.depends_on, ["team-a.db"]);
+        assert!(app.ready_exprs.contains_key("team-a.db"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod chart;
 mod check;
 mod decryption;
 pub mod depends;
+mod health;
 mod model;
 mod oidc;
 mod post_build;

@@ -1,6 +1,7 @@
 //! The configuration as the service uses it: validated, defaults filled in, and the
 //! report stage's channels and commit-status target resolved (step two of two).
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -94,6 +95,8 @@ pub struct Config {
     pub sources: SourcesConfig,
     /// May be empty: the service then idles.
     pub apps: Vec<AppConfig>,
+    /// `healthCheckExprs`: CEL health rules for every app, compiled (issue #28).
+    pub health_checks: tether_core::sync::health::HealthRules,
 }
 
 /// `sources`: the floor of every app's poll interval and the budget of a revision read.
@@ -229,10 +232,17 @@ pub struct AppConfig {
     /// The apps a pass waits for before it syncs or prunes (`dependsOn`), by identity:
     /// a file app's name, an App's `<namespace>.<name>` (see `config::depends`).
     pub depends_on: Vec<String>,
+    /// `dependsOn[].readyExpr`, compiled, by the dependency's identity: CEL over the
+    /// dependency's status (`dep`) and this app's (`self`), which must hold besides
+    /// the dependency being ready (see `reconcile::depends`).
+    pub ready_exprs: BTreeMap<String, tether_core::sync::health::cel::Predicate>,
     /// Post-build substitution: the `postBuild:` block (see [`super::post_build`]).
     pub post_build: Option<super::PostBuildConfig>,
     /// SOPS decryption: the `decryption:` block (see [`super::decryption`]).
     pub decryption: Option<super::DecryptionConfig>,
+    /// `healthCheckExprs`: this app's CEL health rules, compiled (see
+    /// [`super::health`]); they win over [`Config::health_checks`].
+    pub health_checks: tether_core::sync::health::HealthRules,
 }
 
 /// Where an app's desired state lives.
@@ -405,6 +415,7 @@ impl Default for Config {
             shards: DEFAULT_SHARDS,
             sources: SourcesConfig::default(),
             apps: Vec::new(),
+            health_checks: Default::default(),
         }
     }
 }

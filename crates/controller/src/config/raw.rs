@@ -43,6 +43,9 @@ pub struct Config {
     pub sources: Sources,
     #[serde(default, deserialize_with = "null_is_default")]
     pub apps: Vec<App>,
+    /// CEL health rules for every app (issue #28).
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub health_check_exprs: Vec<S<super::health::RawHealthCheck>>,
 }
 
 /// `sources`: limits every app's Git source shares.
@@ -161,11 +164,14 @@ pub struct App {
     pub service_account_name: Option<S<String>>,
     /// Apps this one waits for: a file app's `name`, an App's `namespace/name`.
     #[serde(default, deserialize_with = "null_is_default")]
-    pub depends_on: Vec<S<String>>,
+    pub depends_on: Vec<S<super::depends::RawDependsOn>>,
     #[serde(default)]
     pub post_build: Option<S<RawPostBuild>>,
     #[serde(default)]
     pub decryption: Option<S<RawDecryption>>,
+    /// CEL health rules of this app (issue #28); they win over the file's.
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub health_check_exprs: Vec<S<super::health::RawHealthCheck>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -89,6 +89,8 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         apps.push(resolved);
     }
     super::depends::check_file_apps(&apps, &raw.apps, check);
+    let health_checks =
+        super::health::resolve_health_checks(&raw.health_check_exprs, "healthCheckExprs", check);
     Config {
         server,
         inventory_namespace,
@@ -99,6 +101,7 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         shards,
         sources,
         apps,
+        health_checks,
     }
 }
 
@@ -509,6 +512,8 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             }
         }
     });
+    let (depends_on, ready_exprs) =
+        super::depends::resolve_references(&raw.depends_on, path, check);
     AppConfig {
         name: raw.name.value.clone(),
         source,
@@ -521,13 +526,19 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         commit_status,
         service_account_name,
         tenant_namespace: None,
-        depends_on: super::depends::resolve_references(&raw.depends_on, path, check),
+        depends_on,
+        ready_exprs,
         post_build: raw.post_build.as_ref().map(|p| {
             super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
         }),
         decryption: raw.decryption.as_ref().map(|d| {
             super::decryption::resolve_decryption(&d.value, &format!("{path}.decryption"), check)
         }),
+        health_checks: super::health::resolve_health_checks(
+            &raw.health_check_exprs,
+            &format!("{path}.healthCheckExprs"),
+            check,
+        ),
     }
 }
 

@@ -43,7 +43,7 @@ use tether_core::report::status::{
 };
 use tether_core::source::{Revision, SourceCache, SourceState, SourceStatus};
 use tether_core::sync::desired::{DesiredError, RenderCache, label_for_app, read_revision};
-use tether_core::sync::health::Health;
+use tether_core::sync::health::{Health, Judge};
 use tether_core::sync::inventory::Inventory;
 use tether_core::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
 use tether_diff::diff::IgnoreRule;
@@ -83,6 +83,8 @@ pub struct Shared {
     pub commit_statuses: CommitStatusReporter,
     /// Every app's `dependsOn`, and the wakes of those waiting.
     pub dependencies: Dependencies,
+    /// The configuration's CEL health rules (`healthCheckExprs`), compiled.
+    pub health_rules: tether_core::sync::health::HealthRules,
 }
 
 /// What woke a worker since it last looked: objects of the app that changed live,
@@ -174,9 +176,12 @@ pub fn spawn(
             wake.notify_one();
         })
     };
-    let dependencies = shared
-        .dependencies
-        .register(&config.name, config.depends_on.clone(), woken);
+    let dependencies = shared.dependencies.register_with(
+        &config.name,
+        config.depends_on.clone(),
+        config.ready_exprs.clone(),
+        woken,
+    );
     let worker = Worker {
         dependencies,
         leadership: shared.ownership.for_app(&config.name),
@@ -745,6 +750,7 @@ impl Worker {
             hook_timeout: self.config.sync.hook_timeout,
             // Applied in full at this revision: a heal skips the dry run.
             validated: acting && self.synced_revision.as_deref() == Some(id),
+            health: Judge::new(&self.config.health_checks, &self.shared.health_rules),
             ..SyncOptions::new(&self.config.name)
         }
     }

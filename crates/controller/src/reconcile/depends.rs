@@ -21,6 +21,7 @@ use tether_core::report::status::{
     AppStatus, Automation, DEPENDENCY_NOT_READY, Statuses, SyncStatus,
 };
 use tether_core::sync::health::Health;
+use tether_core::sync::health::cel::Predicate;
 
 /// The `Ready` and `Stalled` reason of an app on a dependency cycle.
 pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
@@ -39,6 +40,8 @@ pub struct Dependencies {
 struct Graph {
     /// What each registered app depends on.
     edges: BTreeMap<String, Vec<String>>,
+    /// Each registered app's `readyExpr`s, by dependency.
+    ready_exprs: HashMap<String, ReadyExprs>,
     nodes: HashMap<String, Node>,
     /// Tells a registration from the one that replaced it (a restarted worker).
     next_token: u64,
@@ -72,6 +75,9 @@ enum Change<'a> {
     Graph,
 }
 
+/// An app's `dependsOn[].readyExpr`s by dependency (see [`ready_expr`]).
+pub type ReadyExprs = BTreeMap<String, Predicate>;
+
 /// Whether a pass may go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {
@@ -97,11 +103,23 @@ impl Dependencies {
     /// `app` runs (or is being deleted) with these dependencies, until the
     /// registration drops. A new graph may break a cycle: apps on one look again.
     pub fn register(&self, app: &str, depends_on: Vec<String>, wake: Wake) -> Registration {
+        self.register_with(app, depends_on, ReadyExprs::new(), wake)
+    }
+
+    /// [`Dependencies::register`], with the `readyExpr`s each dependency must satisfy.
+    pub fn register_with(
+        &self,
+        app: &str,
+        depends_on: Vec<String>,
+        ready_exprs: ReadyExprs,
+        wake: Wake,
+    ) -> Registration {
         let token = {
             let mut graph = self.lock();
             graph.next_token += 1;
             let token = graph.next_token;
             graph.edges.insert(app.to_string(), depends_on.clone());
+            graph.ready_exprs.insert(app.to_string(), ready_exprs);
             let node = Node {
                 token,
                 wake,
@@ -138,7 +156,12 @@ impl Dependencies {
         let mut still: Vec<(String, Gate)> = Vec::new();
         {
             let mut graph = self.lock();
-            let Graph { edges, nodes, .. } = &mut *graph;
+            let Graph {
+                edges,
+                nodes,
+                ready_exprs,
+                ..
+            } = &mut *graph;
             for (app, node) in nodes.iter_mut() {
                 let deps = edges.get(app).map(Vec::as_slice).unwrap_or_default();
                 let concerned = match (&node.waiting, change) {
@@ -155,7 +178,7 @@ impl Dependencies {
                 if !concerned {
                     continue;
                 }
-                let pending = self.pending(deps);
+                let pending = self.pending(app, deps, ready_exprs.get(app));
                 if pending.is_empty() {
                     wakes.push(node.wake.clone());
                     continue;
@@ -173,11 +196,22 @@ impl Dependencies {
         }
     }
 
-    /// The dependencies of `deps` that are not ready, each with why.
-    fn pending(&self, deps: &[String]) -> Vec<String> {
+    /// The dependencies of `app` (`deps`) that are not ready, each with why: not
+    /// ready by [`readiness`], or its `readyExpr` does not hold.
+    fn pending(&self, app: &str, deps: &[String], exprs: Option<&ReadyExprs>) -> Vec<String> {
+        // Read before any dependency's: the statuses' lock is not taken twice.
+        let own = exprs
+            .filter(|e| !e.is_empty())
+            .map(|_| self.statuses.with(app, as_json).unwrap_or_default());
         deps.iter()
             .filter_map(|dep| {
-                let standing = self.statuses.with(dep, readiness);
+                let standing = self.statuses.with(dep, |status| {
+                    readiness(status)?;
+                    match (exprs.and_then(|e| e.get(dep)), &own) {
+                        (Some(expr), Some(own)) => ready_expr(expr, &as_json(status), own),
+                        _ => Ok(()),
+                    }
+                });
                 let why = standing.unwrap_or_else(|| Err("not found".into())).err()?;
                 Some(format!("{} ({why})", display(dep)))
             })
@@ -225,7 +259,11 @@ impl Registration {
         let mut graph = deps.lock();
         let gate = match find_cycle(&graph.edges, &self.app) {
             Some(chain) => Gate::Cycle(format!("a dependency cycle: {}", render_chain(&chain))),
-            None => match deps.pending(&self.depends_on) {
+            None => match deps.pending(
+                &self.app,
+                &self.depends_on,
+                graph.ready_exprs.get(&self.app),
+            ) {
                 pending if pending.is_empty() => Gate::Open,
                 pending => Gate::Waiting(waiting_for(&pending)),
             },
@@ -286,6 +324,7 @@ impl Drop for Registration {
             if current {
                 graph.nodes.remove(&self.app);
                 graph.edges.remove(&self.app);
+                graph.ready_exprs.remove(&self.app);
             }
             current
         };
@@ -324,6 +363,26 @@ pub fn readiness(status: &AppStatus) -> Result<(), String> {
         return Err(status.health.as_str().to_string());
     }
     Ok(())
+}
+
+/// A status as the status API shows it, for a `readyExpr`.
+fn as_json(status: &AppStatus) -> serde_json::Value {
+    serde_json::to_value(status).unwrap_or_default()
+}
+
+/// Whether a dependency's `readyExpr` holds (Flux's `dependsOn[].readyExpr`, evaluated
+/// in addition to [`readiness`]): `dep` is the dependency's status and `self` the
+/// dependent's, both as the status API returns them. If not, why not, naming it.
+pub fn ready_expr(
+    expr: &Predicate,
+    dep: &serde_json::Value,
+    own: &serde_json::Value,
+) -> Result<(), String> {
+    match expr.holds(&[("dep", dep), ("self", own)]) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("readyExpr is false: {}", expr.source())),
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]
@@ -380,6 +439,36 @@ mod tests {
         assert_eq!(
             readiness(&AppStatus::new("new")),
             Err("no pass has finished yet".into())
+        );
+    }
+
+    #[test]
+    fn a_ready_expr_holds_the_dependent_until_it_is_true_and_names_itself() {
+        let statuses = Statuses::default();
+        let deps = Dependencies::new(statuses.clone());
+        ready(&statuses, "db", "aaa");
+        ready(&statuses, "web", "aaa");
+        // Flux's example: the dependency is at the revision the dependent is at.
+        let source = "dep.appliedRevision == self.revision.sha && dep.health == 'Healthy'";
+        let expr = Predicate::compile("readyExpr", source).expect("compiles");
+        let exprs: ReadyExprs = [("db".to_string(), expr)].into();
+        let web = deps.register_with("web", vec!["db".into()], exprs, Arc::new(|| {}));
+        assert_eq!(web.gate(), Gate::Open);
+        statuses.update("web", |s| s.revision.as_mut().unwrap().sha = "bbb".into());
+        assert_eq!(
+            web.gate(),
+            Gate::Waiting(format!("waiting for db (readyExpr is false: {source})"))
+        );
+        // An expression that cannot be evaluated waits too, and says why.
+        let broken = Predicate::compile("readyExpr", "dep.nope == 1").expect("compiles");
+        let exprs: ReadyExprs = [("db".to_string(), broken)].into();
+        let api = deps.register_with("api", vec!["db".into()], exprs, Arc::new(|| {}));
+        let Gate::Waiting(message) = api.gate() else {
+            panic!("api waits");
+        };
+        assert!(
+            message.starts_with("waiting for db (readyExpr (dep.nope == 1)"),
+            "{message}"
         );
     }
 

@@ -646,6 +646,7 @@ impl Contexts {
             notifier: self.notifier.clone(),
             commit_statuses: self.commit_statuses.clone(),
             dependencies: self.dependencies.clone(),
+            health_rules: config.health_checks.clone(),
         });
         let connection = Connection {
             shared: shared.clone(),
@@ -708,6 +709,7 @@ impl Contexts {
                 notifier: base.notifier.clone(),
                 commit_statuses: base.commit_statuses.clone(),
                 dependencies: base.dependencies.clone(),
+                health_rules: base.health_rules.clone(),
             }),
         ))
     }

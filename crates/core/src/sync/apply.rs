@@ -177,7 +177,7 @@ pub(super) async fn apply_steps(
                 .filter(|s| s.wave == step.wave)
                 .flat_map(|s| s.objects.iter().copied())
                 .collect();
-            wait_healthy(cluster, items, &wave, started + timeout).await?;
+            wait_healthy(cluster, items, &wave, started + timeout, &options.health).await?;
         }
     }
     Ok(())
@@ -381,6 +381,7 @@ pub(super) async fn wait_healthy(
     items: &mut [Item<'_>],
     wave: &[usize],
     deadline: Instant,
+    judge: &health::Judge<'_>,
 ) -> Result<(), String> {
     loop {
         let mut pending = None;
@@ -398,7 +399,7 @@ pub(super) async fn wait_healthy(
                 .await
                 .map_err(|e| format!("{id}: cannot read its health: {e}"))?;
             let assessment = match &live {
-                Some(live) => health::assess(id, live),
+                Some(live) => judge.assess(id, live),
                 None => Assessment::missing(),
             };
             items[i].latest = live;

@@ -1,5 +1,13 @@
 //! Whether an object does its job, read from its status the way its controller
 //! reports it. Pure: a live object in, a verdict out.
+//!
+//! [`assess`] knows the built-in kinds and kstatus; [`cel::Judge`] puts the CEL
+//! rules of an app, of the configuration and of [`builtin`] in front of it.
+
+pub mod builtin;
+pub mod cel;
+
+pub use cel::{HealthRules, Judge, RuleSpec};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -53,7 +61,7 @@ impl Assessment {
         }
     }
 
-    fn progressing(message: impl Into<String>) -> Assessment {
+    pub(crate) fn progressing(message: impl Into<String>) -> Assessment {
         Assessment {
             health: Health::Progressing,
             message: message.into(),
@@ -244,7 +252,7 @@ fn is(condition: &Value, value: &str) -> bool {
 }
 
 /// `Reason: message` of a condition, for a person.
-fn condition_message(status: &Value, kind: &str) -> String {
+pub(crate) fn condition_message(status: &Value, kind: &str) -> String {
     let Some(c) = condition(status, kind) else {
         return String::new();
     };
@@ -260,7 +268,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn id(group: &str, kind: &str) -> ObjectId {
+    /// An object of `group` and `kind` (the CEL rules' tests use it too).
+    pub(super) fn id(group: &str, kind: &str) -> ObjectId {
         ObjectId {
             group: group.into(),
             version: "v1".into(),

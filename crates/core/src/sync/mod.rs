@@ -95,6 +95,9 @@ pub struct SyncOptions<'a> {
     /// server): a heal of one object is applied without a dry run first (see
     /// `decide`).
     pub validated: bool,
+    /// The CEL health rules of the app and the configuration (issue #28), in front of
+    /// the built-in ones.
+    pub health: health::Judge<'a>,
 }
 
 /// When a sync runs the app's hooks.
@@ -127,6 +130,7 @@ impl<'a> SyncOptions<'a> {
             hooks: HookRuns::Always,
             hook_timeout: hooks::DEFAULT_HOOK_TIMEOUT,
             validated: false,
+            health: health::Judge::default(),
         }
     }
 }
@@ -208,7 +212,7 @@ pub async fn sync(
         mask: &mask,
     };
     let mut report = new_report(options, revision, &inventory);
-    let Some(mut items) = refuse_invalid(items, &mut report) else {
+    let Some(mut items) = refuse_invalid(items, &mut report, &options.health) else {
         return Ok(report);
     };
     if options.dry_run {
@@ -217,7 +221,7 @@ pub async fn sync(
                 .hooks
                 .extend(hooks::skipped(&hooks, phase, "dry run: not run"));
         }
-        report.objects = finish(items, "");
+        report.objects = finish(items, "", &options.health);
         report.health = report::worst(&report.objects);
         let kept = prune::run(
             cluster,
@@ -277,7 +281,11 @@ pub async fn sync(
             .iter()
             .any(|i| matches!(i.result, Some((Action::Failed, _))));
         if failed || report.wait_failed.is_some() {
-            report.objects = finish(items, "not applied: an earlier step failed");
+            report.objects = finish(
+                items,
+                "not applied: an earlier step failed",
+                &options.health,
+            );
             report.health = report::worst(&report.objects);
             run_sync_fail(cluster, &hooks, options, &mut report).await;
             return Ok(report);
@@ -289,7 +297,7 @@ pub async fn sync(
         report.hooks.extend(ran);
         if failed {
             // A failed PreSync hook applies nothing else.
-            report.objects = finish(items, "not applied: a PreSync hook failed");
+            report.objects = finish(items, "not applied: a PreSync hook failed", &options.health);
             report.health = report::worst(&report.objects);
             run_sync_fail(cluster, &hooks, options, &mut report).await;
             return Ok(report);
@@ -331,13 +339,14 @@ pub async fn sync(
                 Some(wait) => started + wait,
                 None => Instant::now() + options.hook_timeout,
             };
-            report.wait_failed = apply::wait_healthy(cluster, &mut items, &all, healthy_by)
-                .await
-                .err();
+            report.wait_failed =
+                apply::wait_healthy(cluster, &mut items, &all, healthy_by, &options.health)
+                    .await
+                    .err();
         }
     }
     let longest = longest_write(&items);
-    report.objects = finish(items, skipped);
+    report.objects = finish(items, skipped, &options.health);
     report.health = report::worst(&report.objects);
 
     let kept: Vec<Entry> = if !any_failed && report.wait_failed.is_none() {
@@ -419,11 +428,11 @@ pub async fn heal(
         mask: &mask,
     };
     let mut report = new_report(options, revision, &inventory);
-    let Some(mut items) = refuse_invalid(items, &mut report) else {
+    let Some(mut items) = refuse_invalid(items, &mut report, &options.health) else {
         return Ok(report);
     };
     if options.dry_run {
-        report.objects = finish(items, "");
+        report.objects = finish(items, "", &options.health);
         report.health = report::worst(&report.objects);
         return Ok(report);
     }
@@ -444,7 +453,11 @@ pub async fn heal(
     .await;
     report.wait_failed = completed.err();
     let longest = longest_write(&items);
-    report.objects = finish(items, "not applied: an earlier step failed");
+    report.objects = finish(
+        items,
+        "not applied: an earlier step failed",
+        &options.health,
+    );
     report.health = report::worst(&report.objects);
     log_finished(&report, "heal", desired.len(), started, longest);
     Ok(report)
@@ -539,6 +552,7 @@ fn new_report(
 fn refuse_invalid<'m>(
     items: Vec<item::Item<'m>>,
     report: &mut SyncReport,
+    judge: &health::Judge<'_>,
 ) -> Option<Vec<item::Item<'m>>> {
     let failures = items
         .iter()
@@ -550,7 +564,7 @@ fn refuse_invalid<'m>(
     report.validation_failed = true;
     report.validation_retryable = items.iter().all(|i| !matches!(i.plan, Plan::Failed(_)));
     let why = format!("not applied: {failures} objects failed validation");
-    report.objects = finish(items, &why);
+    report.objects = finish(items, &why, judge);
     report.health = report::worst(&report.objects);
     None
 }
@@ -611,7 +625,7 @@ pub async fn read_inventory(
 
 /// The report's entries for the desired objects; objects never reached get
 /// `skipped` with `why`.
-fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
+fn finish(items: Vec<item::Item<'_>>, why: &str, judge: &health::Judge<'_>) -> Vec<ObjectResult> {
     items
         .into_iter()
         .map(|item| {
@@ -654,7 +668,7 @@ fn finish(items: Vec<item::Item<'_>>, why: &str) -> Vec<ObjectResult> {
                 ),
             };
             let health = Some(match &item.latest {
-                Some(live) => health::assess(&item.manifest.id, live),
+                Some(live) => judge.assess(&item.manifest.id, live),
                 None => Assessment::missing(),
             });
             ObjectResult {

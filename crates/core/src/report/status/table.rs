@@ -70,6 +70,7 @@ pub fn render_table(apps: &[Value]) -> String {
                 .or_else(|| pass["error"].as_str().map(str::to_string))
                 .or(failing)
                 .or(pinned)
+                .or_else(|| unhealthy(app))
                 .or_else(|| app["automation"]["reason"].as_str().map(str::to_string))
                 .unwrap_or_default();
             [
@@ -105,10 +106,49 @@ pub fn render_table(apps: &[Value]) -> String {
     out
 }
 
+/// Why an app is not Healthy, when its status lists its objects (one app's status
+/// does): `Kind/name: message` of the first object as unhealthy as the app that says
+/// why (a built-in verdict or a CEL rule's, issue #28).
+fn unhealthy(app: &Value) -> Option<String> {
+    if app["health"] == "Healthy" {
+        return None;
+    }
+    app["resources"].as_array()?.iter().find_map(|r| {
+        let message = r["healthMessage"]
+            .as_str()
+            .filter(|m| !m.is_empty() && r["health"] == app["health"])?;
+        Some(format!(
+            "{}/{}: {message}",
+            r["kind"].as_str()?,
+            r["name"].as_str()?
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_unhealthy_app_says_which_object_and_why() {
+        let app = json!({
+            "name": "gadgets", "sync": "Synced", "health": "Degraded",
+            "automation": {"acting": true},
+            "resources": [
+                {"kind": "ConfigMap", "name": "c", "health": "Healthy"},
+                {"kind": "Gadget", "name": "g1", "health": "Degraded",
+                 "healthMessage": "disk full [failed (status.phase == 'Failed') holds]"}]
+        });
+        let table = render_table(std::slice::from_ref(&app));
+        assert!(
+            table.ends_with("Gadget/g1: disk full [failed (status.phase == 'Failed') holds]\n"),
+            "{table}"
+        );
+        let mut healthy = app;
+        healthy["health"] = json!("Healthy");
+        assert_eq!(cell(&render_table(&[healthy]), 1, "HEALTH"), "Healthy");
+    }
 
     #[test]
     fn one_row_per_app_with_why_automation_waits() {
