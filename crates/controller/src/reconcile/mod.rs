@@ -5,6 +5,7 @@ pub mod app;
 pub mod backoff;
 pub mod decryption;
 pub mod depends;
+pub mod inputs;
 pub mod leader;
 pub mod pass;
 pub mod pin;
