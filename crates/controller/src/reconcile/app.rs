@@ -960,14 +960,22 @@ impl Worker {
         let Some(head) = state.revision else {
             return false;
         };
+        // Only a new commit: a change of the source's standing alone (a failed fetch)
+        // takes its pass, as before.
+        if self
+            .identity
+            .as_ref()
+            .is_none_or(|known| known.sha == head.sha)
+        {
+            return false;
+        }
         self.identify(&head).await;
         if self.revision_id(&head.sha) != applied {
             return false;
         }
         self.observe_source(&state.status, Some(&head));
-        let (mut synced, mut health, mut new) = (false, Health::Unknown, false);
+        let (mut synced, mut health) = (false, Health::Unknown);
         self.shared.statuses.update(&self.config.name, |s| {
-            new = s.revision.as_ref().is_none_or(|r| r.sha != head.sha);
             s.revision = Some(RevisionInfo {
                 sha: head.sha.clone(),
                 subject: head.subject.clone(),
@@ -980,9 +988,7 @@ impl Worker {
                 s.record_applied(&head.sha, &head.subject, Utc::now());
             }
         });
-        if new {
-            METRICS.unchanged_commit(&self.config.name);
-        }
+        METRICS.unchanged_commit(&self.config.name);
         self.post_pass_status(&head.sha, false, synced, health);
         true
     }
