@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -29,7 +29,8 @@ use tether_testkit::git::git;
 
 const APPS: usize = 1_000;
 const QUICK_APPS: usize = 100;
-const NAMESPACE: &str = "mono";
+/// The sandbox serves `default` from the start, as kube-apiserver does.
+const NAMESPACE: &str = "default";
 /// The touched app: one in the middle.
 const TOUCHED: usize = 42;
 const APPLIED_TARGET: Duration = Duration::from_secs(1);
@@ -105,23 +106,6 @@ async fn push(client: &reqwest::Client, port: u16, url: &str) {
     assert!(answer.status().is_success(), "webhook: {}", answer.status());
 }
 
-async fn namespace(sandbox: &Sandbox) {
-    let client = sandbox.client().await.expect("client");
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("", "v1", "Namespace"),
-        "namespaces",
-    );
-    let namespaces: Api<DynamicObject> = Api::all_with(client, &resource);
-    let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(object).expect("a namespace"),
-        )
-        .await
-        .expect("create the namespace");
-}
-
 /// Waits until every app is Synced at its first commit.
 async fn all_synced(client: &reqwest::Client, port: u16, apps: usize) {
     let deadline = Instant::now() + SYNC_TIMEOUT;
@@ -164,7 +148,6 @@ async fn main() {
         .expect("sandbox starts");
     let kubeconfig = dir.path().join("kubeconfig");
     sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    namespace(&sandbox).await;
     let secret_file = dir.path().join("webhook-secret");
     std::fs::write(&secret_file, SECRET).expect("secret");
     let port = tether_testkit::free_port();
