@@ -33,6 +33,7 @@ mod kubectl_commands;
 mod layers;
 mod leader;
 mod manifest;
+mod monorepo;
 mod notify;
 mod oidc;
 mod oidc_issuer;

@@ -32,6 +32,8 @@ pub struct Metrics {
     webhook_events: Family<Labels, Counter>,
     api_requests: Family<Labels, Counter>,
     shard_owned: Family<Labels, Gauge>,
+    renders: Family<Labels, Counter>,
+    unchanged_commits: Family<Labels, Counter>,
 }
 
 /// Seconds, from 5 ms to about 80 s: a pass of an app in sync takes milliseconds, a
@@ -112,6 +114,18 @@ impl Metrics {
             "1 for each shard whose Lease this replica holds (shards: N), 0 for the others",
             shard_owned.clone(),
         );
+        let renders = Family::<Labels, Counter>::default();
+        registry.register(
+            "renders",
+            "Renders of an app's manifests (a pass whose inputs were rendered before renders none)",
+            renders.clone(),
+        );
+        let unchanged_commits = Family::<Labels, Counter>::default();
+        registry.register(
+            "unchanged_commits",
+            "New commits an app took without a pass: nothing its render reads changed",
+            unchanged_commits.clone(),
+        );
         Metrics {
             registry,
             passes,
@@ -126,6 +140,8 @@ impl Metrics {
             webhook_events,
             api_requests,
             shard_owned,
+            renders,
+            unchanged_commits,
         }
     }
 
@@ -189,6 +205,20 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(i64::from(h == health));
         }
+    }
+
+    /// The app's manifests were rendered.
+    pub fn rendered(&self, app: &str) {
+        self.renders
+            .get_or_create(&vec![("app", app.to_string())])
+            .inc();
+    }
+
+    /// The app took a new commit without a pass (its inputs were unchanged).
+    pub fn unchanged_commit(&self, app: &str) {
+        self.unchanged_commits
+            .get_or_create(&vec![("app", app.to_string())])
+            .inc();
     }
 
     /// Drops an app's series (the app was removed from the configuration).

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::decryption::{self, AppKeys};
 use super::depends::{Dependencies, Gate, Registration};
+use super::inputs;
 use super::leader::Leadership;
 use super::pass::PassError;
 use super::pin::{self, Pinning};
@@ -44,6 +45,7 @@ use tether_core::report::status::{
 use tether_core::source::{Revision, SourceCache, SourceState, SourceStatus};
 use tether_core::sync::desired::{DesiredError, RenderCache, label_for_app, read_revision};
 use tether_core::sync::health::{Health, Judge};
+use tether_core::sync::inputs::Identity;
 use tether_core::sync::inventory::Inventory;
 use tether_core::sync::{HookRuns, SyncOptions, SyncReport, heal, sync};
 use tether_diff::diff::IgnoreRule;
@@ -198,6 +200,7 @@ pub fn spawn(
         wakes: wakes.clone(),
         sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
+        identity: None,
         suspended: suspended.clone(),
         pinning: pinning.clone(),
         inventory: None,
@@ -249,8 +252,10 @@ struct Worker {
     suspended: Arc<AtomicBool>,
     /// The revision a rollback holds the app at (see [`pin`]).
     pinning: Pinning,
-    /// The manifests of the last revision read, by commit.
+    /// The manifests of the last revision read, by [`Worker::revision_id`].
     rendered: RenderCache,
+    /// The inputs identity at the last commit looked at ([`inputs`]).
+    identity: Option<Identity>,
     /// The inventory as last written (or read) by this worker.
     inventory: Option<Inventory>,
     /// The revision last applied in full, by [`variables::revision_id`].
@@ -299,13 +304,14 @@ impl Worker {
             .flatten()
             .min()
             .unwrap_or(next_resync);
-            let mut notified = false;
+            let (mut notified, mut moved) = (false, false);
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 changed = self.source.changed() => {
                     if changed.is_err() {
                         return;
                     }
+                    moved = true;
                 }
                 _ = self.wake.notified() => notified = true,
                 _ = leadership.changed() => {
@@ -326,6 +332,15 @@ impl Worker {
                 && !wakes.other
                 && !wakes.objects.is_empty()
                 && self.heal_pass(&wakes.objects).await
+            {
+                continue;
+            }
+            // Woken by the source alone: a commit that changes nothing the app's
+            // render reads is taken without a pass.
+            if moved
+                && !wakes.other
+                && wakes.objects.is_empty()
+                && Box::pin(self.unchanged_commit()).await
             {
                 continue;
             }
@@ -457,8 +472,11 @@ impl Worker {
                 return;
             }
         }
-        // A stalled revision waits for a new commit or new variables, or for a
-        // person asking again.
+        if holding.is_none() {
+            self.identify(&revision).await;
+        }
+        // A stalled revision waits for new inputs or new variables, or for a person
+        // asking again.
         let manual = self.sync_requested.load(Ordering::SeqCst);
         if self.stalled_on.as_deref() == Some(self.revision_id(&revision.sha).as_str()) && !manual {
             return;
@@ -863,7 +881,11 @@ impl Worker {
             self.notify(event(EventKind::HealthDegraded, Some("Degraded")));
         }
         self.last_health = Some(health);
-        let failed = report.failed();
+        self.post_pass_status(sha, report.failed(), synced, health);
+    }
+
+    /// The commit status of a pass's outcome at `sha`.
+    fn post_pass_status(&self, sha: &str, failed: bool, synced: bool, health: Health) {
         let state = CommitState::from_pass(failed, synced, health);
         let description = if failed {
             "sync failed".to_string()
@@ -892,14 +914,12 @@ impl Worker {
         }
     }
 
-    /// Whether the kept render is of the source's current commit.
+    /// Whether the kept render is of the source's current commit (or of the same
+    /// inputs).
     fn rendered_is_current(&self) -> bool {
-        let kept = self
-            .rendered
-            .revision()
-            .map(|id| variables::revision_sha(id));
         let head = self.applicable_revision();
-        head.map(|head| self.pinning.target(&head).0.sha).as_deref() == kept
+        let wanted = head.map(|head| self.revision_id(&self.pinning.target(&head).0.sha));
+        wanted.as_ref() == self.rendered.revision()
     }
 
     /// The revision passes and heals apply: the source's, or with `source.verify` the
@@ -911,12 +931,89 @@ impl Worker {
         }
     }
 
-    /// The identity of what a pass at `sha` renders: the commit, the variables and
-    /// the SOPS keys.
+    /// The identity of what a pass at `sha` renders: the inputs identity when it is
+    /// known at `sha` (else the commit), the variables and the SOPS keys.
     fn revision_id(&self, sha: &str) -> String {
-        let id = variables::revision_id(sha, self.variables.as_ref());
+        let base = match &self.identity {
+            Some(identity) if identity.sha == sha => identity.id(),
+            _ => sha.to_string(),
+        };
+        let id = variables::revision_id(&base, self.variables.as_ref());
         let id = decryption::revision_id(id, self.keys.as_ref());
         values::revision_id(id, self.values.as_ref())
+    }
+
+    /// Learns the inputs identity at `revision` ([`inputs`]), from the one known.
+    async fn identify(&mut self, revision: &Revision) {
+        let renderers = tether_diff::manifest::Renderers {
+            timeout: self.shared.render_timeout,
+            ..self.config.renderers()
+        };
+        let previous = self.identity.take();
+        self.identity = inputs::identify(
+            &self.config.name,
+            &self.shared.sources,
+            self.config.source(),
+            revision,
+            renderers,
+            previous,
+        )
+        .await;
+    }
+
+    /// Takes the source's new commit without a pass when nothing the app's render
+    /// reads changed since the revision applied in full, and nothing else is owed
+    /// (no retry, stall, manual sync, pin or signature check): the status shows the
+    /// new `revision` (and, Synced, the same `appliedRevision`: the objects applied
+    /// are what it renders), the commit status is posted for it, and neither a
+    /// render nor a request to the cluster is made. The inventory keeps the commit
+    /// whose render was applied until the next full pass (a resync, a live change, a
+    /// manual sync) writes the new one. Returns false when a pass must run.
+    async fn unchanged_commit(&mut self) -> bool {
+        let owed = self.trust.enabled()
+            || self.pinning.get().is_some()
+            || self.stalled_on.is_some()
+            || self.retry_at.is_some()
+            || self.sync_requested.load(Ordering::SeqCst)
+            || self.held_elsewhere();
+        let Some(applied) = self.synced_revision.clone().filter(|_| !owed) else {
+            return false;
+        };
+        let state = self.source.borrow_and_update().clone();
+        let Some(head) = state.revision else {
+            return false;
+        };
+        // Only a new commit: a change of the source's standing alone (a failed fetch)
+        // takes its pass, as before.
+        if self
+            .identity
+            .as_ref()
+            .is_none_or(|known| known.sha == head.sha)
+        {
+            return false;
+        }
+        self.identify(&head).await;
+        if self.revision_id(&head.sha) != applied {
+            return false;
+        }
+        self.observe_source(&state.status, Some(&head));
+        let (mut synced, mut health) = (false, Health::Unknown);
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.revision = Some(RevisionInfo {
+                sha: head.sha.clone(),
+                subject: head.subject.clone(),
+            });
+            synced = s.sync == SyncStatus::Synced;
+            health = s.health;
+            // What is applied is what the new commit renders: applied at it, as its
+            // dependents (`dependsOn`) and a rollback's history see it.
+            if synced {
+                s.record_applied(&head.sha, &head.subject, Utc::now());
+            }
+        });
+        METRICS.unchanged_commit(&self.config.name);
+        self.post_pass_status(&head.sha, false, synced, health);
+        true
     }
 
     /// The manifests at `wanted` with the pass's variables, read, rendered and
@@ -937,6 +1034,7 @@ impl Worker {
                         .map_err(|e| PassError::Manifest(DesiredError::Source(e)))?,
                     _ => return Err(PassError::RevisionMoved),
                 };
+                METRICS.rendered(&self.config.name);
                 let cluster = &self.shared.cluster;
                 let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
                 let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;

@@ -6,6 +6,7 @@ pub mod appset;
 pub mod backoff;
 pub mod decryption;
 pub mod depends;
+pub mod inputs;
 pub mod leader;
 pub mod pass;
 pub mod pin;

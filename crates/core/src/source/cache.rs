@@ -319,6 +319,23 @@ impl SourceCache {
         })
     }
 
+    /// The Git object ids of `paths` at `revision` (`None` for a path absent there),
+    /// read from the clone without reading any file. Blocking.
+    pub fn object_ids<'p>(
+        &self,
+        source: &Source,
+        revision: &Revision,
+        paths: impl IntoIterator<Item = &'p str>,
+    ) -> Result<Vec<(&'p str, Option<String>)>, SourceError> {
+        self.in_clone(source, &revision.sha, |repo, oid| {
+            paths
+                .into_iter()
+                .map(|path| Ok((path, read::object_id(repo, oid, path)?)))
+                .collect()
+        })
+        .map_err(|e| e.redact(&source.url))
+    }
+
     /// Runs `read` over the clone in which this source's own sync resolved `sha`.
     /// The revision was resolved there: an object missing now means the clone is
     /// damaged, which the next sync repairs.

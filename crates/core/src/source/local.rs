@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use super::read::{self, MAX_FILE_BYTES, RevisionBudget, SourceFile, git_err, normalize_root};
+use super::read::{self, MAX_FILE_BYTES, RevisionBudget, SourceFile, git_err};
 use super::{Revision, SourceError};
 
 /// A Git repository on disk (a work tree or a bare repository), opened once: a
@@ -115,18 +115,6 @@ impl LocalRepo {
         path: &str,
     ) -> Result<Option<String>, SourceError> {
         let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
-        let tree = self
-            .repo
-            .find_commit(oid)
-            .and_then(|c| c.tree())
-            .map_err(git_err)?;
-        let parts = normalize_root(path)?;
-        if parts.is_empty() {
-            return Ok(Some(tree.id().to_string()));
-        }
-        Ok(tree
-            .get_path(Path::new(&parts.join("/")))
-            .ok()
-            .map(|entry| entry.id().to_string()))
+        read::object_id(&self.repo, oid, path)
     }
 }

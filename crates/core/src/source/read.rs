@@ -231,6 +231,29 @@ pub(crate) fn check_path(repo: &Repository, sha: Oid, root: &str) -> Result<(), 
     Ok(())
 }
 
+/// The id of the tree (or blob) at `path` in commit `sha`, `None` when the path does
+/// not exist there. Equal ids mean equal content, so what a render read is compared
+/// between two commits without reading it (`tether diff --base`, and a new commit of
+/// a monorepo in `tether serve`).
+pub(crate) fn object_id(
+    repo: &Repository,
+    sha: Oid,
+    path: &str,
+) -> Result<Option<String>, SourceError> {
+    let tree = repo
+        .find_commit(sha)
+        .and_then(|c| c.tree())
+        .map_err(git_err)?;
+    let parts = normalize_root(path)?;
+    if parts.is_empty() {
+        return Ok(Some(tree.id().to_string()));
+    }
+    Ok(tree
+        .get_path(std::path::Path::new(&parts.join("/")))
+        .ok()
+        .map(|entry| entry.id().to_string()))
+}
+
 /// Read every file under `root` at commit `sha`, sorted by path, within `budget`. Every
 /// tree entry under `root` is checked ([`check_entry_name`]) before it is read.
 pub(crate) fn read_tree(

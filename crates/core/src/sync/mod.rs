@@ -28,6 +28,7 @@ mod decide;
 pub mod desired;
 pub mod health;
 pub mod hooks;
+pub mod inputs;
 pub mod inventory;
 mod item;
 mod observe;

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::Value;
 
 use super::desired::{DesiredError, files_to_render, render_files};
+use super::inputs::{InputIds, render_reads};
 use crate::source::{LocalRepo, Revision, SourceError, SourceFile};
 use tether_diff::diff::{
     DiffOptions, ExtraPolicy, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_sets,
@@ -334,11 +335,7 @@ impl WholeTree<'_> {
         if needs_repository(&at_path, &app.path, &app.renderers) {
             return Ok(render_inputs(self.tree()?, &app.path, &app.renderers));
         }
-        Ok(render_inputs(
-            &FileTree::new(at_path),
-            &app.path,
-            &app.renderers,
-        ))
+        Ok(render_reads(at_path, &app.path, &app.renderers))
     }
 }
 
@@ -536,12 +533,8 @@ fn unchanged(
     }
     let mut inputs = base.inputs(app)?;
     inputs.extend(head.inputs(app)?);
-    for path in &inputs {
-        if repo.object_id(base.revision, path)? != repo.object_id(head.revision, path)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    let ids = |at: &Revision| InputIds::read(&inputs, |path| repo.object_id(at, path));
+    Ok(ids(base.revision)? == ids(head.revision)?)
 }
 
 /// The Secret keys a comparison shows as changed, added or removed (names only).
