@@ -81,18 +81,6 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
     )
 }
 
-/// `tether serve` with `config`, Helm's stand-in first on its PATH.
-pub(crate) async fn serve_with_helm(sandbox: &TestSandbox, name: &str, config: &str) -> Serve {
-    let helm = crate::chart::helm();
-    let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Serve::start_with_env(sandbox, name, config, &[], &[("PATH", env_path)]).await
-}
-
 #[tokio::test]
 async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearly() {
     let sandbox = TestSandbox::start().await;

@@ -177,7 +177,7 @@ pub(crate) async fn object_data(
             let kind = cluster
                 .resolve(&gvk)
                 .await?
-                .ok_or_else(|| ClusterError::Config("the cluster serves no ConfigMaps".into()))?;
+                .ok_or_else(|| ClusterError::NotServed("ConfigMaps"))?;
             let object = cluster.get(&kind, Some(namespace), name).await?;
             Ok(object.map(|o| {
                 o.get("data")
