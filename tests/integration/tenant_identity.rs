@@ -398,7 +398,7 @@ async fn a_deleted_app_without_its_identity_leaves_its_objects() {
     let log = serve.log();
     for (name, why) in [
         ("team-a.broken", "spec.source.interval"),
-        ("team-a.remote", "Secret team-a/home not found"),
+        ("team-a.remote", "Secret team-a/home: not found"),
     ] {
         let line = log
             .lines()
