@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::AppConfig;
 use super::check::{Checker, dns1123_label, dns1123_subdomain, line_of};
-use super::raw::{self, S};
+use super::raw::{self, RawDependsOn, S};
 use tether_core::sync::health::cel::Predicate;
 
 /// The identity a reference names: `name` (a file app) or `namespace/name` (an App).
@@ -69,40 +69,6 @@ pub fn find_cycle(graph: &BTreeMap<String, Vec<String>>, start: &str) -> Option<
     }
     let mut path = vec![start.to_string()];
     walk(graph, start, start, &mut path, &mut HashSet::new()).then_some(path)
-}
-
-/// One `dependsOn` entry as written: a reference, or Flux's form with a CEL
-/// `readyExpr` the dependency must also satisfy.
-#[derive(Debug, serde::Deserialize)]
-#[serde(untagged)]
-pub enum RawDependsOn {
-    Name(String),
-    Entry(RawDependsOnEntry),
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawDependsOnEntry {
-    pub name: String,
-    #[serde(default)]
-    pub ready_expr: Option<String>,
-}
-
-impl RawDependsOn {
-    fn reference(&self) -> &str {
-        match self {
-            RawDependsOn::Name(name) | RawDependsOn::Entry(RawDependsOnEntry { name, .. }) => {
-                name.trim()
-            }
-        }
-    }
-
-    fn ready_expr(&self) -> Option<&str> {
-        match self {
-            RawDependsOn::Name(_) => None,
-            RawDependsOn::Entry(entry) => entry.ready_expr.as_deref(),
-        }
-    }
 }
 
 /// `apps[i].dependsOn`, as identities, and the `readyExpr`s by identity, compiled; a

@@ -5,24 +5,10 @@
 //! when the configuration loads: a syntax error is a problem naming the rule's place,
 //! the expression and the position in it, and nothing is applied.
 
-use serde::Deserialize;
 use tether_core::sync::health::{HealthRules, RuleSpec};
 
 use super::check::{Checker, line_of};
-use super::raw::S;
-
-/// One entry as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawHealthCheck {
-    pub api_version: String,
-    pub kind: String,
-    pub current: String,
-    #[serde(default)]
-    pub in_progress: Option<String>,
-    #[serde(default)]
-    pub failed: Option<String>,
-}
+use super::raw::{RawHealthCheck, S};
 
 /// The rules of `entries` (at `path`, e.g. `apps[2].healthCheckExprs`), compiled; a
 /// rule that does not compile is reported and the layer left empty.

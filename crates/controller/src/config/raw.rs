@@ -45,7 +45,7 @@ pub struct Config {
     pub apps: Vec<App>,
     /// CEL health rules for every app (issue #28).
     #[serde(default, deserialize_with = "null_is_default")]
-    pub health_check_exprs: Vec<S<super::health::RawHealthCheck>>,
+    pub health_check_exprs: Vec<S<RawHealthCheck>>,
 }
 
 /// `sources`: limits every app's Git source shares.
@@ -164,14 +164,14 @@ pub struct App {
     pub service_account_name: Option<S<String>>,
     /// Apps this one waits for: a file app's `name`, an App's `namespace/name`.
     #[serde(default, deserialize_with = "null_is_default")]
-    pub depends_on: Vec<S<super::depends::RawDependsOn>>,
+    pub depends_on: Vec<S<RawDependsOn>>,
     #[serde(default)]
     pub post_build: Option<S<RawPostBuild>>,
     #[serde(default)]
     pub decryption: Option<S<RawDecryption>>,
     /// CEL health rules of this app (issue #28); they win over the file's.
     #[serde(default, deserialize_with = "null_is_default")]
-    pub health_check_exprs: Vec<S<super::health::RawHealthCheck>>,
+    pub health_check_exprs: Vec<S<RawHealthCheck>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -498,4 +498,51 @@ pub struct RawOidc {
     pub(super) session_key: Option<S<SecretFrom>>,
     #[serde(rename = "sessionTTL")]
     pub(super) session_ttl: Option<S<String>>,
+}
+
+/// One `dependsOn` entry as written: a reference, or Flux's form with a CEL
+/// `readyExpr` the dependency must also satisfy.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RawDependsOn {
+    Name(String),
+    Entry(RawDependsOnEntry),
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDependsOnEntry {
+    pub name: String,
+    #[serde(default)]
+    pub ready_expr: Option<String>,
+}
+
+impl RawDependsOn {
+    pub(super) fn reference(&self) -> &str {
+        match self {
+            RawDependsOn::Name(name) | RawDependsOn::Entry(RawDependsOnEntry { name, .. }) => {
+                name.trim()
+            }
+        }
+    }
+
+    pub(super) fn ready_expr(&self) -> Option<&str> {
+        match self {
+            RawDependsOn::Name(_) => None,
+            RawDependsOn::Entry(entry) => entry.ready_expr.as_deref(),
+        }
+    }
+}
+
+/// One `healthCheckExprs` entry as written.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawHealthCheck {
+    pub api_version: String,
+    pub kind: String,
+    pub current: String,
+    #[serde(default)]
+    pub in_progress: Option<String>,
+    #[serde(default)]
+    pub failed: Option<String>,
 }

@@ -1,13 +1,15 @@
 //! Whether an object does its job, read from its status the way its controller
 //! reports it. Pure: a live object in, a verdict out.
 //!
-//! [`assess`] knows the built-in kinds and kstatus; [`cel::Judge`] puts the CEL
+//! [`assess`] knows the built-in kinds and kstatus; [`Judge`] puts the CEL
 //! rules of an app, of the configuration and of [`builtin`] in front of it.
 
 pub mod builtin;
 pub mod cel;
+mod judge;
 
-pub use cel::{HealthRules, Judge, RuleSpec};
+pub use cel::{HealthRules, RuleSpec};
+pub use judge::Judge;
 
 use serde::Serialize;
 use serde_json::Value;

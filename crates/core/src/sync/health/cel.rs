@@ -22,8 +22,6 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
-use tether_diff::manifest::ObjectId;
-
 use super::{Assessment, Health};
 
 /// One rule as written in the configuration or an App (Flux's `healthCheckExprs`
@@ -418,51 +416,12 @@ impl PartialEq for HealthRules {
 
 impl Eq for HealthRules {}
 
-/// How a sync judges health: an app's rules win over the configuration's, which win
-/// over the built-in rules ([`super::builtin`]), which win over the built-in verdicts
-/// and kstatus of [`super::assess`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Judge<'a> {
-    pub app: Option<&'a HealthRules>,
-    pub global: Option<&'a HealthRules>,
-}
-
-impl<'a> Judge<'a> {
-    pub fn new(app: &'a HealthRules, global: &'a HealthRules) -> Judge<'a> {
-        Judge {
-            app: Some(app),
-            global: Some(global),
-        }
-    }
-
-    /// The rule that judges objects of this group and kind, if one does.
-    pub fn rule(&self, group: &str, kind: &str) -> Option<&'a Rule> {
-        [self.app, self.global, Some(super::builtin::rules())]
-            .into_iter()
-            .flatten()
-            .find_map(|rules| rules.get(group, kind))
-    }
-
-    /// The health of one live object.
-    pub fn assess(&self, id: &ObjectId, live: &Value) -> Assessment {
-        if live.pointer("/metadata/deletionTimestamp").is_some() {
-            return Assessment::progressing("being deleted");
-        }
-        let rule = self
-            .rule(&id.group, &id.kind)
-            .or_else(|| super::builtin::composite(live));
-        match rule {
-            Some(rule) => rule.assess(live),
-            None => super::assess(id, live),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    use super::super::Judge;
     use super::super::tests::id;
 
     fn widget_rule(current: &str, in_progress: Option<&str>, failed: Option<&str>) -> RuleSpec {

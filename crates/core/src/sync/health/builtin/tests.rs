@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::super::cel::Judge;
+use super::super::Judge;
 use super::super::{Assessment, Health};
 use super::*;
 use tether_diff::manifest::ObjectId;
