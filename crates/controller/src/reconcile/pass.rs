@@ -5,41 +5,33 @@
 
 use tether_core::cluster::ClusterError;
 use tether_core::sync::desired::DesiredError;
-use tether_core::sync::{SyncError, SyncFailure};
+use tether_core::sync::inventory::InventoryError;
+use tether_core::sync::{StageFailure, SyncError};
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
-    /// The source has no revision to offer (never fetched, or it failed).
+    /// The source has no revision to offer (never fetched, or it failed): the
+    /// source watcher's message, all that reaches the worker of its failure.
     #[error("source: {0}")]
     Source(String),
     /// The revision's manifests do not read or validate.
     #[error("{0}")]
     Manifest(#[source] DesiredError),
-    /// The API server did not validate objects; nothing was applied.
-    #[error("validation failed: {message}")]
-    Validate { message: String, retryable: bool },
-    #[error("apply failed: {0}")]
-    Apply(String),
-    #[error("prune failed: {message}")]
-    Prune { message: String, refused: bool },
-    #[error("health check failed: {0}")]
-    Health(String),
-    /// A hook (PreSync, Sync, PostSync) failed.
-    #[error("hook failed: {0}")]
-    Hook(String),
-    /// The app's inventory could not be read or written.
+    /// A stage of the sync failed (validate, apply, prune, health, hooks,
+    /// ownership), as the stage returned it.
+    #[error(transparent)]
+    Stage(#[from] StageFailure),
+    /// The app's inventory does not read.
     #[error("inventory: {0}")]
-    Inventory(String),
-    /// Objects are labelled for another app and were left alone.
-    #[error("owned by another app: {0}")]
-    Conflict(String),
+    Inventory(#[source] InventoryError),
     /// The API server could not be asked (or refused the pass's reads).
     #[error("cluster: {0}")]
     Cluster(#[source] ClusterError),
-    /// The sync waves annotations do not parse.
+    /// The manifests cannot be planned: sync waves or hook annotations do not
+    /// parse, or they name tether's own records.
     #[error("{0}")]
-    Waves(String),
+    Plan(#[source] SyncError),
     #[error("lost leadership during the pass: stopped writing; the new leader carries on")]
     LeadershipLost,
     #[error("the revision moved during the pass")]
@@ -67,14 +59,18 @@ impl PassError {
         match self {
             PassError::Source(_) => "SourceFailed",
             PassError::Manifest(DesiredError::Source(_) | DesiredError::Chart(_)) => "SourceFailed",
-            PassError::Manifest(_) | PassError::Waves(_) => "ManifestInvalid",
-            PassError::Validate { .. } => "ValidationFailed",
-            PassError::Apply(_) => "ApplyFailed",
-            PassError::Prune { .. } => "PruneFailed",
-            PassError::Health(_) => "HealthCheckFailed",
-            PassError::Hook(_) => "HookFailed",
+            PassError::Manifest(_) | PassError::Plan(_) => "ManifestInvalid",
+            PassError::Stage(failure) => match failure {
+                StageFailure::Refused { .. } | StageFailure::Unavailable { .. } => {
+                    "ValidationFailed"
+                }
+                StageFailure::Apply { .. } => "ApplyFailed",
+                StageFailure::PruneRefused(_) | StageFailure::Prune { .. } => "PruneFailed",
+                StageFailure::Health(_) => "HealthCheckFailed",
+                StageFailure::Hook { .. } => "HookFailed",
+                StageFailure::Conflict { .. } => "OwnershipConflict",
+            },
             PassError::Inventory(_) => "InventoryFailed",
-            PassError::Conflict(_) => "OwnershipConflict",
             // Refused by RBAC (a tenant's ServiceAccount): a change of rights is needed.
             PassError::Cluster(ClusterError::Api { code: 403, .. }) => "Forbidden",
             PassError::Cluster(_) => "ClusterFailed",
@@ -93,16 +89,9 @@ impl PassError {
         match self {
             PassError::Source(_) => true,
             PassError::Manifest(err) => err.is_retryable(),
-            PassError::Waves(_) | PassError::Inventory(_) => false,
-            PassError::Validate { retryable, .. } => *retryable,
-            // A guard's refusal needs a person; a failed delete may pass next time.
-            PassError::Prune { refused, .. } => !refused,
-            // Another app may let go; a workload may still become healthy.
-            // A hook Job may pass next time (its next run is a new instance).
-            PassError::Apply(_)
-            | PassError::Health(_)
-            | PassError::Hook(_)
-            | PassError::Conflict(_) => true,
+            PassError::Plan(_) | PassError::Inventory(_) => false,
+            // The stage's variant says (a refusal needs a change; most failures may pass).
+            PassError::Stage(failure) => failure.is_retryable(),
             PassError::Cluster(err) => err.is_retryable(),
             PassError::LeadershipLost | PassError::RevisionMoved | PassError::TimedOut(_) => true,
             // A ConfigMap or Secret may be created or fixed, which moves no source.
@@ -118,31 +107,13 @@ impl PassError {
 impl From<SyncError> for PassError {
     fn from(err: SyncError) -> Self {
         match err {
+            SyncError::Cluster(err) => PassError::Cluster(err),
+            SyncError::Inventory(err) => PassError::Inventory(err),
+            SyncError::Refused(objects) => PassError::Stage(StageFailure::Refused { objects }),
             // Bad hook annotations and tether's own records are bad manifests, like bad waves.
             SyncError::Waves(_) | SyncError::Hooks(_) | SyncError::Bookkeeping(_) => {
-                PassError::Waves(err.to_string())
+                PassError::Plan(err)
             }
-            SyncError::Cluster(err) => PassError::Cluster(err),
-            SyncError::Inventory(err) => PassError::Inventory(err.to_string()),
-            SyncError::Refused(lines) => PassError::Validate {
-                message: lines.join("; "),
-                retryable: false,
-            },
-        }
-    }
-}
-
-impl From<SyncFailure> for PassError {
-    fn from(failure: SyncFailure) -> Self {
-        match failure {
-            SyncFailure::Validate { message, retryable } => {
-                PassError::Validate { message, retryable }
-            }
-            SyncFailure::Apply(m) => PassError::Apply(m),
-            SyncFailure::Prune { message, refused } => PassError::Prune { message, refused },
-            SyncFailure::Health(m) => PassError::Health(m),
-            SyncFailure::Hook(m) => PassError::Hook(m),
-            SyncFailure::Conflict(m) => PassError::Conflict(m),
         }
     }
 }
@@ -151,10 +122,28 @@ impl From<SyncFailure> for PassError {
 mod tests {
     use super::*;
     use tether_core::source::SourceError;
-    use tether_diff::manifest::ManifestErrors;
+    use tether_core::sync::prune::Refusal;
+    use tether_core::sync::stage::ObjectFailure;
+    use tether_core::sync::{Phase, WaitFailure};
+    use tether_diff::manifest::{ManifestErrors, ObjectId};
+
+    fn refused(cause: &str) -> Vec<ObjectFailure> {
+        let id = ObjectId {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        };
+        vec![ObjectFailure {
+            id,
+            cause: cause.into(),
+        }]
+    }
 
     #[test]
     fn every_stage_has_its_own_reason_and_retry_policy() {
+        let stage = |failure: StageFailure| PassError::Stage(failure);
         let cases: Vec<(PassError, &str, bool)> = vec![
             (
                 PassError::Source("unreachable".into()),
@@ -174,43 +163,79 @@ mod tests {
                 "SourceFailed",
                 false,
             ),
-            (PassError::Waves("x".into()), "ManifestInvalid", false),
             (
-                PassError::Validate {
+                PassError::from(SyncError::Waves(Vec::new())),
+                "ManifestInvalid",
+                false,
+            ),
+            (
+                stage(StageFailure::Refused {
+                    objects: refused("x"),
+                }),
+                "ValidationFailed",
+                false,
+            ),
+            (
+                stage(StageFailure::Unavailable {
+                    objects: refused("503"),
+                }),
+                "ValidationFailed",
+                true,
+            ),
+            (
+                stage(StageFailure::Apply {
+                    objects: refused("x"),
+                }),
+                "ApplyFailed",
+                true,
+            ),
+            (
+                stage(StageFailure::PruneRefused(Refusal::MassPrune {
+                    candidates: 3,
+                    owned: 4,
+                })),
+                "PruneFailed",
+                false,
+            ),
+            (
+                stage(StageFailure::Prune {
+                    objects: refused("500"),
+                }),
+                "PruneFailed",
+                true,
+            ),
+            (
+                stage(StageFailure::Health(WaitFailure::Degraded {
+                    id: refused("x")[0].id.clone(),
                     message: "x".into(),
-                    retryable: false,
-                },
-                "ValidationFailed",
+                })),
+                "HealthCheckFailed",
+                true,
+            ),
+            (
+                stage(StageFailure::Hook {
+                    phase: Phase::PreSync,
+                    hooks: refused("x"),
+                }),
+                "HookFailed",
+                true,
+            ),
+            (
+                PassError::Inventory(InventoryError {
+                    namespace: "tether-system".into(),
+                    name: "web".into(),
+                    reason: "x".into(),
+                }),
+                "InventoryFailed",
                 false,
             ),
             (
-                PassError::Validate {
-                    message: "503".into(),
-                    retryable: true,
-                },
-                "ValidationFailed",
+                stage(StageFailure::Conflict {
+                    objects: refused("x"),
+                }),
+                "OwnershipConflict",
                 true,
             ),
-            (PassError::Apply("x".into()), "ApplyFailed", true),
-            (
-                PassError::Prune {
-                    message: "mass".into(),
-                    refused: true,
-                },
-                "PruneFailed",
-                false,
-            ),
-            (
-                PassError::Prune {
-                    message: "500".into(),
-                    refused: false,
-                },
-                "PruneFailed",
-                true,
-            ),
-            (PassError::Health("x".into()), "HealthCheckFailed", true),
-            (PassError::Inventory("x".into()), "InventoryFailed", false),
-            (PassError::Conflict("x".into()), "OwnershipConflict", true),
             (
                 PassError::Cluster(ClusterError::Timeout(std::time::Duration::from_secs(30))),
                 "ClusterFailed",
@@ -240,14 +265,31 @@ mod tests {
     }
 
     #[test]
-    fn a_sync_failure_keeps_its_stage() {
-        let refused = PassError::from(SyncFailure::Prune {
-            message: "refusing to prune".into(),
-            refused: true,
-        });
-        assert_eq!(refused.reason(), "PruneFailed");
-        assert!(!refused.is_retryable());
-        let refused_dry_run = PassError::from(SyncError::Refused(vec!["a: bad".into()]));
+    fn a_stage_failure_keeps_its_stage_and_its_message() {
+        let refused_prune = PassError::from(StageFailure::PruneRefused(Refusal::EmptyDesired {
+            candidates: 2,
+        }));
+        assert_eq!(refused_prune.reason(), "PruneFailed");
+        assert!(!refused_prune.is_retryable());
+        assert!(
+            refused_prune
+                .to_string()
+                .starts_with("prune failed: refusing to prune 2 objects"),
+            "{refused_prune}"
+        );
+        let refused_dry_run = PassError::from(SyncError::Refused(refused("bad")));
         assert_eq!(refused_dry_run.reason(), "ValidationFailed");
+        assert_eq!(
+            refused_dry_run.to_string(),
+            "validation failed: Deployment.apps ns/web: bad"
+        );
+        let hook = PassError::from(StageFailure::Hook {
+            phase: Phase::PreSync,
+            hooks: refused("Job failed"),
+        });
+        assert_eq!(
+            hook.to_string(),
+            "hook failed: hook PreSync Deployment.apps ns/web: Job failed"
+        );
     }
 }

@@ -56,10 +56,10 @@ pub fn render_text(report: &SyncReport) -> String {
     out.push('\n');
     out.push_str(&summary_line(report));
     out.push('\n');
-    if let Some(refused) = &report.prune_refused {
+    if let Some(refused) = report.prune_refused() {
         out.push_str(&format!("prune refused: {refused}\n"));
     }
-    if let Some(wait) = &report.wait_failed {
+    if let Some(wait) = report.wait_failed() {
         out.push_str(&format!("wait failed: {wait}\n"));
     }
     for hook in &report.hooks {
@@ -152,8 +152,8 @@ pub fn to_json(report: &SyncReport) -> Value {
         "dryRun": report.dry_run,
         "health": report.health,
         "summary": summary,
-        "pruneRefused": report.prune_refused,
-        "waitFailed": report.wait_failed,
+        "pruneRefused": report.prune_refused().map(ToString::to_string),
+        "waitFailed": report.wait_failed().map(ToString::to_string),
         "resources": resources,
         "hooks": report.hooks.iter().map(|h| json!({
             "phase": h.phase,

@@ -21,6 +21,7 @@ use super::health::{self, Assessment, Health};
 use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
 use super::report::Action;
+use super::stage::WaitFailure;
 
 /// How long a CRD created by a sync may take to become Established and served.
 const CRD_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,8 +39,8 @@ pub(super) struct Made {
     served: HashSet<GroupVersionKind>,
 }
 
-/// Applies the steps in order; stops at the first step with a failure. Returns why
-/// waiting for health failed, if it did.
+/// Applies the steps in order; stops at the first step with a failure (the objects
+/// that failed are marked so). Returns why waiting for health failed, if it did.
 pub(super) async fn apply_steps(
     cluster: &Cluster,
     items: &mut [Item<'_>],
@@ -48,7 +49,7 @@ pub(super) async fn apply_steps(
     options: &SyncOptions<'_>,
     started: Instant,
     made: &mut Made,
-) -> Result<(), String> {
+) -> Result<(), WaitFailure> {
     let Made {
         namespaces: created_namespaces,
         served,
@@ -382,7 +383,7 @@ pub(super) async fn wait_healthy(
     wave: &[usize],
     deadline: Instant,
     judge: &health::Judge<'_>,
-) -> Result<(), String> {
+) -> Result<(), WaitFailure> {
     loop {
         let mut pending = None;
         for &i in wave {
@@ -397,7 +398,10 @@ pub(super) async fn wait_healthy(
             let live = cluster
                 .get(kind, namespace_of(kind, id), &id.name)
                 .await
-                .map_err(|e| format!("{id}: cannot read its health: {e}"))?;
+                .map_err(|e| WaitFailure::Unreadable {
+                    id: id.clone(),
+                    cause: e.to_string(),
+                })?;
             let assessment = match &live {
                 Some(live) => judge.assess(id, live),
                 None => Assessment::missing(),
@@ -406,7 +410,10 @@ pub(super) async fn wait_healthy(
             match assessment.health {
                 Health::Healthy => {}
                 Health::Degraded => {
-                    return Err(format!("{id} is Degraded: {}", assessment.message));
+                    return Err(WaitFailure::Degraded {
+                        id: id.clone(),
+                        message: assessment.message,
+                    });
                 }
                 _ => pending = pending.or(Some((id.clone(), assessment))),
             }
@@ -415,10 +422,11 @@ pub(super) async fn wait_healthy(
             return Ok(());
         };
         if Instant::now() >= deadline {
-            return Err(format!(
-                "timed out waiting for health: {id} is {} ({})",
-                assessment.health, assessment.message
-            ));
+            return Err(WaitFailure::TimedOut {
+                id,
+                health: assessment.health,
+                message: assessment.message,
+            });
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }

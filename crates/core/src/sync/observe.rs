@@ -23,6 +23,7 @@ use super::decide;
 use super::inventory::Inventory;
 use super::item::{Item, Plan, gvk_of, is_crd, read_live};
 use super::prune::{self, Verdict};
+use super::stage::ObjectFailure;
 use super::{SyncError, SyncOptions};
 
 /// A live object the app claims (by inventory or label) that Git no longer has.
@@ -47,13 +48,14 @@ impl Observed<'_> {
     /// `tether diff` reports it. An object the server refused to validate is an
     /// error here: a diff cannot say what applying it would do.
     pub fn drift(self) -> Result<Vec<ObjectDiff>, SyncError> {
-        let refused: Vec<String> = self
+        let refused: Vec<ObjectFailure> = self
             .items
             .iter()
             .filter_map(|i| match &i.plan {
-                Plan::Failed(message) | Plan::Unavailable(message) => {
-                    Some(format!("{}: {message}", i.manifest.id))
-                }
+                Plan::Failed(cause) | Plan::Unavailable(cause) => Some(ObjectFailure {
+                    id: i.manifest.id.clone(),
+                    cause: cause.clone(),
+                }),
                 _ => None,
             })
             .collect();

@@ -8,6 +8,8 @@ use tether_diff::manifest::ObjectId;
 
 use super::health::{Assessment, Health};
 use super::inventory::Inventory;
+use super::prune::Refusal;
+use super::stage::{StageFailure, WaitFailure};
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -142,25 +144,6 @@ impl ObjectResult {
     }
 }
 
-/// The stage a sync stopped or failed in, worst first, with what went wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SyncFailure {
-    /// The server did not validate objects: nothing was applied. A refusal needs a
-    /// change; an unavailable server may answer on a retry.
-    Validate { message: String, retryable: bool },
-    /// Writing objects failed part way (later steps were not applied).
-    Apply(String),
-    /// Prune was refused by a guard (needs a change or `allowMassPrune`) or a delete
-    /// failed.
-    Prune { message: String, refused: bool },
-    /// With `--wait`: the app did not become healthy in time.
-    Health(String),
-    /// A hook failed (a PreSync hook's failure applied nothing else).
-    Hook(String),
-    /// Objects are labelled for another app and were left alone.
-    Conflict(String),
-}
-
 /// The outcome of a sync.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncReport {
@@ -168,16 +151,10 @@ pub struct SyncReport {
     pub revision: Option<String>,
     pub dry_run: bool,
     pub objects: Vec<ObjectResult>,
-    /// Why prune did not run, when a guard stopped it.
-    pub prune_refused: Option<String>,
     /// The worst health of the desired objects.
     pub health: Health,
-    /// With `--wait`: why waiting ended without every object Healthy.
-    pub wait_failed: Option<String>,
-    /// The server did not validate objects, so nothing was applied.
-    pub validation_failed: bool,
-    /// Every validation failure was the server being unavailable, not a refusal.
-    pub validation_retryable: bool,
+    /// The stage the sync stopped in, as that stage returned it.
+    pub failure: Option<StageFailure>,
     /// The app's inventory after the sync (as written, or as it would be).
     pub inventory: Inventory,
     /// The hooks the sync ran (or, in a dry run, skipped), in the order it ran them.
@@ -185,11 +162,11 @@ pub struct SyncReport {
 }
 
 impl SyncReport {
-    /// Whether the sync needs a person: an object failed or is claimed by another
-    /// app, prune was refused, or the app did not become healthy in time.
+    /// Whether the sync needs a person: a stage failed (an object failed or is
+    /// claimed by another app, prune was refused, the app did not become healthy in
+    /// time, a hook failed).
     pub fn failed(&self) -> bool {
-        self.prune_refused.is_some()
-            || self.wait_failed.is_some()
+        self.failure.is_some()
             || self.hooks.iter().any(|h| h.action == HookAction::Failed)
             || self
                 .objects
@@ -224,70 +201,25 @@ impl SyncReport {
         })
     }
 
-    /// The stage the sync failed in, if it did. Validation failures are reported
-    /// alone (nothing else ran); otherwise the first of apply, prune, health and
-    /// conflicts that failed.
-    pub fn failure(&self) -> Option<SyncFailure> {
-        let lines = |action: Action, extra: bool| -> Vec<String> {
-            self.objects
-                .iter()
-                .filter(|o| o.action == action && (o.drift == Some(Status::Extra)) == extra)
-                .map(|o| format!("{}: {}", o.id, o.message))
-                .collect()
-        };
-        if self.validation_failed {
-            return Some(SyncFailure::Validate {
-                message: lines(Action::Failed, false).join("; "),
-                retryable: self.validation_retryable,
-            });
-        }
-        let applied = lines(Action::Failed, false);
-        if !applied.is_empty() {
-            return Some(SyncFailure::Apply(applied.join("; ")));
-        }
-        let pruned = lines(Action::Failed, true);
-        if let Some(refusal) = &self.prune_refused {
-            return Some(SyncFailure::Prune {
-                message: refusal.clone(),
-                refused: true,
-            });
-        }
-        if !pruned.is_empty() {
-            return Some(SyncFailure::Prune {
-                message: pruned.join("; "),
-                refused: false,
-            });
-        }
-        if let Some(why) = &self.wait_failed {
-            return Some(SyncFailure::Health(why.clone()));
-        }
-        let hooks = self.hook_failures();
-        if !hooks.is_empty() {
-            return Some(SyncFailure::Hook(hooks.join("; ")));
-        }
-        let conflicts = lines(Action::Conflict, false);
-        (!conflicts.is_empty()).then(|| SyncFailure::Conflict(conflicts.join("; ")))
+    /// The stage the sync failed in, if it did.
+    pub fn failure(&self) -> Option<StageFailure> {
+        self.failure.clone()
     }
 
-    /// Every failure in one line each: objects, conflicts and a refused prune.
-    pub fn failures(&self) -> Vec<String> {
-        self.objects
-            .iter()
-            .filter(|o| matches!(o.action, Action::Failed | Action::Conflict))
-            .map(|o| format!("{}: {}", o.id, o.message))
-            .chain(self.prune_refused.clone())
-            .chain(self.wait_failed.clone())
-            .chain(self.hook_failures())
-            .collect()
+    /// The guard that refused prune, when one did.
+    pub fn prune_refused(&self) -> Option<&Refusal> {
+        match &self.failure {
+            Some(StageFailure::PruneRefused(refusal)) => Some(refusal),
+            _ => None,
+        }
     }
 
-    /// One line per failed hook.
-    fn hook_failures(&self) -> Vec<String> {
-        self.hooks
-            .iter()
-            .filter(|h| h.action == HookAction::Failed)
-            .map(|h| format!("hook {} {}: {}", h.phase.as_str(), h.id, h.message))
-            .collect()
+    /// Why waiting for health ended without every object Healthy, when it did.
+    pub fn wait_failed(&self) -> Option<&WaitFailure> {
+        match &self.failure {
+            Some(StageFailure::Health(why)) => Some(why),
+            _ => None,
+        }
     }
 }
 

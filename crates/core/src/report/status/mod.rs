@@ -558,10 +558,7 @@ mod tests {
                 .max()
                 .unwrap_or(Health::Healthy),
             objects,
-            prune_refused: None,
-            wait_failed: None,
-            validation_failed: false,
-            validation_retryable: false,
+            failure: None,
             inventory: Default::default(),
             hooks: Vec::new(),
         }

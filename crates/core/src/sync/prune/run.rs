@@ -16,8 +16,9 @@ use super::super::item::namespace_of;
 use super::super::observe::Candidate;
 use super::super::plan::prune_order;
 use super::super::report::{Action, ObjectResult, SyncReport};
+use super::super::stage::ObjectFailure;
 use super::super::{SyncError, SyncOptions};
-use super::{Verdict, guard, namespace_use};
+use super::{Refusal, Verdict, guard, namespace_use};
 
 /// A candidate judged, with what deleting it takes along.
 struct Judged {
@@ -31,8 +32,19 @@ struct Judged {
     refused: Option<String>,
 }
 
-/// Prunes the candidates the app owns; returns the inventory entries to keep
-/// (protected, refused, or failed to delete). In a dry run nothing is deleted.
+/// What prune did, beyond the objects it reported.
+#[derive(Debug, Default)]
+pub(in crate::sync) struct Pruned {
+    /// The inventory entries to keep: protected, refused, or failed to delete.
+    pub kept: Vec<Entry>,
+    /// The guard that refused to prune, if one did (nothing was deleted).
+    pub refused: Option<Refusal>,
+    /// The deletes that failed.
+    pub failed: Vec<ObjectFailure>,
+}
+
+/// Prunes the candidates the app owns, reporting each. In a dry run nothing is
+/// deleted.
 pub(in crate::sync) async fn run(
     cluster: &Cluster,
     candidates: Vec<Candidate>,
@@ -40,9 +52,9 @@ pub(in crate::sync) async fn run(
     desired: usize,
     options: &SyncOptions<'_>,
     report: &mut SyncReport,
-) -> Result<Vec<Entry>, SyncError> {
+) -> Result<Pruned, SyncError> {
     if candidates.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Pruned::default());
     }
     let mut ids: Vec<ObjectId> = candidates.iter().map(|c| c.id.clone()).collect();
     prune_order(&mut ids);
@@ -116,10 +128,8 @@ pub(in crate::sync) async fn run(
     } else {
         None
     };
-    if let Some(refusal) = &refusal {
-        report.prune_refused = Some(refusal.to_string());
-    }
     let mut kept = Vec::new();
+    let mut failed = Vec::new();
     for j in judged {
         let (action, message) = match (&j.verdict, &j.refused) {
             (Verdict::Gone, _) => continue,
@@ -150,10 +160,14 @@ pub(in crate::sync) async fn run(
                     .and_then(Value::as_str);
                 match delete(cluster, &j, uid).await {
                     Ok(()) => (Action::Pruned, String::new()),
-                    Err(err) => (
-                        Action::Failed,
-                        format!("prune failed: {}", server_message(&j.id, &err)),
-                    ),
+                    Err(err) => {
+                        let cause = format!("prune failed: {}", server_message(&j.id, &err));
+                        failed.push(ObjectFailure {
+                            id: j.id.clone(),
+                            cause: cause.clone(),
+                        });
+                        (Action::Failed, cause)
+                    }
                 }
             }
         };
@@ -172,7 +186,11 @@ pub(in crate::sync) async fn run(
         };
         report.objects.push(result);
     }
-    Ok(kept)
+    Ok(Pruned {
+        kept,
+        refused: refusal,
+        failed,
+    })
 }
 
 /// Deletes a judged object. When its version stopped being served during this pass
