@@ -61,6 +61,7 @@ mod source_security;
 mod substitute;
 mod support;
 mod sync;
+mod sync_namespaces;
 mod tenancy;
 mod tenant_identity;
 mod tour;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, Resolved};
 use tether_diff::diff::{DiffOptions, Drift, diff_object};
-use tether_diff::manifest::crd_scope;
+use tether_diff::manifest::{ObjectId, crd_scope};
 
 use super::SyncOptions;
 use super::annotations::Write;
@@ -135,7 +135,7 @@ pub(super) async fn apply_steps(
                     };
                     item.result = Some((action, message));
                     let id = &item.manifest.id;
-                    if id.group.is_empty() && id.kind == "Namespace" {
+                    if is_namespace(id) {
                         created_namespaces.insert(id.name.clone());
                     }
                 }
@@ -181,7 +181,74 @@ pub(super) async fn apply_steps(
             wait_healthy(cluster, items, &wave, started + timeout, &options.health).await?;
         }
     }
+    // What the last step made (the Namespaces and CRDs PreSync hooks need come in a
+    // call of their own) lets its deferred objects be validated before anything else
+    // runs; a refusal marks them failed.
+    validate_deferred(
+        cluster,
+        items,
+        created_namespaces,
+        served,
+        diff_options,
+        options,
+    )
+    .await;
     Ok(())
+}
+
+/// What the report says of a Namespace deleted again by [`undo_namespaces`].
+const UNDONE: &str = "created to validate the objects in it, deleted: one of them was refused";
+
+/// Deletes the Namespaces this pass created, once an object in one was refused in its
+/// dry run (which could not run before its Namespace existed), when they are all the
+/// pass wrote: so a refusal still leaves nothing of the revision written. Each is
+/// deleted in the incarnation the pass created (a UID precondition). False, undoing
+/// nothing, when the pass wrote anything else (an earlier wave): the report then says
+/// what was written.
+pub(super) async fn undo_namespaces(
+    cluster: &Cluster,
+    items: &mut [Item<'_>],
+    made: &mut Made,
+) -> bool {
+    let only_namespaces = items
+        .iter()
+        .filter(|i| i.result.as_ref().is_some_and(|(action, _)| action.writes()))
+        .all(|i| is_namespace(&i.manifest.id) && matches!(i.result, Some((Action::Created, _))));
+    if !only_namespaces {
+        return false;
+    }
+    for item in items.iter_mut() {
+        let manifest = item.manifest;
+        let id = &manifest.id;
+        if !(is_namespace(id) && matches!(item.result, Some((Action::Created, _)))) {
+            continue;
+        }
+        let Some(kind) = &item.kind else { continue };
+        let uid = item
+            .latest
+            .as_ref()
+            .and_then(|l| l.pointer("/metadata/uid"))
+            .and_then(Value::as_str);
+        item.result = Some(match cluster.delete(kind, None, &id.name, uid).await {
+            Ok(()) => {
+                made.namespaces.remove(&id.name);
+                item.latest = None;
+                (Action::Skipped, UNDONE.to_string())
+            }
+            Err(err) => (
+                Action::Created,
+                format!(
+                    "created to validate the objects in it; deleting it after one was refused failed: {}",
+                    server_message(id, &err)
+                ),
+            ),
+        });
+    }
+    true
+}
+
+fn is_namespace(id: &ObjectId) -> bool {
+    id.group.is_empty() && id.kind == "Namespace"
 }
 
 /// Dry-runs the deferred objects whose prerequisites now exist; false when any is

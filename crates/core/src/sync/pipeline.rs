@@ -339,8 +339,8 @@ impl<'p, 'o> Pass<'p, 'o> {
 
     /// The report of a pass that ran its stages to `outcome`. A failed pass still
     /// reports every object (those it never reached as skipped, saying why), records
-    /// what it owns if it got to applying, and runs its SyncFail hooks (not after a
-    /// validation failure: nothing was written).
+    /// what it owns if it got to applying, and runs its SyncFail hooks (neither after
+    /// a validation failure: nothing of the revision was written).
     pub(super) async fn close(
         mut self,
         outcome: Result<(), Stop>,
@@ -352,7 +352,7 @@ impl<'p, 'o> Pass<'p, 'o> {
         };
         if let Some(failure) = &failure {
             self.report_objects(&failure.not_reached());
-            if self.reached_apply {
+            if self.reached_apply && !failure.is_validation() {
                 self.record_inventory().await?;
             }
             if self.run_hooks && !failure.is_validation() {
@@ -367,8 +367,8 @@ impl<'p, 'o> Pass<'p, 'o> {
         Ok(self.report)
     }
 
-    /// Writes `steps` (`apply`); the objects that failed, or why waiting for health
-    /// ended, are the stage's failure.
+    /// Writes `steps` (`apply`); the objects refused in their deferred dry run, the
+    /// objects that failed, or why waiting for health ended, are the stage's failure.
     async fn write(&mut self, steps: &[Step]) -> Result<(), StageFailure> {
         let diff_options = DiffOptions {
             mode: Mode::Online,
@@ -386,6 +386,14 @@ impl<'p, 'o> Pass<'p, 'o> {
             &mut self.made,
         )
         .await;
+        // An object whose Namespace this pass created was refused once it could be
+        // dry-run: when nothing else was written, the Namespaces go again and the pass
+        // failed validation, as if they had never been needed.
+        if let Err(refused) = self.validate()
+            && apply::undo_namespaces(self.cluster, &mut self.items, &mut self.made).await
+        {
+            return Err(refused);
+        }
         let objects: Vec<ObjectFailure> = self
             .items
             .iter()
