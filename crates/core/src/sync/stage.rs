@@ -78,7 +78,7 @@ impl StageFailure {
     }
 
     /// Whether the pass stopped before writing anything (validation).
-    pub fn is_validation(&self) -> bool {
+    pub(crate) fn is_validation(&self) -> bool {
         matches!(
             self,
             StageFailure::Refused { .. } | StageFailure::Unavailable { .. }
