@@ -205,10 +205,10 @@ mod tests {
                 true,
             ),
             (
-                stage(StageFailure::Health(WaitFailure::Degraded {
+                stage(StageFailure::Health(Box::new(WaitFailure::Degraded {
                     id: refused("x")[0].id.clone(),
                     message: "x".into(),
-                })),
+                }))),
                 "HealthCheckFailed",
                 true,
             ),

@@ -243,7 +243,7 @@ impl<'p, 'o> Pass<'p, 'o> {
         let judge = &self.options.health;
         apply::wait_healthy(self.cluster, &mut self.items, &all, healthy_by, judge)
             .await
-            .map_err(StageFailure::Health)
+            .map_err(|why| StageFailure::Health(Box::new(why)))
     }
 
     /// Prune: delete what the app owns and no longer declares (in a dry run, say
@@ -408,7 +408,7 @@ impl<'p, 'o> Pass<'p, 'o> {
         if !objects.is_empty() {
             return Err(StageFailure::Apply { objects });
         }
-        waited.map_err(StageFailure::Health)
+        waited.map_err(|why| StageFailure::Health(Box::new(why)))
     }
 
     fn has_hooks(&self, phase: Phase) -> bool {

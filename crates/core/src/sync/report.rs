@@ -217,7 +217,7 @@ impl SyncReport {
     /// Why waiting for health ended without every object Healthy, when it did.
     pub fn wait_failed(&self) -> Option<&WaitFailure> {
         match &self.failure {
-            Some(StageFailure::Health(why)) => Some(why),
+            Some(StageFailure::Health(why)) => Some(why.as_ref()),
             _ => None,
         }
     }

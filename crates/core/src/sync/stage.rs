@@ -47,8 +47,9 @@ pub enum StageFailure {
     #[error("prune failed: {}", lines(.objects))]
     Prune { objects: Vec<ObjectFailure> },
     /// The app did not become healthy in time (`--wait`, or before PostSync hooks).
+    /// Boxed: an object's identity makes it the largest failure by far.
     #[error("health check failed: {0}")]
-    Health(#[source] WaitFailure),
+    Health(#[source] Box<WaitFailure>),
     /// Hooks of one phase failed (a PreSync hook's failure applies nothing else).
     #[error("hook failed: {}", hook_lines(*.phase, .hooks))]
     Hook {
