@@ -14,6 +14,7 @@ use tether_diff::manifest::{Manifest, ObjectId, ObjectKey};
 
 use super::annotations::Options;
 use super::report::Action;
+use super::stage::ObjectFailure;
 
 /// One desired object as observed, and what the sync will do with it.
 pub(super) struct Item<'m> {
@@ -103,4 +104,19 @@ pub(super) fn namespace_of<'i>(kind: &Resolved, id: &'i ObjectId) -> Option<&'i 
 
 pub(super) fn is_crd(id: &ObjectId) -> bool {
     id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition"
+}
+
+/// The objects the server did not validate (refused, or could not be asked), with
+/// its causes.
+pub(super) fn not_validated(items: &[Item<'_>]) -> Vec<ObjectFailure> {
+    items
+        .iter()
+        .filter_map(|i| match &i.plan {
+            Plan::Failed(cause) | Plan::Unavailable(cause) => Some(ObjectFailure {
+                id: i.manifest.id.clone(),
+                cause: cause.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }

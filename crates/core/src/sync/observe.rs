@@ -21,9 +21,8 @@ use tether_schema::ownership::{APP_LABEL, FIELD_MANAGER, is_hook};
 use super::annotations::{Options, ignores_extraneous};
 use super::decide;
 use super::inventory::Inventory;
-use super::item::{Item, Plan, gvk_of, is_crd, read_live};
+use super::item::{Item, Plan, gvk_of, is_crd, not_validated, read_live};
 use super::prune::{self, Verdict};
-use super::stage::ObjectFailure;
 use super::{SyncError, SyncOptions};
 
 /// A live object the app claims (by inventory or label) that Git no longer has.
@@ -48,17 +47,7 @@ impl Observed<'_> {
     /// `tether diff` reports it. An object the server refused to validate is an
     /// error here: a diff cannot say what applying it would do.
     pub fn drift(self) -> Result<Vec<ObjectDiff>, SyncError> {
-        let refused: Vec<ObjectFailure> = self
-            .items
-            .iter()
-            .filter_map(|i| match &i.plan {
-                Plan::Failed(cause) | Plan::Unavailable(cause) => Some(ObjectFailure {
-                    id: i.manifest.id.clone(),
-                    cause: cause.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
+        let refused = not_validated(&self.items);
         if !refused.is_empty() {
             return Err(SyncError::Refused(refused));
         }

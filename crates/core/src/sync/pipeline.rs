@@ -13,7 +13,7 @@ use tether_diff::manifest::ManifestSet;
 use super::health::{self, Assessment, Health};
 use super::hooks::{self, Hook};
 use super::inventory::{self, Entry, Inventory};
-use super::item::{Item, Plan};
+use super::item::{Item, Plan, not_validated};
 use super::observe::{Candidate, Observed, observe, observe_objects};
 use super::plan::{self, Step};
 use super::report::{self, Action, HookAction, Lineage, ObjectResult, Phase, SyncReport};
@@ -149,17 +149,7 @@ impl<'p, 'o> Pass<'p, 'o> {
 
     /// Validate: one object the server did not validate means nothing is applied.
     pub(super) fn validate(&self) -> Result<(), StageFailure> {
-        let objects: Vec<ObjectFailure> = self
-            .items
-            .iter()
-            .filter_map(|i| match &i.plan {
-                Plan::Failed(cause) | Plan::Unavailable(cause) => Some(ObjectFailure {
-                    id: i.manifest.id.clone(),
-                    cause: cause.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
+        let objects = not_validated(&self.items);
         if objects.is_empty() {
             return Ok(());
         }
