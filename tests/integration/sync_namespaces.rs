@@ -30,6 +30,22 @@ fn deployment(replicas: i32) -> String {
 /// A PreSync hook Job in `fresh`.
 const MIGRATE: &str = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: fresh\n  annotations:\n    argocd.argoproj.io/hook: PreSync\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: run, image: \"busybox:1.36\"}]\n";
 
+/// The revision: the Namespace `fresh` with a ConfigMap and an invalid Deployment in
+/// it, a ConfigMap in `default`, and `extra` files.
+fn revision(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut files = vec![
+        ("namespace.yaml".to_string(), NAMESPACE.to_string()),
+        ("settings.yaml".to_string(), configmap("settings", "fresh")),
+        ("web.yaml".to_string(), deployment(-1)),
+        (
+            "elsewhere.yaml".to_string(),
+            configmap("elsewhere", "default"),
+        ),
+    ];
+    files.extend(extra.iter().map(|(f, c)| (f.to_string(), c.to_string())));
+    files
+}
+
 /// Syncs `dir` with an invalid Deployment in the new Namespace and checks that the
 /// pass failed validation and left nothing of the revision behind.
 async fn refused_leaves_nothing(sandbox: &TestSandbox, dir: &Path) -> Value {
@@ -86,16 +102,7 @@ async fn refused_leaves_nothing(sandbox: &TestSandbox, dir: &Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_object_in_a_namespace_the_revision_creates_leaves_nothing_written() {
     let sandbox = sandbox().await;
-    let dir = app_dir(
-        &sandbox,
-        "fresh",
-        &[
-            ("namespace.yaml", NAMESPACE.to_string()),
-            ("settings.yaml", configmap("settings", "fresh")),
-            ("web.yaml", deployment(-1)),
-            ("elsewhere.yaml", configmap("elsewhere", "default")),
-        ],
-    );
+    let dir = app_dir(&sandbox, "fresh", &revision(&[]));
     refused_leaves_nothing(&sandbox, &dir).await;
 
     // Fixed in Git, the next sync creates the Namespace again and everything in it.
@@ -117,17 +124,7 @@ async fn an_invalid_object_in_a_namespace_the_revision_creates_leaves_nothing_wr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_in_a_new_namespace_runs_no_pre_sync_hook() {
     let sandbox = sandbox().await;
-    let dir = app_dir(
-        &sandbox,
-        "fresh",
-        &[
-            ("namespace.yaml", NAMESPACE.to_string()),
-            ("settings.yaml", configmap("settings", "fresh")),
-            ("web.yaml", deployment(-1)),
-            ("elsewhere.yaml", configmap("elsewhere", "default")),
-            ("migrate.yaml", MIGRATE.to_string()),
-        ],
-    );
+    let dir = app_dir(&sandbox, "fresh", &revision(&[("migrate.yaml", MIGRATE)]));
     let report = refused_leaves_nothing(&sandbox, &dir).await;
     assert_eq!(report["hooks"], serde_json::json!([]), "{report}");
 }
