@@ -47,7 +47,7 @@ impl Worker {
         {
             return blocked(format!("sync window: {reason}"));
         }
-        let manual = self.sync_requested.load(Ordering::SeqCst);
+        let manual = self.schedule.manual.owed();
         if !self.config.sync.automated && !manual {
             return blocked("automated sync is off: drift is reported only".into());
         }

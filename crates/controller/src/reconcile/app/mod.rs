@@ -24,6 +24,8 @@ mod pass;
 mod render;
 mod schedule;
 
+use schedule::{ManualSync, Schedule};
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +37,6 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
 use super::decryption::AppKeys;
 use super::depends::{Dependencies, Registration};
 use super::leader::Leadership;
@@ -108,7 +109,7 @@ pub struct AppHandle {
     pub config: AppConfig,
     wake: Arc<Notify>,
     wakes: Arc<Mutex<Wakes>>,
-    sync_requested: Arc<AtomicBool>,
+    manual: ManualSync,
     suspended: Arc<AtomicBool>,
     pinning: Pinning,
     cancel: CancellationToken,
@@ -131,7 +132,7 @@ impl AppHandle {
 
     /// A manual sync: one pass that acts even when automated sync is off.
     pub fn request_sync(&self) {
-        self.sync_requested.store(true, Ordering::SeqCst);
+        self.manual.request();
         self.wake();
     }
 
@@ -174,7 +175,8 @@ pub fn spawn(
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
     let wakes = Arc::new(Mutex::new(Wakes::default()));
-    let sync_requested = Arc::new(AtomicBool::new(false));
+    let manual = ManualSync::default();
+    let schedule = Schedule::new(shared.resync_interval, manual.clone());
     let suspended = Arc::new(AtomicBool::new(false));
     let pinning = Pinning::default();
     let woken: super::depends::Wake = {
@@ -204,7 +206,6 @@ pub fn spawn(
         source,
         wake: wake.clone(),
         wakes: wakes.clone(),
-        sync_requested: sync_requested.clone(),
         rendered: RenderCache::default(),
         identity: None,
         suspended: suspended.clone(),
@@ -215,9 +216,7 @@ pub fn spawn(
         keys: None,
         values: None,
         synced_hooks: false,
-        stalled_on: None,
-        backoff: Backoff::new(),
-        retry_at: None,
+        schedule,
         watched: HashSet::new(),
         trust: Trust::new(config.source.verify.clone()),
     };
@@ -226,7 +225,7 @@ pub fn spawn(
         config,
         wake,
         wakes,
-        sync_requested,
+        manual,
         suspended,
         pinning,
         cancel,
@@ -253,7 +252,6 @@ struct Worker {
     source: watch::Receiver<SourceState>,
     wake: Arc<Notify>,
     wakes: Arc<Mutex<Wakes>>,
-    sync_requested: Arc<AtomicBool>,
     /// Suspended from the API (see [`AppHandle::set_suspended`]).
     suspended: Arc<AtomicBool>,
     /// The revision a rollback holds the app at (see [`pin`]).
@@ -275,11 +273,8 @@ struct Worker {
     /// Whether that revision has hooks (which run with every pass that writes, so a
     /// heal of it is a full pass).
     synced_hooks: bool,
-    /// A revision that cannot be synced (invalid manifests): not retried until the
-    /// source moves.
-    stalled_on: Option<String>,
-    backoff: Backoff,
-    retry_at: Option<Instant>,
+    /// When it wakes on its own, and what it owes (a retry, a stall, a manual sync).
+    schedule: Schedule,
     watched: HashSet<GroupVersionKind>,
     /// `source.verify`: the revision a pass may apply.
     trust: Trust,
@@ -288,7 +283,6 @@ struct Worker {
 impl Worker {
     async fn run(mut self, cancel: CancellationToken) {
         let mut leadership = self.leadership.clone();
-        let mut next_resync = Instant::now() + self.shared.resync_interval;
         loop {
             let windows_change = windows::next_change(&self.config.sync_windows, Utc::now())
                 .and_then(|at| (at - Utc::now()).to_std().ok())
@@ -300,16 +294,9 @@ impl Worker {
             // is withdrawn while held elsewhere, which clears its staleness too, but only
             // once a fetch under way has ended.
             let here = !self.held_elsewhere();
-            let deadline = [
-                Some(next_resync),
-                self.retry_at.filter(|_| here),
-                windows_change,
-                self.stale_at().filter(|_| here),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(next_resync);
+            let deadline = self
+                .schedule
+                .next_wake(windows_change, self.stale_at(), here);
             let (mut notified, mut moved) = (false, false);
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -353,9 +340,9 @@ impl Worker {
             let Ok(_permit) = self.shared.passes.clone().acquire_owned().await else {
                 return;
             };
-            if self.retry_at.is_some_and(|at| at > Instant::now())
+            if self.schedule.backing_off(Instant::now())
                 && self.rendered_is_current()
-                && !self.sync_requested.load(Ordering::SeqCst)
+                && !self.schedule.manual.owed()
             {
                 // Backing off: live changes and resyncs wait for the retry; the
                 // source's standing is still shown (and marked seen, or its change
@@ -367,7 +354,8 @@ impl Worker {
             // Boxed: a worker waits far longer than it runs, and an inline pass would
             // make every idle worker's task as large as its deepest pass (12 KiB each).
             Box::pin(self.pass()).await;
-            next_resync = Instant::now() + self.shared.resync_interval;
+            self.schedule
+                .passed(Instant::now(), self.shared.resync_interval);
         }
     }
 }

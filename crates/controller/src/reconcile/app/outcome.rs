@@ -30,14 +30,16 @@ impl Worker {
         let now = Utc::now();
         let (result, error, changed) = match outcome {
             Ok(changed) => {
-                self.backoff.reset();
-                self.retry_at = None;
+                self.schedule.succeeded();
                 (PassResult::Succeeded, None, changed)
             }
-            Err((err, changed)) if err.is_retryable() => (self.retry(), Some(err), changed),
+            Err((err, changed)) if err.is_retryable() => {
+                self.schedule.failed(Instant::now());
+                (PassResult::Failed, Some(err), changed)
+            }
             Err((err, changed)) => {
-                self.stalled_on = Some(self.revision_id(&revision.sha));
-                self.retry_at = None;
+                let id = self.revision_id(&revision.sha);
+                self.schedule.stalled(id);
                 (PassResult::Stalled, Some(err), changed)
             }
         };
@@ -58,7 +60,7 @@ impl Worker {
             );
         }
         METRICS.pass(&name, result.as_str(), took);
-        let retry_at = self.retry_at;
+        let retry_at = self.schedule.retry_at();
         self.shared.statuses.update(&name, |s| {
             s.last_pass = Some(PassInfo {
                 finished_at: now,

@@ -4,7 +4,6 @@
 //! holds the app.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use chrono::Utc;
@@ -59,11 +58,11 @@ impl Worker {
         }
         // A stalled revision waits for new inputs or new variables, or for a person
         // asking again.
-        let manual = self.sync_requested.load(Ordering::SeqCst);
-        if self.stalled_on.as_deref() == Some(self.revision_id(&revision.sha).as_str()) && !manual {
+        let manual = self.schedule.manual.owed();
+        if self.schedule.stalled_at(&self.revision_id(&revision.sha)) && !manual {
             return;
         }
-        self.stalled_on = None;
+        self.schedule.unstall();
         let revision = match holding {
             // A pin holds an earlier applied revision, verified when it was applied.
             Some(_) => revision,
@@ -150,7 +149,7 @@ impl Worker {
         let id = self.revision_id(sha);
         let automation = self.automation(&id);
         let acting = automation.acting;
-        let manual = self.sync_requested.swap(false, Ordering::SeqCst);
+        let manual = self.schedule.manual.take();
         let options = self.sync_options(&id, acting);
         let pass = sync(&self.shared.cluster, &desired, Some(sha), &options);
         let report = if acting {
@@ -161,7 +160,7 @@ impl Worker {
                     // A manual sync it carried is still owed, as to any follower.
                     self.inventory = None;
                     if manual {
-                        self.sync_requested.store(true, Ordering::SeqCst);
+                        self.schedule.manual.request();
                     }
                     return Err((PassError::LeadershipLost, 0));
                 }
@@ -176,7 +175,7 @@ impl Worker {
         })?;
         if manual && !acting {
             // Asked for but not allowed: keep the request until it may act.
-            self.sync_requested.store(true, Ordering::SeqCst);
+            self.schedule.manual.request();
         }
         self.inventory = Some(report.inventory.clone());
         if acting && !report.failed() {
@@ -246,11 +245,10 @@ impl Worker {
         let id = self.revision_id(sha);
         let eligible = self.synced_revision.as_deref() == Some(id.as_str())
             && !self.synced_hooks
-            && self.stalled_on.is_none()
-            && self.retry_at.is_none()
+            && self.schedule.settled()
             && self.inventory.is_some()
             && self.shared.cluster.service_account().is_none()
-            && !self.sync_requested.load(Ordering::SeqCst)
+            && !self.schedule.manual.owed()
             && self.automation(&id).acting
             && self.dependencies.gate() == Gate::Open;
         if !eligible {
@@ -311,9 +309,8 @@ impl Worker {
     pub(super) async fn unchanged_commit(&mut self) -> bool {
         let owed = self.trust.enabled()
             || self.pinning.get().is_some()
-            || self.stalled_on.is_some()
-            || self.retry_at.is_some()
-            || self.sync_requested.load(Ordering::SeqCst)
+            || !self.schedule.settled()
+            || self.schedule.manual.owed()
             || self.held_elsewhere();
         let Some(applied) = self.synced_revision.clone().filter(|_| !owed) else {
             return false;
