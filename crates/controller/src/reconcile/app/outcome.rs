@@ -8,7 +8,9 @@ use tether_core::metrics::METRICS;
 use tether_core::report::commit_status::{CommitState, StatusReport};
 use tether_core::report::drift::Summary;
 use tether_core::report::notify::{Event, EventKind, EventRevision};
-use tether_core::report::status::{PassInfo, PassResult, SourceInfo, SyncStatus};
+use tether_core::report::status::{
+    ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo, SyncStatus, reason,
+};
 use tether_core::source::{Revision, SourceStatus};
 use tether_core::sync::SyncReport;
 use tether_core::sync::health::Health;
@@ -73,18 +75,48 @@ impl Worker {
             let message = error.as_ref().map(ToString::to_string).unwrap_or_default();
             match &error {
                 None => {
-                    s.set_condition("Ready", "True", "Succeeded", "", now);
-                    s.set_condition("Stalled", "False", "Succeeded", "", now);
+                    s.set_condition(
+                        ConditionType::Ready,
+                        ConditionStatus::True,
+                        reason::SUCCEEDED,
+                        "",
+                        now,
+                    );
+                    s.set_condition(
+                        ConditionType::Stalled,
+                        ConditionStatus::False,
+                        reason::SUCCEEDED,
+                        "",
+                        now,
+                    );
                     if s.sync == SyncStatus::Synced {
                         s.record_applied(&revision.sha, &revision.subject, now);
                     }
                 }
                 Some(err) => {
-                    s.set_condition("Ready", "False", err.reason(), &message, now);
+                    s.set_condition(
+                        ConditionType::Ready,
+                        ConditionStatus::False,
+                        err.reason(),
+                        &message,
+                        now,
+                    );
                     if result == PassResult::Stalled {
-                        s.set_condition("Stalled", "True", err.reason(), &message, now);
+                        s.set_condition(
+                            ConditionType::Stalled,
+                            ConditionStatus::True,
+                            err.reason(),
+                            &message,
+                            now,
+                        );
                     } else {
-                        s.set_condition("Stalled", "False", "Retrying", "", now);
+                        s.set_condition(
+                            ConditionType::Stalled,
+                            ConditionStatus::False,
+                            reason::RETRYING,
+                            "",
+                            now,
+                        );
                     }
                 }
             }
@@ -114,8 +146,14 @@ impl Worker {
         self.shared.statuses.update(name, |s| {
             s.sync = SyncStatus::Unknown;
             if !tried {
-                let reason = "the source has not been fetched yet";
-                s.set_condition("SourceReady", "False", "FetchFailed", reason, Utc::now());
+                let message = "the source has not been fetched yet";
+                s.set_condition(
+                    ConditionType::SourceReady,
+                    ConditionStatus::False,
+                    reason::FETCH_FAILED,
+                    message,
+                    Utc::now(),
+                );
             }
             let Some(err) = &failed else {
                 return;
@@ -132,12 +170,28 @@ impl Worker {
                 error: Some(message.clone()),
                 changed: 0,
             });
-            s.set_condition("Ready", "False", err.reason(), &message, now);
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                err.reason(),
+                &message,
+                now,
+            );
             match result {
-                PassResult::Stalled => {
-                    s.set_condition("Stalled", "True", err.reason(), &message, now)
-                }
-                _ => s.set_condition("Stalled", "False", "Retrying", "", now),
+                PassResult::Stalled => s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::True,
+                    err.reason(),
+                    &message,
+                    now,
+                ),
+                _ => s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::False,
+                    reason::RETRYING,
+                    "",
+                    now,
+                ),
             }
         });
     }
@@ -152,7 +206,7 @@ impl Worker {
         }
         let now = Utc::now();
         let stale = is_stale(status, self.config.source.stale_after, now);
-        let reason = status.reason.unwrap_or("FetchFailed");
+        let reason = status.reason.unwrap_or(reason::FETCH_FAILED);
         self.shared.statuses.update(&self.config.name, |s| {
             s.source = Some(SourceInfo {
                 ready: status.ready,
@@ -163,15 +217,33 @@ impl Worker {
                 stale,
             });
             if status.ready {
-                s.set_condition("SourceReady", "True", "Fetched", "", now);
+                s.set_condition(
+                    ConditionType::SourceReady,
+                    ConditionStatus::True,
+                    reason::FETCHED,
+                    "",
+                    now,
+                );
             } else if let Some(message) = &status.message {
                 match status.failing_since {
                     Some(since) => {
                         let at = since.to_rfc3339_opts(SecondsFormat::Secs, true);
                         let message = format!("{message} (since {at})");
-                        s.set_condition_since("SourceReady", "False", reason, &message, since);
+                        s.set_condition_since(
+                            ConditionType::SourceReady,
+                            ConditionStatus::False,
+                            reason,
+                            &message,
+                            since,
+                        );
                     }
-                    None => s.set_condition("SourceReady", "False", reason, message, now),
+                    None => s.set_condition(
+                        ConditionType::SourceReady,
+                        ConditionStatus::False,
+                        reason,
+                        message,
+                        now,
+                    ),
                 }
             }
         });

@@ -10,6 +10,7 @@ use super::{Contexts, Running, STOP_GRACE, ServeError, commit_url_prefix, stop_a
 use crate::config::{AppConfig, Config};
 use crate::reconcile::app;
 use tether_core::metrics::METRICS;
+use tether_core::report::status::{ConditionStatus, ConditionType};
 use tether_core::source::{SourceWatcher, Triggers};
 
 impl Contexts {
@@ -64,8 +65,20 @@ impl Contexts {
                 let (message, reason) = (err.to_string(), err.reason());
                 self.statuses.update(&app.name, |s| {
                     let now = chrono::Utc::now();
-                    s.set_condition("Ready", "False", reason, &message, now);
-                    s.set_condition("Stalled", "True", reason, &message, now);
+                    s.set_condition(
+                        ConditionType::Ready,
+                        ConditionStatus::False,
+                        reason,
+                        &message,
+                        now,
+                    );
+                    s.set_condition(
+                        ConditionType::Stalled,
+                        ConditionStatus::True,
+                        reason,
+                        &message,
+                        now,
+                    );
                 });
                 return Ok(());
             }
