@@ -104,7 +104,7 @@ impl Worker {
         {
             Ok(read) => self.variables = read,
             Err(err) => {
-                self.record_pass(&revision, started, Err((PassError::Variables(err), 0)));
+                self.record_pass(revision, started, Err((PassError::Variables(err), 0)));
                 return false;
             }
         }
@@ -118,7 +118,7 @@ impl Worker {
         {
             Ok(read) => self.keys = read,
             Err(err) => {
-                self.record_pass(&revision, started, Err((PassError::Decryption(err), 0)));
+                self.record_pass(revision, started, Err((PassError::Decryption(err), 0)));
                 return false;
             }
         }
@@ -130,7 +130,7 @@ impl Worker {
         match read.await {
             Ok(read) => self.values = read,
             Err(err) => {
-                self.record_pass(&revision, started, Err((PassError::Values(err), 0)));
+                self.record_pass(revision, started, Err((PassError::Values(err), 0)));
                 return false;
             }
         }

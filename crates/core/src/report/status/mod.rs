@@ -512,6 +512,8 @@ impl Statuses {
 
 #[cfg(test)]
 mod tests {
+    use super::ConditionStatus::{False, True};
+    use super::ConditionType::{SourceReady, Synced};
     use super::*;
     use crate::sync::Action;
     use crate::sync::health::Assessment;
@@ -622,28 +624,10 @@ mod tests {
         let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
         let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
         let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
-        status.set_condition(
-            ConditionType::Synced,
-            ConditionStatus::True,
-            "Synced",
-            "",
-            t0,
-        );
-        status.set_condition(
-            ConditionType::Synced,
-            ConditionStatus::True,
-            "Synced",
-            "",
-            t1,
-        );
+        status.set_condition(Synced, True, "Synced", "", t0);
+        status.set_condition(Synced, True, "Synced", "", t1);
         assert_eq!(status.conditions[0].last_transition_time, t0);
-        status.set_condition(
-            ConditionType::Synced,
-            ConditionStatus::False,
-            "OutOfSync",
-            "2 objects differ",
-            t2,
-        );
+        status.set_condition(Synced, False, "OutOfSync", "2 objects differ", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
         assert_eq!(status.conditions[0].message, "2 objects differ");
     }
@@ -654,31 +638,13 @@ mod tests {
         let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
         let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
         let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
-        status.set_condition(
-            ConditionType::SourceReady,
-            ConditionStatus::True,
-            "Fetched",
-            "",
-            t0,
-        );
-        status.set_condition_since(
-            ConditionType::SourceReady,
-            ConditionStatus::False,
-            "FetchFailed",
-            "refused",
-            t1,
-        );
+        status.set_condition(SourceReady, True, "Fetched", "", t0);
+        status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t1);
         assert_eq!(status.conditions[0].last_transition_time, t1);
         // A new failure streak the worker saw no success between: its own start.
-        status.set_condition_since(
-            ConditionType::SourceReady,
-            ConditionStatus::False,
-            "FetchFailed",
-            "refused",
-            t2,
-        );
+        status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
-        assert_eq!(status.conditions[0].status, ConditionStatus::False);
+        assert_eq!(status.conditions[0].status, False);
     }
 
     #[test]
