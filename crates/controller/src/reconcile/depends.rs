@@ -400,8 +400,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use tether_core::report::status::reason;
     use tether_core::report::status::RevisionInfo;
+    use tether_core::report::status::reason;
 
     fn counter() -> (Arc<AtomicUsize>, Wake) {
         let count = Arc::new(AtomicUsize::new(0));
