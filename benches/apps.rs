@@ -11,7 +11,6 @@
 //! `target/bench-results/apps.json`.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
@@ -164,26 +163,15 @@ fn dynamic(
 fn serve(dir: &Path, name: &str, kubeconfig: &Path, config: &str) -> tokio::process::Child {
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, config).expect("write config");
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&path)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.join(format!("{name}-cache")))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).expect("log"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts")
-}
-
-fn ready(app: &Value) -> bool {
-    app["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
+    tether_testkit::serve::command(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
+        &path,
+        kubeconfig,
+        &dir.join(format!("{name}-cache")),
+        &dir.join(format!("{name}.log")),
+    )
+    .spawn()
+    .expect("tether serve starts")
 }
 
 #[tokio::main]
@@ -249,7 +237,7 @@ async fn main() {
         let count = listed
             .items
             .iter()
-            .filter(|a| ready(&serde_json::to_value(a).unwrap_or_default()))
+            .filter(|a| tether_testkit::serve::ready(&serde_json::to_value(a).unwrap_or_default()))
             .count();
         if count == APPS {
             break started.elapsed();
@@ -383,13 +371,5 @@ async fn main() {
         "rssFileMiB": file_rss,
         "fileSyncedSeconds": file_synced.as_secs_f64(),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("apps.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "apps.json", &results);
 }

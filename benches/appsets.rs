@@ -8,8 +8,7 @@
 //! `cargo bench --bench appsets` prints a table and writes
 //! `target/bench-results/appsets.json`.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -110,13 +109,6 @@ async fn prepare(client: &kube::Client) {
     .await;
 }
 
-fn ready(app: &Value) -> bool {
-    app["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -134,18 +126,15 @@ async fn main() {
     let config = dir.path().join("tether.yaml");
     std::fs::write(&config, "server:\n  listen: 127.0.0.1:0\napps: []\n").expect("write config");
     let log = dir.path().join("serve.log");
-    let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.path().join("cache"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts");
+    let mut serve = tether_testkit::serve::command(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
+        &config,
+        &kubeconfig,
+        &dir.path().join("cache"),
+        &log,
+    )
+    .spawn()
+    .expect("tether serve starts");
 
     let appsets = api(
         &client,
@@ -189,7 +178,7 @@ async fn main() {
         let count = listed
             .items
             .iter()
-            .filter(|a| ready(&serde_json::to_value(a).unwrap_or_default()))
+            .filter(|a| tether_testkit::serve::ready(&serde_json::to_value(a).unwrap_or_default()))
             .count();
         if count == APPS {
             break started.elapsed();
@@ -218,13 +207,5 @@ async fn main() {
         "createdSeconds": all_created.as_secs_f64(),
         "allReadySeconds": all_ready.as_secs_f64(),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("appsets.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "appsets.json", &results);
 }

@@ -21,7 +21,6 @@
 #[allow(dead_code)]
 mod dashboard_load;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,15 +302,7 @@ async fn main() {
             "warm_sars": warm_reviews, "warm_ms": warm_ms,
         })).collect::<Vec<_>>(),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("results dir");
-    std::fs::write(
-        out.join("authz.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("results written");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "authz.json", &results);
     sandbox.stop().await;
     if warm_overhead >= 0.1 || session_overhead >= 0.1 {
         std::process::exit(1);

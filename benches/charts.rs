@@ -464,15 +464,7 @@ async fn main() {
         "cache_bound_bytes": DEFAULT_CHART_CACHE_BYTES,
         "failed": failed,
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("charts.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "charts.json", &results);
     if failed {
         std::process::exit(1);
     }

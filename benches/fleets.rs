@@ -11,7 +11,6 @@
 //! `fleets-quick.json`. A figure off its target prints FAIL and the bench exits 1.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -80,19 +79,15 @@ async fn chain(dir: &Path, url: &str, run: usize) -> (f64, f64) {
     let config_path: PathBuf = dir.join(format!("fleets-{run}.yaml"));
     std::fs::write(&config_path, config(url, port)).expect("write config");
     namespace(&sandbox).await;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.join(format!("cache-{run}")))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("fleets-{run}.log"))).expect("log"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts");
+    let mut child = tether_testkit::serve::command(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
+        &config_path,
+        &kubeconfig,
+        &dir.join(format!("cache-{run}")),
+        &dir.join(format!("fleets-{run}.log")),
+    )
+    .spawn()
+    .expect("tether serve starts");
     let deadline = Instant::now() + CHAIN_TIMEOUT;
     let statuses = loop {
         let listed = client
@@ -197,20 +192,12 @@ async fn main() {
         "runs": rows,
         "per_link_ms": {"p50": p50, "max": worst, "target": PER_LINK_TARGET_MS, "pass": pass},
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
     let name = if quick {
         "fleets-quick.json"
     } else {
         "fleets.json"
     };
-    std::fs::write(
-        out.join(name),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), name, &results);
     if !pass {
         std::process::exit(1);
     }

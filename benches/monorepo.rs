@@ -15,7 +15,6 @@
 //! the bench exits 1.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -153,19 +152,15 @@ async fn main() {
     let port = tether_testkit::free_port();
     let config_path: PathBuf = dir.path().join("monorepo.yaml");
     std::fs::write(&config_path, config(&url, port, &secret_file, apps)).expect("config");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.path().join("cache"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("serve.log")).expect("log"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts");
+    let mut child = tether_testkit::serve::command(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
+        &config_path,
+        &kubeconfig,
+        &dir.path().join("cache"),
+        &dir.path().join("serve.log"),
+    )
+    .spawn()
+    .expect("tether serve starts");
     let client = reqwest::Client::new();
     let started = Instant::now();
     all_synced(&client, port, apps).await;
@@ -257,20 +252,12 @@ async fn main() {
         "requests_total": requests,
         "synced_from_empty_s": synced_in.as_secs_f64(),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
     let file = if quick {
         "monorepo-quick.json"
     } else {
         "monorepo.json"
     };
-    std::fs::write(
-        out.join(file),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), file, &results);
     if !(renders_ok && others_ok && applied_ok) {
         std::process::exit(1);
     }

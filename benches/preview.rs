@@ -286,15 +286,7 @@ fn main() {
         "every": every.as_ref().map(|e| json!({"wall_ms": ms(e.wall), "renders": e.renders, "peak_mib": e.peak_mib})),
         "pass": renders_ok && wall_ok,
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("preview.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "preview.json", &results);
     if !(renders_ok && wall_ok) {
         std::process::exit(1);
     }

@@ -17,7 +17,7 @@
 //! else the one `.ci/install-helm` installs, else `helm` from PATH.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -300,15 +300,7 @@ async fn main() {
         "helm": figures(&h),
         "failed": failed,
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("render.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "render.json", &results);
     if failed {
         std::process::exit(1);
     }

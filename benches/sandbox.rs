@@ -6,7 +6,7 @@
 //! `target/bench-results/sandbox.json`.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -268,13 +268,5 @@ fn main() {
         "rss_10000_deployments_mib": {"value": full_kib as f64 / 1024.0, "idle": idle_kib as f64 / 1024.0, "target": 200},
         "create_10000_deployments_s": fill.as_secs_f64(),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("results dir");
-    std::fs::write(
-        out.join("sandbox.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("results written");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "sandbox.json", &results);
 }

@@ -26,19 +26,18 @@
 //! interval, 20 heals and 5 webhooks, in about 35 s.
 
 mod heal;
+mod serve_git;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use heal::{Row, apply_floor, tamper, uid, until_event, watch_object};
-use hmac::{Hmac, Mac};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
-use sha2::Sha256;
+use serve_git::{commit, configmap, init_repo, namespace, signed_push, write_app};
 use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
 use tether_testkit::figures::{ms, percentile, verdict};
 use tether_testkit::free_port;
@@ -93,80 +92,6 @@ const HEAL_OVER_APPLY_MS_DEV: f64 = 10.0;
 const WEBHOOK_P50_MS: f64 = 1000.0;
 const STEADY_CPU_PERCENT: f64 = 2.0;
 const STEADY_RSS_MIB: f64 = 100.0;
-
-// ---------------------------------------------------------------------------------
-// Git: a real repository on disk and a real `git daemon` serving it.
-
-fn init_repo(dir: &Path) {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    git(dir, &["init", "-q", "-b", "main"]);
-}
-
-fn commit(dir: &Path, subject: &str) -> String {
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "--allow-empty", "-m", subject]);
-    git(dir, &["rev-parse", "HEAD"])
-}
-
-// ---------------------------------------------------------------------------------
-// The apps.
-
-fn namespace(app: usize) -> String {
-    format!("fleet-{app}")
-}
-
-fn configmap(name: &str, namespace: &str, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  key: \"{value}\"\n  mode: production\n"
-    )
-}
-
-/// One app's manifests, one file per object; `first` is the value of `cm-0`.
-fn write_app(dir: &Path, app: usize, first: &str) {
-    let ns = namespace(app);
-    let write = |name: String, text: String| {
-        std::fs::create_dir_all(dir).expect("mkdir");
-        std::fs::write(dir.join(format!("{name}.yaml")), text).expect("write manifest");
-    };
-    for i in 0..CONFIGMAPS {
-        let value = if i == 0 {
-            first.to_string()
-        } else {
-            format!("v{i}")
-        };
-        write(
-            format!("cm-{i}"),
-            configmap(&format!("cm-{i}"), &ns, &value),
-        );
-    }
-    for i in 0..SERVICES {
-        write(
-            format!("svc-{i}"),
-            format!(
-                "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: {ns}\nspec:\n  selector: {{app: web-{i}}}\n  ports:\n  - {{name: http, port: 80, targetPort: 8080}}\n"
-            ),
-        );
-    }
-    for i in 0..DEPLOYMENTS {
-        write(
-            format!("web-{i}"),
-            format!(
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web-{i}\n  namespace: {ns}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web-{i}}}}}\n  template:\n    metadata: {{labels: {{app: web-{i}}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        ports: [{{containerPort: 8080}}]\n        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}\n"
-            ),
-        );
-    }
-}
-
-fn signed_push(url: &str) -> (String, String) {
-    let body = json!({"repository": url, "ref": "refs/heads/main"}).to_string();
-    let mut mac = Hmac::<Sha256>::new_from_slice(WEBHOOK_SECRET.as_bytes()).expect("HMAC key");
-    mac.update(body.as_bytes());
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    (body, signature)
-}
-
-// ---------------------------------------------------------------------------------
-// The tether process: CPU time and memory from /proc.
 
 /// The tether process: `pid` itself, or under a wrapper, its descendant named tether.
 fn tether_pid(pid: u32) -> u32 {
@@ -347,7 +272,7 @@ async fn main() {
     // the figures are then the profiled process's, for finding causes, not claims.
     let wrapper = std::env::var("SERVE_BENCH_WRAPPER").unwrap_or_default();
     let mut wrapper = wrapper.split_whitespace();
-    let mut command = match wrapper.next() {
+    let command = match wrapper.next() {
         Some(program) => {
             let mut c = tokio::process::Command::new(program);
             c.args(wrapper).arg(env!("CARGO_BIN_EXE_tether"));
@@ -355,22 +280,19 @@ async fn main() {
         }
         None => tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
     };
-    let mut serve = command
-        .arg("serve")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.path().join("git-cache"))
-        // Each heal's "heal finished" line carries its write's round trip as tether
-        // timed it (`write_us`): the API server's share of that heal.
-        .args(["--log-format", "json"])
-        .env("RUST_LOG", "warn,tether_core::sync=info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts");
+    let mut serve = tether_testkit::serve::command(
+        command,
+        &config_path,
+        &kubeconfig,
+        &dir.path().join("git-cache"),
+        &log_path,
+    )
+    // Each heal's "heal finished" line carries its write's round trip as tether
+    // timed it (`write_us`): the API server's share of that heal.
+    .args(["--log-format", "json"])
+    .env("RUST_LOG", "warn,tether_core::sync=info")
+    .spawn()
+    .expect("tether serve starts");
     let pid = tether_pid(serve.id().expect("tether serve runs"));
     let url = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
@@ -793,19 +715,15 @@ async fn main() {
             "apps_synced_at_end": still_synced,
         },
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join(if quick {
+    tether_testkit::figures::write_results(
+        env!("CARGO_MANIFEST_DIR"),
+        if quick {
             "serve-quick.json"
         } else {
             "serve.json"
-        }),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+        },
+        &results,
+    );
 
     drop(daemon);
     sandbox.stop().await;

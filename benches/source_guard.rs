@@ -14,7 +14,7 @@
 //! then that half minute's count doubled: an upper bound, as the waits only grow).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -248,15 +248,11 @@ async fn main() {
         },
         "failed": !(bomb_ok && requests_ok),
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("source_guard.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(
+        env!("CARGO_MANIFEST_DIR"),
+        "source_guard.json",
+        &results,
+    );
     if !(bomb_ok && requests_ok) {
         std::process::exit(1);
     }

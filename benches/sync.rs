@@ -450,20 +450,12 @@ async fn main() {
             "resync_call": resync_call.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
         },
     });
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
     let file = if quick {
         "sync-quick.json"
     } else {
         "sync.json"
     };
-    std::fs::write(
-        out.join(file),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), file, &results);
     target.sandbox.stop().await;
     if rows.iter().any(|(_, _, _, pass)| !pass) {
         std::process::exit(1);

@@ -282,15 +282,7 @@ async fn main() {
     println!("{}", if ok { "all ok" } else { "FAIL" });
 
     let results = results_json(&args, &crash, &race, &faults, hole.as_ref(), ok);
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join("field.json"),
-        serde_json::to_string_pretty(&results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(env!("CARGO_MANIFEST_DIR"), "field.json", &results);
     if !ok {
         std::process::exit(1);
     }

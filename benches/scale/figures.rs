@@ -239,15 +239,11 @@ pub(super) async fn self_heal(
 }
 
 pub(super) fn write_results(name: &str, results: &Value) {
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
-    std::fs::write(
-        out.join(format!("{name}.json")),
-        serde_json::to_string_pretty(results).expect("JSON"),
-    )
-    .expect("write results");
+    tether_testkit::figures::write_results(
+        env!("CARGO_MANIFEST_DIR"),
+        &format!("{name}.json"),
+        results,
+    );
 }
 
 /// Prints the table; whether every row passed.

@@ -21,20 +21,16 @@ pub(super) fn start_replica(
     let config_path = dir.join(format!("tether-{index}.yaml"));
     std::fs::write(&config_path, config(port)).expect("write config");
     let log = dir.join(format!("serve-{index}.log"));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env("TETHER_CACHE_DIR", dir.join(format!("git-cache-{index}")))
-        .env("RUST_LOG", "warn")
-        .env(PEER_TOKEN_ENV, "scale-bench-peer-token")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("tether serve starts");
+    let child = tether_testkit::serve::command(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether")),
+        &config_path,
+        kubeconfig,
+        &dir.join(format!("git-cache-{index}")),
+        &log,
+    )
+    .env(PEER_TOKEN_ENV, "scale-bench-peer-token")
+    .spawn()
+    .expect("tether serve starts");
     let pid = child.id().expect("tether serve runs");
     Replica {
         child,

@@ -7,8 +7,8 @@
 //! module     what it is
 //! windows    sync windows: when automation may act
 //! config     the service's configuration, parsed, checked and resolved once
-//! reconcile  the loop: one worker per app, passes, backoff, leadership
-//! server     HTTP (status API, probes, metrics, webhooks) and `tether serve`
+//! reconcile  the loop: workers, passes, backoff, leadership; the runtime owning them
+//! server     HTTP (status API, probes, metrics, webhooks), wired to the runtime
 //! ```
 
 pub mod config;

@@ -1,5 +1,6 @@
-//! The arithmetic of a benchmark's figures.
+//! The arithmetic of a benchmark's figures, and where they are written.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Milliseconds, as the tables print them.
@@ -28,6 +29,18 @@ pub fn verdict(pass: bool) -> &'static str {
     if pass { "pass" } else { "FAIL" }
 }
 
+/// Writes a bench's figures as `target/bench-results/FILE` under `root` (the bench's
+/// `CARGO_MANIFEST_DIR`), where `benches/README.md` and CI read them; returns the path.
+/// Panics when it cannot: a bench whose figures are lost has failed.
+pub fn write_results(root: &str, file: &str, results: &serde_json::Value) -> PathBuf {
+    let dir = Path::new(root).join("target").join("bench-results");
+    std::fs::create_dir_all(&dir).expect("mkdir bench-results");
+    let path = dir.join(file);
+    std::fs::write(&path, serde_json::to_string_pretty(results).expect("JSON"))
+        .expect("write results");
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +60,15 @@ mod tests {
         assert_eq!(percentile(&samples, 99.0), 99.0);
         assert_eq!(percentile(&samples, 0.0), 1.0);
         assert_eq!(percentile(&[7.0], 90.0), 7.0);
+    }
+
+    #[test]
+    fn results_are_written_pretty_under_target_bench_results() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let root_str = root.path().to_str().expect("a UTF-8 path");
+        let path = write_results(root_str, "x.json", &serde_json::json!({"p50": 1.5}));
+        assert_eq!(path, root.path().join("target/bench-results/x.json"));
+        let written = std::fs::read_to_string(&path).expect("written");
+        assert_eq!(written, "{\n  \"p50\": 1.5\n}");
     }
 }

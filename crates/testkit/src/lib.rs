@@ -1,7 +1,8 @@
 //! What tether's integration tests and benchmarks share (`publish = false`): real Git
 //! repositories and servers (`git daemon`, git's smart HTTP), a free loopback port,
 //! the arithmetic of figures, renderer processes counted, and a process's CPU time and
-//! memory from `/proc`, and signing keys made by the real gpg and ssh-keygen.
+//! memory from `/proc`, signing keys made by the real gpg and ssh-keygen, and
+//! `tether serve` started from its binary as a user starts it.
 //!
 //! Nothing here knows tether: tests and benches drive tether as users do, through its
 //! binary, its HTTP API and the sandbox, and use this crate only for the real parts
@@ -11,6 +12,7 @@ pub mod figures;
 pub mod git;
 pub mod proc;
 pub mod render;
+pub mod serve;
 pub mod signing;
 
 use std::net::TcpListener;

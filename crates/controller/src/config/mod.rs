@@ -21,6 +21,7 @@
 mod app_crd;
 mod chart;
 mod check;
+mod credentials;
 mod decryption;
 pub mod depends;
 mod health;

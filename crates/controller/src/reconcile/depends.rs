@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::depends::{display, find_cycle, render_chain};
 use tether_core::report::status::{
-    AppStatus, Automation, DEPENDENCY_NOT_READY, Statuses, SyncStatus,
+    AppStatus, Automation, ConditionStatus, ConditionType, DEPENDENCY_NOT_READY, Statuses,
+    SyncStatus,
 };
 use tether_core::sync::health::Health;
 use tether_core::sync::health::cel::Predicate;
@@ -298,13 +299,19 @@ fn waiting_for(pending: &[String]) -> String {
 fn report(statuses: &Statuses, app: &str, gate: &Gate) -> bool {
     let (reason, message, stalled) = match gate {
         Gate::Open => return false,
-        Gate::Waiting(message) => (DEPENDENCY_NOT_READY, message, "False"),
-        Gate::Cycle(message) => (DEPENDENCY_CYCLE, message, "True"),
+        Gate::Waiting(message) => (DEPENDENCY_NOT_READY, message, ConditionStatus::False),
+        Gate::Cycle(message) => (DEPENDENCY_CYCLE, message, ConditionStatus::True),
     };
     statuses.update(app, |s| {
         let now = Utc::now();
-        s.set_condition("Ready", "False", reason, message, now);
-        s.set_condition("Stalled", stalled, reason, message, now);
+        s.set_condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            reason,
+            message,
+            now,
+        );
+        s.set_condition(ConditionType::Stalled, stalled, reason, message, now);
         s.automation = Automation {
             acting: false,
             reason: Some(message.clone()),
@@ -338,9 +345,12 @@ impl Drop for Registration {
 /// (`Ready=True`) at the revision it is at now, leaving it Synced and Healthy (Flux
 /// asks the same of a `dependsOn` Kustomization). If not, why not.
 pub fn readiness(status: &AppStatus) -> Result<(), String> {
-    let ready = status.conditions.iter().find(|c| c.kind == "Ready");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == ConditionType::Ready);
     match ready {
-        Some(c) if c.status == "True" => {}
+        Some(c) if c.status == ConditionStatus::True => {}
         Some(c) => return Err(format!("not Ready: {}", c.reason)),
         None => return Err("no pass has finished yet".into()),
     }
@@ -391,6 +401,7 @@ mod tests {
 
     use super::*;
     use tether_core::report::status::RevisionInfo;
+    use tether_core::report::status::reason;
 
     fn counter() -> (Arc<AtomicUsize>, Wake) {
         let count = Arc::new(AtomicUsize::new(0));
@@ -411,7 +422,13 @@ mod tests {
                 sha: sha.into(),
                 subject: String::new(),
             });
-            s.set_condition("Ready", "True", "Succeeded", "", now);
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::True,
+                reason::SUCCEEDED,
+                "",
+                now,
+            );
             s.applied_revision = Some(sha.into());
             s.sync = SyncStatus::Synced;
             s.health = Health::Healthy;
@@ -433,7 +450,13 @@ mod tests {
         statuses.update("db", |s| s.health = Health::Progressing);
         assert_eq!(check(), Err("Progressing".into()));
         statuses.update("db", |s| {
-            s.set_condition("Ready", "False", "ApplyFailed", "x", Utc::now())
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                "ApplyFailed",
+                "x",
+                Utc::now(),
+            )
         });
         assert_eq!(check(), Err("not Ready: ApplyFailed".into()));
         assert_eq!(
@@ -493,7 +516,7 @@ mod tests {
         let condition = status
             .conditions
             .iter()
-            .find(|c| c.kind == "Ready")
+            .find(|c| c.kind == ConditionType::Ready)
             .unwrap();
         assert_eq!(
             (condition.reason.as_str(), condition.message.as_str()),
@@ -547,11 +570,11 @@ mod tests {
         let stalled = status
             .conditions
             .iter()
-            .find(|c| c.kind == "Stalled")
+            .find(|c| c.kind == ConditionType::Stalled)
             .unwrap();
         assert_eq!(
             (stalled.status, stalled.reason.as_str()),
-            ("True", DEPENDENCY_CYCLE)
+            (ConditionStatus::True, DEPENDENCY_CYCLE)
         );
         // b's spec changes (its worker restarts without the edge back): a looks again.
         drop(b);

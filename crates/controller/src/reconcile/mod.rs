@@ -10,6 +10,7 @@ pub mod inputs;
 pub mod leader;
 pub mod pass;
 pub mod pin;
+pub mod runtime;
 pub mod shard;
 pub mod trust;
 pub mod values;

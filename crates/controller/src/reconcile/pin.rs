@@ -6,11 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use tether_core::report::status::{AppStatus, Pin};
+use tether_core::report::status::{AppStatus, ConditionStatus, ConditionType, Pin, reason};
 use tether_core::source::Revision;
-
-/// The `Pinned` condition's type, shown in the status API and on App objects.
-pub const PINNED: &str = "Pinned";
 
 /// The app's pin, shared by its handle (which sets it) and its worker (which reads it).
 #[derive(Debug, Clone, Default)]
@@ -46,18 +43,34 @@ impl Pinning {
 pub fn show(status: &mut AppStatus, holding: Option<&Pin>, set: bool, now: DateTime<Utc>) {
     status.pin = holding.cloned();
     match holding {
-        Some(pin) => status.set_condition(PINNED, "True", "RolledBack", &pin.describe(), now),
-        None if status.conditions.iter().any(|c| c.kind == PINNED) => {
+        Some(pin) => status.set_condition(
+            ConditionType::Pinned,
+            ConditionStatus::True,
+            reason::ROLLED_BACK,
+            &pin.describe(),
+            now,
+        ),
+        None if status
+            .conditions
+            .iter()
+            .any(|c| c.kind == ConditionType::Pinned) =>
+        {
             // A pin still set but not holding was let go by Git moving on.
             let (reason, message) = if set {
                 (
-                    "GitMoved",
+                    reason::GIT_MOVED,
                     "Git's head moved past the rollback: following it again",
                 )
             } else {
-                ("Unpinned", "following Git's head")
+                (reason::UNPINNED, "following Git's head")
             };
-            status.set_condition(PINNED, "False", reason, message, now);
+            status.set_condition(
+                ConditionType::Pinned,
+                ConditionStatus::False,
+                reason,
+                message,
+                now,
+            );
         }
         None => {}
     }
@@ -112,15 +125,24 @@ mod tests {
             let c = s
                 .conditions
                 .iter()
-                .find(|c| c.kind == PINNED)
+                .find(|c| c.kind == ConditionType::Pinned)
                 .expect("Pinned");
             (c.status, c.reason.clone())
         };
-        assert_eq!(condition(&status), ("True", "RolledBack".to_string()));
+        assert_eq!(
+            condition(&status),
+            (ConditionStatus::True, "RolledBack".to_string())
+        );
         show(&mut status, None, true, now);
-        assert_eq!(condition(&status), ("False", "GitMoved".to_string()));
+        assert_eq!(
+            condition(&status),
+            (ConditionStatus::False, "GitMoved".to_string())
+        );
         show(&mut status, None, false, now);
-        assert_eq!(condition(&status), ("False", "Unpinned".to_string()));
+        assert_eq!(
+            condition(&status),
+            (ConditionStatus::False, "Unpinned".to_string())
+        );
         assert_eq!(status.pin, None);
     }
 }

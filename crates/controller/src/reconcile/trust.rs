@@ -15,10 +15,7 @@ use tether_core::sync::desired::{Verification, verify_revision};
 
 use super::pass::PassError;
 use crate::config::{AppConfig, VerifyConfig, VerifyKeys};
-use tether_core::report::status::Statuses;
-
-/// The condition this module reports.
-const CONDITION: &str = "SourceVerified";
+use tether_core::report::status::{ConditionStatus, ConditionType, Statuses, reason};
 
 /// An app's signed-commit gate.
 #[derive(Debug, Default)]
@@ -96,7 +93,13 @@ impl Trust {
             Ok(verified) => {
                 let message = format!("{} signed by {}", verified.object, verified.signer);
                 at.statuses.update(&at.app.name, |s| {
-                    s.set_condition(CONDITION, "True", "Verified", &message, now);
+                    s.set_condition(
+                        ConditionType::SourceVerified,
+                        ConditionStatus::True,
+                        reason::VERIFIED,
+                        &message,
+                        now,
+                    );
                 });
                 self.verified = Some(revision.clone());
                 Ok(revision.clone())
@@ -109,7 +112,13 @@ impl Trust {
                 };
                 tracing::warn!(app = %at.app.name, reason, "source verification failed: {shown}");
                 at.statuses.update(&at.app.name, |s| {
-                    s.set_condition(CONDITION, "False", reason, &shown, now);
+                    s.set_condition(
+                        ConditionType::SourceVerified,
+                        ConditionStatus::False,
+                        reason,
+                        &shown,
+                        now,
+                    );
                 });
                 kept.ok_or(PassError::Unverified { message, retryable })
             }

@@ -6,8 +6,8 @@
 //! page (`dashboard`) is open too: it holds no data, and asks for the token when the
 //! API does. Replicas call each other as peers (`peer_auth`, `peers`, `relay`).
 //!
-//! The top floor of the library: `service` runs `tether serve`, the workers of the
-//! reconcile loop and this HTTP surface together under one shutdown signal.
+//! The top floor of the library: `service` wires `tether serve`, the controller runtime
+//! (`reconcile::runtime`) and this HTTP surface together under one shutdown signal.
 
 pub mod dashboard;
 pub mod guard;

@@ -5,7 +5,7 @@
 //! heals toward it until `POST /api/v1/apps/{name}/unpin`, or, with `untilGitMoves`,
 //! until Git's head moves past the one it is at now. Both are changes: `people`
 //! authorizes them (`patch` on apps.tether.dev) and records them (Event, log line);
-//! the service keeps the pin in the cluster (`service::pins`).
+//! the runtime keeps the pin in the cluster (`reconcile::runtime::pins`).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;

@@ -1,7 +1,7 @@
 //! AppSets (`appsets.tether.dev`, issue #28): Apps stamped from one template with the
 //! parameter sets of generators. The pure core of the controller: an AppSet and what
 //! its generators read go in ([`AppSet::desired`]), the Apps it wants come out, and
-//! [`plan`] compares them with the Apps that exist. The service (`server::service::
+//! [`plan`] compares them with the Apps that exist. The runtime (`reconcile::runtime::
 //! appsets`) fetches, lists and writes; nothing in here does I/O.
 //!
 //! A generated App lives in its AppSet's namespace, always: an AppSet is a tenant's

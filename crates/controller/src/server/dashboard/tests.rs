@@ -7,6 +7,7 @@ use futures::StreamExt;
 use tower::ServiceExt;
 
 use super::*;
+use crate::reconcile::runtime::commit_url_prefix;
 use tether_core::report::status::{PassInfo, PassResult, RevisionInfo, SyncStatus};
 
 async fn get(path: &str) -> (StatusCode, axum::http::HeaderMap, String) {

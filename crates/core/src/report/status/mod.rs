@@ -4,10 +4,13 @@
 //! writes it, the server reads it, `tether status` renders it (`table`).
 
 mod actions;
+mod condition;
 mod pin;
 mod table;
 
 pub use actions::{ACTION_HISTORY, ActionTaken};
+pub use condition::reason::{self, DEPENDENCY_NOT_READY};
+pub use condition::{ConditionStatus, ConditionType};
 pub use pin::{APPLIED_HISTORY, AppliedRevision, MIN_PREFIX, Pin, find_applied};
 pub use table::render_table;
 
@@ -165,18 +168,13 @@ impl DriftedObject {
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// "True", "False" or "Unknown".
-    pub status: &'static str,
+    pub kind: ConditionType,
+    pub status: ConditionStatus,
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
     pub last_transition_time: DateTime<Utc>,
 }
-
-/// The `Ready` condition's reason while an app waits for its dependencies
-/// (`dependsOn`): Flux's reason for the same wait, so tools that know Flux read it.
-pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
 
 /// How many passes an app's status keeps (`history`): the dashboard shows the last
 /// 50, enough to see a flapping app without growing with uptime.
@@ -304,8 +302,8 @@ impl AppStatus {
     /// Sets a condition; its transition time moves only when its status does.
     pub fn set_condition(
         &mut self,
-        kind: &'static str,
-        status: &'static str,
+        kind: ConditionType,
+        status: ConditionStatus,
         reason: &str,
         message: &str,
         now: DateTime<Utc>,
@@ -333,8 +331,8 @@ impl AppStatus {
     /// source failing since its first failed fetch), whenever this pass saw it.
     pub fn set_condition_since(
         &mut self,
-        kind: &'static str,
-        status: &'static str,
+        kind: ConditionType,
+        status: ConditionStatus,
         reason: &str,
         message: &str,
         since: DateTime<Utc>,
@@ -392,12 +390,8 @@ impl AppStatus {
 
     fn record_health(&mut self, health: Health, now: DateTime<Utc>) {
         self.health = health;
-        let healthy = if health == Health::Healthy {
-            "True"
-        } else {
-            "False"
-        };
-        self.set_condition("Healthy", healthy, health.as_str(), "", now);
+        let healthy = ConditionStatus::of(health == Health::Healthy);
+        self.set_condition(ConditionType::Healthy, healthy, health.as_str(), "", now);
     }
 
     /// Synced when nothing is left drifted and the pass did not fail.
@@ -408,14 +402,14 @@ impl AppStatus {
             SyncStatus::OutOfSync
         };
         let (status, reason, message) = match self.sync {
-            SyncStatus::Synced => ("True", "Synced", String::new()),
+            SyncStatus::Synced => (ConditionStatus::True, reason::SYNCED, String::new()),
             _ => (
-                "False",
-                "OutOfSync",
+                ConditionStatus::False,
+                reason::OUT_OF_SYNC,
                 format!("{} objects differ from Git", self.drifted.len()),
             ),
         };
-        self.set_condition("Synced", status, reason, &message, now);
+        self.set_condition(ConditionType::Synced, status, reason, &message, now);
     }
 }
 
@@ -518,6 +512,8 @@ impl Statuses {
 
 #[cfg(test)]
 mod tests {
+    use super::ConditionStatus::{False, True};
+    use super::ConditionType::{SourceReady, Synced};
     use super::*;
     use crate::sync::Action;
     use crate::sync::health::Assessment;
@@ -625,10 +621,10 @@ mod tests {
         let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
         let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
         let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
-        status.set_condition("Synced", "True", "Synced", "", t0);
-        status.set_condition("Synced", "True", "Synced", "", t1);
+        status.set_condition(Synced, True, "Synced", "", t0);
+        status.set_condition(Synced, True, "Synced", "", t1);
         assert_eq!(status.conditions[0].last_transition_time, t0);
-        status.set_condition("Synced", "False", "OutOfSync", "2 objects differ", t2);
+        status.set_condition(Synced, False, "OutOfSync", "2 objects differ", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
         assert_eq!(status.conditions[0].message, "2 objects differ");
     }
@@ -639,13 +635,13 @@ mod tests {
         let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
         let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
         let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
-        status.set_condition("SourceReady", "True", "Fetched", "", t0);
-        status.set_condition_since("SourceReady", "False", "FetchFailed", "refused", t1);
+        status.set_condition(SourceReady, True, "Fetched", "", t0);
+        status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t1);
         assert_eq!(status.conditions[0].last_transition_time, t1);
         // A new failure streak the worker saw no success between: its own start.
-        status.set_condition_since("SourceReady", "False", "FetchFailed", "refused", t2);
+        status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t2);
         assert_eq!(status.conditions[0].last_transition_time, t2);
-        assert_eq!(status.conditions[0].status, "False");
+        assert_eq!(status.conditions[0].status, False);
     }
 
     #[test]

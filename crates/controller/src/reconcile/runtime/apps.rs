@@ -25,7 +25,9 @@ use crate::reconcile::shard::Ownership;
 use tether_core::cluster::objects::Watched;
 use tether_core::cluster::{Cluster, Resolved};
 use tether_core::metrics::METRICS;
-use tether_core::report::status::{AppStatus, DEPENDENCY_NOT_READY, PassResult, Statuses};
+use tether_core::report::status::{
+    AppStatus, ConditionStatus, ConditionType, DEPENDENCY_NOT_READY, PassResult, Statuses,
+};
 use tether_core::source::Triggers;
 use tether_core::sync::{DEFAULT_REQUEST_CONCURRENCY, HookRuns, SyncOptions, sync};
 use tether_diff::manifest::ManifestSet;
@@ -292,7 +294,8 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
     // it waits for its dependencies (`dependsOn`: Ready says which).
     let stalled = |s: &AppStatus| {
         s.conditions.iter().any(|c| {
-            (c.kind == "Stalled" && c.status == "True") || c.reason == DEPENDENCY_NOT_READY
+            (c.kind == ConditionType::Stalled && c.status == ConditionStatus::True)
+                || c.reason == DEPENDENCY_NOT_READY
         })
     };
     let Some(status) = status.filter(|s| s.last_pass.is_some() || stalled(s)) else {
@@ -321,18 +324,18 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
         return out;
     };
     for kind in [
-        "Ready",
-        "Stalled",
-        "SourceReady",
-        "Synced",
-        "Healthy",
-        "Pinned",
+        ConditionType::Ready,
+        ConditionType::Stalled,
+        ConditionType::SourceReady,
+        ConditionType::Synced,
+        ConditionType::Healthy,
+        ConditionType::Pinned,
     ] {
         if let Some(c) = status.conditions.iter().find(|c| c.kind == kind) {
             let at = c
                 .last_transition_time
                 .to_rfc3339_opts(SecondsFormat::Secs, true);
-            condition(kind, c.status, &c.reason, &c.message, &at);
+            condition(kind.as_str(), c.status.as_str(), &c.reason, &c.message, &at);
         }
     }
     condition("Reconciling", "False", "Succeeded", "", &now);

@@ -3,7 +3,9 @@
 use chrono::TimeZone;
 
 use super::*;
-use tether_core::report::status::{PassInfo, RevisionInfo, SyncStatus};
+use tether_core::report::status::{
+    ConditionStatus, ConditionType, PassInfo, RevisionInfo, SyncStatus, reason,
+};
 use tether_core::sync::health::Health;
 
 fn entry(generation: i64) -> Entry {
@@ -42,7 +44,13 @@ fn passed(sha: &str, sync: SyncStatus) -> AppStatus {
         error: None,
         changed: 0,
     });
-    status.set_condition("Ready", "True", "Succeeded", "", at);
+    status.set_condition(
+        ConditionType::Ready,
+        ConditionStatus::True,
+        reason::SUCCEEDED,
+        "",
+        at,
+    );
     status
 }
 
@@ -105,7 +113,13 @@ fn a_spec_the_parser_refuses_stalls_the_app_with_its_message() {
 fn an_app_waiting_for_its_dependencies_says_which_before_its_first_pass() {
     let mut status = AppStatus::new("t1.web");
     let message = "waiting for t1/db (not found)";
-    status.set_condition("Ready", "False", DEPENDENCY_NOT_READY, message, Utc::now());
+    status.set_condition(
+        ConditionType::Ready,
+        ConditionStatus::False,
+        DEPENDENCY_NOT_READY,
+        message,
+        Utc::now(),
+    );
     let rendered = render_status(&entry(1), Some(&status));
     let ready = condition(&rendered, "Ready");
     assert_eq!(

@@ -1,0 +1,372 @@
+//! The one place a pass's outcome is recorded: the app's status and conditions,
+//! the metrics, the notifications and the commit status; and the source's standing.
+
+use std::time::{Duration, Instant};
+
+use chrono::{SecondsFormat, Utc};
+use tether_core::metrics::METRICS;
+use tether_core::report::commit_status::{CommitState, StatusReport};
+use tether_core::report::drift::Summary;
+use tether_core::report::notify::{Event, EventKind, EventRevision};
+use tether_core::report::status::{
+    ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo, SyncStatus, reason,
+};
+use tether_core::source::{Revision, SourceStatus};
+use tether_core::sync::SyncReport;
+use tether_core::sync::health::Health;
+
+use super::Worker;
+use crate::reconcile::pass::PassError;
+
+impl Worker {
+    /// Records how a pass (or a heal) ended: the result, the error and its
+    /// notification, the backoff, the conditions and the metrics.
+    pub(super) fn record_pass(
+        &mut self,
+        revision: &Revision,
+        started: Instant,
+        outcome: Result<usize, (PassError, usize)>,
+    ) {
+        let name = self.config.name.clone();
+        let took = started.elapsed();
+        let now = Utc::now();
+        let (result, error, changed) = match outcome {
+            Ok(changed) => {
+                self.schedule.succeeded();
+                (PassResult::Succeeded, None, changed)
+            }
+            Err((err, changed)) if err.is_retryable() => {
+                self.schedule.failed(Instant::now());
+                (PassResult::Failed, Some(err), changed)
+            }
+            Err((err, changed)) => {
+                let id = self.revision_id(&revision.sha);
+                self.schedule.stalled(id);
+                (PassResult::Stalled, Some(err), changed)
+            }
+        };
+        if let Some(err) = &error {
+            tracing::warn!(app = %name, result = result.as_str(), reason = err.reason(), error = %err, "pass failed");
+            self.notify(Event {
+                app: name.clone(),
+                kind: EventKind::SyncFailed,
+                revision: Some(EventRevision::from(revision)),
+                reason: Some(err.reason().to_string()),
+                summary: Summary::default(),
+                objects: Vec::new(),
+            });
+            self.post_status(
+                &revision.sha,
+                CommitState::Failure,
+                err.reason().to_string(),
+            );
+        }
+        METRICS.pass(&name, result.as_str(), took);
+        let retry_at = self.schedule.retry_at();
+        self.shared.statuses.update(&name, |s| {
+            s.last_pass = Some(PassInfo {
+                finished_at: now,
+                duration_ms: took.as_millis() as u64,
+                result,
+                error: error.as_ref().map(ToString::to_string),
+                changed,
+            });
+            s.next_attempt = retry_at.map(|at| now + (at - Instant::now()));
+            let message = error.as_ref().map(ToString::to_string).unwrap_or_default();
+            match &error {
+                None => {
+                    s.set_condition(
+                        ConditionType::Ready,
+                        ConditionStatus::True,
+                        reason::SUCCEEDED,
+                        "",
+                        now,
+                    );
+                    s.set_condition(
+                        ConditionType::Stalled,
+                        ConditionStatus::False,
+                        reason::SUCCEEDED,
+                        "",
+                        now,
+                    );
+                    if s.sync == SyncStatus::Synced {
+                        s.record_applied(&revision.sha, &revision.subject, now);
+                    }
+                }
+                Some(err) => {
+                    s.set_condition(
+                        ConditionType::Ready,
+                        ConditionStatus::False,
+                        err.reason(),
+                        &message,
+                        now,
+                    );
+                    if result == PassResult::Stalled {
+                        s.set_condition(
+                            ConditionType::Stalled,
+                            ConditionStatus::True,
+                            err.reason(),
+                            &message,
+                            now,
+                        );
+                    } else {
+                        s.set_condition(
+                            ConditionType::Stalled,
+                            ConditionStatus::False,
+                            reason::RETRYING,
+                            "",
+                            now,
+                        );
+                    }
+                }
+            }
+            if result != PassResult::Succeeded && s.last_pass.is_some() && s.drifted.is_empty() {
+                s.sync = SyncStatus::Unknown;
+            }
+            METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
+        });
+    }
+
+    /// Records a pass whose source never fetched: the app says why (a missing
+    /// credentials Secret, an unreachable host) instead of "first pass running".
+    /// The watcher retries it at each poll; the same failure is recorded once.
+    pub(super) fn record_unfetched(&self, status: &SourceStatus, started: Instant) {
+        let name = &self.config.name;
+        let tried = status.message.is_some();
+        let failed = status
+            .message
+            .as_ref()
+            .filter(|_| !status.ready)
+            .map(|m| PassError::Source(m.clone()));
+        let result = if status.retryable {
+            PassResult::Failed
+        } else {
+            PassResult::Stalled
+        };
+        self.shared.statuses.update(name, |s| {
+            s.sync = SyncStatus::Unknown;
+            if !tried {
+                let message = "the source has not been fetched yet";
+                s.set_condition(
+                    ConditionType::SourceReady,
+                    ConditionStatus::False,
+                    reason::FETCH_FAILED,
+                    message,
+                    Utc::now(),
+                );
+            }
+            let Some(err) = &failed else {
+                return;
+            };
+            let message = err.to_string();
+            if s.last_pass.as_ref().and_then(|p| p.error.as_ref()) == Some(&message) {
+                return;
+            }
+            let now = Utc::now();
+            s.last_pass = Some(PassInfo {
+                finished_at: now,
+                duration_ms: started.elapsed().as_millis() as u64,
+                result,
+                error: Some(message.clone()),
+                changed: 0,
+            });
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                err.reason(),
+                &message,
+                now,
+            );
+            match result {
+                PassResult::Stalled => s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::True,
+                    err.reason(),
+                    &message,
+                    now,
+                ),
+                _ => s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::False,
+                    reason::RETRYING,
+                    "",
+                    now,
+                ),
+            }
+        });
+    }
+
+    /// Shows the source's standing: ready, or failing since when (the condition's
+    /// transition time) and whether that is stale. A failing source keeps serving its
+    /// last good revision, visibly. Staleness is announced once per failure.
+    pub(super) fn observe_source(&mut self, status: &SourceStatus, revision: Option<&Revision>) {
+        let tried = status.ready || status.message.is_some();
+        if !tried {
+            return;
+        }
+        let now = Utc::now();
+        let stale = is_stale(status, self.config.source.stale_after, now);
+        let reason = status.reason.unwrap_or(reason::FETCH_FAILED);
+        self.shared.statuses.update(&self.config.name, |s| {
+            s.source = Some(SourceInfo {
+                ready: status.ready,
+                reason: status.reason.map(str::to_string),
+                message: status.message.clone(),
+                last_success: status.last_success,
+                failing_since: status.failing_since,
+                stale,
+            });
+            if status.ready {
+                s.set_condition(
+                    ConditionType::SourceReady,
+                    ConditionStatus::True,
+                    reason::FETCHED,
+                    "",
+                    now,
+                );
+            } else if let Some(message) = &status.message {
+                match status.failing_since {
+                    Some(since) => {
+                        let at = since.to_rfc3339_opts(SecondsFormat::Secs, true);
+                        let message = format!("{message} (since {at})");
+                        s.set_condition_since(
+                            ConditionType::SourceReady,
+                            ConditionStatus::False,
+                            reason,
+                            &message,
+                            since,
+                        );
+                    }
+                    None => s.set_condition(
+                        ConditionType::SourceReady,
+                        ConditionStatus::False,
+                        reason,
+                        message,
+                        now,
+                    ),
+                }
+            }
+        });
+        if status.ready {
+            self.stale_reported = false;
+        } else if stale && !self.stale_reported {
+            self.stale_reported = true;
+            tracing::warn!(
+                app = %self.config.name,
+                reason,
+                failing_since = ?status.failing_since,
+                "source stale: still at the last good revision"
+            );
+            self.notify(Event {
+                app: self.config.name.clone(),
+                kind: EventKind::SourceStale,
+                revision: revision.map(EventRevision::from),
+                reason: Some(reason.to_string()),
+                summary: Summary::default(),
+                objects: Vec::new(),
+            });
+        }
+    }
+
+    /// Tells people what this pass found: notifications on transitions, the commit
+    /// status on every pass (the reporter posts only changes).
+    pub(super) fn announce(
+        &mut self,
+        sha: &str,
+        report: &SyncReport,
+        health: Health,
+        acting: bool,
+        synced: bool,
+        changed: usize,
+    ) {
+        let revision = self.source.borrow().revision.clone();
+        let revision = revision.as_ref().filter(|r| r.sha == sha);
+        let event = |kind, reason: Option<&str>| {
+            Event::from_sync(&self.config.name, kind, revision, reason, report)
+        };
+        if acting && changed > 0 {
+            self.notify(event(EventKind::DriftCorrected, None));
+            self.drift_reported = false;
+        } else if !acting && report.changed() {
+            if !self.drift_reported {
+                self.notify(event(EventKind::DriftDetected, Some("OutOfSync")));
+                self.drift_reported = true;
+            }
+        } else if synced {
+            self.drift_reported = false;
+        }
+        if health == Health::Degraded && self.last_health != Some(Health::Degraded) {
+            self.notify(event(EventKind::HealthDegraded, Some("Degraded")));
+        }
+        self.last_health = Some(health);
+        self.post_pass_status(sha, report.failed(), synced, health);
+    }
+
+    /// The commit status of a pass's outcome at `sha`.
+    pub(super) fn post_pass_status(&self, sha: &str, failed: bool, synced: bool, health: Health) {
+        let state = CommitState::from_pass(failed, synced, health);
+        let description = if failed {
+            "sync failed".to_string()
+        } else if synced {
+            format!("Synced, {health}")
+        } else {
+            "OutOfSync".to_string()
+        };
+        self.post_status(sha, state, description);
+    }
+
+    pub(super) fn notify(&self, event: Event) {
+        if !self.channels.is_empty() {
+            self.shared.notifier.notify(&self.channels, event);
+        }
+    }
+
+    pub(super) fn post_status(&self, sha: &str, state: CommitState, description: String) {
+        if let Some(target) = &self.status_target {
+            self.shared.commit_statuses.report(StatusReport {
+                target: target.clone(),
+                sha: sha.to_string(),
+                state,
+                description,
+            });
+        }
+    }
+}
+
+/// Whether the source has failed for at least `stale_after`.
+fn is_stale(status: &SourceStatus, stale_after: Duration, now: chrono::DateTime<Utc>) -> bool {
+    !status.ready
+        && status
+            .failing_since
+            .and_then(|since| (now - since).to_std().ok())
+            .is_some_and(|age| age >= stale_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn a_source_is_stale_only_once_it_has_failed_for_stale_after() {
+        let now = Utc::now();
+        let failing = |minutes: i64| SourceStatus {
+            ready: false,
+            reason: Some("FetchFailed"),
+            message: Some("connection refused".into()),
+            failing_since: Some(now - TimeDelta::minutes(minutes)),
+            ..SourceStatus::default()
+        };
+        let ten = Duration::from_secs(600);
+        assert!(!is_stale(&failing(9), ten, now));
+        assert!(is_stale(&failing(10), ten, now));
+        assert!(is_stale(&failing(60), ten, now));
+        // A clock that moved back is not a failure of ten minutes.
+        assert!(!is_stale(&failing(-5), ten, now));
+        let ready = SourceStatus {
+            ready: true,
+            ..SourceStatus::default()
+        };
+        assert!(!is_stale(&ready, ten, now));
+    }
+}
