@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tether_controller::reconcile::values::PassValues;
 use tether_core::cluster::Cluster;
+use tether_core::cluster::lookup::LookupEndpoint;
 use tether_core::report::drift;
 use tether_core::source::Verdicts;
 use tether_core::sync::SyncOptions;
@@ -230,6 +231,9 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 Some(keys) => keys.sops(),
                 None => sealed_without_keys(args, args.render.sops_keys()?),
             };
+            let lookup = LookupEndpoint::start(&cluster)
+                .await
+                .map_err(DesiredError::from)?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
@@ -241,7 +245,8 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                     ..app.renderers()
                 }
                 .for_cluster(version, apis)
-                .with_values_from(values.as_ref().map(PassValues::layers).unwrap_or_default()),
+                .with_values_from(values.as_ref().map(PassValues::layers).unwrap_or_default())
+                .with_lookup(lookup.kubeconfig()),
             };
             let source = app.source();
             let desired = read_desired(
@@ -379,6 +384,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
             });
             let desired = desired(path, repo, git, &read, check).await?;
             check_not_empty(args, &desired)?;
+            say_lookups_were_empty(&desired);
             let live = read_snapshot(live, &args.namespace)?;
             let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
             let report = drift::DriftReport {
@@ -404,7 +410,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
-            let renderers =
+            let (renderers, _lookup) =
                 for_cluster(&cluster, read.renderers.clone(), path, args.repo.as_deref()).await?;
             let read = ReadOptions {
                 scopes: Some(&scopes),
@@ -439,6 +445,18 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
     }
 }
 
+/// Issue #26: a chart calling `lookup`, rendered against a snapshot (`--live`), had
+/// no cluster to read: its lookups answered empty maps, as `helm template`'s do, and
+/// what it generates when they find nothing (a random password) is not what the
+/// cluster holds. Said on stderr, so that such drift is not taken for real.
+fn say_lookups_were_empty(desired: &Desired) {
+    for chart in &desired.manifests.empty_lookups {
+        eprintln!(
+            "tether diff: chart {chart} calls lookup; rendered without a cluster (--live), its lookups answered nothing (as helm template's do)"
+        );
+    }
+}
+
 /// Issue #31: a path without manifests diffs as "0 objects, in sync", so a CI job
 /// pointed at the wrong folder passed. It is an error unless `--allow-empty` says so.
 fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
@@ -459,7 +477,9 @@ fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
     })
 }
 
-/// The renderers for a known cluster: a chart sees its version and API versions.
+/// The renderers for a known cluster: a chart sees its version and API versions,
+/// and its `lookup` calls read the cluster through the endpoint returned, which
+/// must live until the render is done (issue #26).
 /// A directory on disk that is no chart renders none, so its sync or diff makes no
 /// `/version` request; a Git path's content is not known yet, so it is always asked.
 pub(super) async fn for_cluster(
@@ -467,16 +487,20 @@ pub(super) async fn for_cluster(
     renderers: tether_diff::manifest::Renderers,
     path: &str,
     repo: Option<&str>,
-) -> Result<tether_diff::manifest::Renderers, Error> {
+) -> Result<(tether_diff::manifest::Renderers, LookupEndpoint), Error> {
+    let lookup = LookupEndpoint::start(cluster)
+        .await
+        .map_err(DesiredError::from)?;
+    let renderers = renderers.with_lookup(lookup.kubeconfig());
     if repo.is_none()
         && !Path::new(path)
             .join(tether_diff::manifest::CHART_FILE)
             .is_file()
     {
-        return Ok(renderers);
+        return Ok((renderers, lookup));
     }
     let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
-    Ok(renderers.for_cluster(version, apis))
+    Ok((renderers.for_cluster(version, apis), lookup))
 }
 
 /// The desired state at `path`, on disk or (with `repo`) in Git. `tether sync` reads

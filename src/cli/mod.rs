@@ -283,6 +283,7 @@ impl RenderArgs {
                 set: self.set.clone(),
                 kube_version: None,
                 api_versions: Vec::new(),
+                lookup: None,
             },
             release: app.unwrap_or(dir_name).to_string(),
             timeout: self.render_timeout,

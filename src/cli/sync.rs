@@ -100,7 +100,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         )
         .await?;
     let scopes = cluster.scopes().await.map_err(Error::Connect)?;
-    let renderers = super::diff::for_cluster(
+    let (renderers, _lookup) = super::diff::for_cluster(
         &cluster,
         args.render
             .renderers(Some(&args.app), &args.path, &args.namespace)?,

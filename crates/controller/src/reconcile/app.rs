@@ -33,6 +33,7 @@ use crate::config::AppConfig;
 use crate::windows::{self, Verdict};
 use tether_core::cluster::Cluster;
 use tether_core::cluster::cache::Cache;
+use tether_core::cluster::lookup::LookupEndpoint;
 use tether_core::metrics::METRICS;
 use tether_core::report::commit_status::{
     CommitState, CommitStatusReporter, CommitStatusTarget, StatusReport,
@@ -1038,6 +1039,10 @@ impl Worker {
                 let cluster = &self.shared.cluster;
                 let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
                 let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;
+                // Charts' `lookup` reads the cluster as this app's identity (issue #26).
+                let lookup = LookupEndpoint::start(cluster)
+                    .await
+                    .map_err(|e| PassError::Manifest(e.into()))?;
                 let mut set = read_revision(
                     &self.shared.sources,
                     &source,
@@ -1056,10 +1061,12 @@ impl Worker {
                             .as_ref()
                             .map(PassValues::layers)
                             .unwrap_or_default(),
-                    ),
+                    )
+                    .with_lookup(lookup.kubeconfig()),
                 )
                 .await
                 .map_err(PassError::Manifest)?;
+                drop(lookup);
                 label_for_app(&mut set, &self.config.name);
                 Ok(set)
             })
