@@ -3,6 +3,7 @@
 //! command ended as an [`Outcome`] or an [`Error`] for `main` to map to an exit code.
 
 pub mod allocator;
+mod chart;
 mod comment;
 mod diff;
 mod exit;

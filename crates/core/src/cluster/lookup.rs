@@ -39,6 +39,10 @@ use super::Cluster;
 /// token's signature carries, so it cannot be guessed while a render lasts.
 const TOKEN_BYTES: usize = 32;
 
+/// How long the endpoint waits after failing to accept a connection: axum's own
+/// `serve` waits as long.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
 /// The address the endpoint listens on: only this machine reaches it.
 const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
@@ -109,8 +113,14 @@ async fn serve(
 ) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, say: wait for some to close, not spin.
+                tracing::debug!(%error, "the lookup endpoint could not accept");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
         };
         let (acceptor, state) = (acceptor.clone(), state.clone());
         connections.spawn(async move {
@@ -250,6 +260,8 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response {
     (code, axum::Json(body)).into_response()
 }
 
+/// Answers one request: with the render's token, what [`verdict`] lets through is
+/// sent on as the app's identity and the API server's answer returned as it is.
 async fn forward(state: &Forward, request: http::request::Parts) -> Response {
     let presented = request
         .headers
@@ -302,9 +314,10 @@ async fn forward(state: &Forward, request: http::request::Parts) -> Response {
     let mut response = Response::new(axum::body::Body::new(body));
     *response.status_mut() = parts.status;
     let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
-    if let Some(value) = content_type.or_else(|| HeaderValue::from_str("application/json").ok()) {
-        response.headers_mut().insert(header::CONTENT_TYPE, value);
-    }
+    let content_type = content_type.unwrap_or(HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
     response
 }
 

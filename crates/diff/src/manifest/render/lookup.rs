@@ -161,7 +161,7 @@ mod tests {
         let opts = ParseOptions::default();
         let offline = render_tree(&chart(true), "web", &renderers(None), &opts).expect("renders");
         assert_eq!(offline.empty_lookups, ["web"]);
-        assert_eq!(offline.objects[0].id.to_string(), "Secret shop/web");
+        assert_eq!(offline.objects[0].id.name, "web");
         let plain = render_tree(&chart(false), "web", &renderers(None), &opts).expect("renders");
         assert!(plain.empty_lookups.is_empty());
 
