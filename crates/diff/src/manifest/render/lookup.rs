@@ -55,15 +55,16 @@ pub fn chart_calls_lookup(chart: &Path) -> bool {
             let name = name.to_string_lossy();
             if kind.is_dir() {
                 stack.push(path);
-            } else if kind.is_file() && name.ends_with(".tgz") {
-                return true;
-            } else if kind.is_file()
-                && path
-                    .strip_prefix(chart)
+                continue;
+            }
+            let archive = name.ends_with(".tgz");
+            let template = || {
+                path.strip_prefix(chart)
                     .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "templates"))
-                && fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_TEMPLATE_BYTES)
-                && fs::read(&path).is_ok_and(|text| calls_lookup(&text))
-            {
+                    && fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_TEMPLATE_BYTES)
+                    && fs::read(&path).is_ok_and(|text| calls_lookup(&text))
+            };
+            if kind.is_file() && (archive || template()) {
                 return true;
             }
         }
