@@ -4,7 +4,8 @@ Only what the chart tests need, with helm's flags and output:
 
     helm version
     helm template [NAME] CHART [-n NS] [-f VALUES]... [--set K=V]... [--include-crds]
-                  [--kube-version V] [--api-versions GV]... [--dry-run=server --kubeconfig FILE]
+                  [--kube-version V] [--api-versions GV]...
+                  [--dry-run=server --kubeconfig FILE [--take-ownership]]
     helm lint CHART [-n NS] [-f VALUES]... [--set K=V]... [--strict]
     helm package CHART [-d DIR]
     helm repo index DIR [--url URL]
@@ -18,8 +19,11 @@ add to `.Capabilities.APIVersions`, as helm's flags do: the SDK's render call ta
 both and hands them to Helm's own engine (its install call takes neither).
 With `--dry-run=server --kubeconfig FILE` it is a server-side dry run against that
 cluster, as `helm template --dry-run=server` is: templates' `lookup` calls read the
-cluster (what a `helm upgrade` sees), and nothing is written; the SDK's install
-returns no hooks, so none are printed then.
+cluster (what a `helm upgrade` sees), and nothing is written. `--take-ownership`
+is Helm's (3.17+): objects that already exist without Helm's ownership labels (what
+another tool applied) are no error, as they are without it. The SDK's install returns
+no hooks, so the hooks printed then are rendered as without a cluster (their own
+`lookup` calls answer nothing).
 `--include-crds` puts the chart's `crds/` files first, as helm does (tether passes it).
 `package` and `repo index` are Helm's own (the chart tests build Helm repositories
 with them): an archive `NAME-VERSION.tgz`, and `DIR/index.yaml` listing every
@@ -105,6 +109,8 @@ def parse(
             strict = True
         elif arg == "--include-crds":
             cluster["include_crds"] = "true"
+        elif arg == "--take-ownership":
+            cluster["take_ownership"] = "true"
         elif name == "--dry-run" and eq:
             if inline not in ("client", "server"):
                 raise SystemExit(f"Error: invalid --dry-run: {inline} (client or server)")
@@ -134,9 +140,12 @@ INSTALL_ORDER = [
 SEPARATOR = re.compile(r"(?:^|\s*\n)---\s*")
 
 
-def render(chart: str, name: str, namespace: str, values: dict[str, Any], cluster: dict[str, str]) -> str:
+def render(
+    chart: str, name: str, namespace: str, values: dict[str, Any], cluster: dict[str, str]
+) -> tuple[str, str]:
     """The chart rendered by Helm's engine as `helm template` renders it, with the
-    capabilities given; manifests in install order, then hooks, as helm prints them."""
+    capabilities given: its manifests in install order, and its hooks, each as helm
+    prints them."""
     options: dict[str, Any] = {"name": name, "namespace": namespace, "revision": 1, "is_install": True}
     if "kube_version" in cluster:
         options["kube_version"] = cluster["kube_version"]
@@ -173,8 +182,7 @@ def render(chart: str, name: str, namespace: str, values: dict[str, Any], cluste
             manifests.append((rank, kind if rank == len(INSTALL_ORDER) else "", path, doc.strip("\n")))
     manifests.sort(key=lambda m: (m[0], m[1]))
     out = "".join(f"---\n# Source: {path}\n{doc}\n" for _, _, path, doc in manifests)
-    out += "".join(f"---\n# Source: {path}\n{doc}\n" for path, doc in hooks)
-    return out
+    return out, "".join(f"---\n# Source: {path}\n{doc}\n" for path, doc in hooks)
 
 
 def template(args: list[str]) -> None:
@@ -190,15 +198,28 @@ def template(args: list[str]) -> None:
     if cluster.get("include_crds"):
         for crd in helm.Chart.load(chart).crds:
             crds += f"---\n# Source: {crd['filename']}\n{crd['data'].rstrip()}\n"
+    manifests, hooks = render(chart, name, namespace, values, cluster)
     if cluster.get("dry_run") != "server":
-        sys.stdout.write(crds + render(chart, name, namespace, values, cluster))
+        sys.stdout.write(crds + manifests + hooks)
         return
     if "kubeconfig" not in cluster:
         raise SystemExit("Error: --dry-run=server needs --kubeconfig FILE")
     access = {"kubeconfig_path": cluster["kubeconfig"]}
+    options: dict[str, Any] = {"namespace": namespace, "dry_run": "server"}
+    if cluster.get("take_ownership"):
+        options["take_ownership"] = True
     with helm.Config(storage_driver="memory", namespace=namespace, **access) as config:
-        release = config.install(chart, name, values, namespace=namespace, dry_run="server")
-    sys.stdout.write(crds + release["manifest"])
+        # The SDK's install, with the option its Python signature does not name.
+        handle, ref = config._chart_args(chart)
+        payload = _native.call_string(
+            "helm_install", config._raw(), config._context_arg(None), handle, ref, name,
+            json.dumps(values), json.dumps(options),
+        )
+    release = json.loads(payload)
+    manifest = release["manifest"]
+    if manifest and not manifest.endswith("\n"):
+        manifest += "\n"
+    sys.stdout.write(crds + manifest + hooks)
 
 
 def lint(args: list[str]) -> None:

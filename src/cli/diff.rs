@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use tether_controller::reconcile::values::PassValues;
 use tether_core::cluster::Cluster;
+use tether_core::cluster::lookup::LookupEndpoint;
 use tether_core::report::drift;
-use tether_core::source::Verdicts;
+use tether_core::source::{Source, Verdicts};
 use tether_core::sync::SyncOptions;
 use tether_core::sync::desired::{
     Desired, DesiredError, DesiredInput, ReadOptions, Verification, compare_offline, read_desired,
@@ -19,7 +20,7 @@ use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
     /// Manifests: a local directory, or with --repo a directory inside the repository.
-    #[arg(long, required_unless_present_any = ["config", "base"])]
+    #[arg(long, required_unless_present_any = ["config", "base", "chart"])]
     pub path: Option<String>,
 
     /// Diff the apps of a `tether serve` configuration file instead (all, or --app).
@@ -32,6 +33,9 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub git: GitArgs,
+
+    #[command(flatten)]
+    pub chart: super::chart::ChartArgs,
 
     #[command(flatten)]
     pub render: RenderArgs,
@@ -230,6 +234,9 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 Some(keys) => keys.sops(),
                 None => sealed_without_keys(args, args.render.sops_keys()?),
             };
+            let lookup = LookupEndpoint::start(&cluster)
+                .await
+                .map_err(DesiredError::from)?;
             let read = ReadOptions {
                 app: Some(&app.name),
                 default_namespace: &app.destination.namespace,
@@ -241,7 +248,8 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                     ..app.renderers()
                 }
                 .for_cluster(version, apis)
-                .with_values_from(values.as_ref().map(PassValues::layers).unwrap_or_default()),
+                .with_values_from(values.as_ref().map(PassValues::layers).unwrap_or_default())
+                .with_lookup(lookup.kubeconfig()),
             };
             let source = app.source();
             let desired = read_desired(
@@ -361,6 +369,11 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
         .render
         .renderers(args.app.as_deref(), path, &args.namespace)?;
     renderers.sops = sealed_without_keys(args, renderers.sops);
+    let chart = args.chart.source(&args.git)?;
+    if let Some(source) = &chart {
+        renderers =
+            super::chart::renderers(source, renderers, args.app.as_deref(), &args.render.values)?;
+    }
     let read = ReadOptions {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
@@ -377,8 +390,9 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 since: None,
                 verdicts: &verdicts,
             });
-            let desired = desired(path, repo, git, &read, check).await?;
+            let desired = desired(path, (repo, chart.as_ref()), git, &read, check).await?;
             check_not_empty(args, &desired)?;
+            say_lookups_were_empty(&desired);
             let live = read_snapshot(live, &args.namespace)?;
             let objects = compare_offline(&desired.manifests, &live, args.app.as_deref(), &[]);
             let report = drift::DriftReport {
@@ -404,8 +418,9 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
-            let renderers =
-                for_cluster(&cluster, read.renderers.clone(), path, args.repo.as_deref()).await?;
+            let remote = args.repo.as_deref().or(args.chart.chart.as_deref());
+            let (renderers, _lookup) =
+                for_cluster(&cluster, read.renderers.clone(), path, remote).await?;
             let read = ReadOptions {
                 scopes: Some(&scopes),
                 renderers: &renderers,
@@ -425,7 +440,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 since: since.as_deref(),
                 verdicts: &verdicts,
             });
-            let desired = desired(path, repo, git, &read, check).await?;
+            let desired = desired(path, (repo, chart.as_ref()), git, &read, check).await?;
             check_not_empty(args, &desired)?;
             let options = SyncOptions {
                 inventory_namespace: &args.inventory_namespace,
@@ -436,6 +451,18 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?
                 .with_not_compared(sealed))
         }
+    }
+}
+
+/// Issue #26: a chart calling `lookup`, rendered against a snapshot (`--live`), had
+/// no cluster to read: its lookups answered empty maps, as `helm template`'s do, and
+/// what it generates when they find nothing (a random password) is not what the
+/// cluster holds. Said on stderr, so that such drift is not taken for real.
+fn say_lookups_were_empty(desired: &Desired) {
+    for chart in &desired.manifests.empty_lookups {
+        eprintln!(
+            "tether diff: chart {chart} calls lookup; rendered without a cluster (--live), its lookups answered nothing (as helm template's do)"
+        );
     }
 }
 
@@ -459,7 +486,10 @@ fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
     })
 }
 
-/// The renderers for a known cluster: a chart sees its version and API versions.
+/// The renderers for a known cluster (`remote`: a Git or chart URL, whose content is
+/// not known yet): a chart sees its version and API versions,
+/// and its `lookup` calls read the cluster through the endpoint returned, which
+/// must live until the render is done (issue #26).
 /// A directory on disk that is no chart renders none, so its sync or diff makes no
 /// `/version` request; a Git path's content is not known yet, so it is always asked.
 pub(super) async fn for_cluster(
@@ -467,27 +497,41 @@ pub(super) async fn for_cluster(
     renderers: tether_diff::manifest::Renderers,
     path: &str,
     repo: Option<&str>,
-) -> Result<tether_diff::manifest::Renderers, Error> {
+) -> Result<(tether_diff::manifest::Renderers, LookupEndpoint), Error> {
+    let lookup = LookupEndpoint::start(cluster)
+        .await
+        .map_err(DesiredError::from)?;
+    let renderers = renderers.with_lookup(lookup.kubeconfig());
     if repo.is_none()
         && !Path::new(path)
             .join(tether_diff::manifest::CHART_FILE)
             .is_file()
     {
-        return Ok(renderers);
+        return Ok((renderers, lookup));
     }
     let (version, apis) = cluster.capabilities().await.map_err(Error::Connect)?;
-    Ok(renderers.for_cluster(version, apis))
+    Ok((renderers.for_cluster(version, apis), lookup))
 }
 
-/// The desired state at `path`, on disk or (with `repo`) in Git. `tether sync` reads
-/// its desired state the same way.
+/// The desired state at `path`, on disk or (with `repo`) in Git, or of the chart
+/// source `chart` (`--chart`). `tether sync` reads its desired state the same way.
 pub(super) async fn desired(
     path: &str,
-    repo: Option<&str>,
+    (repo, chart): (Option<&str>, Option<&Source>),
     git: &GitArgs,
     read: &ReadOptions<'_>,
     verify: Option<Verification<'_>>,
 ) -> Result<Desired, DesiredError> {
+    if let Some(source) = chart {
+        let cache = git.cache()?;
+        let input = DesiredInput::Git {
+            cache: &cache,
+            source,
+            // A chart has no commit to be signed.
+            verify: None,
+        };
+        return read_desired(input, read).await;
+    }
     match repo {
         Some(repo) => {
             let source = git.source(repo, path);

@@ -145,6 +145,14 @@ pub enum Error {
     /// names the ConfigMap or Secret and key, never a value.
     #[error("{0}")]
     Values(#[source] tether_controller::reconcile::values::ValuesError),
+    /// `--chart` is no chart URL (issue #26).
+    #[error(
+        "--chart {url}: not a chart URL (oci://HOST/PATH/NAME, or https://HOST/PATH/NAME for chart NAME of a Helm repository)"
+    )]
+    ChartUrl { url: String },
+    /// A `--values` file given with `--chart` cannot be read or holds no values mapping.
+    #[error("--values {file}: {problem}")]
+    LocalValues { file: String, problem: String },
     /// No kubeconfig or in-cluster configuration names a cluster: the message says
     /// kube's reason, the hint the flags that name one.
     #[error("{error}\nhint: {hint}")]

@@ -3,6 +3,7 @@
 //! command ended as an [`Outcome`] or an [`Error`] for `main` to map to an exit code.
 
 pub mod allocator;
+mod chart;
 mod comment;
 mod diff;
 mod exit;
@@ -283,6 +284,7 @@ impl RenderArgs {
                 set: self.set.clone(),
                 kube_version: None,
                 api_versions: Vec::new(),
+                lookup: None,
             },
             release: app.unwrap_or(dir_name).to_string(),
             timeout: self.render_timeout,

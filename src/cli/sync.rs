@@ -11,8 +11,8 @@ use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArg
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
     /// Manifests: a local directory, or with --repo a directory inside the repository.
-    #[arg(long)]
-    pub path: String,
+    #[arg(long, required_unless_present = "chart")]
+    pub path: Option<String>,
 
     /// Read the manifests from this Git repository instead of the local disk.
     #[arg(long)]
@@ -20,6 +20,9 @@ pub struct SyncArgs {
 
     #[command(flatten)]
     pub git: GitArgs,
+
+    #[command(flatten)]
+    pub chart: super::chart::ChartArgs,
 
     #[command(flatten)]
     pub render: RenderArgs,
@@ -100,14 +103,17 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         )
         .await?;
     let scopes = cluster.scopes().await.map_err(Error::Connect)?;
-    let renderers = super::diff::for_cluster(
-        &cluster,
-        args.render
-            .renderers(Some(&args.app), &args.path, &args.namespace)?,
-        &args.path,
-        args.repo.as_deref(),
-    )
-    .await?;
+    let path = args.path.as_deref().unwrap_or(".");
+    let mut renderers = args
+        .render
+        .renderers(Some(&args.app), path, &args.namespace)?;
+    let chart = args.chart.source(&args.git)?;
+    if let Some(source) = &chart {
+        renderers =
+            super::chart::renderers(source, renderers, Some(&args.app), &args.render.values)?;
+    }
+    let remote = args.repo.as_deref().or(args.chart.chart.as_deref());
+    let (renderers, _lookup) = super::diff::for_cluster(&cluster, renderers, path, remote).await?;
     let read = ReadOptions {
         app: Some(&args.app),
         default_namespace: &args.namespace,
@@ -124,7 +130,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         verdicts: &verdicts,
     });
     let (repo, git) = (args.repo.as_deref(), &args.git);
-    let desired = super::diff::desired(&args.path, repo, git, &read, check).await?;
+    let desired = super::diff::desired(path, (repo, chart.as_ref()), git, &read, check).await?;
     let options = SyncOptions {
         inventory_namespace: &args.inventory_namespace,
         force: !args.no_force,

@@ -246,6 +246,9 @@ const CLAIMS: &[(&str, Has)] = &[
         "chart values from ConfigMaps and Secrets, post-render patches",
         |p| p.crd_field("valuesFrom") && p.crd_field("postRenderers"),
     ),
+    ("Helm `lookup` from the live cluster", |_| {
+        repo_file("crates/core/src/cluster/lookup.rs").is_file()
+    }),
     ("pull-request previews (base branch against head)", |p| {
         p.cli.contains("--base") && p.cli.contains("--comment")
     }),

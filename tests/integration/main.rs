@@ -6,6 +6,8 @@ mod annotations;
 mod app_crd;
 mod appsets;
 mod chart;
+mod chart_cli;
+mod chart_lookup;
 mod chart_values;
 mod charts_deps;
 mod charts_oci;

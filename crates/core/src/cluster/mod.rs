@@ -5,6 +5,7 @@
 //! compares values, not Rust types.
 
 pub mod cache;
+pub mod lookup;
 pub mod objects;
 pub mod tenancy;
 

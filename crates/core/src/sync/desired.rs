@@ -85,6 +85,9 @@ pub enum DesiredError {
     Chart(Box<ChartError>),
     #[error("live objects: {0}")]
     Live(#[source] ManifestErrors),
+    /// The endpoint answering a chart's `lookup` could not be served (issue #26).
+    #[error(transparent)]
+    Lookup(#[from] crate::cluster::lookup::LookupError),
     /// A task of the read failed (a panic): a bug, never the input's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -105,7 +108,7 @@ impl DesiredError {
             DesiredError::Invalid(errors) => errors.is_retryable(),
             DesiredError::Chart(err) => err.is_retryable(),
             DesiredError::Live(_) => false,
-            DesiredError::Internal(_) => true,
+            DesiredError::Lookup(_) | DesiredError::Internal(_) => true,
         }
     }
 }
@@ -377,8 +380,10 @@ impl Kept {
                     })
                 })
                 .collect(),
-            // A pass that keeps revisions (serve, sync) never reads sealed.
+            // A pass that keeps revisions (serve, sync) never reads sealed, and
+            // answers lookups from its cluster.
             sealed: Vec::new(),
+            empty_lookups: Vec::new(),
         })
     }
 }

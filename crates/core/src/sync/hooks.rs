@@ -109,6 +109,7 @@ pub fn split(
             Cow::Owned(ManifestSet {
                 objects,
                 sealed: desired.sealed.clone(),
+                empty_lookups: desired.empty_lookups.clone(),
             }),
             hooks,
         ))

@@ -196,6 +196,9 @@ pub struct ManifestSet {
     /// SOPS-encrypted documents read without keys ([`ParseOptions::sops_sealed`]):
     /// reported, never compared or applied.
     pub sealed: Vec<Sealed>,
+    /// Charts (by path) whose templates call `lookup`, rendered without a cluster:
+    /// their lookups answered empty maps, as `helm template`'s do (issue #26).
+    pub empty_lookups: Vec<String>,
 }
 
 impl ManifestSet {
@@ -410,7 +413,11 @@ pub(crate) fn parse_inputs(
         (&a.file, a.document, a.item).cmp(&(&b.file, b.document, b.item))
     });
     if errors.is_empty() {
-        Ok(ManifestSet { objects, sealed })
+        Ok(ManifestSet {
+            objects,
+            sealed,
+            empty_lookups: Vec::new(),
+        })
     } else {
         Err(ManifestErrors(errors))
     }

@@ -31,6 +31,7 @@ pub fn render_dir(
     let opts = &renderers.parse_options(opts);
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
+    let mut empty_lookups = Vec::new();
     let root_canon = match fs::canonicalize(root) {
         Ok(p) => p,
         Err(source) => {
@@ -54,6 +55,7 @@ pub fn render_dir(
             opts,
             visited: &mut visited,
             nested: Vec::new(),
+            empty_lookups: Vec::new(),
             inputs: &mut inputs,
             errors: &mut errors,
         };
@@ -62,8 +64,12 @@ pub fn render_dir(
         if !doubles.is_empty() {
             return Err(ManifestErrors(doubles));
         }
+        empty_lookups = walk.empty_lookups;
     }
-    parse_inputs(inputs, errors, opts)
+    parse_inputs(inputs, errors, opts).map(|set| ManifestSet {
+        empty_lookups,
+        ..set
+    })
 }
 
 struct Walk<'w, 'o> {
@@ -73,6 +79,8 @@ struct Walk<'w, 'o> {
     visited: &'w mut HashSet<PathBuf>,
     /// Kustomizations below the root: `(path from the root, directory)`.
     nested: Vec<(String, PathBuf)>,
+    /// The chart at the root, when it called `lookup` with no cluster to answer.
+    empty_lookups: Vec<String>,
     inputs: &'w mut Vec<Input>,
     errors: &'w mut Vec<ManifestError>,
 }
@@ -88,11 +96,16 @@ impl Walk<'_, '_> {
         // A chart is one only at the app's root, as in Argo CD and Flux.
         if rel_name.is_empty() && dir.join(CHART_FILE).is_file() {
             match template_on_disk(dir, &at_dir, self.renderers) {
-                Ok(bytes) => self.inputs.push(Input {
-                    path: CHART_FILE.to_string(),
-                    bytes,
-                    rendered: true,
-                }),
+                Ok(out) => {
+                    if out.empty_lookups {
+                        self.empty_lookups.push(self.root.display().to_string());
+                    }
+                    self.inputs.push(Input {
+                        path: CHART_FILE.to_string(),
+                        bytes: out.bytes,
+                        rendered: true,
+                    });
+                }
                 Err(e) => self.errors.push(e),
             }
             return;

@@ -39,6 +39,17 @@ pub struct HelmInputs {
     /// discovery, `group/version` and `group/version/Kind` as Argo CD passes them;
     /// empty offline.
     pub api_versions: Vec<String>,
+    /// The kubeconfig of a read-only endpoint that answers templates' `lookup` for
+    /// this render as the app's identity (see [`super::lookup`]); None offline, where
+    /// `lookup` answers empty maps as `helm template` does.
+    pub lookup: Option<PathBuf>,
+}
+
+/// A chart's output.
+pub(crate) struct Templated {
+    pub bytes: Vec<u8>,
+    /// The chart calls `lookup` and no cluster answered it: it rendered with empty maps.
+    pub empty_lookups: bool,
 }
 
 /// One values document read for a pass from outside the chart's revision
@@ -93,7 +104,8 @@ impl HelmInputs {
     }
 
     /// Runs `helm template` on the chart at `chart` with `value_files` (already
-    /// resolved and checked to lie inside the revision); `at` names the chart.
+    /// resolved and checked to lie inside the revision); `at` names the chart. A chart
+    /// calling `lookup` is rendered against [`HelmInputs::lookup`] when there is one.
     pub(super) fn template(
         &self,
         chart: &Path,
@@ -101,7 +113,7 @@ impl HelmInputs {
         release: &str,
         timeout: Duration,
         at: &Location,
-    ) -> Result<Vec<u8>, ManifestError> {
+    ) -> Result<Templated, ManifestError> {
         let scratch = tempfile::Builder::new()
             .prefix("tether-values-")
             .tempdir()
@@ -151,6 +163,16 @@ impl HelmInputs {
             args.push("--api-versions".into());
             args.push(api.into());
         }
+        let calls_lookup = super::lookup::chart_calls_lookup(chart);
+        if let (true, Some(kubeconfig)) = (calls_lookup, &self.lookup) {
+            // Helm's server-side dry run: `lookup` reads the cluster, nothing is written.
+            // Objects tether applied carry no Helm ownership labels: without
+            // `--take-ownership` (Helm 3.17+) the dry run refuses to "install" over them.
+            args.push("--dry-run=server".into());
+            args.push("--take-ownership".into());
+            args.push("--kubeconfig".into());
+            args.push(kubeconfig.into());
+        }
         let started = std::time::Instant::now();
         let output = render(Command::new(self.program()).args(&args), timeout, at)?;
         drop(scratch);
@@ -160,7 +182,10 @@ impl HelmInputs {
                 message: renderer_message(&output.stderr),
             });
         }
-        tracing::info!(renderer = "helm", path = %at, ms = started.elapsed().as_millis() as u64, "rendered");
-        Ok(output.stdout)
+        tracing::info!(renderer = "helm", path = %at, ms = started.elapsed().as_millis() as u64, lookup = calls_lookup, "rendered");
+        Ok(Templated {
+            bytes: output.stdout,
+            empty_lookups: calls_lookup && self.lookup.is_none(),
+        })
     }
 }

@@ -11,6 +11,7 @@
 
 mod helm;
 mod kustomize;
+mod lookup;
 mod post_render;
 mod process;
 mod redact;
@@ -20,6 +21,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+pub(crate) use helm::Templated;
 pub use helm::{CHART_FILE, HelmInputs, ValuesLayer};
 pub use kustomize::KustomizeCommand;
 pub use kustomize::resolve;
@@ -83,6 +85,13 @@ impl Renderers {
     /// (`valuesFrom`), merged after the value files and before the inline values.
     pub fn with_values_from(mut self, layers: Vec<ValuesLayer>) -> Renderers {
         self.helm.values_from = layers;
+        self
+    }
+
+    /// The same renderers answering a chart's `lookup` calls through the read-only
+    /// endpoint whose kubeconfig is at `kubeconfig`, served for this render only.
+    pub fn with_lookup(mut self, kubeconfig: &Path) -> Renderers {
+        self.helm.lookup = Some(kubeconfig.to_path_buf());
         self
     }
 
@@ -407,11 +416,20 @@ pub fn render_tree<P: AsRef<str>>(
     let mut errors = Vec::new();
 
     if map.contains_key(&join(&path, CHART_FILE)) {
+        let mut empty_lookups = false;
         match template_in_copy(&map, &path, renderers) {
-            Ok(bytes) => inputs.push(rendered_as(&path, CHART_FILE, bytes)),
+            Ok(out) => {
+                empty_lookups = out.empty_lookups;
+                inputs.push(rendered_as(&path, CHART_FILE, out.bytes));
+            }
             Err(e) => errors.push(e),
         }
-        return parse_inputs(inputs, errors, opts);
+        return parse_inputs(inputs, errors, opts).map(|mut set| {
+            if empty_lookups {
+                set.empty_lookups.push(in_repo(&path).to_string());
+            }
+            set
+        });
     }
     if kustomization_file(&tree, &path).is_some() {
         match build_in_copy(&tree, &map, &path, &in_repo(&path), renderers) {
@@ -482,7 +500,7 @@ fn template_in_copy(
     map: &BTreeMap<String, &[u8]>,
     dir: &str,
     renderers: &Renderers,
-) -> Result<Vec<u8>, ManifestError> {
+) -> Result<Templated, ManifestError> {
     let at = in_repo(dir);
     let io = |source| ManifestError::Io {
         at: at.clone(),
@@ -533,7 +551,7 @@ fn template_in_copy(
             renderers.timeout,
             &at,
         )
-        .and_then(|bytes| post_render::apply(bytes, renderers, &at));
+        .and_then(|out| post_rendered(out, renderers, &at));
     drop(tmp);
     out.map_err(|e| {
         let values = renderers
@@ -606,7 +624,7 @@ pub(super) fn template_on_disk(
     dir: &Path,
     at: &Location,
     renderers: &Renderers,
-) -> Result<Vec<u8>, ManifestError> {
+) -> Result<Templated, ManifestError> {
     let io = |source| ManifestError::Io {
         at: at.clone(),
         source,
@@ -670,7 +688,7 @@ pub(super) fn template_on_disk(
     let out = renderers
         .helm
         .template(dir, &given, &renderers.release, renderers.timeout, at)
-        .and_then(|bytes| post_render::apply(bytes, renderers, at));
+        .and_then(|out| post_rendered(out, renderers, at));
     drop(private);
     out.map_err(|e| {
         let inline = renderers.helm.values.as_deref().unwrap_or_default();
@@ -686,6 +704,18 @@ pub(super) fn template_on_disk(
                 .collect(),
         );
         values.mask_error(known.mask_error(e))
+    })
+}
+
+/// A chart's output with the app's post-renderers applied.
+fn post_rendered(
+    out: Templated,
+    renderers: &Renderers,
+    at: &Location,
+) -> Result<Templated, ManifestError> {
+    Ok(Templated {
+        bytes: post_render::apply(out.bytes, renderers, at)?,
+        ..out
     })
 }
 

@@ -204,7 +204,7 @@ fn a_directory_on_disk_reads_like_the_same_tree_from_git() {
 }
 
 /// The helm `.ci/install-helm` installs (as `tests/integration/chart.rs` finds it).
-fn installed_helm() -> String {
+pub(super) fn installed_helm() -> String {
     let path = std::env::var("TETHER_HELM").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/tools/bin/helm").to_string()
     });
