@@ -15,14 +15,14 @@ use crate::support::{TestSandbox, eventually};
 /// Long enough that only webhooks and spec changes move an AppSet during a test.
 const POLL: &str = "1h";
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
+pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
     sandbox
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
         .await
         .ok();
 }
 
-async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
+pub(crate) async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
     let out = sandbox
         .kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
         .await
@@ -31,7 +31,7 @@ async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> 
 }
 
 /// The names of the Apps in `namespace`.
-async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
+pub(crate) async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
     let out = sandbox
         .kubectl(&[
             "get",
@@ -49,7 +49,12 @@ async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
 }
 
 /// The AppSet's Ready condition once it has one with this status.
-async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str, state: &str) -> Value {
+pub(crate) async fn ready(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+    state: &str,
+) -> Value {
     eventually(&format!("AppSet {name} Ready={state}"), || async {
         let object = get(sandbox, "appset", name, namespace).await;
         let condition = object["status"]["conditions"]
@@ -62,7 +67,7 @@ async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str, state: &str) 
 }
 
 /// A ConfigMap without a namespace: the App's destination places it.
-fn configmap(name: &str) -> String {
+pub(crate) fn configmap(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  key: v\n")
 }
 

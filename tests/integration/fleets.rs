@@ -32,14 +32,14 @@ fn chain(server: &str, url: &str, suspended: bool) -> String {
     )
 }
 
-fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+pub(crate) fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
     status["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
         .unwrap_or_else(|| panic!("no {kind} condition: {status}"))
 }
 
-fn time(value: &Value) -> DateTime<Utc> {
+pub(crate) fn time(value: &Value) -> DateTime<Utc> {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("not a time: {value}"));
@@ -49,7 +49,7 @@ fn time(value: &Value) -> DateTime<Utc> {
 }
 
 /// When the app's first pass (after its wait) finished: the oldest of its history.
-fn first_pass(status: &Value) -> DateTime<Utc> {
+pub(crate) fn first_pass(status: &Value) -> DateTime<Utc> {
     let history = status["history"].as_array().expect("history");
     time(&history.last().expect("a pass")["finishedAt"])
 }

@@ -10,13 +10,13 @@ use serde_json::Value;
 use crate::serve::{Serve, configmap, origin, refused, server_section};
 use crate::support::TestSandbox;
 
-const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
+pub(crate) const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
 
-const GADGET: &str = "apiVersion: health.example.com/v1\nkind: Gadget\nmetadata: {name: g1, namespace: gadgets}\nspec: {size: 3}\n";
+pub(crate) const GADGET: &str = "apiVersion: health.example.com/v1\nkind: Gadget\nmetadata: {name: g1, namespace: gadgets}\nspec: {size: 3}\n";
 
 /// Gadgets report `status.phase`, which no built-in rule knows (kstatus alone would
 /// call a Gadget without a `Ready` condition Healthy at once).
-const RULES: &str = "  healthCheckExprs:\n  - apiVersion: health.example.com/v1\n    kind: Gadget\n    inProgress: \"!has(status.phase) || status.phase == 'Pending'\"\n    failed: \"status.phase == 'Failed'\"\n    current: \"status.phase == 'Running'\"\n";
+pub(crate) const RULES: &str = "  healthCheckExprs:\n  - apiVersion: health.example.com/v1\n    kind: Gadget\n    inProgress: \"!has(status.phase) || status.phase == 'Pending'\"\n    failed: \"status.phase == 'Failed'\"\n    current: \"status.phase == 'Running'\"\n";
 
 /// `crds` applies the CRD; `gadgets` (waiting for it) applies a Gadget judged by its
 /// rule. Resyncs every 2 s, so a status written by `kubectl` is judged again soon
@@ -34,14 +34,14 @@ fn config(server: &str, url: &str) -> String {
     )
 }
 
-fn gadget(status: &Value) -> Option<&Value> {
+pub(crate) fn gadget(status: &Value) -> Option<&Value> {
     status["resources"]
         .as_array()?
         .iter()
         .find(|r| r["kind"] == "Gadget" && r["name"] == "g1")
 }
 
-async fn set_status(sandbox: &TestSandbox, status: &str) {
+pub(crate) async fn set_status(sandbox: &TestSandbox, status: &str) {
     let out = sandbox
         .kubectl(&[
             "patch",

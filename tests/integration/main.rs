@@ -39,6 +39,7 @@ mod oidc;
 mod oidc_issuer;
 mod peer_trust;
 mod people;
+mod platform;
 mod preview;
 mod preview_comment;
 mod preview_live;
