@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use crate::app_crd::{exists, install_crd};
 use crate::appsets::{apply, apps, configmap, ready};
-use crate::fleets::{condition, first_pass, time};
+use crate::fleets::{condition, first_pass, time, waits_for};
 use crate::health_cel::{CRD, GADGET, RULES, gadget, set_status};
 use crate::monorepo::{counters, grown};
-use crate::serve::{Origin, Serve, origin_http, server_section};
+use crate::serve::{Origin, Serve, data_key, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Long enough that only webhooks and spec changes bring a new commit.
@@ -157,26 +157,10 @@ async fn operator_ready(home: &TestSandbox) {
     .ok();
 }
 
-/// The `key` of ConfigMap `name` in `namespace` of `sandbox`, if it exists.
-async fn data(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.data.key}",
-        ])
-        .await;
-    (out.code == 0).then_some(out.stdout)
-}
-
 /// Whether team `team`'s ConfigMap holds `value` in every region of the second sandbox.
 async fn team_applied(remote: &TestSandbox, team: &str, value: &str) -> bool {
     for region in REGIONS {
-        if data(remote, team, region).await.as_deref() != Some(value) {
+        if data_key(remote, team, region).await.as_deref() != Some(value) {
             return false;
         }
     }
@@ -216,22 +200,7 @@ async fn a_platform_syncs_from_empty_in_dependency_order_with_teams_generated_pe
 
     // The platform applies its CRD and operator at once; the operator is not ready yet,
     // so `crs` waits, says for what, and neither reads nor writes anything.
-    let crs = serve
-        .wait_status("crs", "crs waits for platform", |s| {
-            s["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
-            })
-        })
-        .await;
-    let message = condition(&crs, "Ready")["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(message.starts_with("waiting for platform ("), "{crs}");
-    assert!(
-        crs["lastPass"].is_null(),
-        "a waiting app runs no pass: {crs}"
-    );
+    waits_for(&serve, "crs", "platform").await;
     let platform = serve
         .wait_status("platform", "platform applied, its operator starting", |s| {
             s["sync"] == "Synced" && s["health"] == "Progressing"
@@ -327,8 +296,8 @@ async fn a_platform_syncs_from_empty_in_dependency_order_with_teams_generated_pe
     assert!(serve.push(&origin.url).await.is_success());
     eventually("team b's Apps and objects are deleted", || async {
         let gone = apps(&home, "platform").await == team_apps(&["a"])
-            && data(&remote, "b", REGIONS[0]).await.is_none()
-            && data(&remote, "b", REGIONS[1]).await.is_none();
+            && data_key(&remote, "b", REGIONS[0]).await.is_none()
+            && data_key(&remote, "b", REGIONS[1]).await.is_none();
         gone.then_some(())
     })
     .await;
