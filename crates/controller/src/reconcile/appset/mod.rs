@@ -357,8 +357,12 @@ pub fn plan(
     let mut changes = Vec::new();
     let wanted: std::collections::HashSet<String> =
         desired.iter().map(|d| d.name.clone()).collect();
-    for app in desired {
-        match by_name.get(app.name.as_str()) {
+    for mut app in desired {
+        let existing = by_name.get(app.name.as_str());
+        if let Some(existing) = existing {
+            keep_suspension(&mut app.object, &existing.object);
+        }
+        match existing {
             Some(existing) if !appset.owns(existing) => {
                 if let Some((_, owner)) = &existing.controller {
                     return Err(AppSetError::Taken {
@@ -399,6 +403,19 @@ pub fn plan(
         });
     }
     Ok(changes)
+}
+
+/// A generated App suspended (or resumed) through tether's API keeps its `spec.suspend`
+/// (server-side applied as `tether`, the AppSet's own field manager, so an apply
+/// without it would remove it) unless the template sets one: a person's Suspend is
+/// neither drift nor undone by the AppSet's next pass.
+fn keep_suspension(desired: &mut Value, live: &Value) {
+    let Some(suspend) = live["spec"].get("suspend") else {
+        return;
+    };
+    if let Value::Object(spec) = &mut desired["spec"] {
+        spec.entry("suspend").or_insert_with(|| suspend.clone());
+    }
 }
 
 /// Whether the live App differs from what would be applied: its spec, or a label,
