@@ -4,6 +4,7 @@
 
 mod apps;
 mod appsets;
+mod file_appsets;
 mod identity;
 mod ledger;
 mod pins;
@@ -410,6 +411,21 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         futures::future::join(suspensions_listed, pins_listed),
     )
     .await;
+    // What AppSets' generators share: the file's (below) and the AppSet objects'.
+    let appset_context = appsets::AppSetContext {
+        cluster: contexts.default.clone(),
+        sources: contexts.sources.clone(),
+        triggers: triggers.clone(),
+        ownership: contexts.ownership.clone(),
+        poll: tether_core::source::PollConfig {
+            min_interval: current.sources.min_interval,
+            ..tether_core::source::PollConfig::default()
+        },
+    };
+    // The file's appSets, expanded with what their generators read (issue #28).
+    let mut file_appsets =
+        file_appsets::FileAppSets::new(appset_context.clone(), workers.child_token());
+    current = file_appsets.load(&options.config).await?;
     contexts.start_all(&current, &triggers).await?;
 
     // App objects, next to the file's apps (issue #16).
@@ -430,16 +446,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         );
         // AppSets write Apps; the App watch above runs them (issue #28).
         appsets::spawn(
-            appsets::AppSetContext {
-                cluster: contexts.default.clone(),
-                sources: contexts.sources.clone(),
-                triggers: triggers.clone(),
-                ownership: contexts.ownership.clone(),
-                poll: tether_core::source::PollConfig {
-                    min_interval: current.sources.min_interval,
-                    ..tether_core::source::PollConfig::default()
-                },
-            },
+            appset_context,
             current.server.apps.clone(),
             workers.child_token(),
         );
@@ -449,22 +456,29 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
 
     let mut hangups = hangup_signals();
     loop {
-        tokio::select! {
+        // A changed file (SIGHUP) and a generator's moved input (its appSets' apps)
+        // take one path.
+        let reload = tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(event) = app_events.recv() => {
                 contexts.app_event(event, &current, &triggers).await?;
+                false
             }
-            _ = hangups.recv() => {
-                match Config::load(&options.config) {
-                    Ok(next) => {
-                        contexts.reload(&current, &next, &triggers).await?;
-                        tracing::info!(apps = next.apps.len(), "configuration reloaded");
-                        current = next;
-                    }
-                    Err(err) => {
-                        tracing::error!(error = %err, "new configuration refused; keeping the running one");
-                    }
-                }
+            _ = hangups.recv() => true,
+            () = file_appsets.moved() => true,
+        };
+        if !reload {
+            continue;
+        }
+        match file_appsets.load(&options.config).await {
+            Ok(next) => {
+                contexts.reload(&current, &next, &triggers).await?;
+                file_appsets::prune_removed(&mut contexts, &current, &next).await;
+                tracing::info!(apps = next.apps.len(), "configuration reloaded");
+                current = next;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "new configuration refused; keeping the running one");
             }
         }
     }

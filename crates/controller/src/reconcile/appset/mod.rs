@@ -7,6 +7,7 @@
 //! A generated App lives in its AppSet's namespace, always: an AppSet is a tenant's
 //! object, and an App's namespace is its tenant (`docs/tenancy.md`).
 
+pub mod file;
 pub mod generators;
 pub mod template;
 
@@ -266,34 +267,12 @@ impl AppSet {
             origin: set.origin.clone(),
             message,
         };
-        let rendered = template::render(&self.template, &set.values, "spec.template")
-            .map_err(|e| invalid(e.to_string()))?;
-        let name = rendered["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if !is_dns_subdomain(&name) {
-            return Err(invalid(format!(
-                "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
-            )));
-        }
-        let mut spec = rendered["spec"].clone();
+        let (name, rendered, mut spec) = self.rendered(set)?;
         // The CRD's default, written out: the live App then equals what was applied,
         // and an unchanged App is never written again.
         if let Value::Object(s) = &mut spec {
             s.entry("deletionPolicy")
                 .or_insert_with(|| DEFAULT_DELETION_POLICY.into());
-        }
-        // A cluster's App syncs to that cluster, unless the template says where.
-        if let Some(secret) = &set.cluster {
-            if spec.pointer("/destination/kubeConfig").is_none() {
-                let destination = spec
-                    .as_object_mut()
-                    .map(|s| s.entry("destination").or_insert_with(|| json!({})));
-                if let Some(Value::Object(d)) = destination {
-                    d.insert("kubeConfig".into(), json!({"secretRef": {"name": secret}}));
-                }
-            }
         }
         let mut labels: BTreeMap<String, Value> = match &rendered["metadata"]["labels"] {
             Value::Object(map) => map.clone().into_iter().collect(),
@@ -323,6 +302,40 @@ impl AppSet {
             origin: set.origin.clone(),
             object,
         })
+    }
+
+    /// The template rendered with one parameter set: the App's name (checked), its
+    /// rendered metadata and its spec, sent to the set's cluster when it came from one.
+    /// Shared by AppSet objects and the configuration file's `appSets`.
+    fn rendered(&self, set: &ParamSet) -> Result<(String, Value, Value), AppSetError> {
+        let invalid = |message: String| AppSetError::Template {
+            origin: set.origin.clone(),
+            message,
+        };
+        let rendered = template::render(&self.template, &set.values, "spec.template")
+            .map_err(|e| invalid(e.to_string()))?;
+        let name = rendered["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !is_dns_subdomain(&name) {
+            return Err(invalid(format!(
+                "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
+            )));
+        }
+        let mut spec = rendered["spec"].clone();
+        // A cluster's App syncs to that cluster, unless the template says where.
+        if let Some(secret) = &set.cluster {
+            if spec.pointer("/destination/kubeConfig").is_none() {
+                let destination = spec
+                    .as_object_mut()
+                    .map(|s| s.entry("destination").or_insert_with(|| json!({})));
+                if let Some(Value::Object(d)) = destination {
+                    d.insert("kubeConfig".into(), json!({"secretRef": {"name": secret}}));
+                }
+            }
+        }
+        Ok((name, rendered, spec))
     }
 
     /// The reference that makes the AppSet a generated App's controller.

@@ -38,7 +38,7 @@ use tether_core::sync::DEFAULT_REQUEST_CONCURRENCY;
 /// How often an AppSet that reads cluster Secrets lists them again (Argo CD's
 /// ApplicationSet controller requeues every 3 minutes; Secrets change rarely, and a
 /// change of the AppSet itself regenerates at once).
-const CLUSTERS_REFRESH: Duration = Duration::from_secs(180);
+pub(super) const CLUSTERS_REFRESH: Duration = Duration::from_secs(180);
 
 /// Between passes of an AppSet whose writes failed (the App loop's first backoff step).
 const FAILURE_RETRY: Duration = Duration::from_secs(5);
@@ -296,9 +296,9 @@ fn object_id(object: &Value) -> String {
 }
 
 /// One Git generator's repository, kept fetched by a source watcher.
-struct Followed {
+pub(super) struct Followed {
     source: Source,
-    state: watch::Receiver<SourceState>,
+    pub state: watch::Receiver<SourceState>,
     stop: CancellationToken,
 }
 
@@ -318,7 +318,7 @@ async fn run(
         let parsed = AppSet::from_object(&object);
         let reads_clusters = parsed.as_ref().is_ok_and(AppSet::reads_clusters);
         if let Ok(appset) = &parsed {
-            follow_sources(&context, appset, &mut followed, &cancel);
+            follow_sources(&context, &Reading::of(appset), &mut followed, &cancel);
         }
         let outcome = match parsed {
             Ok(appset) => pass(&context, &kinds, &appset, &followed).await,
@@ -378,14 +378,37 @@ async fn run(
     }
 }
 
-/// Keeps a source watcher for each repository the AppSet reads, and only those.
-fn follow_sources(
+/// What generators read, and for whom: an AppSet object's, or the configuration
+/// file's `appSets`.
+pub(super) struct Reading<'a> {
+    pub git: Vec<GitRef>,
+    /// Whose Secrets they read (Git credentials, cluster kubeconfigs).
+    pub namespace: &'a str,
+    pub clusters: bool,
+    /// A tenant's (an AppSet object's): its repositories are reached over the network
+    /// only, never tether's own files.
+    pub tenant: bool,
+}
+
+impl<'a> Reading<'a> {
+    fn of(appset: &'a AppSet) -> Reading<'a> {
+        Reading {
+            git: appset.git_refs(),
+            namespace: &appset.namespace,
+            clusters: appset.reads_clusters(),
+            tenant: true,
+        }
+    }
+}
+
+/// Keeps a source watcher for each repository the generators read, and only those.
+pub(super) fn follow_sources(
     context: &AppSetContext,
-    appset: &AppSet,
+    reading: &Reading<'_>,
     followed: &mut BTreeMap<GitRef, Followed>,
     cancel: &CancellationToken,
 ) {
-    let wanted = appset.git_refs();
+    let wanted = &reading.git;
     followed.retain(|git, f| {
         let keep = wanted.contains(git);
         if !keep {
@@ -394,9 +417,9 @@ fn follow_sources(
         }
         keep
     });
-    for git in wanted {
+    for git in wanted.iter().cloned() {
         if followed.contains_key(&git)
-            || tether_core::source::check_tenant_repo_url(&git.repo).is_err()
+            || (reading.tenant && tether_core::source::check_tenant_repo_url(&git.repo).is_err())
         {
             continue;
         }
@@ -404,7 +427,7 @@ fn follow_sources(
         let mut source = Source::new(git.repo.clone(), git.revision.clone(), "");
         if let Some(name) = &git.secret {
             source = source.with_auth(Auth::Secret(CredentialsSecret {
-                namespace: appset.namespace.clone(),
+                namespace: reading.namespace.to_string(),
                 name: name.clone(),
             }));
         }
@@ -445,7 +468,7 @@ async fn pass(
     appset: &AppSet,
     followed: &BTreeMap<GitRef, Followed>,
 ) -> Outcome {
-    let facts = match gather(context, kinds, appset, followed).await {
+    let facts = match gather(context, &kinds.secret, &Reading::of(appset), followed).await {
         Ok(facts) => facts,
         Err(err) => return Outcome::Failed(err),
     };
@@ -490,19 +513,21 @@ async fn pass(
     }
 }
 
-/// The trees and cluster Secrets the AppSet's generators read.
-async fn gather(
+/// The trees and cluster Secrets the generators read.
+pub(super) async fn gather(
     context: &AppSetContext,
-    kinds: &Kinds,
-    appset: &AppSet,
+    secret: &Resolved,
+    reading: &Reading<'_>,
     followed: &BTreeMap<GitRef, Followed>,
 ) -> Result<Facts, AppSetError> {
     let mut facts = Facts::default();
-    for git in appset.git_refs() {
-        if let Err(message) = tether_core::source::check_tenant_repo_url(&git.repo) {
-            return Err(AppSetError::Spec(format!(
-                "spec.generators: git.repo: {message}"
-            )));
+    for git in reading.git.iter().cloned() {
+        if reading.tenant {
+            if let Err(message) = tether_core::source::check_tenant_repo_url(&git.repo) {
+                return Err(AppSetError::Spec(format!(
+                    "spec.generators: git.repo: {message}"
+                )));
+            }
         }
         let Some(f) = followed.get(&git) else {
             continue;
@@ -522,12 +547,12 @@ async fn gather(
             .map_err(|e| GeneratorError::NotFetched(format!("{}: {e}", f.source)))?;
         facts.trees.insert(git, files);
     }
-    if appset.reads_clusters() {
+    if reading.clusters {
         // Only the AppSet's own namespace: a tenant's clusters are its own Secrets.
         let selector = format!("{CLUSTER_SECRET_LABEL}=true");
         let secrets = context
             .cluster
-            .list(&kinds.secret, Some(&appset.namespace), &selector)
+            .list(secret, Some(reading.namespace), &selector)
             .await
             .map_err(|e| GeneratorError::NotFetched(format!("cluster Secrets: {e}")))?;
         facts.clusters = secrets
