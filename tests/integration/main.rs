@@ -5,6 +5,7 @@
 mod annotations;
 mod app_crd;
 mod appsets;
+mod appsets_file;
 mod chart;
 mod chart_values;
 mod charts_deps;
