@@ -38,8 +38,8 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
         &[
             ("teams/a/cm.yaml", &configmap("a")),
             ("teams/b/cm.yaml", &configmap("b")),
-            ("extras/x/cm.yaml", &configmap("x")),
-            ("extras/y/cm.yaml", &configmap("y")),
+            ("extras/p/cm.yaml", &configmap("p")),
+            ("extras/q/cm.yaml", &configmap("q")),
         ],
     );
     let server = server_section(sandbox.dir.path());
@@ -49,12 +49,12 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
         app_set("extra", &origin.url, "extras/*", "orphan", "{{path}}"),
     );
     let serve = Serve::start(&sandbox, "filesets", &config, &[]).await;
-    for app in ["team-a", "team-b", "extra-x", "extra-y"] {
+    for app in ["team-a", "team-b", "extra-p", "extra-q"] {
         serve
             .wait_status(app, &format!("{app} is Synced"), |s| s["sync"] == "Synced")
             .await;
     }
-    applied(&sandbox, &["a", "b", "x", "y"]).await;
+    applied(&sandbox, &["a", "b", "p", "q"]).await;
 
     // A new directory, announced by webhook: a new app, through the reload path.
     origin.repo.write("teams/c/cm.yaml", &configmap("c"));
@@ -65,22 +65,22 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
     assert_eq!(c["sync"], "Synced", "{c}");
 
     // Directories removed: team b's app goes and, under `delete`, its ConfigMap with
-    // it; extra y's app goes too but, under `orphan`, leaves its ConfigMap.
+    // it; extra q's app goes too but, under `orphan`, leaves its ConfigMap.
     origin.repo.remove("teams/b/cm.yaml");
-    origin.repo.remove("extras/y/cm.yaml");
-    origin.repo.commit("no team b, no extra y");
+    origin.repo.remove("extras/q/cm.yaml");
+    origin.repo.commit("no team b, no extra q");
     assert!(serve.push(&origin.url).await.is_success());
     eventually("team b's ConfigMap is pruned", || async {
         (!exists(&sandbox, "cm", "b", "live").await).then_some(())
     })
     .await;
-    let gone = reqwest::get(format!("{}/api/v1/apps/extra-y", serve.url))
+    let gone = reqwest::get(format!("{}/api/v1/apps/extra-q", serve.url))
         .await
         .expect("status answers")
         .status();
-    assert_eq!(gone, reqwest::StatusCode::NOT_FOUND, "extra-y is no longer an app");
+    assert_eq!(gone, reqwest::StatusCode::NOT_FOUND, "extra-q is no longer an app");
     assert!(
-        exists(&sandbox, "cm", "y", "live").await,
+        exists(&sandbox, "cm", "q", "live").await,
         "an orphaned app's objects stay"
     );
     assert!(exists(&sandbox, "cm", "a", "live").await);

@@ -155,7 +155,11 @@ impl FileAppSets {
                     .values_mut()
                     .map(|f| Box::pin(f.state.changed()))
                     .collect();
-                let _ = futures::future::select_all(changes).await;
+                let (changed, _, _) = futures::future::select_all(changes).await;
+                if changed.is_err() {
+                    // Its watcher has ended (the service is stopping): nothing moves.
+                    std::future::pending::<()>().await;
+                }
                 let moved = self.followed.iter_mut().any(|(git, f)| {
                     let now = f.state.borrow_and_update().revision.clone();
                     self.used.get(git) != Some(&now.map(|r| r.sha))

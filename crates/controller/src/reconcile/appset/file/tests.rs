@@ -147,3 +147,27 @@ fn an_item_is_checked_by_the_crds_reader_with_its_own_field_names() {
     let config = Config::parse(&file("base", GOOD), "tether.yaml").expect("valid");
     assert_eq!(config.apps.len(), 1);
 }
+
+#[test]
+fn two_app_sets_rendering_one_name_is_an_error_naming_both_parameter_sets() {
+    let text = format!(
+        "{}  - name: again
+    generators:
+      - list: {{elements: [{{team: a}}]}}
+    template:
+      metadata: {{name: 'team-{{{{team}}}}'}}
+      spec: {GOOD_LIST}
+",
+        file("base", GOOD)
+    );
+    let (config, _) = parse(&text, &tree(&["teams/a"]));
+    let err = config.expect_err("collision").to_string();
+    assert!(
+        err.contains(
+            "appSets[1] (again), parameter set list element 0: template.spec.name: \"team-a\" is also the name of appSets[0] (teams) parameter set directory teams/a"
+        ),
+        "{err}"
+    );
+}
+
+const GOOD_LIST: &str = "{source: {repo: https://git.example/platform.git, path: x}}";
