@@ -78,7 +78,11 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
         .await
         .expect("status answers")
         .status();
-    assert_eq!(gone, reqwest::StatusCode::NOT_FOUND, "extra-q is no longer an app");
+    assert_eq!(
+        gone,
+        reqwest::StatusCode::NOT_FOUND,
+        "extra-q is no longer an app"
+    );
     assert!(
         exists(&sandbox, "cm", "q", "live").await,
         "an orphaned app's objects stay"
