@@ -1,10 +1,12 @@
 //! `tether sync`: one pass of the loop's act stage from the command line: read the
 //! desired state, then apply, prune and wait as the flags allow, and report.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tether_core::sync::SyncOptions;
 use tether_core::sync::desired::{ReadOptions, Verification};
+use tether_core::sync::health::Judge;
 
 use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
 
@@ -85,6 +87,12 @@ pub struct SyncArgs {
     #[arg(long, default_value_t = tether_core::sync::DEFAULT_REQUEST_CONCURRENCY)]
     pub concurrency: usize,
 
+    /// Judge health as `tether serve` would with this configuration file: its CEL rules
+    /// (`healthCheckExprs`) at the top and those of its app named --app, before the
+    /// built-in rules.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -94,6 +102,13 @@ pub struct SyncArgs {
 const PROGRESS_MIN_OBJECTS: usize = 50;
 
 pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
+    // Read first: a configuration that does not load stops the sync before any request.
+    let config = args
+        .config
+        .as_deref()
+        .map(tether_controller::config::Config::load)
+        .transpose()
+        .map_err(Error::Config)?;
     let cluster = args
         .request
         .connect(
@@ -141,6 +156,13 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         wait: args.wait.then_some(args.timeout),
         hook_timeout: args.hook_timeout,
         concurrency: args.concurrency.max(1),
+        health: Judge {
+            app: config
+                .as_ref()
+                .and_then(|c| c.app(&args.app))
+                .map(|a| &a.health_checks),
+            global: config.as_ref().map(|c| &c.health_checks),
+        },
         ..SyncOptions::new(&args.app)
     };
     // A progress bar for a person watching a long sync; never in logs or pipes.

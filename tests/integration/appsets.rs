@@ -15,14 +15,14 @@ use crate::support::{TestSandbox, eventually};
 /// Long enough that only webhooks and spec changes move an AppSet during a test.
 const POLL: &str = "1h";
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
+pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
     sandbox
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
         .await
         .ok();
 }
 
-async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
+pub(crate) async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
     let out = sandbox
         .kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
         .await
@@ -31,7 +31,7 @@ async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> 
 }
 
 /// The names of the Apps in `namespace`.
-async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
+pub(crate) async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
     let out = sandbox
         .kubectl(&[
             "get",
@@ -49,7 +49,12 @@ async fn apps(sandbox: &TestSandbox, namespace: &str) -> Vec<String> {
 }
 
 /// The AppSet's Ready condition once it has one with this status.
-async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str, state: &str) -> Value {
+pub(crate) async fn ready(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+    state: &str,
+) -> Value {
     eventually(&format!("AppSet {name} Ready={state}"), || async {
         let object = get(sandbox, "appset", name, namespace).await;
         let condition = object["status"]["conditions"]
@@ -62,7 +67,7 @@ async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str, state: &str) 
 }
 
 /// A ConfigMap without a namespace: the App's destination places it.
-fn configmap(name: &str) -> String {
+pub(crate) fn configmap(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  key: v\n")
 }
 
@@ -358,5 +363,132 @@ async fn a_git_files_generator_reads_a_private_repository_with_its_namespaces_se
     let text = serde_json::to_string(&generated).expect("JSON");
     assert!(!text.contains(PASSWORD), "the password shows nowhere");
     assert!(!serve.log().contains(PASSWORD), "nor in the log");
+    assert_eq!(serve.stop().await, Some(0));
+}
+
+/// An AppSet of one list element per `envs` entry, stamping `web-<env>` in `namespace`.
+fn list_appset(name: &str, namespace: &str, envs: &[&str], deletion: &str) -> String {
+    let elements: Vec<String> = envs.iter().map(|e| format!("{{env: {e}}}")).collect();
+    format!(
+        "apiVersion: tether.dev/v1alpha1\nkind: AppSet\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n\
+         \x20 generators:\n  - list: {{elements: [{}]}}\n\
+         \x20 template:\n    metadata: {{name: '{name}-{{{{env}}}}'}}\n\
+         \x20   spec:\n      source: {{repo: \"https://git.example/r.git\", path: '{{{{env}}}}', interval: {POLL}}}\n\
+         \x20 syncPolicy:\n    deletion: {deletion}\n",
+        elements.join(", ")
+    )
+}
+
+/// The App's `spec.source.path` and uid, once it exists.
+async fn path_and_uid(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+) -> Option<(String, String)> {
+    let out = sandbox
+        .kubectl(&["get", "tapp", name, "-n", namespace, "-o", "json"])
+        .await;
+    let app: Value = serde_json::from_str(&out.stdout).ok()?;
+    Some((
+        app["spec"]["source"]["path"].as_str()?.to_string(),
+        app["metadata"]["uid"].as_str()?.to_string(),
+    ))
+}
+
+/// Regression (issue #28): a generated App edited or deleted by hand stayed so until
+/// the AppSet itself or a repository it reads changed; its Apps are watched now, and
+/// the AppSet runs again at once, as Argo CD's ApplicationSet controller does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_app_edited_or_deleted_by_hand_is_restored_at_once() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("hand").await;
+    install_crd(&sandbox).await;
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "hand", &format!("{server}apps: []\n"), &[]).await;
+    apply(&sandbox, &list_appset("web", "hand", &["dev"], "orphan")).await;
+    ready(&sandbox, "web", "hand", "True").await;
+    let (_, uid) = eventually("web-dev is generated", || async {
+        path_and_uid(&sandbox, "web-dev", "hand").await
+    })
+    .await;
+
+    sandbox
+        .kubectl(&[
+            "patch",
+            "tapp",
+            "web-dev",
+            "-n",
+            "hand",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"source":{"path":"edited"}}}"#,
+        ])
+        .await
+        .ok();
+    eventually("the edit is undone", || async {
+        let (path, _) = path_and_uid(&sandbox, "web-dev", "hand").await?;
+        (path == "dev").then_some(())
+    })
+    .await;
+
+    sandbox
+        .kubectl(&["delete", "tapp", "web-dev", "-n", "hand"])
+        .await
+        .ok();
+    eventually("the deleted App is generated again", || async {
+        let (path, again) = path_and_uid(&sandbox, "web-dev", "hand").await?;
+        (path == "dev" && again != uid).then_some(())
+    })
+    .await;
+    assert_eq!(serve.stop().await, Some(0));
+}
+
+/// Deleting an AppSet deletes its Apps, whatever its policy for a vanished parameter
+/// set: they are its dependents (ownerReferences) and the garbage collector removes
+/// them, as with an Argo CD ApplicationSet; `kubectl delete --cascade=orphan` keeps
+/// them, owned by no one. Each App's own `deletionPolicy` then says what becomes of
+/// its objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_appset_deletes_its_apps_unless_the_deletion_orphans_them() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("gone").await;
+    install_crd(&sandbox).await;
+    let server = server_section(sandbox.dir.path());
+    let serve = Serve::start(&sandbox, "gone", &format!("{server}apps: []\n"), &[]).await;
+    for (name, deletion) in [("drop", "delete"), ("keep", "orphan"), ("held", "orphan")] {
+        apply(&sandbox, &list_appset(name, "gone", &["a", "b"], deletion)).await;
+        ready(&sandbox, name, "gone", "True").await;
+    }
+    let all = ["drop-a", "drop-b", "held-a", "held-b", "keep-a", "keep-b"];
+    eventually("every App is generated", || async {
+        (apps(&sandbox, "gone").await == all).then_some(())
+    })
+    .await;
+
+    for name in ["drop", "keep"] {
+        sandbox
+            .kubectl(&["delete", "appset", name, "-n", "gone"])
+            .await
+            .ok();
+    }
+    sandbox
+        .kubectl(&["delete", "appset", "held", "-n", "gone", "--cascade=orphan"])
+        .await
+        .ok();
+    eventually(
+        "the deleted AppSets' Apps go, the orphaned ones stay",
+        || async { (apps(&sandbox, "gone").await == ["held-a", "held-b"]).then_some(()) },
+    )
+    .await;
+    for name in ["held-a", "held-b"] {
+        eventually("the orphaned App is owned by no one", || async {
+            let app = get(&sandbox, "tapp", name, "gone").await;
+            app["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+                .then_some(())
+        })
+        .await;
+    }
     assert_eq!(serve.stop().await, Some(0));
 }

@@ -32,14 +32,14 @@ fn chain(server: &str, url: &str, suspended: bool) -> String {
     )
 }
 
-fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+pub(crate) fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
     status["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
         .unwrap_or_else(|| panic!("no {kind} condition: {status}"))
 }
 
-fn time(value: &Value) -> DateTime<Utc> {
+pub(crate) fn time(value: &Value) -> DateTime<Utc> {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("not a time: {value}"));
@@ -48,8 +48,33 @@ fn time(value: &Value) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
+/// Waits until `app` says it waits for `dependency` (`DependencyNotReady`), and checks
+/// that it has run no pass; its status.
+pub(crate) async fn waits_for(serve: &Serve, app: &str, dependency: &str) -> Value {
+    let status = serve
+        .wait_status(app, &format!("{app} waits for {dependency}"), |s| {
+            s["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
+            })
+        })
+        .await;
+    let message = condition(&status, "Ready")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("waiting for {dependency} (")),
+        "{status}"
+    );
+    assert!(
+        status["lastPass"].is_null(),
+        "a waiting app runs no pass: {status}"
+    );
+    status
+}
+
 /// When the app's first pass (after its wait) finished: the oldest of its history.
-fn first_pass(status: &Value) -> DateTime<Utc> {
+pub(crate) fn first_pass(status: &Value) -> DateTime<Utc> {
     let history = status["history"].as_array().expect("history");
     time(&history.last().expect("a pass")["finishedAt"])
 }
@@ -71,23 +96,8 @@ async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
 
     // crds passes without acting (suspended: its CRD is not applied, so it is not
     // Synced); ops waits for it, crs for ops, and neither reads or writes anything.
-    let ops = serve
-        .wait_status("ops", "ops waits for crds", |s| {
-            s["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
-            })
-        })
-        .await;
-    let message = condition(&ops, "Ready")["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(message.starts_with("waiting for crds ("), "{ops}");
+    let ops = waits_for(&serve, "ops", "crds").await;
     assert_eq!(ops["automation"]["acting"], false, "{ops}");
-    assert!(
-        ops["lastPass"].is_null(),
-        "a waiting app runs no pass: {ops}"
-    );
     let crs = serve
         .wait_status("crs", "crs waits for ops", |s| {
             s["conditions"].as_array().is_some_and(|cs| {

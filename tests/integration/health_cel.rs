@@ -8,15 +8,15 @@
 use serde_json::Value;
 
 use crate::serve::{Serve, configmap, origin, refused, server_section};
-use crate::support::TestSandbox;
+use crate::support::{TestSandbox, app_dir, json, resource, sync_app};
 
-const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
+pub(crate) const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
 
-const GADGET: &str = "apiVersion: health.example.com/v1\nkind: Gadget\nmetadata: {name: g1, namespace: gadgets}\nspec: {size: 3}\n";
+pub(crate) const GADGET: &str = "apiVersion: health.example.com/v1\nkind: Gadget\nmetadata: {name: g1, namespace: gadgets}\nspec: {size: 3}\n";
 
 /// Gadgets report `status.phase`, which no built-in rule knows (kstatus alone would
 /// call a Gadget without a `Ready` condition Healthy at once).
-const RULES: &str = "  healthCheckExprs:\n  - apiVersion: health.example.com/v1\n    kind: Gadget\n    inProgress: \"!has(status.phase) || status.phase == 'Pending'\"\n    failed: \"status.phase == 'Failed'\"\n    current: \"status.phase == 'Running'\"\n";
+pub(crate) const RULES: &str = "  healthCheckExprs:\n  - apiVersion: health.example.com/v1\n    kind: Gadget\n    inProgress: \"!has(status.phase) || status.phase == 'Pending'\"\n    failed: \"status.phase == 'Failed'\"\n    current: \"status.phase == 'Running'\"\n";
 
 /// `crds` applies the CRD; `gadgets` (waiting for it) applies a Gadget judged by its
 /// rule. Resyncs every 2 s, so a status written by `kubectl` is judged again soon
@@ -34,14 +34,14 @@ fn config(server: &str, url: &str) -> String {
     )
 }
 
-fn gadget(status: &Value) -> Option<&Value> {
+pub(crate) fn gadget(status: &Value) -> Option<&Value> {
     status["resources"]
         .as_array()?
         .iter()
         .find(|r| r["kind"] == "Gadget" && r["name"] == "g1")
 }
 
-async fn set_status(sandbox: &TestSandbox, status: &str) {
+pub(crate) async fn set_status(sandbox: &TestSandbox, status: &str) {
     let out = sandbox
         .kubectl(&[
             "patch",
@@ -190,4 +190,44 @@ async fn a_ready_expr_holds_the_dependent_until_it_is_true() {
     let present = sandbox.kubectl(&["get", "cm", "web", "-n", "ready"]).await;
     assert_eq!(present.code, 0, "web applied its ConfigMap");
     assert_eq!(serve.stop().await, Some(0));
+}
+
+/// Regression (issue #28): `tether sync` judged a custom resource by the built-in rules
+/// alone (kstatus calls a Gadget without conditions Healthy); with `--config` it uses
+/// that file's rules, the app's (named by `--app`) before the top-level ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tether_sync_judges_health_by_the_cel_rules_of_its_configuration() {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace("gadgets").await;
+    for yaml in [CRD, GADGET] {
+        sandbox
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await
+            .ok();
+    }
+    // Its operator (kubectl here) reports a failure.
+    set_status(&sandbox, r#"{"phase": "Failed", "message": "disk full"}"#).await;
+    let dir = app_dir(&sandbox, "gadgets", &[("gadget.yaml", GADGET)]);
+    let server = server_section(sandbox.dir.path());
+    // A top-level rule that would call it Healthy: the app's own rule wins.
+    let config = sandbox.write_file(
+        "sync.yaml",
+        &format!(
+            "{server}healthCheckExprs:\n- {{apiVersion: health.example.com/v1, kind: Gadget, current: \"true\"}}\napps:\n- name: gadgets\n  source: {{repo: \"https://git.example/r.git\"}}\n{RULES}"
+        ),
+    );
+    let run = sync_app(&sandbox, &dir, "gadgets", &["--config", &config]).await;
+    let report = json(&run);
+    let g = resource(&report, "Gadget/g1");
+    assert_eq!(g["health"], "Degraded", "{report}");
+    assert_eq!(
+        g["healthMessage"], "disk full [failed (status.phase == 'Failed') holds]",
+        "{report}"
+    );
+
+    // A configuration that does not load: nothing is synced, and the error names it.
+    let broken = sandbox.write_file("broken.yaml", "apps: [{name: x}]\n");
+    let run = sync_app(&sandbox, &dir, "gadgets", &["--config", &broken]).await;
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("broken.yaml"), "{}", run.stderr);
 }

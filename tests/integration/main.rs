@@ -5,6 +5,7 @@
 mod annotations;
 mod app_crd;
 mod appsets;
+mod appsets_file;
 mod chart;
 mod chart_cli;
 mod chart_lookup;
@@ -41,6 +42,7 @@ mod oidc;
 mod oidc_issuer;
 mod peer_trust;
 mod people;
+mod platform;
 mod preview;
 mod preview_comment;
 mod preview_live;

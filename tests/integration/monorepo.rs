@@ -70,6 +70,13 @@ fn config(server: &str, url: &str) -> String {
 
 /// The value of each app's series of a counter (`tether_<name>_total{app=...}`).
 async fn per_app(serve: &Serve, counter: &str) -> BTreeMap<String, u64> {
+    let names: Vec<&str> = APPS.iter().map(|(name, ..)| *name).collect();
+    counters(serve, counter, &names).await
+}
+
+/// The value of a counter's series (`tether_<counter>_total{app=...}`) for each of
+/// `apps` (0 for an app without one yet).
+pub(crate) async fn counters(serve: &Serve, counter: &str, apps: &[&str]) -> BTreeMap<String, u64> {
     let text = reqwest::get(format!("{}/metrics", serve.url))
         .await
         .expect("metrics")
@@ -77,7 +84,7 @@ async fn per_app(serve: &Serve, counter: &str) -> BTreeMap<String, u64> {
         .await
         .expect("text");
     let mut found = BTreeMap::new();
-    for (name, ..) in APPS {
+    for name in apps {
         let prefix = format!("tether_{counter}_total{{app=\"{name}\"");
         let sum: u64 = text
             .lines()
@@ -90,14 +97,17 @@ async fn per_app(serve: &Serve, counter: &str) -> BTreeMap<String, u64> {
 }
 
 /// How much each app's series grew between two readings.
-fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
+pub(crate) fn grown(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> Vec<(String, u64)> {
     after
         .iter()
         .map(|(app, n)| (app.clone(), n - before.get(app).copied().unwrap_or(0)))
         .collect()
 }
 
-fn counts(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+pub(crate) fn counts(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
     pairs.iter().map(|(a, n)| (a.to_string(), *n)).collect()
 }
 

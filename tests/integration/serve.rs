@@ -301,7 +301,7 @@ async fn identity(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<
     })
 }
 
-async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
     let out = sandbox
         .kubectl(&[
             "get",

@@ -19,6 +19,7 @@
 //! the typed one (`model`), and its checks in the matching `resolve_*` function.
 
 mod app_crd;
+mod app_sets;
 mod chart;
 mod check;
 mod credentials;
@@ -40,6 +41,7 @@ mod verify;
 use std::path::Path;
 
 pub use app_crd::*;
+pub use app_sets::{Generate, Generated, GeneratedApp};
 pub use decryption::{DecryptionConfig, SOPS_PROVIDER};
 pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
@@ -130,10 +132,23 @@ impl Config {
     }
 
     /// Parses and validates configuration text; `origin` (a file name) prefixes errors.
+    /// `appSets` generate no apps here: only `tether serve`, which fetches what their
+    /// generators read, expands them ([`Config::parse_with`]).
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(text, origin, &mut |_, _| Ok(Vec::new()))
+    }
+
+    /// Parses and validates configuration text, each item of `appSets` expanded by
+    /// `generate` (given the inventory namespace and the item) into entries of `apps`,
+    /// which are then resolved and checked as the listed ones are.
+    pub fn parse_with(
+        text: &str,
+        origin: &str,
+        generate: &mut Generate<'_>,
+    ) -> Result<Config, ConfigError> {
         let raw = raw::parse_raw(text, origin)?;
         let mut check = check::Checker::default();
-        let config = resolve::resolve(raw, &mut check);
+        let config = resolve::resolve(raw, generate, &mut check);
         // Top to bottom, as a person fixes a file; problems without a line (about a
         // default) last.
         check.problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));

@@ -97,6 +97,8 @@ pub struct Config {
     pub apps: Vec<AppConfig>,
     /// `healthCheckExprs`: CEL health rules for every app, compiled (issue #28).
     pub health_checks: tether_core::sync::health::HealthRules,
+    /// The apps of `apps` that `appSets` generated, and from what (issue #28).
+    pub generated: Vec<super::app_sets::GeneratedApp>,
 }
 
 /// `sources`: the floor of every app's poll interval and the budget of a revision read.
@@ -416,6 +418,7 @@ impl Default for Config {
             sources: SourcesConfig::default(),
             apps: Vec::new(),
             health_checks: Default::default(),
+            generated: Vec::new(),
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct Config {
     /// CEL health rules for every app (issue #28).
     #[serde(default, deserialize_with = "null_is_default")]
     pub health_check_exprs: Vec<S<RawHealthCheck>>,
+    /// AppSets stamping file apps (issue #28), in the AppSet CRD's spec shape; read by
+    /// `reconcile::appset::file`, which the configuration cannot import.
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub app_sets: Vec<S<serde_json::Value>>,
 }
 
 /// `sources`: limits every app's Git source shares.

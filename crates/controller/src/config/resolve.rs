@@ -19,7 +19,11 @@ use tether_core::source::{Provider, SecretRef};
 use tether_schema::duration::format_duration;
 use tether_schema::ownership::{DEFAULT_INVENTORY_NAMESPACE, INVENTORY_PREFIX, MAX_APP_NAME_LEN};
 
-pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
+pub(super) fn resolve(
+    mut raw: raw::Config,
+    generate: &mut super::Generate<'_>,
+    check: &mut Checker,
+) -> Config {
     let inventory_namespace = match &raw.inventory_namespace {
         Some(ns) => {
             check.label("inventoryNamespace", ns, 63, "");
@@ -65,30 +69,32 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
     }
     let sources = resolve_sources(&raw.sources, check);
     let mut apps: Vec<AppConfig> = Vec::with_capacity(raw.apps.len());
+    // Who each app is, for the error about two apps of one name.
+    let mut named: Vec<String> = Vec::with_capacity(raw.apps.len());
     for (i, app) in raw.apps.iter().enumerate() {
         let path = format!("apps[{i}]");
-        let mut resolved = resolve_app(app, &path, check);
-        // The file's Secrets are in the inventory namespace unless it names another.
-        if let Some(r) = resolved.source.credentials.secret_ref.as_mut() {
-            r.namespace
-                .get_or_insert_with(|| inventory_namespace.clone());
-        }
-        if let Some(super::VerifyConfig {
-            keys: super::VerifyKeys::Secret { namespace, .. },
-            ..
-        }) = resolved.source.verify.as_mut()
-        {
-            namespace.get_or_insert_with(|| inventory_namespace.clone());
-        }
+        let resolved = resolve_entry(app, &path, &inventory_namespace, check);
         if let Some(first) = apps.iter().position(|a| a.name == resolved.name) {
             check.report(
                 format!("{path}.name"),
                 line_of(&app.name),
-                format!("{:?} is also the name of apps[{first}]", resolved.name),
+                format!("{:?} is also the name of {}", resolved.name, named[first]),
             );
         }
         apps.push(resolved);
+        named.push(path);
     }
+    let generated = super::app_sets::resolve_app_sets(
+        std::mem::take(&mut raw.app_sets),
+        &mut super::app_sets::Expansion {
+            apps: &mut apps,
+            raw: &mut raw.apps,
+            named: &mut named,
+            inventory_namespace: &inventory_namespace,
+        },
+        generate,
+        check,
+    );
     super::depends::check_file_apps(&apps, &raw.apps, check);
     let health_checks =
         super::health::resolve_health_checks(&raw.health_check_exprs, "healthCheckExprs", check);
@@ -103,7 +109,31 @@ pub(super) fn resolve(raw: raw::Config, check: &mut Checker) -> Config {
         sources,
         apps,
         health_checks,
+        generated,
     }
+}
+
+/// One entry of `apps` (listed or generated), resolved: its Secrets are in the
+/// inventory namespace unless it names another.
+pub(super) fn resolve_entry(
+    app: &raw::App,
+    path: &str,
+    inventory_namespace: &str,
+    check: &mut Checker,
+) -> AppConfig {
+    let mut resolved = resolve_app(app, path, check);
+    if let Some(r) = resolved.source.credentials.secret_ref.as_mut() {
+        r.namespace
+            .get_or_insert_with(|| inventory_namespace.to_string());
+    }
+    if let Some(super::VerifyConfig {
+        keys: super::VerifyKeys::Secret { namespace, .. },
+        ..
+    }) = resolved.source.verify.as_mut()
+    {
+        namespace.get_or_insert_with(|| inventory_namespace.to_string());
+    }
+    resolved
 }
 
 /// `sources`: a positive minimum interval, budgets of at least 1.

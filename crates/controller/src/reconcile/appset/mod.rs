@@ -7,6 +7,7 @@
 //! A generated App lives in its AppSet's namespace, always: an AppSet is a tenant's
 //! object, and an App's namespace is its tenant (`docs/tenancy.md`).
 
+pub mod file;
 pub mod generators;
 pub mod template;
 
@@ -266,34 +267,12 @@ impl AppSet {
             origin: set.origin.clone(),
             message,
         };
-        let rendered = template::render(&self.template, &set.values, "spec.template")
-            .map_err(|e| invalid(e.to_string()))?;
-        let name = rendered["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if !is_dns_subdomain(&name) {
-            return Err(invalid(format!(
-                "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
-            )));
-        }
-        let mut spec = rendered["spec"].clone();
+        let (name, rendered, mut spec) = self.rendered(set)?;
         // The CRD's default, written out: the live App then equals what was applied,
         // and an unchanged App is never written again.
         if let Value::Object(s) = &mut spec {
             s.entry("deletionPolicy")
                 .or_insert_with(|| DEFAULT_DELETION_POLICY.into());
-        }
-        // A cluster's App syncs to that cluster, unless the template says where.
-        if let Some(secret) = &set.cluster {
-            if spec.pointer("/destination/kubeConfig").is_none() {
-                let destination = spec
-                    .as_object_mut()
-                    .map(|s| s.entry("destination").or_insert_with(|| json!({})));
-                if let Some(Value::Object(d)) = destination {
-                    d.insert("kubeConfig".into(), json!({"secretRef": {"name": secret}}));
-                }
-            }
         }
         let mut labels: BTreeMap<String, Value> = match &rendered["metadata"]["labels"] {
             Value::Object(map) => map.clone().into_iter().collect(),
@@ -323,6 +302,40 @@ impl AppSet {
             origin: set.origin.clone(),
             object,
         })
+    }
+
+    /// The template rendered with one parameter set: the App's name (checked), its
+    /// rendered metadata and its spec, sent to the set's cluster when it came from one.
+    /// Shared by AppSet objects and the configuration file's `appSets`.
+    fn rendered(&self, set: &ParamSet) -> Result<(String, Value, Value), AppSetError> {
+        let invalid = |message: String| AppSetError::Template {
+            origin: set.origin.clone(),
+            message,
+        };
+        let rendered = template::render(&self.template, &set.values, "spec.template")
+            .map_err(|e| invalid(e.to_string()))?;
+        let name = rendered["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !is_dns_subdomain(&name) {
+            return Err(invalid(format!(
+                "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
+            )));
+        }
+        let mut spec = rendered["spec"].clone();
+        // A cluster's App syncs to that cluster, unless the template says where.
+        if let Some(secret) = &set.cluster {
+            if spec.pointer("/destination/kubeConfig").is_none() {
+                let destination = spec
+                    .as_object_mut()
+                    .map(|s| s.entry("destination").or_insert_with(|| json!({})));
+                if let Some(Value::Object(d)) = destination {
+                    d.insert("kubeConfig".into(), json!({"secretRef": {"name": secret}}));
+                }
+            }
+        }
+        Ok((name, rendered, spec))
     }
 
     /// The reference that makes the AppSet a generated App's controller.
@@ -357,8 +370,12 @@ pub fn plan(
     let mut changes = Vec::new();
     let wanted: std::collections::HashSet<String> =
         desired.iter().map(|d| d.name.clone()).collect();
-    for app in desired {
-        match by_name.get(app.name.as_str()) {
+    for mut app in desired {
+        let existing = by_name.get(app.name.as_str());
+        if let Some(existing) = existing {
+            keep_suspension(&mut app.object, &existing.object);
+        }
+        match existing {
             Some(existing) if !appset.owns(existing) => {
                 if let Some((_, owner)) = &existing.controller {
                     return Err(AppSetError::Taken {
@@ -399,6 +416,19 @@ pub fn plan(
         });
     }
     Ok(changes)
+}
+
+/// A generated App suspended (or resumed) through tether's API keeps its `spec.suspend`
+/// (server-side applied as `tether`, the AppSet's own field manager, so an apply
+/// without it would remove it) unless the template sets one: a person's Suspend is
+/// neither drift nor undone by the AppSet's next pass.
+fn keep_suspension(desired: &mut Value, live: &Value) {
+    let Some(suspend) = live["spec"].get("suspend") else {
+        return;
+    };
+    if let Value::Object(spec) = &mut desired["spec"] {
+        spec.entry("suspend").or_insert_with(|| suspend.clone());
+    }
 }
 
 /// Whether the live App differs from what would be applied: its spec, or a label,

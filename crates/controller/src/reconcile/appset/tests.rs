@@ -230,6 +230,25 @@ fn the_plan_creates_the_missing_updates_the_drifted_and_leaves_the_rest() {
 }
 
 #[test]
+fn a_suspension_through_the_api_is_kept_unless_the_template_sets_one() {
+    let set = appset(teams_spec(), dirs(), "orphan");
+    let apps = set.desired(&facts(&["a"])).expect("renders");
+    let mut suspended = live(&apps[0]);
+    suspended.object["spec"]["suspend"] = json!(true);
+    assert_eq!(plan(&set, apps, &[suspended.clone()]).expect("plans"), []);
+
+    let mut spec = teams_spec();
+    spec["suspend"] = json!(false);
+    let set = appset(spec, dirs(), "orphan");
+    let apps = set.desired(&facts(&["a"])).expect("renders");
+    let changes = plan(&set, apps, &[suspended]).expect("plans");
+    match changes.as_slice() {
+        [Change::Apply(app)] => assert_eq!(app.object["spec"]["suspend"], false),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_gone_parameter_set_orphans_or_deletes_its_app_per_policy() {
     for (policy, expected) in [("orphan", "orphan"), ("delete", "delete")] {
         let set = appset(teams_spec(), dirs(), policy);

@@ -711,7 +711,11 @@ impl Contexts {
 /// Prunes everything the app's inventory holds (the sync of nothing, with prune on:
 /// the same path, guards and `tether.dev/prune: disabled` as any pass), then removes
 /// the inventory itself.
-async fn prune_all(cluster: &Cluster, app: &str, inventory_namespace: &str) -> Result<(), String> {
+pub(super) async fn prune_all(
+    cluster: &Cluster,
+    app: &str,
+    inventory_namespace: &str,
+) -> Result<(), String> {
     let options = SyncOptions {
         inventory_namespace,
         prune: true,

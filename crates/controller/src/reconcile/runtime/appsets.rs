@@ -4,7 +4,9 @@
 //! source; the namespace's cluster Secrets), asks the pure core
 //! (`reconcile::appset`) which Apps it wants, writes the difference with server-side
 //! apply and writes the AppSet's status. The Apps it writes are run by the App watch
-//! (`apps`), like any other.
+//! (`apps`), like any other. A second watch, of the Apps, runs an AppSet again when
+//! one of its Apps is edited, relabelled or deleted by someone else, so a hand edit is
+//! undone at once (as Argo CD's ApplicationSet controller watches its Applications).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,7 +38,7 @@ use tether_core::sync::DEFAULT_REQUEST_CONCURRENCY;
 /// How often an AppSet that reads cluster Secrets lists them again (Argo CD's
 /// ApplicationSet controller requeues every 3 minutes; Secrets change rarely, and a
 /// change of the AppSet itself regenerates at once).
-const CLUSTERS_REFRESH: Duration = Duration::from_secs(180);
+pub(super) const CLUSTERS_REFRESH: Duration = Duration::from_secs(180);
 
 /// Between passes of an AppSet whose writes failed (the App loop's first backoff step).
 const FAILURE_RETRY: Duration = Duration::from_secs(5);
@@ -82,7 +84,7 @@ pub(super) fn spawn(context: AppSetContext, watch: AppsWatchConfig, cancel: Canc
             }
         };
         tracing::info!(namespaces = ?watch.namespaces, "watching AppSets (appsets.tether.dev)");
-        let mut events = follow_appsets(&cluster, &appset, &watch, &cancel);
+        let mut events = follow(&cluster, &appset, &app, &watch, &cancel);
         let mut workers = Workers {
             context,
             kinds: Kinds {
@@ -91,6 +93,7 @@ pub(super) fn spawn(context: AppSetContext, watch: AppsWatchConfig, cancel: Canc
                 secret,
             },
             running: HashMap::new(),
+            stamps: HashMap::new(),
             cancel: cancel.clone(),
         };
         loop {
@@ -98,29 +101,75 @@ pub(super) fn spawn(context: AppSetContext, watch: AppsWatchConfig, cancel: Canc
                 _ = cancel.cancelled() => return,
                 seen = events.recv() => seen,
             };
-            let Some((scope, seen)) = seen else { return };
-            workers.seen(scope, seen);
+            match seen {
+                Some(Seen::AppSet(scope, seen)) => workers.seen(scope, seen),
+                Some(Seen::App(scope, seen)) => workers.app_seen(scope, seen),
+                None => return,
+            }
         }
     });
 }
 
-/// What the AppSet watches see, each event with its watch's namespace.
-fn follow_appsets(
+/// What a watch saw, with the namespace it watches (None: all).
+enum Seen {
+    AppSet(Option<String>, Watched),
+    App(Option<String>, Watched),
+}
+
+/// What the AppSet and App watches see, in one stream.
+fn follow(
     cluster: &Cluster,
-    kind: &Resolved,
+    appset: &Resolved,
+    app: &Resolved,
     watch: &AppsWatchConfig,
     cancel: &CancellationToken,
-) -> tokio::sync::mpsc::Receiver<(Option<String>, Watched)> {
+) -> tokio::sync::mpsc::Receiver<Seen> {
     let (events_tx, events) = tokio::sync::mpsc::channel(1024);
     spawn_scope_watches(
         cluster,
-        kind,
+        appset,
         watch,
-        events_tx,
-        |scope, seen| (scope, seen),
+        events_tx.clone(),
+        Seen::AppSet,
         cancel,
     );
+    spawn_scope_watches(cluster, app, watch, events_tx, Seen::App, cancel);
     events
+}
+
+/// What an AppSet answers for in one of its Apps: a change of it is looked at.
+#[derive(Debug, Clone, PartialEq)]
+struct Stamp {
+    namespace: String,
+    /// `metadata.generation`: moves with every change of the spec.
+    generation: Value,
+    /// The AppSets it names as its controller or in its label, by identity.
+    appsets: Vec<String>,
+}
+
+impl Stamp {
+    /// None for an App no AppSet claims.
+    fn of(app: &Value) -> Option<Stamp> {
+        let meta = &app["metadata"];
+        let namespace = meta["namespace"].as_str()?;
+        let controllers = meta["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["kind"] == APPSET_KIND && r["controller"] == true)
+            .filter_map(|r| r["name"].as_str());
+        let mut appsets: Vec<String> = controllers
+            .chain(meta["labels"][APPSET_LABEL].as_str())
+            .map(|name| crate::config::app_identity(namespace, name))
+            .collect();
+        appsets.sort();
+        appsets.dedup();
+        (!appsets.is_empty()).then(|| Stamp {
+            namespace: namespace.to_string(),
+            generation: meta["generation"].clone(),
+            appsets,
+        })
+    }
 }
 
 /// The worker of each AppSet, by identity: its spec's sender and its stop.
@@ -128,6 +177,8 @@ struct Workers {
     context: AppSetContext,
     kinds: Kinds,
     running: HashMap<String, (watch::Sender<Value>, CancellationToken)>,
+    /// The generated Apps, by identity, as last seen.
+    stamps: HashMap<String, Stamp>,
     cancel: CancellationToken,
 }
 
@@ -159,10 +210,64 @@ impl Workers {
         }
     }
 
+    /// Runs again the AppSets of the Apps a watch saw change (a status write moves no
+    /// generation: it is not a change). An AppSet's own writes run it once more, to
+    /// find nothing to do.
+    fn app_seen(&mut self, scope: Option<String>, seen: Watched) {
+        match seen {
+            Watched::Listed(objects) => {
+                let listed: HashMap<String, Option<Stamp>> = objects
+                    .iter()
+                    .map(|o| (object_id(o), Stamp::of(o)))
+                    .collect();
+                let gone: Vec<String> = self
+                    .stamps
+                    .iter()
+                    .filter(|(id, s)| {
+                        scope.as_ref().is_none_or(|ns| s.namespace == *ns)
+                            && !listed.contains_key(*id)
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                gone.into_iter().for_each(|id| self.app_changed(id, None));
+                listed
+                    .into_iter()
+                    .for_each(|(id, stamp)| self.app_changed(id, stamp));
+            }
+            Watched::Applied(object) => self.app_changed(object_id(&object), Stamp::of(&object)),
+            Watched::Deleted(object) => self.app_changed(object_id(&object), None),
+        }
+    }
+
+    fn app_changed(&mut self, id: String, stamp: Option<Stamp>) {
+        let old = match &stamp {
+            Some(new) => self.stamps.insert(id, new.clone()),
+            None => self.stamps.remove(&id),
+        };
+        if old == stamp {
+            return;
+        }
+        let appsets = old.iter().chain(stamp.iter()).flat_map(|s| &s.appsets);
+        for appset in appsets {
+            if let Some((tx, _)) = self.running.get(appset) {
+                // The same spec, sent again: the worker's next pass.
+                tx.send_modify(|_| {});
+            }
+        }
+    }
+
     /// A new or changed AppSet: its worker hears of a new spec (a status write, which
-    /// moves no generation, is not one).
+    /// moves no generation, is not one); one being deleted stops it.
     fn applied(&mut self, object: Value) {
         let id = object_id(&object);
+        if !object["metadata"]["deletionTimestamp"].is_null() {
+            // Being deleted: its Apps are the garbage collector's now (deleted, or with
+            // `--cascade=orphan` freed), and a pass would adopt the freed ones again.
+            if let Some((_, stop)) = self.running.remove(&id) {
+                stop.cancel();
+            }
+            return;
+        }
         if let Some((tx, _)) = self.running.get(&id) {
             tx.send_if_modified(|old| {
                 let changed = old["metadata"]["generation"] != object["metadata"]["generation"]
@@ -191,14 +296,14 @@ fn object_id(object: &Value) -> String {
 }
 
 /// One Git generator's repository, kept fetched by a source watcher.
-struct Followed {
+pub(super) struct Followed {
     source: Source,
-    state: watch::Receiver<SourceState>,
+    pub state: watch::Receiver<SourceState>,
     stop: CancellationToken,
 }
 
-/// One AppSet's worker: a pass whenever its spec, a repository it reads or (for
-/// clusters) the clock moves.
+/// One AppSet's worker: a pass whenever its spec, one of its Apps, a repository it
+/// reads or (for clusters) the clock moves.
 async fn run(
     context: AppSetContext,
     kinds: Kinds,
@@ -213,7 +318,7 @@ async fn run(
         let parsed = AppSet::from_object(&object);
         let reads_clusters = parsed.as_ref().is_ok_and(AppSet::reads_clusters);
         if let Ok(appset) = &parsed {
-            follow(&context, appset, &mut followed, &cancel);
+            follow_sources(&context, &Reading::of(appset), &mut followed, &cancel);
         }
         let outcome = match parsed {
             Ok(appset) => pass(&context, &kinds, &appset, &followed).await,
@@ -273,14 +378,37 @@ async fn run(
     }
 }
 
-/// Keeps a source watcher for each repository the AppSet reads, and only those.
-fn follow(
+/// What generators read, and for whom: an AppSet object's, or the configuration
+/// file's `appSets`.
+pub(super) struct Reading<'a> {
+    pub git: Vec<GitRef>,
+    /// Whose Secrets they read (Git credentials, cluster kubeconfigs).
+    pub namespace: &'a str,
+    pub clusters: bool,
+    /// A tenant's (an AppSet object's): its repositories are reached over the network
+    /// only, never tether's own files.
+    pub tenant: bool,
+}
+
+impl<'a> Reading<'a> {
+    fn of(appset: &'a AppSet) -> Reading<'a> {
+        Reading {
+            git: appset.git_refs(),
+            namespace: &appset.namespace,
+            clusters: appset.reads_clusters(),
+            tenant: true,
+        }
+    }
+}
+
+/// Keeps a source watcher for each repository the generators read, and only those.
+pub(super) fn follow_sources(
     context: &AppSetContext,
-    appset: &AppSet,
+    reading: &Reading<'_>,
     followed: &mut BTreeMap<GitRef, Followed>,
     cancel: &CancellationToken,
 ) {
-    let wanted = appset.git_refs();
+    let wanted = &reading.git;
     followed.retain(|git, f| {
         let keep = wanted.contains(git);
         if !keep {
@@ -289,9 +417,9 @@ fn follow(
         }
         keep
     });
-    for git in wanted {
+    for git in wanted.iter().cloned() {
         if followed.contains_key(&git)
-            || tether_core::source::check_tenant_repo_url(&git.repo).is_err()
+            || (reading.tenant && tether_core::source::check_tenant_repo_url(&git.repo).is_err())
         {
             continue;
         }
@@ -299,7 +427,7 @@ fn follow(
         let mut source = Source::new(git.repo.clone(), git.revision.clone(), "");
         if let Some(name) = &git.secret {
             source = source.with_auth(Auth::Secret(CredentialsSecret {
-                namespace: appset.namespace.clone(),
+                namespace: reading.namespace.to_string(),
                 name: name.clone(),
             }));
         }
@@ -340,7 +468,7 @@ async fn pass(
     appset: &AppSet,
     followed: &BTreeMap<GitRef, Followed>,
 ) -> Outcome {
-    let facts = match gather(context, kinds, appset, followed).await {
+    let facts = match gather(context, &kinds.secret, &Reading::of(appset), followed).await {
         Ok(facts) => facts,
         Err(err) => return Outcome::Failed(err),
     };
@@ -385,19 +513,21 @@ async fn pass(
     }
 }
 
-/// The trees and cluster Secrets the AppSet's generators read.
-async fn gather(
+/// The trees and cluster Secrets the generators read.
+pub(super) async fn gather(
     context: &AppSetContext,
-    kinds: &Kinds,
-    appset: &AppSet,
+    secret: &Resolved,
+    reading: &Reading<'_>,
     followed: &BTreeMap<GitRef, Followed>,
 ) -> Result<Facts, AppSetError> {
     let mut facts = Facts::default();
-    for git in appset.git_refs() {
-        if let Err(message) = tether_core::source::check_tenant_repo_url(&git.repo) {
-            return Err(AppSetError::Spec(format!(
-                "spec.generators: git.repo: {message}"
-            )));
+    for git in reading.git.iter().cloned() {
+        if reading.tenant {
+            if let Err(message) = tether_core::source::check_tenant_repo_url(&git.repo) {
+                return Err(AppSetError::Spec(format!(
+                    "spec.generators: git.repo: {message}"
+                )));
+            }
         }
         let Some(f) = followed.get(&git) else {
             continue;
@@ -417,12 +547,12 @@ async fn gather(
             .map_err(|e| GeneratorError::NotFetched(format!("{}: {e}", f.source)))?;
         facts.trees.insert(git, files);
     }
-    if appset.reads_clusters() {
+    if reading.clusters {
         // Only the AppSet's own namespace: a tenant's clusters are its own Secrets.
         let selector = format!("{CLUSTER_SECRET_LABEL}=true");
         let secrets = context
             .cluster
-            .list(&kinds.secret, Some(&appset.namespace), &selector)
+            .list(secret, Some(reading.namespace), &selector)
             .await
             .map_err(|e| GeneratorError::NotFetched(format!("cluster Secrets: {e}")))?;
         facts.clusters = secrets

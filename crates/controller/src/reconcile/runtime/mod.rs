@@ -25,6 +25,7 @@ mod appsets;
 mod commit_page;
 mod connections;
 mod dispatch;
+mod file_appsets;
 mod identity;
 mod ledger;
 mod lifecycle;
@@ -438,6 +439,21 @@ impl Runtime {
     pub async fn run(&mut self, shutdown: CancellationToken) -> Result<(), ServeError> {
         self.read_records().await;
         let (contexts, triggers, workers) = (&mut self.contexts, &self.triggers, &self.workers);
+        // What AppSets' generators share: the file's (below) and the AppSet objects'.
+        let appset_context = appsets::AppSetContext {
+            cluster: contexts.default.clone(),
+            sources: contexts.sources.clone(),
+            triggers: triggers.clone(),
+            ownership: contexts.ownership.clone(),
+            poll: tether_core::source::PollConfig {
+                min_interval: self.current.sources.min_interval,
+                ..tether_core::source::PollConfig::default()
+            },
+        };
+        // The file's appSets, expanded with what their generators read (issue #28).
+        let mut file_appsets =
+            file_appsets::FileAppSets::new(appset_context.clone(), workers.child_token());
+        self.current = file_appsets.load(&self.options.config).await?;
         contexts.start_all(&self.current, triggers).await?;
 
         // App objects, next to the file's apps (issue #16).
@@ -458,16 +474,7 @@ impl Runtime {
             );
             // AppSets write Apps; the App watch above runs them (issue #28).
             appsets::spawn(
-                appsets::AppSetContext {
-                    cluster: contexts.default.clone(),
-                    sources: contexts.sources.clone(),
-                    triggers: triggers.clone(),
-                    ownership: contexts.ownership.clone(),
-                    poll: tether_core::source::PollConfig {
-                        min_interval: self.current.sources.min_interval,
-                        ..tether_core::source::PollConfig::default()
-                    },
-                },
+                appset_context,
                 self.current.server.apps.clone(),
                 workers.child_token(),
             );
@@ -477,22 +484,29 @@ impl Runtime {
 
         let mut hangups = hangup_signals();
         loop {
-            tokio::select! {
+            // A changed file (SIGHUP) and a generator's moved input (its appSets'
+            // apps) take one path.
+            let reload = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(event) = app_events.recv() => {
                     contexts.app_event(event, &self.current, triggers).await?;
+                    false
                 }
-                _ = hangups.recv() => {
-                    match Config::load(&self.options.config) {
-                        Ok(next) => {
-                            contexts.reload(&self.current, &next, triggers).await?;
-                            tracing::info!(apps = next.apps.len(), "configuration reloaded");
-                            self.current = next;
-                        }
-                        Err(err) => {
-                            tracing::error!(error = %err, "new configuration refused; keeping the running one");
-                        }
-                    }
+                _ = hangups.recv() => true,
+                () = file_appsets.moved() => true,
+            };
+            if !reload {
+                continue;
+            }
+            match file_appsets.load(&self.options.config).await {
+                Ok(next) => {
+                    contexts.reload(&self.current, &next, triggers).await?;
+                    file_appsets::prune_removed(contexts, &self.current, &next).await;
+                    tracing::info!(apps = next.apps.len(), "configuration reloaded");
+                    self.current = next;
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "new configuration refused; keeping the running one");
                 }
             }
         }
