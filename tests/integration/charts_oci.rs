@@ -8,7 +8,7 @@
 //! Behind htpasswd, an App's `kubectl create secret docker-registry` Secret lets it in
 //! and a stale one fails as `AuthenticationFailed`, naming the registry and never the
 //! password; a Helm repository behind basic authentication takes Flux's keys, and a
-//! Secret with a CA tether would not use is refused by its key.
+//! Secret whose CA is no PEM is refused by its key.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +18,7 @@ use crate::charts_deps::{HelmRepo, run_helm};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{origin, server_section};
 use crate::support::{TestSandbox, eventually};
+use tether_testkit::tls::TestPki;
 
 /// The registry's accept header for a Helm chart's manifest.
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -45,7 +46,7 @@ const USER: &str = "robot";
 impl OciRegistry {
     /// An anonymous registry.
     pub(crate) async fn start(dir: &Path) -> OciRegistry {
-        OciRegistry::spawn(dir, "").await
+        OciRegistry::spawn(dir, "", dir.join("storage"), "").await
     }
 
     /// A registry that lets in only [`USER`] with `password` (htpasswd, bcrypt), as
@@ -70,18 +71,30 @@ impl OciRegistry {
             "auth:\n  htpasswd: {{realm: tether-test, path: {}}}\n",
             htpasswd.display()
         );
-        OciRegistry::spawn(dir, &auth).await
+        OciRegistry::spawn(dir, &auth, dir.join("storage"), "").await
     }
 
-    async fn spawn(dir: &Path, auth: &str) -> OciRegistry {
+    /// A second registry serving what `self` stores, over TLS with `pki`'s serving
+    /// certificate, asking every client for a certificate of its CA
+    /// (`http.tls.clientcas`): pushed to over plain HTTP, pulled from over mutual TLS.
+    pub(crate) async fn start_tls_twin(&self, dir: &Path, pki: &TestPki) -> OciRegistry {
+        let tls = format!(
+            "  tls: {{certificate: {}, key: {}, clientcas: [{}]}}\n",
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.ca.display()
+        );
+        OciRegistry::spawn(dir, "", self.storage.clone(), &tls).await
+    }
+
+    async fn spawn(dir: &Path, auth: &str, storage: PathBuf, tls: &str) -> OciRegistry {
         std::fs::create_dir_all(dir).expect("mkdir");
         let host = format!("127.0.0.1:{}", tether_testkit::free_port());
-        let storage = dir.join("storage");
         let config = dir.join("config.yml");
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n{auth}http:\n  addr: {host}\n  secret: tether-test\n",
+                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n{auth}http:\n  addr: {host}\n  secret: tether-test\n{tls}",
                 storage.display()
             ),
         )
@@ -103,6 +116,13 @@ impl OciRegistry {
         };
         let ping = format!("http://{}/v2/", registry.host);
         eventually("the registry answers", || async {
+            if !tls.is_empty() {
+                // It asks for a client certificate: a listening port is enough.
+                return tokio::net::TcpStream::connect(&registry.host)
+                    .await
+                    .ok()
+                    .map(drop);
+            }
             let answer = reqwest::get(&ping).await.ok()?;
             (answer.status().is_success() || answer.status() == 401).then_some(())
         })
@@ -477,8 +497,8 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         "nothing applied"
     );
 
-    // A Helm repository behind basic authentication, with Flux's keys; a Secret with
-    // a CA tether would not use is refused by its key.
+    // A Helm repository behind basic authentication, with Flux's keys; a Secret whose
+    // CA is no PEM is refused by its key.
     let helm_repo = HelmRepo::start_with_login(
         root.join("helm-repo"),
         format!("Basic {}", base64_login(USER, PASSWORD)),
@@ -528,14 +548,14 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         Some("default")
     );
     let refused = serve
-        .wait_status("team.helmca", "a Secret with a CA is refused", |s| {
+        .wait_status("team.helmca", "a Secret with a bad CA is refused", |s| {
             s["source"]["ready"] == false
         })
         .await;
     assert!(
         refused["source"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("Secret team/helm-ca has key ca.crt")),
+            .is_some_and(|m| m.contains("Secret team/helm-ca: key ca.crt holds no PEM certificate")),
         "{refused}"
     );
 

@@ -10,6 +10,7 @@ mod chart_values;
 mod charts_deps;
 mod charts_oci;
 mod charts_source;
+mod charts_tls;
 mod charts_umbrella;
 mod cli;
 mod cli_errors;

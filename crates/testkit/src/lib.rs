@@ -1,7 +1,8 @@
 //! What tether's integration tests and benchmarks share (`publish = false`): real Git
 //! repositories and servers (`git daemon`, git's smart HTTP), a free loopback port,
 //! the arithmetic of figures, renderer processes counted, and a process's CPU time and
-//! memory from `/proc`, and signing keys made by the real gpg and ssh-keygen.
+//! memory from `/proc`, signing keys made by the real gpg and ssh-keygen, and a CA of
+//! the test's own with an HTTPS folder that asks for its client certificates.
 //!
 //! Nothing here knows tether: tests and benches drive tether as users do, through its
 //! binary, its HTTP API and the sandbox, and use this crate only for the real parts
@@ -12,6 +13,7 @@ pub mod git;
 pub mod proc;
 pub mod render;
 pub mod signing;
+pub mod tls;
 
 use std::net::TcpListener;
 

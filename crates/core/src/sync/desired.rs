@@ -211,22 +211,27 @@ pub async fn read_revision(
     tokio::task::spawn_blocking(move || {
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
         let runtime = tokio::runtime::Handle::current();
-        let mut files = match &source.chart {
+        let (mut files, login) = match &source.chart {
             Some(chart) => runtime.block_on(async {
                 let login = cache.chart_login(&source).await?;
-                cache
+                let files = cache
                     .charts()
                     .chart_files(&source.url, chart, &at, &login)
-                    .await
-                    .map_err(DesiredError::from)
+                    .await?;
+                Ok::<_, DesiredError>((files, Some(login)))
             })?,
-            None => files_to_render(
-                |path| cache.read_path(&source, &at, path),
-                &source.path,
-                &renderers,
-            )?,
+            None => (
+                files_to_render(
+                    |path| cache.read_path(&source, &at, path),
+                    &source.path,
+                    &renderers,
+                )?,
+                None,
+            ),
         };
-        runtime.block_on(cache.charts().vendor(&mut files, &source.path))?;
+        // A chart source's login also serves its dependencies on the same repository.
+        let parent = login.as_ref().map(|login| (source.url.as_str(), login));
+        runtime.block_on(cache.charts().vendor(&mut files, &source.path, parent))?;
         render_files(
             &files,
             &source.path,

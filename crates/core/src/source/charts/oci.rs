@@ -14,7 +14,8 @@
 //! token from the challenge's realm (anonymous, or for the source's login), kept for
 //! the next request; on a `Basic` challenge (an htpasswd registry), the login's.
 //! A registry is spoken to over HTTPS, or plain HTTP when its host is a loopback
-//! address (Docker's own default for insecure registries).
+//! address (Docker's own default for insecure registries) and the source names no CA
+//! or client certificate of its own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -83,7 +84,9 @@ pub struct Reference {
 }
 
 impl Reference {
-    pub fn parse(repo: &str, name: &str) -> Result<Reference, ChartError> {
+    /// The reference of chart `name` of `repo`; `tls` (a source with its own CA or
+    /// client certificate) speaks HTTPS even to a loopback registry.
+    pub fn parse(repo: &str, name: &str, tls: bool) -> Result<Reference, ChartError> {
         let bad = |message: &str| ChartError::Registry {
             repo: redact_url(repo),
             chart: name.to_string(),
@@ -110,7 +113,7 @@ impl Reference {
             url::Host::Ipv4(ip) => ip.is_loopback(),
             url::Host::Ipv6(ip) => ip.is_loopback(),
         };
-        let scheme = if loopback { "http" } else { "https" };
+        let scheme = if loopback && !tls { "http" } else { "https" };
         let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
         let path = url.path().trim_matches('/');
         let repository = if path.is_empty() {
@@ -297,7 +300,14 @@ impl Registry<'_> {
         };
         let answer = self
             .fetcher
-            .send(self.repo, url, &headers(self.tokens.get(&key)), what, limit)
+            .send(
+                self.repo,
+                url,
+                &headers(self.tokens.get(&key)),
+                what,
+                limit,
+                self.login.tls(),
+            )
             .await?;
         if answer.status != StatusCode::UNAUTHORIZED {
             return Ok(answer);
@@ -317,7 +327,14 @@ impl Registry<'_> {
         };
         self.tokens.put(key, authorization.clone());
         self.fetcher
-            .send(self.repo, url, &headers(Some(authorization)), what, limit)
+            .send(
+                self.repo,
+                url,
+                &headers(Some(authorization)),
+                what,
+                limit,
+                self.login.tls(),
+            )
             .await
     }
 
@@ -347,7 +364,14 @@ impl Registry<'_> {
             .collect();
         let answer = self
             .fetcher
-            .send(self.repo, url.as_str(), &headers, "token", MAX_PAGE_BYTES)
+            .send(
+                self.repo,
+                url.as_str(),
+                &headers,
+                "token",
+                MAX_PAGE_BYTES,
+                self.login.tls(),
+            )
             .await?;
         if !answer.status.is_success() {
             return Err(self.status("token", answer.status));
@@ -542,7 +566,7 @@ impl ChartStore {
             tokens: &self.inner.tokens,
             repo,
             chart: name,
-            at: Reference::parse(repo, name)?,
+            at: Reference::parse(repo, name, !login.tls().is_empty())?,
             login,
         };
         let version = match as_digest(constraint) {
@@ -632,19 +656,25 @@ mod tests {
 
     #[test]
     fn an_oci_repository_is_its_registry_and_the_charts_path_in_it() {
-        let at = Reference::parse("oci://ghcr.io/stefanprodan/charts/", "podinfo").expect("ok");
+        let at =
+            Reference::parse("oci://ghcr.io/stefanprodan/charts/", "podinfo", false).expect("ok");
         assert_eq!(at.base, "https://ghcr.io");
         assert_eq!(at.repository, "stefanprodan/charts/podinfo");
-        let local = Reference::parse("oci://127.0.0.1:5000", "web").expect("ok");
+        let local = Reference::parse("oci://127.0.0.1:5000", "web", false).expect("ok");
         assert_eq!(local.base, "http://127.0.0.1:5000");
         assert_eq!(local.repository, "web");
+        let trusted = Reference::parse("oci://127.0.0.1:5000", "web", true).expect("ok");
         assert_eq!(
-            Reference::parse("oci://localhost:5000/a", "web")
+            trusted.base, "https://127.0.0.1:5000",
+            "a source with its own CA speaks TLS"
+        );
+        assert_eq!(
+            Reference::parse("oci://localhost:5000/a", "web", false)
                 .expect("ok")
                 .base,
             "http://localhost:5000"
         );
-        let err = Reference::parse("oci://u:secret@r.example/c", "web").expect_err("creds");
+        let err = Reference::parse("oci://u:secret@r.example/c", "web", false).expect_err("creds");
         assert!(!err.to_string().contains("secret"), "{err}");
         assert_eq!(tag_of("1.2.3+build.1"), "1.2.3_build.1");
         assert_eq!(version_of("1.2.3_build.1"), "1.2.3+build.1");
