@@ -6,15 +6,15 @@
 //! version naming the tags that exist; a chart layer whose bytes are not its digest's,
 //! refused with nothing applied; a steady state that lists tags and fetches no blob.
 //! Behind htpasswd, an App's `kubectl create secret docker-registry` Secret lets it in
-//! and a stale one fails as `AuthenticationFailed`, naming the registry and never the
-//! password; a Helm repository behind basic authentication takes Flux's keys, and a
+//! (also for a dependency on the same registry) and a stale one fails as
+//! `AuthenticationFailed`, naming the registry and never the password; a Helm repository behind basic authentication takes Flux's keys, and a
 //! Secret whose CA is no PEM is refused by its key.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::app_crd::{app_yaml, exists, install_crd};
-use crate::charts_deps::{HelmRepo, run_helm};
+use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{origin, server_section};
 use crate::support::{TestSandbox, eventually};
@@ -143,9 +143,13 @@ impl OciRegistry {
 
     /// [`OciRegistry::push`], logged in as [`USER`] with `password` (on stdin).
     pub(crate) fn push_as(&self, chart: &Path, build: &Path, password: &str) {
-        let archive = self.package(chart, build);
+        self.push_archive_as(&self.package(chart, build), password);
+    }
+
+    /// Pushes the chart archive `archive` with Helm's SDK, logged in as [`USER`].
+    pub(crate) fn push_archive_as(&self, archive: &Path, password: &str) {
         let mut child = Command::new(crate::chart::helm())
-            .args(["push", path(&archive), &self.url(), "--plain-http"])
+            .args(["push", path(archive), &self.url(), "--plain-http"])
             .args(["--username", USER, "--password-stdin"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -413,8 +417,13 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
 
 /// An App's `spec` for chart `web` of `repo` with the registry Secret `secret`.
 fn private_spec(repo: &str, release: &str, secret: &str) -> String {
+    chart_spec(repo, "web", "~1.0", release, secret)
+}
+
+/// An App's `spec` for `chart` of `repo` at `version` with the Secret `secret`.
+fn chart_spec(repo: &str, chart: &str, version: &str, release: &str, secret: &str) -> String {
     format!(
-        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"~1.0\", interval: 200ms, credentials: {{secretRef: {{name: {secret}}}}}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
+        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: {chart}, version: \"{version}\", interval: 200ms, credentials: {{secretRef: {{name: {secret}}}}}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
     )
 }
 
@@ -476,6 +485,42 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
     assert_eq!(
         greeting(&sandbox, "private-1-0-0").await.as_deref(),
         Some("default")
+    );
+
+    // A chart whose dependency is on the same registry, not vendored: the dependency
+    // is fetched with the App's dockerconfigjson login too.
+    let stack = build.join("stack-src/stack");
+    std::fs::create_dir_all(&stack).expect("mkdir");
+    std::fs::write(
+        stack.join("Chart.yaml"),
+        format!(
+            "apiVersion: v2\nname: stack\nversion: 0.1.0\ndependencies:\n- {{name: web, version: \"~1.0\", repository: \"{repo}\"}}\n"
+        ),
+    )
+    .expect("write");
+    registry.push_archive_as(&tar_chart(&stack, "0.1.0", &build.join("stack")), PASSWORD);
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml(
+                "stack",
+                "team",
+                &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
+            )),
+        )
+        .await
+        .ok();
+    serve
+        .wait_status(
+            "team.stack",
+            "the chart with a private dependency syncs",
+            |s| s["sync"] == "Synced",
+        )
+        .await;
+    assert_eq!(
+        greeting(&sandbox, "stack-1-0-0").await.as_deref(),
+        Some("default"),
+        "web 1.0.0 fetched with the login, rendered in the stack release"
     );
 
     let denied = serve

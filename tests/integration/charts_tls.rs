@@ -2,13 +2,14 @@
 //! repository served over HTTPS by Python's `ssl`, and the distribution registry with
 //! `http.tls.clientcas`, both asking for a client certificate signed by a CA the test
 //! made. An App whose Secret carries Flux's `ca.crt`, `tls.crt` and `tls.key` syncs
-//! from both; the same chart without the Secret fails (the CA is trusted for that
+//! from both, and a chart whose dependency is on the same repository fetches it with
+//! them; the same chart without the Secret fails (the CA is trusted for that
 //! source only, not by the process); a Secret without the client certificate is
 //! turned away by the server; a Secret whose CA is no PEM is refused naming the Secret
 //! and the key. Nothing of a failed source is applied, and no key reaches the log.
 
 use crate::app_crd::{app_yaml, install_crd};
-use crate::charts_deps::run_helm;
+use crate::charts_deps::{run_helm, tar_chart};
 use crate::charts_oci::OciRegistry;
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::server_section;
@@ -19,11 +20,17 @@ const NAMESPACE: &str = "secure";
 
 /// An App's spec: chart `web` of `repo` at `version`, with Secret `secret` if any.
 fn spec(repo: &str, version: &str, release: &str, secret: Option<&str>) -> String {
+    // `stack-…` Apps take chart `stack`, the others `web`.
+    let chart = release
+        .split('-')
+        .next()
+        .filter(|c| *c == "stack")
+        .unwrap_or("web");
     let credentials = secret
         .map(|s| format!(", credentials: {{secretRef: {{name: {s}}}}}"))
         .unwrap_or_default();
     format!(
-        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"{version}\", interval: 200ms{credentials}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: {NAMESPACE}}}\n  sync: {{automated: true}}\n"
+        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: {chart}, version: \"{version}\", interval: 200ms{credentials}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: {NAMESPACE}}}\n  sync: {{automated: true}}\n"
     )
 }
 
@@ -53,6 +60,20 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
     run_helm(&["package", web, "-d", folder_str]);
     run_helm(&["repo", "index", folder_str]);
     let https = HttpsDir::start(&folder, &pki);
+    // A chart of the same repository depending on `web` there, not vendored: its
+    // dependency is fetched with the source's CA and client certificate.
+    let stack = build.join("stack-src/stack");
+    std::fs::create_dir_all(&stack).expect("mkdir");
+    std::fs::write(
+        stack.join("Chart.yaml"),
+        format!(
+            "apiVersion: v2\nname: stack\nversion: 0.1.0\ndependencies:\n- {{name: web, version: \"~1.0\", repository: \"{}\"}}\n",
+            https.url
+        ),
+    )
+    .expect("write");
+    tar_chart(&stack, "0.1.0", &folder);
+    run_helm(&["repo", "index", folder_str]);
     let registry = OciRegistry::start(&root.join("registry")).await;
     registry.push(&chart(&build, "web", "2.0.0"), &build);
     let mtls_registry = registry
@@ -90,6 +111,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
     let apps = [
         ("helm-mtls", https.url.as_str(), "~1.0", Some("mtls")),
         ("oci-mtls", oci.as_str(), "~2.0", Some("mtls")),
+        ("stack-mtls", https.url.as_str(), "0.1.0", Some("mtls")),
         ("untrusted", https.url.as_str(), "~1.0", None),
         (
             "no-client-cert",
@@ -109,17 +131,21 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
             .ok();
     }
 
-    for (app, version) in [("helm-mtls", "1.0.0"), ("oci-mtls", "2.0.0")] {
+    for (app, revision, object) in [
+        ("helm-mtls", "web@1.0.0@sha256:", "helm-mtls-1-0-0"),
+        ("oci-mtls", "web@2.0.0@sha256:", "oci-mtls-2-0-0"),
+        // web 1.0.0 rendered as the dependency of the stack release.
+        ("stack-mtls", "stack@0.1.0@sha256:", "stack-mtls-1-0-0"),
+    ] {
         serve
             .wait_status(&format!("team.{app}"), &format!("{app} is Synced"), |s| {
                 s["sync"] == "Synced"
                     && s["revision"]["sha"]
                         .as_str()
-                        .is_some_and(|r| r.starts_with(&format!("web@{version}@sha256:")))
+                        .is_some_and(|r| r.starts_with(revision))
             })
             .await;
-        let name = format!("{app}-{}", version.replace('.', "-"));
-        assert!(exists(&sandbox, &name).await, "{name} applied");
+        assert!(exists(&sandbox, object).await, "{object} applied");
     }
 
     // Each refusal says why: the server's CA unknown without the Secret, the client
