@@ -444,6 +444,17 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
         })
         .await;
     assert_rendered(&sandbox, "edge").await;
+    // No CLI flag names a registry's chart yet (`tether diff --chart` is to come): the
+    // App's verdict at the pass after the sync, from the same observe path as `tether
+    // diff`, says every object is in sync.
+    serve
+        .wait_status("team.edge", "every object is InSync", |s| {
+            let resources = s["resources"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            s["drifted"] == serde_json::json!([])
+                && resources.len() == 8
+                && resources.iter().all(|r| r["status"] == "InSync")
+        })
+        .await;
     assert_heals(&sandbox, "edge").await;
 
     // Values that switch the umbrella's custom resource off: it is pruned.
