@@ -130,6 +130,11 @@ impl OciRegistry {
         registry
     }
 
+    /// `127.0.0.1:PORT`, where the registry listens (plain HTTP).
+    pub(crate) fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The `oci://` URL of the registry's `charts` path.
     pub(crate) fn url(&self) -> String {
         format!("oci://{}/charts", self.host)
@@ -217,7 +222,7 @@ impl OciRegistry {
     }
 
     /// The file the registry keeps blob `digest` in.
-    fn blob_file(&self, digest: &str) -> PathBuf {
+    pub(crate) fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.trim_start_matches("sha256:");
         self.storage
             .join("docker/registry/v2/blobs/sha256")

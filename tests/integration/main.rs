@@ -9,6 +9,7 @@ mod chart;
 mod chart_values;
 mod charts_deps;
 mod charts_oci;
+mod charts_oci_artifact;
 mod charts_source;
 mod charts_tls;
 mod charts_umbrella;

@@ -19,6 +19,7 @@
 //! the typed one (`model`), and its checks in the matching `resolve_*` function.
 
 mod app_crd;
+mod artifact;
 mod chart;
 mod check;
 mod decryption;

@@ -16,8 +16,12 @@
 //! same fetcher and cache, re-resolved at each poll. Its login (credentials, and a
 //! custom CA or client certificate: [`tls`]) also serves its dependencies on the same
 //! repository or registry.
+//!
+//! An OCI artifact of plain manifests may be an app's source too ([`artifact`]): the
+//! same registry client, archive checks and cache, without Helm.
 
 mod archive;
+mod artifact;
 mod deps;
 mod error;
 mod login;
@@ -34,6 +38,7 @@ use std::sync::{Arc, Mutex};
 pub use archive::{
     ArchiveProblem, MAX_ARCHIVE_BYTES, MAX_CHART_BYTES, MAX_CHART_FILE_BYTES, MAX_CHART_FILES,
 };
+pub use artifact::DEFAULT_ARTIFACT_TAG;
 pub use deps::needs_repository;
 pub use error::ChartError;
 pub use login::{ChartLogin, DOCKER_CONFIG_KEY};
