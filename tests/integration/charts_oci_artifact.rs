@@ -214,7 +214,7 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
     push_artifact(&registry, "manifests/other", "2.0.0", &other, FLUX_LAYER).await;
 
     let config = format!(
-        "sources: {{minInterval: 100ms}}\n{}apps:\n{}{}{}{}",
+        "sources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}",
         server_section(root),
         app("app", &host, "app", "~1.0"),
         app("bad", &host, "bad", "1.0.0"),
