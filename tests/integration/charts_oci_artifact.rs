@@ -229,7 +229,10 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
             s["sync"] == "Synced" && s["revision"]["sha"] == want.as_str()
         })
         .await;
-    assert_eq!(greeting(&sandbox, "art").await.as_deref(), Some("1.0.0"));
+    eventually("the 1.0.0 ConfigMap is applied", || async {
+        (greeting(&sandbox, "art").await.as_deref() == Some("1.0.0")).then_some(())
+    })
+    .await;
     assert_eq!(
         greeting(&sandbox, "outside").await,
         None,
@@ -251,7 +254,10 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
             s["sync"] == "Synced" && s["revision"]["sha"] == want.as_str()
         })
         .await;
-    assert_eq!(greeting(&sandbox, "art").await.as_deref(), Some("1.0.1"));
+    eventually("the 1.0.1 ConfigMap is applied", || async {
+        (greeting(&sandbox, "art").await.as_deref() == Some("1.0.1")).then_some(())
+    })
+    .await;
 
     // Steady state: each poll lists the tags and reads the manifest; no blob again.
     let blobs = registry.requests("/v2/manifests/app/blobs/");
