@@ -250,7 +250,8 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
     )
 }
 
-async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
+/// The `greeting` of ConfigMap `name` in namespace `oci`, if it exists.
+pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
     let out = sandbox
         .kubectl(&[
             "get",

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::charts_oci::OciRegistry;
+use crate::charts_oci::{OciRegistry, greeting};
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
 use crate::support::{TestSandbox, eventually};
@@ -131,25 +131,10 @@ fn app_layer(build: &Path, version: &str) -> Vec<u8> {
     )
 }
 
-async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            "art",
-            "-o",
-            "jsonpath={.data.greeting}",
-        ])
-        .await;
-    (out.code == 0).then_some(out.stdout)
-}
-
 /// A configuration app of the artifact `manifests/{repo}` at `tag`, folder `deploy`.
 fn app(name: &str, host: &str, repo: &str, tag: &str) -> String {
     format!(
-        "- name: {name}\n  source: {{oci: \"oci://{host}/manifests/{repo}\", tag: \"{tag}\", path: deploy, interval: 200ms}}\n  destination: {{namespace: art}}\n  sync: {{automated: true, prune: true}}\n"
+        "- name: {name}\n  source: {{oci: \"oci://{host}/manifests/{repo}\", tag: \"{tag}\", path: deploy, interval: 200ms}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true, prune: true}}\n"
     )
 }
 
@@ -173,7 +158,7 @@ async fn failed(serve: &crate::serve::Serve, app: &str) -> (String, String) {
 #[tokio::test]
 async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_layers() {
     let sandbox = TestSandbox::start().await;
-    sandbox.namespace("art").await;
+    sandbox.namespace("oci").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let registry = OciRegistry::start(&root.join("registry")).await;

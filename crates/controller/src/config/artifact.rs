@@ -132,16 +132,8 @@ fn is_tag(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Config, ConfigError};
-
-    fn problems(source: &str) -> String {
-        let text = format!("apps:\n- name: web\n  source: {source}\n");
-        match Config::parse(&text, "tether.yaml") {
-            Err(e @ ConfigError::Invalid { .. }) => e.to_string(),
-            Err(e) => panic!("expected invalid values, got: {e}"),
-            Ok(_) => panic!("expected an error for {source}"),
-        }
-    }
+    use super::super::Config;
+    use super::super::chart::tests::problems;
 
     #[test]
     fn an_artifact_source_names_an_oci_artifact_a_tag_range_or_digest_and_a_path() {

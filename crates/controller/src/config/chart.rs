@@ -93,10 +93,11 @@ pub(super) fn resolve_chart(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{Config, ConfigError};
 
-    fn problems(source: &str) -> String {
+    /// The problems a configuration of one app with `source` is refused for.
+    pub(in crate::config) fn problems(source: &str) -> String {
         let text = format!("apps:\n- name: web\n  source: {source}\n");
         match Config::parse(&text, "tether.yaml") {
             Err(e @ ConfigError::Invalid { .. }) => e.to_string(),
