@@ -4,7 +4,7 @@
 //! blob, one tar.gz layer made by `tar`, an OCI manifest), synced by `tether serve`
 //! against the sandbox: a folder of the artifact picked by `path`, its tag range
 //! followed at the next poll with the revision naming the manifest's digest, a steady
-//! state that fetches no blob; a tampered layer, a layer of another media type and
+//! state that fetches no blob; an App object pinned by digest; a tampered layer, a layer of another media type and
 //! an unknown tag each fail the source by name and apply nothing.
 
 use std::path::Path;
@@ -12,6 +12,7 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
+use crate::app_crd::{app_yaml, install_crd};
 use crate::charts_oci::{OciRegistry, greeting};
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
@@ -158,7 +159,11 @@ async fn failed(serve: &crate::serve::Serve, app: &str) -> (String, String) {
 #[tokio::test]
 async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_layers() {
     let sandbox = TestSandbox::start().await;
-    sandbox.namespace("oci").await;
+    for ns in ["oci", "team"] {
+        sandbox.namespace(ns).await;
+    }
+    install_crd(&sandbox).await;
+    sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let registry = OciRegistry::start(&root.join("registry")).await;
@@ -256,6 +261,37 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
         blobs,
         "a blob fetched again for an unchanged digest"
     );
+
+    // An App object pinned by the first manifest's digest: the digest is the revision.
+    let spec = format!(
+        "  serviceAccountName: deployer\n  source: {{oci: \"oci://{host}/manifests/app\", digest: \"{first}\", path: deploy}}\n  destination: {{namespace: team}}\n  sync: {{automated: true}}\n"
+    );
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml("pinned", "team", &spec)),
+        )
+        .await
+        .ok();
+    eventually("the App syncs its pinned artifact", || async {
+        let object = crate::app_crd::app(&sandbox, "pinned", "team").await;
+        let status = &object["status"];
+        (status["sync"] == "Synced" && status["lastAppliedRevision"] == first.as_str())
+            .then_some(())
+    })
+    .await;
+    let pinned = sandbox
+        .kubectl(&[
+            "get",
+            "cm",
+            "art",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.greeting}",
+        ])
+        .await;
+    assert_eq!(pinned.stdout, "1.0.0", "the pinned manifest's files");
 
     let (reason, message) = failed(&serve, "bad").await;
     assert_eq!(reason, "DigestMismatch", "{message}");
