@@ -125,6 +125,25 @@ pub(crate) fn run_helm(args: &[&str]) {
     );
 }
 
+/// The chart folder `chart` archived by `tar` into `into` as `NAME-VERSION.tgz`
+/// (`version` is the Chart.yaml's): unlike `helm package`, it does not insist that
+/// dependencies be vendored, so the archive's are fetched by whoever renders it.
+pub(crate) fn tar_chart(chart: &Path, version: &str, into: &Path) -> PathBuf {
+    std::fs::create_dir_all(into).expect("mkdir");
+    let name = chart.file_name().and_then(|n| n.to_str()).expect("a name");
+    let archive = into.join(format!("{name}-{version}.tgz"));
+    let status = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(chart.parent().expect("a parent"))
+        .arg(name)
+        .status()
+        .expect("tar runs");
+    assert!(status.success(), "tar {}", chart.display());
+    archive
+}
+
 /// A chart folder `name` at `version` under `root`, rendering one ConfigMap named
 /// after the release, the chart's name (an alias's, when aliased) and its version.
 fn sub_chart(root: &Path, name: &str, version: &str) -> PathBuf {

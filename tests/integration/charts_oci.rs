@@ -6,18 +6,19 @@
 //! version naming the tags that exist; a chart layer whose bytes are not its digest's,
 //! refused with nothing applied; a steady state that lists tags and fetches no blob.
 //! Behind htpasswd, an App's `kubectl create secret docker-registry` Secret lets it in
-//! and a stale one fails as `AuthenticationFailed`, naming the registry and never the
-//! password; a Helm repository behind basic authentication takes Flux's keys, and a
-//! Secret with a CA tether would not use is refused by its key.
+//! (also for a dependency on the same registry) and a stale one fails as
+//! `AuthenticationFailed`, naming the registry and never the password; a Helm repository behind basic authentication takes Flux's keys, and a
+//! Secret whose CA is no PEM is refused by its key.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::app_crd::{app_yaml, exists, install_crd};
-use crate::charts_deps::{HelmRepo, run_helm};
+use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{origin, server_section};
 use crate::support::{TestSandbox, eventually};
+use tether_testkit::tls::TestPki;
 
 /// The registry's accept header for a Helm chart's manifest.
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -45,7 +46,7 @@ const USER: &str = "robot";
 impl OciRegistry {
     /// An anonymous registry.
     pub(crate) async fn start(dir: &Path) -> OciRegistry {
-        OciRegistry::spawn(dir, "").await
+        OciRegistry::spawn(dir, "", dir.join("storage"), "").await
     }
 
     /// A registry that lets in only [`USER`] with `password` (htpasswd, bcrypt), as
@@ -70,18 +71,30 @@ impl OciRegistry {
             "auth:\n  htpasswd: {{realm: tether-test, path: {}}}\n",
             htpasswd.display()
         );
-        OciRegistry::spawn(dir, &auth).await
+        OciRegistry::spawn(dir, &auth, dir.join("storage"), "").await
     }
 
-    async fn spawn(dir: &Path, auth: &str) -> OciRegistry {
+    /// A second registry serving what `self` stores, over TLS with `pki`'s serving
+    /// certificate, asking every client for a certificate of its CA
+    /// (`http.tls.clientcas`): pushed to over plain HTTP, pulled from over mutual TLS.
+    pub(crate) async fn start_tls_twin(&self, dir: &Path, pki: &TestPki) -> OciRegistry {
+        let tls = format!(
+            "  tls: {{certificate: {}, key: {}, clientcas: [{}]}}\n",
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.ca.display()
+        );
+        OciRegistry::spawn(dir, "", self.storage.clone(), &tls).await
+    }
+
+    async fn spawn(dir: &Path, auth: &str, storage: PathBuf, tls: &str) -> OciRegistry {
         std::fs::create_dir_all(dir).expect("mkdir");
         let host = format!("127.0.0.1:{}", tether_testkit::free_port());
-        let storage = dir.join("storage");
         let config = dir.join("config.yml");
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n{auth}http:\n  addr: {host}\n  secret: tether-test\n",
+                "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n{auth}http:\n  addr: {host}\n  secret: tether-test\n{tls}",
                 storage.display()
             ),
         )
@@ -103,11 +116,23 @@ impl OciRegistry {
         };
         let ping = format!("http://{}/v2/", registry.host);
         eventually("the registry answers", || async {
+            if !tls.is_empty() {
+                // It asks for a client certificate: a listening port is enough.
+                return tokio::net::TcpStream::connect(&registry.host)
+                    .await
+                    .ok()
+                    .map(drop);
+            }
             let answer = reqwest::get(&ping).await.ok()?;
             (answer.status().is_success() || answer.status() == 401).then_some(())
         })
         .await;
         registry
+    }
+
+    /// `127.0.0.1:PORT`, where the registry listens (plain HTTP).
+    pub(crate) fn host(&self) -> &str {
+        &self.host
     }
 
     /// The `oci://` URL of the registry's `charts` path.
@@ -123,9 +148,13 @@ impl OciRegistry {
 
     /// [`OciRegistry::push`], logged in as [`USER`] with `password` (on stdin).
     pub(crate) fn push_as(&self, chart: &Path, build: &Path, password: &str) {
-        let archive = self.package(chart, build);
+        self.push_archive_as(&self.package(chart, build), password);
+    }
+
+    /// Pushes the chart archive `archive` with Helm's SDK, logged in as [`USER`].
+    pub(crate) fn push_archive_as(&self, archive: &Path, password: &str) {
         let mut child = Command::new(crate::chart::helm())
-            .args(["push", path(&archive), &self.url(), "--plain-http"])
+            .args(["push", path(archive), &self.url(), "--plain-http"])
             .args(["--username", USER, "--password-stdin"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -193,7 +222,7 @@ impl OciRegistry {
     }
 
     /// The file the registry keeps blob `digest` in.
-    fn blob_file(&self, digest: &str) -> PathBuf {
+    pub(crate) fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.trim_start_matches("sha256:");
         self.storage
             .join("docker/registry/v2/blobs/sha256")
@@ -221,7 +250,8 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
     )
 }
 
-async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
+/// The `greeting` of ConfigMap `name` in namespace `oci`, if it exists.
+pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
     let out = sandbox
         .kubectl(&[
             "get",
@@ -393,8 +423,13 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
 
 /// An App's `spec` for chart `web` of `repo` with the registry Secret `secret`.
 fn private_spec(repo: &str, release: &str, secret: &str) -> String {
+    chart_spec(repo, "web", "~1.0", release, secret)
+}
+
+/// An App's `spec` for `chart` of `repo` at `version` with the Secret `secret`.
+fn chart_spec(repo: &str, chart: &str, version: &str, release: &str, secret: &str) -> String {
     format!(
-        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"~1.0\", interval: 200ms, credentials: {{secretRef: {{name: {secret}}}}}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
+        "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: {chart}, version: \"{version}\", interval: 200ms, credentials: {{secretRef: {{name: {secret}}}}}, helm: {{releaseName: {release}}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
     )
 }
 
@@ -458,6 +493,42 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         Some("default")
     );
 
+    // A chart whose dependency is on the same registry, not vendored: the dependency
+    // is fetched with the App's dockerconfigjson login too.
+    let stack = build.join("stack-src/stack");
+    std::fs::create_dir_all(&stack).expect("mkdir");
+    std::fs::write(
+        stack.join("Chart.yaml"),
+        format!(
+            "apiVersion: v2\nname: stack\nversion: 0.1.0\ndependencies:\n- {{name: web, version: \"~1.0\", repository: \"{repo}\"}}\n"
+        ),
+    )
+    .expect("write");
+    registry.push_archive_as(&tar_chart(&stack, "0.1.0", &build.join("stack")), PASSWORD);
+    sandbox
+        .kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&app_yaml(
+                "stack",
+                "team",
+                &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
+            )),
+        )
+        .await
+        .ok();
+    serve
+        .wait_status(
+            "team.stack",
+            "the chart with a private dependency syncs",
+            |s| s["sync"] == "Synced",
+        )
+        .await;
+    assert_eq!(
+        greeting(&sandbox, "stack-1-0-0").await.as_deref(),
+        Some("default"),
+        "web 1.0.0 fetched with the login, rendered in the stack release"
+    );
+
     let denied = serve
         .wait_status("team.denied", "the App with a stale login fails", |s| {
             s["source"]["ready"] == false
@@ -477,8 +548,8 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         "nothing applied"
     );
 
-    // A Helm repository behind basic authentication, with Flux's keys; a Secret with
-    // a CA tether would not use is refused by its key.
+    // A Helm repository behind basic authentication, with Flux's keys; a Secret whose
+    // CA is no PEM is refused by its key.
     let helm_repo = HelmRepo::start_with_login(
         root.join("helm-repo"),
         format!("Basic {}", base64_login(USER, PASSWORD)),
@@ -528,14 +599,14 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         Some("default")
     );
     let refused = serve
-        .wait_status("team.helmca", "a Secret with a CA is refused", |s| {
+        .wait_status("team.helmca", "a Secret with a bad CA is refused", |s| {
             s["source"]["ready"] == false
         })
         .await;
     assert!(
         refused["source"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("Secret team/helm-ca has key ca.crt")),
+            .is_some_and(|m| m.contains("Secret team/helm-ca: key ca.crt holds no PEM certificate")),
         "{refused}"
     );
 

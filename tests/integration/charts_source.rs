@@ -64,14 +64,18 @@ async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
 
 /// `tether serve` of `config` with Helm's stand-in first on its PATH.
 pub(crate) async fn serve_with_helm(sandbox: &TestSandbox, name: &str, config: &str) -> Serve {
+    Serve::start_with_env(sandbox, name, config, &[], &[("PATH", path_with_helm())]).await
+}
+
+/// `PATH` with Helm's stand-in first, as an operator's machine has `helm`.
+pub(crate) fn path_with_helm() -> String {
     let helm = crate::chart::helm();
     let bin = helm.parent().expect("helm's folder");
-    let env_path = format!(
+    format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
-    );
-    Serve::start_with_env(sandbox, name, config, &[], &[("PATH", env_path)]).await
+    )
 }
 
 /// One app of the configuration: chart `chart` of `repo` at `version`, polled often.

@@ -37,11 +37,11 @@ pub(super) fn resolve_chart(
              its OCI reference), without a path",
         );
     }
-    let repo = src.repo.value.trim();
+    let repo = src.repo.as_ref().map_or("", |r| r.value.trim());
     if !CHART_SCHEMES.iter().any(|s| repo.starts_with(s)) {
         check.report(
             at("repo"),
-            line_of(&src.repo),
+            src.repo.as_ref().and_then(line_of),
             "a chart source's repo is a Helm repository's http(s):// URL \
              or an OCI registry's oci://host/path",
         );
@@ -93,10 +93,11 @@ pub(super) fn resolve_chart(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{Config, ConfigError};
 
-    fn problems(source: &str) -> String {
+    /// The problems a configuration of one app with `source` is refused for.
+    pub(in crate::config) fn problems(source: &str) -> String {
         let text = format!("apps:\n- name: web\n  source: {source}\n");
         match Config::parse(&text, "tether.yaml") {
             Err(e @ ConfigError::Invalid { .. }) => e.to_string(),

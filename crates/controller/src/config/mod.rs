@@ -20,6 +20,7 @@
 
 mod app_crd;
 mod app_sets;
+mod artifact;
 mod chart;
 mod check;
 mod credentials;

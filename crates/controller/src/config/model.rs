@@ -264,6 +264,9 @@ pub struct SourceConfig {
     pub chart: Option<ChartSource>,
     /// Which commits must be signed, by which keys (`source.verify`); none without.
     pub verify: Option<super::VerifyConfig>,
+    /// `repo` is an OCI artifact of plain manifests (`source.oci`) and `reference` its
+    /// tag, range or digest (issue #26).
+    pub artifact: bool,
 }
 
 /// `source.chart` and `source.version`: chart `name` of the Helm repository at the
@@ -437,6 +440,10 @@ impl AppConfig {
         match &self.source.chart {
             Some(chart) => {
                 Source::chart(&self.source.repo, &chart.name, &chart.version).with_auth(auth)
+            }
+            None if self.source.artifact => {
+                Source::artifact(&self.source.repo, &self.source.reference, &self.source.path)
+                    .with_auth(auth)
             }
             None => Source::new(&self.source.repo, &self.source.reference, &self.source.path)
                 .with_auth(auth),

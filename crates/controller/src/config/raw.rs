@@ -181,7 +181,8 @@ pub struct App {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Source {
-    pub repo: S<String>,
+    /// Absent only for an OCI artifact source (`oci`).
+    pub repo: Option<S<String>>,
     #[serde(rename = "ref")]
     pub reference: Option<String>,
     pub path: Option<String>,
@@ -195,6 +196,13 @@ pub struct Source {
     pub version: Option<S<String>>,
     /// Signed commits (issue #27): see `super::verify`.
     pub verify: Option<S<Verify>>,
+    /// An OCI artifact of plain manifests instead of `repo` (issue #26): see
+    /// `super::artifact`.
+    pub oci: Option<S<String>>,
+    /// The artifact's tag, or a semver range over its tags.
+    pub tag: Option<S<String>>,
+    /// The artifact's manifest digest.
+    pub digest: Option<S<String>>,
 }
 
 /// `source.verify`.

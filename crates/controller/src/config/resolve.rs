@@ -431,14 +431,17 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         &format!(" ({INVENTORY_PREFIX}<name> must fit in 63)"),
     );
     let src = &raw.source;
-    check.non_empty(&format!("{path}.source.repo"), &src.repo);
+    let artifact = super::artifact::resolve_artifact(src, path, check);
     let source = SourceConfig {
-        repo: src.repo.value.trim().to_string(),
-        reference: src
-            .reference
-            .clone()
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_REF.to_string()),
+        repo: super::artifact::source_repo(src, path, check),
+        reference: match &artifact {
+            Some(tag) => tag.clone(),
+            None => src
+                .reference
+                .clone()
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_REF.to_string()),
+        },
         path: src
             .path
             .clone()
@@ -463,6 +466,7 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             None => HelmConfig::default(),
         },
         chart: super::chart::resolve_chart(src, path, check),
+        artifact: artifact.is_some(),
         verify: src
             .verify
             .as_ref()
@@ -527,11 +531,11 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             Vec::new()
         }
     };
-    if source.chart.is_some() && raw.commit_status.is_some() {
+    if (source.chart.is_some() || source.artifact) && raw.commit_status.is_some() {
         check.report(
             format!("{path}.commitStatus"),
             None,
-            "commit statuses are posted on Git commits; a chart source has none",
+            "commit statuses are posted on Git commits; a chart or OCI artifact source has none",
         );
     }
     let commit_status = raw.commit_status.as_ref().and_then(|status| {

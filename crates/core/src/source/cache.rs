@@ -189,6 +189,17 @@ impl SourceCache {
     pub async fn sync(&self, source: &Source) -> Result<Revision, SourceError> {
         let requested = Instant::now();
         let result = match &source.chart {
+            // An OCI artifact has no clone either: the chart store's registry client.
+            None if source.artifact => match self.chart_login(source).await {
+                Ok(login) => self
+                    .inner
+                    .charts
+                    .resolve_artifact(&source.url, &source.reference, &login)
+                    .await
+                    .map(|revision| (revision, None))
+                    .map_err(SourceError::from),
+                Err(e) => Err(e),
+            },
             // A chart source has no clone: the chart store resolves and keeps it.
             Some(chart) => match self.chart_login(source).await {
                 Ok(login) => self
@@ -371,7 +382,7 @@ impl SourceCache {
     /// fetched the new commit already, and this one would then never take it.
     pub async fn remote_moved(&self, source: &Source) -> Result<bool, SourceError> {
         let known = self.last_good(source).map(|revision| revision.sha);
-        if source.chart.is_some() {
+        if source.is_registry() {
             // A repository's index is the check: the sync reads it, and fetches an
             // archive only for a version it has not fetched before.
             return Ok(true);

@@ -91,6 +91,10 @@ pub struct Source {
     /// A chart of the Helm repository at `url` instead of a Git repository (issue #26):
     /// its name; `reference` is then the version or semver range and `path` is empty.
     pub chart: Option<String>,
+    /// An OCI artifact of plain manifests at `url` (`oci://host/path/name`) instead of
+    /// a Git repository (issue #26, Flux's `OCIRepository`): `reference` is then a tag,
+    /// a semver range over the tags or a manifest digest, and `path` a folder in it.
+    pub artifact: bool,
 }
 
 impl Source {
@@ -106,7 +110,27 @@ impl Source {
             path: path.into(),
             auth: Auth::None,
             chart: None,
+            artifact: false,
         }
+    }
+
+    /// The OCI artifact `repo` (`oci://host/path/name`) at `tag` (exact, a semver
+    /// range over the tags, or `sha256:<hex>`), its folder `path` read as a Git path is.
+    pub fn artifact(
+        repo: impl Into<String>,
+        tag: impl Into<String>,
+        path: impl Into<String>,
+    ) -> Self {
+        Source {
+            artifact: true,
+            ..Source::new(repo, tag, path)
+        }
+    }
+
+    /// Whether a registry, not a Git repository, serves this source (a chart or an
+    /// OCI artifact): no clone, no commits, revisions named by digests.
+    pub fn is_registry(&self) -> bool {
+        self.chart.is_some() || self.artifact
     }
 
     /// Chart `name` of the Helm repository at `repo`, at the newest version `version`
@@ -149,6 +173,7 @@ impl fmt::Debug for Source {
             .field("path", &self.path)
             .field("auth", &self.auth)
             .field("chart", &self.chart)
+            .field("artifact", &self.artifact)
             .finish()
     }
 }

@@ -197,7 +197,8 @@ pub async fn verify_revision(
 /// the same stage as a directory on disk. A kustomization may use any directory of
 /// the repository, so then the whole commit's tree is read (symlinks leaving the
 /// repository are refused there, as everywhere). A chart source's revision is its
-/// chart's files ([`charts::ChartStore::chart_files`]). A chart's dependencies that are
+/// chart's files ([`charts::ChartStore::chart_files`]), an OCI artifact's its layer's
+/// ([`charts::ChartStore::artifact_files`]). A chart's dependencies that are
 /// not vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
 pub async fn read_revision(
     cache: &SourceCache,
@@ -214,22 +215,35 @@ pub async fn read_revision(
     tokio::task::spawn_blocking(move || {
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
         let runtime = tokio::runtime::Handle::current();
-        let mut files = match &source.chart {
+        let (mut files, login) = match &source.chart {
+            None if source.artifact => runtime.block_on(async {
+                let login = cache.chart_login(&source).await?;
+                let files = cache
+                    .charts()
+                    .artifact_files(&source.url, &at, &login)
+                    .await?;
+                Ok::<_, DesiredError>((files, Some(login)))
+            })?,
             Some(chart) => runtime.block_on(async {
                 let login = cache.chart_login(&source).await?;
-                cache
+                let files = cache
                     .charts()
                     .chart_files(&source.url, chart, &at, &login)
-                    .await
-                    .map_err(DesiredError::from)
+                    .await?;
+                Ok::<_, DesiredError>((files, Some(login)))
             })?,
-            None => files_to_render(
-                |path| cache.read_path(&source, &at, path),
-                &source.path,
-                &renderers,
-            )?,
+            None => (
+                files_to_render(
+                    |path| cache.read_path(&source, &at, path),
+                    &source.path,
+                    &renderers,
+                )?,
+                None,
+            ),
         };
-        runtime.block_on(cache.charts().vendor(&mut files, &source.path))?;
+        // A chart source's login also serves its dependencies on the same repository.
+        let parent = login.as_ref().map(|login| (source.url.as_str(), login));
+        runtime.block_on(cache.charts().vendor(&mut files, &source.path, parent))?;
         render_files(
             &files,
             &source.path,

@@ -134,7 +134,7 @@ pub fn identify(
     renderers: &Renderers,
     previous: Option<&Identity>,
 ) -> Result<Option<Identity>, DesiredError> {
-    if source.chart.is_some() {
+    if source.is_registry() {
         return Ok(None);
     }
     let ids_of = |paths: &BTreeSet<String>| -> Result<InputIds, SourceError> {

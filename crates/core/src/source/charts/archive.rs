@@ -76,6 +76,17 @@ const TAR_OVERHEAD_PER_FILE: u64 = 2048;
 /// The files of the chart archive `bytes`, paths relative to the chart's folder (the
 /// archive's single top folder, named after the chart as `helm package` writes it).
 pub fn unpack(bytes: &[u8], chart: &str) -> Result<Vec<ChartFile>, ArchiveProblem> {
+    expand(bytes, Some(chart))
+}
+
+/// The files of an OCI artifact's layer `bytes` (`flux push artifact`'s tar.gz of a
+/// folder), paths relative to the archive's root, under the same budgets and checks.
+pub fn unpack_tree(bytes: &[u8]) -> Result<Vec<ChartFile>, ArchiveProblem> {
+    expand(bytes, None)
+}
+
+/// `bytes` expanded below `chart`'s folder, or (`None`) below the archive's root.
+fn expand(bytes: &[u8], chart: Option<&str>) -> Result<Vec<ChartFile>, ArchiveProblem> {
     if bytes.len() as u64 > MAX_ARCHIVE_BYTES {
         return Err(ArchiveProblem::TooLarge {
             limit: MAX_ARCHIVE_BYTES,
@@ -101,7 +112,7 @@ fn corrupt(error: std::io::Error) -> ArchiveProblem {
     }
 }
 
-fn read_entries(stream: impl Read, chart: &str) -> Result<Vec<ChartFile>, ArchiveProblem> {
+fn read_entries(stream: impl Read, chart: Option<&str>) -> Result<Vec<ChartFile>, ArchiveProblem> {
     let mut archive = tar::Archive::new(stream);
     let mut files: Vec<ChartFile> = Vec::new();
     let mut total: u64 = 0;
@@ -146,7 +157,9 @@ fn read_entries(stream: impl Read, chart: &str) -> Result<Vec<ChartFile>, Archiv
         }
         files.push((path, bytes));
     }
-    if !files.iter().any(|(p, _)| p == "Chart.yaml") {
+    if let Some(chart) = chart
+        && !files.iter().any(|(p, _)| p == "Chart.yaml")
+    {
         return Err(ArchiveProblem::NotAChart {
             folder: chart.to_string(),
         });
@@ -154,9 +167,10 @@ fn read_entries(stream: impl Read, chart: &str) -> Result<Vec<ChartFile>, Archiv
     Ok(files)
 }
 
-/// `raw` below the chart's folder (`None` for the folder itself); refused when it
-/// leaves it in any way (`..`, absolute, another top folder).
-fn chart_path(raw: &str, chart: &str) -> Result<Option<String>, ArchiveProblem> {
+/// `raw` below the chart's folder (`None` for the folder itself), or below the
+/// archive's root when there is no chart; refused when it leaves it in any way (`..`,
+/// absolute, another top folder).
+fn chart_path(raw: &str, chart: Option<&str>) -> Result<Option<String>, ArchiveProblem> {
     let path = std::path::Path::new(raw);
     let mut parts = Vec::new();
     for component in path.components() {
@@ -170,6 +184,9 @@ fn chart_path(raw: &str, chart: &str) -> Result<Option<String>, ArchiveProblem> 
             }
         }
     }
+    let Some(chart) = chart else {
+        return Ok((!parts.is_empty()).then(|| parts.join("/")));
+    };
     match parts.split_first() {
         Some((top, rest)) if top == chart => Ok((!rest.is_empty()).then(|| rest.join("/"))),
         _ => Err(ArchiveProblem::Scattered {
@@ -272,6 +289,30 @@ mod tests {
         }
         let err = unpack(b"not gzip at all", "sub").expect_err("corrupt");
         assert!(matches!(err, ArchiveProblem::Corrupt { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_artifacts_layer_unpacks_below_its_root_under_the_same_checks() {
+        let files = unpack_tree(&archive(&[
+            ("./deploy/cm.yaml", FILE, b"kind: ConfigMap\n"),
+            ("kustomization.yaml", FILE, b"resources: [deploy/cm.yaml]\n"),
+        ]))
+        .expect("a folder of YAML");
+        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["deploy/cm.yaml", "kustomization.yaml"]);
+        for (entries, message) in [
+            (
+                &[("../etc/cron.d/x", FILE, &b"x"[..])][..],
+                "../etc/cron.d/x: the path leaves the chart",
+            ),
+            (
+                &[("deploy/pw", tar::EntryType::Symlink, &b""[..])][..],
+                "deploy/pw: a symbolic link entry (only files and directories are accepted)",
+            ),
+        ] {
+            let err = unpack_tree(&archive(entries)).expect_err(message);
+            assert_eq!(err.to_string(), message);
+        }
     }
 
     #[test]

@@ -121,6 +121,13 @@ pub enum ChartError {
         constraint: String,
         versions: String,
     },
+    /// An OCI artifact source's tag (or range, or digest) the registry does not hold.
+    #[error("{repo}: no tag or digest matching {reference:?} (tags: {tags})")]
+    UnknownTag {
+        repo: String,
+        reference: String,
+        tags: String,
+    },
     /// A dependency's `version` that is no semver range.
     #[error(
         "{chart}: dependency {dependency}: version {constraint:?} is not a semver range: {message}"
@@ -184,6 +191,7 @@ impl ChartError {
             ChartError::UnknownChart { .. } | ChartError::UnknownVersion { .. } => {
                 "ChartVersionNotFound"
             }
+            ChartError::UnknownTag { .. } => "ArtifactNotFound",
             ChartError::DigestMismatch { .. } => "DigestMismatch",
             _ => "ChartFailed",
         }

@@ -8,6 +8,8 @@
 //! A login never appears in a log, an error or a status: its `Debug` says only what
 //! kind it is, and the chart store keys what a login fetched by a fingerprint of it,
 //! so a source without the credentials is never served what one with them fetched.
+//! The same Secret may carry a custom CA and a client certificate ([`ChartTls`]):
+//! they are part of the login, and of its fingerprint.
 
 use std::collections::BTreeMap;
 
@@ -15,19 +17,17 @@ use base64::Engine as _;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
+use super::tls::ChartTls;
 use crate::source::{Auth, CredentialsSecret};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
 pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 
-/// Keys of a Flux `HelmRepository` Secret tether does not act on (a custom CA, a
-/// client certificate): refused, rather than silently fetching without them.
-const TLS_KEYS: [&str; 5] = ["ca.crt", "caFile", "tls.crt", "tls.key", "certFile"];
-
-/// Credentials for one chart repository or registry.
+/// Credentials for one chart repository or registry, and its TLS trust.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ChartLogin {
     kind: Kind,
+    tls: ChartTls,
 }
 
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -48,7 +48,11 @@ impl std::fmt::Debug for ChartLogin {
             Kind::Basic { .. } => "basic (redacted)",
             Kind::Bearer(_) => "bearer token (redacted)",
         };
-        f.write_str(kind)
+        f.write_str(kind)?;
+        if !self.tls.is_empty() {
+            write!(f, " with {:?}", self.tls)?;
+        }
+        Ok(())
     }
 }
 
@@ -102,34 +106,46 @@ impl ChartLogin {
                 return Err(format!("{secret} is read through the cluster"));
             }
         };
-        Ok(ChartLogin { kind })
+        Ok(ChartLogin {
+            kind,
+            tls: ChartTls::default(),
+        })
     }
 
     /// The credentials `secret` (its `data`, decoded) holds for the repository at
-    /// `repo`: a dockerconfigjson's entry for its host, or Flux's keys.
+    /// `repo`: a dockerconfigjson's entry for its host, or Flux's keys; with the
+    /// Secret's custom CA and client certificate, if any. A Secret of TLS keys only
+    /// (Flux's `certSecretRef`) is an anonymous login with them.
     pub fn from_secret(
         secret: &CredentialsSecret,
         data: &BTreeMap<String, Vec<u8>>,
         repo: &str,
     ) -> Result<ChartLogin, String> {
-        if let Some(key) = TLS_KEYS.iter().find(|k| data.contains_key(**k)) {
-            return Err(format!(
-                "{secret} has key {key}: custom CAs and client certificates for chart \
-                 repositories are not supported"
-            ));
-        }
-        if let Some(json) = data.get(DOCKER_CONFIG_KEY) {
-            return docker_login(secret, json, repo);
-        }
-        ChartLogin::from_auth(&secret.auth(data)?)
+        let tls = ChartTls::from_secret(secret, data)?;
+        let mut login = if let Some(json) = data.get(DOCKER_CONFIG_KEY) {
+            docker_login(secret, json, repo)?
+        } else if !tls.is_empty() && !CREDENTIAL_KEYS.iter().any(|k| data.contains_key(*k)) {
+            ChartLogin::default()
+        } else {
+            ChartLogin::from_auth(&secret.auth(data)?)?
+        };
+        login.tls = tls;
+        Ok(login)
+    }
+
+    /// The login's custom CA and client certificate.
+    pub fn tls(&self) -> &ChartTls {
+        &self.tls
     }
 
     /// A fingerprint of the credentials (empty when anonymous): what they fetched is
     /// kept under it.
     pub fn fingerprint(&self) -> String {
         let mut hash = Sha256::new();
+        self.tls.hash_into(&mut hash);
         match &self.kind {
-            Kind::Anonymous => return String::new(),
+            Kind::Anonymous if self.tls.is_empty() => return String::new(),
+            Kind::Anonymous => {}
             Kind::Basic { username, password } => {
                 hash.update(b"basic\0");
                 hash.update(username.as_bytes());
@@ -171,6 +187,10 @@ impl ChartLogin {
     }
 }
 
+/// Keys of Flux's `secretRef` that carry credentials (as [`CredentialsSecret::auth`]
+/// reads them): a Secret with none of them and TLS keys is a `certSecretRef`.
+const CREDENTIAL_KEYS: [&str; 4] = ["username", "password", "bearerToken", "identity"];
+
 /// The host (with its port) of an `oci://`, `http(s)://` URL or a bare registry name.
 fn host_of(text: &str) -> String {
     let rest = text.split_once("://").map_or(text, |(_, rest)| rest);
@@ -208,6 +228,7 @@ fn docker_login(secret: &CredentialsSecret, json: &[u8], repo: &str) -> Result<C
     };
     Ok(ChartLogin {
         kind: Kind::Basic { username, password },
+        tls: ChartTls::default(),
     })
 }
 
@@ -261,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn flux_keys_give_basic_or_bearer_and_tls_keys_are_refused_by_name() {
+    fn flux_keys_give_basic_or_bearer_and_bad_tls_keys_are_refused_by_name() {
         let basic = ChartLogin::from_secret(
             &secret(),
             &data(&[("username", "u"), ("password", "p")]),
@@ -278,15 +299,31 @@ mod tests {
         assert_eq!(bearer.header().as_deref(), Some("Bearer t0ken"));
         let err = ChartLogin::from_secret(
             &secret(),
-            &data(&[("username", "u"), ("password", "p"), ("ca.crt", "PEM")]),
+            &data(&[
+                ("username", "u"),
+                ("password", "p"),
+                ("ca.crt", "s3cret-bytes"),
+            ]),
             "https://charts.example",
         )
-        .expect_err("a CA");
-        assert!(
-            err.starts_with("Secret team/registry has key ca.crt"),
-            "{err}"
+        .expect_err("a CA that is no PEM");
+        assert_eq!(
+            err,
+            "Secret team/registry: key ca.crt holds no PEM certificate"
         );
-        assert!(!err.contains("PEM"));
+        assert!(!err.contains("s3cret"));
+        // Flux's certSecretRef: TLS keys only, an anonymous login trusting the CA.
+        let (ca, _, _) = tether_testkit::tls::signed_pems(&["client"]);
+        let trusting =
+            ChartLogin::from_secret(&secret(), &data(&[("ca.crt", &ca)]), "oci://r.example/c")
+                .expect("a CA alone");
+        assert_eq!(trusting.header(), None);
+        assert!(!trusting.tls().is_empty());
+        assert_ne!(trusting.fingerprint(), "", "what it fetched is its own");
+        assert_eq!(
+            format!("{trusting:?}"),
+            "anonymous with ChartTls { ca: true, client_certificate: false }"
+        );
         assert_eq!(ChartLogin::default().header(), None);
         assert_eq!(ChartLogin::default().fingerprint(), "");
     }

@@ -13,15 +13,22 @@
 //! and cache, keyed by their manifest's digest.
 //!
 //! A chart may also be an app's whole source ([`ChartStore::resolve_chart`]): the
-//! same fetcher and cache, re-resolved at each poll.
+//! same fetcher and cache, re-resolved at each poll. Its login (credentials, and a
+//! custom CA or client certificate: [`tls`]) also serves its dependencies on the same
+//! repository or registry.
+//!
+//! An OCI artifact of plain manifests may be an app's source too ([`artifact`]): the
+//! same registry client, archive checks and cache, without Helm.
 
 mod archive;
+mod artifact;
 mod deps;
 mod error;
 mod login;
 mod oci;
 mod repo;
 mod source;
+mod tls;
 mod version;
 
 use std::collections::HashMap;
@@ -31,12 +38,14 @@ use std::sync::{Arc, Mutex};
 pub use archive::{
     ArchiveProblem, MAX_ARCHIVE_BYTES, MAX_CHART_BYTES, MAX_CHART_FILE_BYTES, MAX_CHART_FILES,
 };
+pub use artifact::DEFAULT_ARTIFACT_TAG;
 pub use deps::needs_repository;
 pub use error::ChartError;
 pub use login::{ChartLogin, DOCKER_CONFIG_KEY};
 pub use oci::{MAX_MANIFEST_BYTES, OCI_SCHEME};
 pub use repo::{CHART_FETCH_TIMEOUT, MAX_INDEX_BYTES};
 pub use source::check_version;
+pub use tls::ChartTls;
 
 use archive::ChartFile;
 use deps::{Origin, join, norm};
@@ -209,11 +218,16 @@ impl ChartStore {
 
     /// Vendors into `files` (a revision's, keyed from the repository root) the
     /// dependencies the chart at `path` needs and does not hold in `charts/`. No
-    /// chart there, or nothing to vendor: `files` is left as it is.
+    /// chart there, or nothing to vendor: `files` is left as it is. `parent` is a
+    /// chart source's repository and login: a dependency on the same repository (an
+    /// HTTP repository's origin, an OCI registry's host) is fetched with that login,
+    /// as Helm's `dependency build` uses a repository's entry for it; any other
+    /// anonymously.
     pub async fn vendor(
         &self,
         files: &mut Vec<(String, Vec<u8>)>,
         path: &str,
+        parent: Option<(&str, &ChartLogin)>,
     ) -> Result<Vec<Vendored>, ChartError> {
         let dir = norm(path);
         let chart_at = if dir.is_empty() {
@@ -245,7 +259,11 @@ impl ChartStore {
                     });
                 }
                 Origin::Remote { repo, constraint } => {
-                    // A dependency's repository is the chart author's: fetched anonymously.
+                    let anonymous = ChartLogin::default();
+                    let login = match parent {
+                        Some((from, login)) if same_repository(from, &repo) => login,
+                        _ => &anonymous,
+                    };
                     let (version, digest, chart) = self
                         .remote(
                             &repo,
@@ -253,7 +271,7 @@ impl ChartStore {
                             &constraint,
                             &chart_at,
                             &mut indexes,
-                            &ChartLogin::default(),
+                            login,
                         )
                         .await?;
                     let into = join(&dir, &format!("charts/{}-{version}", want.name));
@@ -382,6 +400,20 @@ impl ChartStore {
     }
 }
 
+/// Whether a dependency's repository `dependency` is the chart source's `source`:
+/// the same registry host for OCI, the same origin (scheme, host, port) for HTTP(S).
+fn same_repository(source: &str, dependency: &str) -> bool {
+    let origin = |url: &str| {
+        let url = url::Url::parse(url).ok()?;
+        Some((
+            url.scheme().to_string(),
+            url.host_str()?.to_ascii_lowercase(),
+            url.port(),
+        ))
+    };
+    origin(source).is_some_and(|o| Some(o) == origin(dependency))
+}
+
 /// A lock held by a thread that panicked: the store's state is a cache, so the
 /// pass fails retryably and the next one starts over.
 fn poisoned() -> ChartError {
@@ -398,6 +430,27 @@ mod tests {
 
     fn files(n: usize, size: usize) -> Expanded {
         Arc::new((0..n).map(|i| (format!("f{i}"), vec![0; size])).collect())
+    }
+
+    #[test]
+    fn a_chart_sources_login_serves_dependencies_on_its_own_repository_only() {
+        let oci = "oci://registry.example:5000/charts";
+        assert!(same_repository(oci, "oci://registry.example:5000/other"));
+        assert!(same_repository(oci, "oci://Registry.example:5000"));
+        assert!(!same_repository(oci, "oci://registry.example:5001/charts"));
+        assert!(!same_repository(oci, "oci://ghcr.io/charts"));
+        let http = "https://charts.example.com/stable";
+        assert!(same_repository(
+            http,
+            "https://charts.example.com/incubator"
+        ));
+        assert!(!same_repository(http, "http://charts.example.com/stable"));
+        assert!(!same_repository(
+            http,
+            "https://charts.example.com.evil.example"
+        ));
+        assert!(!same_repository(http, oci));
+        assert!(!same_repository("not a URL", "not a URL"));
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! token from the challenge's realm (anonymous, or for the source's login), kept for
 //! the next request; on a `Basic` challenge (an htpasswd registry), the login's.
 //! A registry is spoken to over HTTPS, or plain HTTP when its host is a loopback
-//! address (Docker's own default for insecure registries).
+//! address (Docker's own default for insecure registries) and the source names no CA
+//! or client certificate of its own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,32 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const HELM_CONFIG: &str = "application/vnd.cncf.helm.config.v1+json";
 const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
 const HELM_LEGACY_CHART_LAYER: &str = "application/tar+gzip";
+
+/// What a manifest must hold: a config blob of one media type (any when `None`), and
+/// one layer of `layers`' media types, the only layer when `alone`.
+pub(super) struct Expect {
+    config: Option<&'static str>,
+    pub(super) layers: &'static [&'static str],
+    alone: bool,
+}
+
+/// A Helm chart: Helm's config, one chart layer (a provenance layer may sit beside it).
+const HELM_CHART: Expect = Expect {
+    config: Some(HELM_CONFIG),
+    layers: &[HELM_CHART_LAYER, HELM_LEGACY_CHART_LAYER],
+    alone: false,
+};
+
+impl Expect {
+    /// An artifact of plain manifests: any config, exactly one layer of `layers`.
+    pub(super) const fn only(layers: &'static [&'static str]) -> Expect {
+        Expect {
+            config: None,
+            layers,
+            alone: true,
+        }
+    }
+}
 
 /// A manifest larger than this is refused: the OCI distribution spec asks registries
 /// to accept manifests of at least 4 MiB, and a chart's holds two descriptors.
@@ -83,7 +110,9 @@ pub struct Reference {
 }
 
 impl Reference {
-    pub fn parse(repo: &str, name: &str) -> Result<Reference, ChartError> {
+    /// The reference of chart `name` of `repo`; `tls` (a source with its own CA or
+    /// client certificate) speaks HTTPS even to a loopback registry.
+    pub fn parse(repo: &str, name: &str, tls: bool) -> Result<Reference, ChartError> {
         let bad = |message: &str| ChartError::Registry {
             repo: redact_url(repo),
             chart: name.to_string(),
@@ -110,7 +139,7 @@ impl Reference {
             url::Host::Ipv4(ip) => ip.is_loopback(),
             url::Host::Ipv6(ip) => ip.is_loopback(),
         };
-        let scheme = if loopback { "http" } else { "https" };
+        let scheme = if loopback && !tls { "http" } else { "https" };
         let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
         let path = url.path().trim_matches('/');
         let repository = if path.is_empty() {
@@ -126,7 +155,7 @@ impl Reference {
 }
 
 /// A version as Helm tags it: OCI tags cannot hold `+`, so Helm writes `_`.
-fn tag_of(version: &str) -> String {
+pub(super) fn tag_of(version: &str) -> String {
     version.replace('+', "_")
 }
 
@@ -224,7 +253,7 @@ struct Manifest {
 
 /// A blob a manifest names.
 #[derive(Debug, Clone, Deserialize)]
-struct Descriptor {
+pub(super) struct Descriptor {
     #[serde(rename = "mediaType")]
     media_type: String,
     digest: String,
@@ -232,15 +261,17 @@ struct Descriptor {
     size: u64,
 }
 
-/// One chart's repository in one registry, spoken to through the chart fetcher.
-struct Registry<'a> {
-    fetcher: &'a Fetcher,
-    tokens: &'a Tokens,
+/// One chart's (or artifact's) repository in one registry, spoken to through the
+/// chart fetcher.
+pub(super) struct Registry<'a> {
+    pub(super) fetcher: &'a Fetcher,
+    pub(super) tokens: &'a Tokens,
     /// The `oci://` URL, as errors name it (redacted).
-    repo: &'a str,
-    chart: &'a str,
-    at: Reference,
-    login: &'a ChartLogin,
+    pub(super) repo: &'a str,
+    pub(super) chart: &'a str,
+    pub(super) at: Reference,
+    pub(super) login: &'a ChartLogin,
+    pub(super) expect: &'a Expect,
 }
 
 impl Registry<'_> {
@@ -267,7 +298,7 @@ impl Registry<'_> {
         }
     }
 
-    fn invalid(&self, message: String) -> ChartError {
+    pub(super) fn invalid(&self, message: String) -> ChartError {
         ChartError::Registry {
             repo: redact_url(self.repo),
             chart: self.chart.to_string(),
@@ -297,7 +328,14 @@ impl Registry<'_> {
         };
         let answer = self
             .fetcher
-            .send(self.repo, url, &headers(self.tokens.get(&key)), what, limit)
+            .send(
+                self.repo,
+                url,
+                &headers(self.tokens.get(&key)),
+                what,
+                limit,
+                self.login.tls(),
+            )
             .await?;
         if answer.status != StatusCode::UNAUTHORIZED {
             return Ok(answer);
@@ -317,7 +355,14 @@ impl Registry<'_> {
         };
         self.tokens.put(key, authorization.clone());
         self.fetcher
-            .send(self.repo, url, &headers(Some(authorization)), what, limit)
+            .send(
+                self.repo,
+                url,
+                &headers(Some(authorization)),
+                what,
+                limit,
+                self.login.tls(),
+            )
             .await
     }
 
@@ -347,7 +392,14 @@ impl Registry<'_> {
             .collect();
         let answer = self
             .fetcher
-            .send(self.repo, url.as_str(), &headers, "token", MAX_PAGE_BYTES)
+            .send(
+                self.repo,
+                url.as_str(),
+                &headers,
+                "token",
+                MAX_PAGE_BYTES,
+                self.login.tls(),
+            )
             .await?;
         if !answer.status.is_success() {
             return Err(self.status("token", answer.status));
@@ -362,7 +414,7 @@ impl Registry<'_> {
     }
 
     /// Every tag of the repository, page after page.
-    async fn tags(&self) -> Result<Vec<String>, ChartError> {
+    pub(super) async fn tags(&self) -> Result<Vec<String>, ChartError> {
         let mut url = self.url("tags/list");
         let mut tags = Vec::new();
         for _ in 0..MAX_TAG_PAGES {
@@ -397,7 +449,11 @@ impl Registry<'_> {
     }
 
     /// The newest version among the tags that meets `constraint`.
-    async fn pick(&self, constraint: &str, chart_at: &str) -> Result<String, ChartError> {
+    pub(super) async fn pick(
+        &self,
+        constraint: &str,
+        chart_at: &str,
+    ) -> Result<String, ChartError> {
         let tags = self.tags().await?;
         let reqs = parse_constraint(constraint).map_err(|message| ChartError::BadConstraint {
             chart: chart_at.to_string(),
@@ -411,7 +467,7 @@ impl Registry<'_> {
             .ok_or_else(|| self.unknown_version(constraint, &versions))
     }
 
-    fn unknown_version(&self, constraint: &str, versions: &[String]) -> ChartError {
+    pub(super) fn unknown_version(&self, constraint: &str, versions: &[String]) -> ChartError {
         let mut sorted: Vec<&String> = versions
             .iter()
             .filter(|v| parse_version(v).is_some())
@@ -427,7 +483,7 @@ impl Registry<'_> {
 
     /// The manifest at `reference` (a tag or a digest): its digest and its chart
     /// layer; `None` when the registry has no such tag.
-    async fn manifest(
+    pub(super) async fn manifest(
         &self,
         reference: &str,
         version: &str,
@@ -459,21 +515,34 @@ impl Registry<'_> {
         }
         let manifest: Manifest = serde_json::from_slice(&answer.body)
             .map_err(|e| self.invalid(format!("the manifest does not parse: {e}")))?;
-        if manifest.config.media_type != HELM_CONFIG {
+        if let Some(config) = self.expect.config
+            && manifest.config.media_type != config
+        {
             return Err(self.invalid(format!(
-                "{reference} is not a Helm chart (config media type {:?}, Helm's is {HELM_CONFIG})",
+                "{reference} is not a Helm chart (config media type {:?}, Helm's is {config})",
                 manifest.config.media_type
             )));
         }
-        let mut charts = manifest.layers.into_iter().filter(|l| {
-            matches!(
-                l.media_type.as_str(),
-                HELM_CHART_LAYER | HELM_LEGACY_CHART_LAYER
-            )
-        });
-        let (Some(layer), None) = (charts.next(), charts.next()) else {
+        let wanted = self.expect.layers.join(" or ");
+        if self.expect.alone && manifest.layers.len() != 1 {
             return Err(self.invalid(format!(
-                "{reference}: the manifest must hold one chart layer ({HELM_CHART_LAYER})"
+                "{reference}: the manifest must hold exactly one layer ({wanted}), it holds {}",
+                manifest.layers.len()
+            )));
+        }
+        let held: Vec<String> = manifest
+            .layers
+            .iter()
+            .map(|l| l.media_type.clone())
+            .collect();
+        let mut found = manifest
+            .layers
+            .into_iter()
+            .filter(|l| self.expect.layers.contains(&l.media_type.as_str()));
+        let (Some(layer), None) = (found.next(), found.next()) else {
+            return Err(self.invalid(format!(
+                "{reference}: the manifest must hold one layer of media type {wanted} \
+                 (its layers' media types: {held:?})"
             )));
         };
         if as_digest(&layer.digest).is_none() {
@@ -485,7 +554,11 @@ impl Registry<'_> {
     }
 
     /// The chart layer's bytes, checked against its digest.
-    async fn blob(&self, layer: &Descriptor, version: &str) -> Result<Vec<u8>, ChartError> {
+    pub(super) async fn blob(
+        &self,
+        layer: &Descriptor,
+        version: &str,
+    ) -> Result<Vec<u8>, ChartError> {
         let what = format!("{}-{version}.tgz", self.chart);
         if layer.size > MAX_ARCHIVE_BYTES {
             return Err(ChartError::TooLarge {
@@ -542,8 +615,9 @@ impl ChartStore {
             tokens: &self.inner.tokens,
             repo,
             chart: name,
-            at: Reference::parse(repo, name)?,
+            at: Reference::parse(repo, name, !login.tls().is_empty())?,
             login,
+            expect: &HELM_CHART,
         };
         let version = match as_digest(constraint) {
             Some(_) => None,
@@ -632,19 +706,25 @@ mod tests {
 
     #[test]
     fn an_oci_repository_is_its_registry_and_the_charts_path_in_it() {
-        let at = Reference::parse("oci://ghcr.io/stefanprodan/charts/", "podinfo").expect("ok");
+        let at =
+            Reference::parse("oci://ghcr.io/stefanprodan/charts/", "podinfo", false).expect("ok");
         assert_eq!(at.base, "https://ghcr.io");
         assert_eq!(at.repository, "stefanprodan/charts/podinfo");
-        let local = Reference::parse("oci://127.0.0.1:5000", "web").expect("ok");
+        let local = Reference::parse("oci://127.0.0.1:5000", "web", false).expect("ok");
         assert_eq!(local.base, "http://127.0.0.1:5000");
         assert_eq!(local.repository, "web");
+        let trusted = Reference::parse("oci://127.0.0.1:5000", "web", true).expect("ok");
         assert_eq!(
-            Reference::parse("oci://localhost:5000/a", "web")
+            trusted.base, "https://127.0.0.1:5000",
+            "a source with its own CA speaks TLS"
+        );
+        assert_eq!(
+            Reference::parse("oci://localhost:5000/a", "web", false)
                 .expect("ok")
                 .base,
             "http://localhost:5000"
         );
-        let err = Reference::parse("oci://u:secret@r.example/c", "web").expect_err("creds");
+        let err = Reference::parse("oci://u:secret@r.example/c", "web", false).expect_err("creds");
         assert!(!err.to_string().contains("secret"), "{err}");
         assert_eq!(tag_of("1.2.3+build.1"), "1.2.3_build.1");
         assert_eq!(version_of("1.2.3_build.1"), "1.2.3+build.1");

@@ -5,9 +5,9 @@
 //! writes the chart, not by the operator), redirects included; every response is
 //! read under a size budget and a deadline.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::error::{ChartError, Checked};
 use super::login::ChartLogin;
+use super::tls::ChartTls;
 use super::version::{newest, parse_constraint, parse_version};
 use crate::outbound::{GuardedResolver, OutboundPolicy};
 use crate::source::redact_url;
@@ -32,6 +33,11 @@ pub const CHART_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Redirects followed per request, as browsers and Go's client (10) do; a chart
 /// repository on GitHub releases redirects once, to its CDN.
 const MAX_REDIRECTS: usize = 10;
+
+/// HTTP clients of sources with their own TLS trust kept at once: one per distinct
+/// CA and client certificate, so a few dozen covers every repository of a cluster;
+/// past it (certificates rotated many times over) they are built again as needed.
+const MAX_TLS_CLIENTS: usize = 64;
 
 /// Nodes and events a big index needs: ~30 nodes per version, tens of thousands of
 /// versions. serde-saphyr's defaults (250 000 nodes) are for configuration files.
@@ -113,6 +119,32 @@ impl Index {
     }
 }
 
+/// A client builder for chart repositories: redirects checked by the guard (when
+/// one is set) and counted, the fetch deadline, no proxy under a guard.
+fn builder(policy: &Option<Arc<OutboundPolicy>>) -> reqwest::ClientBuilder {
+    let guard = policy.clone();
+    let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            return attempt.error("too many redirects");
+        }
+        match guard.as_ref().map(|p| p.check_url(attempt.url().as_str())) {
+            Some(Err(refused)) => attempt.error(refused),
+            _ => attempt.follow(),
+        }
+    });
+    let builder = reqwest::Client::builder()
+        .redirect(redirects)
+        .timeout(CHART_FETCH_TIMEOUT)
+        .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")));
+    match policy {
+        // A proxy would resolve the name itself, out of the guard's sight.
+        Some(policy) => builder
+            .no_proxy()
+            .dns_resolver(GuardedResolver::new(policy.clone())),
+        None => builder,
+    }
+}
+
 /// Whether `url` has the scheme, host and port of the repository `repo`.
 fn same_origin(repo: &str, url: &str) -> bool {
     match (url::Url::parse(repo), url::Url::parse(url)) {
@@ -132,6 +164,9 @@ pub(super) struct Answer {
 /// (shared with the store: the bench and the tests count a warm pass's).
 pub struct Fetcher {
     client: reqwest::Client,
+    /// Clients trusting a source's own CA or presenting its client certificate, by
+    /// [`ChartTls::fingerprint`]: that trust is that source's only.
+    trusting: Mutex<HashMap<String, reqwest::Client>>,
     policy: Option<Arc<OutboundPolicy>>,
     requests: Arc<AtomicU64>,
 }
@@ -143,32 +178,46 @@ impl Fetcher {
         policy: Option<Arc<OutboundPolicy>>,
         requests: Arc<AtomicU64>,
     ) -> Result<Fetcher, String> {
-        let guard = policy.clone();
-        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                return attempt.error("too many redirects");
-            }
-            match guard.as_ref().map(|p| p.check_url(attempt.url().as_str())) {
-                Some(Err(refused)) => attempt.error(refused),
-                _ => attempt.follow(),
-            }
-        });
-        let mut builder = reqwest::Client::builder()
-            .redirect(redirects)
-            .timeout(CHART_FETCH_TIMEOUT)
-            .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")));
-        if let Some(policy) = &policy {
-            // A proxy would resolve the name itself, out of the guard's sight.
-            builder = builder
-                .no_proxy()
-                .dns_resolver(GuardedResolver::new(policy.clone()));
-        }
-        let client = builder.build().map_err(|e| e.without_url().to_string())?;
+        let client = builder(&policy)
+            .build()
+            .map_err(|e| e.without_url().to_string())?;
         Ok(Fetcher {
             client,
+            trusting: Mutex::new(HashMap::new()),
             policy,
             requests,
         })
+    }
+
+    /// The client for a source with `tls`: the shared one, or one trusting its CA and
+    /// presenting its certificate (built once per distinct trust).
+    fn client(&self, repo: &str, tls: &ChartTls) -> Result<reqwest::Client, ChartError> {
+        let key = tls.fingerprint();
+        if key.is_empty() {
+            return Ok(self.client.clone());
+        }
+        let failed = |message: String| ChartError::Unreachable {
+            repo: redact_url(repo),
+            what: "HTTP client".into(),
+            message,
+        };
+        let mut trusting = self
+            .trusting
+            .lock()
+            .map_err(|_| failed("poisoned by a panic".into()))?;
+        if let Some(client) = trusting.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = tls
+            .configure(builder(&self.policy))
+            .map_err(failed)?
+            .build()
+            .map_err(|e| failed(e.without_url().to_string()))?;
+        if trusting.len() >= MAX_TLS_CLIENTS {
+            trusting.clear();
+        }
+        trusting.insert(key, client.clone());
+        Ok(client)
     }
 
     /// The body of `url`, at most `limit` bytes; `what` names it in errors. The
@@ -186,7 +235,9 @@ impl Fetcher {
         if let Some(header) = login.header().filter(|_| same_origin(repo, url)) {
             headers.push((reqwest::header::AUTHORIZATION, header));
         }
-        let answer = self.send(repo, url, &headers, what, limit).await?;
+        let answer = self
+            .send(repo, url, &headers, what, limit, login.tls())
+            .await?;
         if !answer.status.is_success() {
             return Err(ChartError::Status {
                 repo: redact_url(repo),
@@ -206,8 +257,10 @@ impl Fetcher {
         headers: &[(reqwest::header::HeaderName, String)],
         what: &str,
         limit: u64,
+        tls: &ChartTls,
     ) -> Result<Answer, ChartError> {
         let shown = redact_url(repo);
+        let client = self.client(repo, tls)?;
         if let Some(policy) = &self.policy {
             policy
                 .check_url(url)
@@ -218,6 +271,8 @@ impl Fetcher {
         }
         let unreachable = |e: reqwest::Error| {
             // The guard's refusal travels inside the connect error: name it as such.
+            let e = e.without_url();
+            let mut message = e.to_string();
             let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
             while let Some(c) = cause {
                 if let Some(refused) = c.downcast_ref::<crate::outbound::OutboundError>() {
@@ -227,15 +282,20 @@ impl Fetcher {
                     };
                 }
                 cause = c.source();
+                // "error sending request" alone says nothing: the causes (a refused
+                // connection, an unknown CA, a missing client certificate) do.
+                if let Some(c) = cause {
+                    message = format!("{message}: {c}");
+                }
             }
             ChartError::Unreachable {
                 repo: shown.clone(),
                 what: what.to_string(),
-                message: redact_url(&e.without_url().to_string()),
+                message: redact_url(&message),
             }
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut request = self.client.get(url);
+        let mut request = client.get(url);
         for (name, value) in headers {
             request = request.header(name, value);
         }
