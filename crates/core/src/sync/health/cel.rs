@@ -15,7 +15,8 @@
 //! Each top-level field of the object (`apiVersion`, `kind`, `metadata`, `spec`,
 //! `status`, …) is a variable, as in Flux. `status` is bound to an empty map when the
 //! object has none yet (a custom resource just created), so that `has(status.x)` and
-//! `status.?x` read "not yet" rather than failing.
+//! `status.?x` read "not yet" rather than failing. The object is read in place, not
+//! converted to CEL values ([`view`]): an evaluation touches only the fields it reads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -23,6 +24,8 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 
 use super::{Assessment, Health};
+
+mod view;
 
 /// One rule as written in the configuration or an App (Flux's `healthCheckExprs`
 /// entry). `api_version` selects the group: the version is not compared, since the
@@ -93,16 +96,19 @@ impl Expr {
     }
 
     /// Whether the expression holds for the bound object; an evaluation error or a
-    /// result other than a bool is an error naming the expression.
+    /// result other than a bool is an error naming the expression. The result is
+    /// read where it lies, never converted: it may be a view of the object.
     fn holds(&self, context: &::cel::Context<'_, '_>) -> Result<bool, String> {
-        match self.program.execute(context) {
-            Ok(::cel::Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!(
-                "{} ({}) evaluated to {:?}, not a bool",
-                self.field,
-                self.source,
-                other.type_of()
-            )),
+        match ::cel::Value::resolve_val(self.program.expression(), context) {
+            Ok(value) => match value.downcast_ref::<::cel::common::types::CelBool>() {
+                Some(b) => Ok(*b.inner()),
+                None => Err(format!(
+                    "{} ({}) evaluated to {}, not a bool",
+                    self.field,
+                    self.source,
+                    value.get_type().name()
+                )),
+            },
             Err(err) => Err(format!("{} ({}): {err}", self.field, self.source)),
         }
     }
@@ -132,7 +138,7 @@ impl Predicate {
     pub fn holds(&self, bindings: &[(&str, &Value)]) -> Result<bool, String> {
         let mut context = ::cel::Context::with_env(ENV.clone());
         for (name, value) in bindings {
-            context.add_variable_from_value(*name, to_cel(value));
+            context.add_variable_as_val(*name, view::view(value));
         }
         self.expr.holds(&context)
     }
@@ -168,7 +174,7 @@ pub struct Rule {
     group: String,
     /// In Flux's order of evaluation: inProgress, failed, current.
     exprs: Vec<(Expr, Health)>,
-    /// The object's top-level fields the expressions read: only these are converted.
+    /// The object's top-level fields the expressions read: only these are bound.
     variables: Vec<String>,
 }
 
@@ -246,7 +252,7 @@ impl Rule {
                 // "undeclared reference", naming it.
                 None => continue,
             };
-            context.add_variable_from_value(name.as_str(), to_cel(value));
+            context.add_variable_as_val(name.as_str(), view::view(value));
         }
         for (expr, health) in &self.exprs {
             match expr.holds(&context) {
@@ -268,31 +274,6 @@ impl Rule {
             health: Health::Unknown,
             message: format!("health rule for {}: {why}", self.name()),
         }
-    }
-}
-
-/// A JSON value as CEL reads it, as Kubernetes' CEL does: a whole number is an
-/// `int` (so `status.replicas == 3` holds; a `uint` would not equal the literal), a
-/// larger one a `uint`, anything else a `double`. Direct, without serde's detour.
-fn to_cel(value: &Value) -> ::cel::Value {
-    match value {
-        Value::Null => ::cel::Value::Null,
-        Value::Bool(b) => ::cel::Value::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => ::cel::Value::Int(i),
-            (None, Some(u)) => ::cel::Value::UInt(u),
-            (None, None) => ::cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => ::cel::Value::String(Arc::new(s.clone())),
-        Value::Array(items) => ::cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
-        Value::Object(fields) => ::cel::Value::Map(::cel::objects::Map {
-            map: Arc::new(
-                fields
-                    .iter()
-                    .map(|(k, v)| (::cel::objects::Key::String(Arc::new(k.clone())), to_cel(v)))
-                    .collect(),
-            ),
-        }),
     }
 }
 
