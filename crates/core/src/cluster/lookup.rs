@@ -139,10 +139,22 @@ async fn serve(
     }
 }
 
-/// A certificate authority made for one endpoint (its PEM, for the kubeconfig) and
-/// the endpoint's TLS configuration with a certificate it signed for the loopback
-/// address, as the sandbox makes its own (`kubeadm`'s shape).
+/// The endpoints' certificate authority (its PEM, for the kubeconfig) and TLS
+/// configuration: made at the first render that asks (two key generations), then
+/// shared by every endpoint of the process, so a pass pays for a port, a token and a
+/// file, not for keys. The token, new per render, is what lets Helm in.
 fn certificates() -> Result<(String, Arc<ServerConfig>), LookupError> {
+    static MADE: std::sync::OnceLock<(String, Arc<ServerConfig>)> = std::sync::OnceLock::new();
+    if let Some(made) = MADE.get() {
+        return Ok(made.clone());
+    }
+    let made = make_certificates()?;
+    Ok(MADE.get_or_init(|| made).clone())
+}
+
+/// A certificate authority and a certificate it signed for the loopback address, as
+/// the sandbox makes its own (`kubeadm`'s shape).
+fn make_certificates() -> Result<(String, Arc<ServerConfig>), LookupError> {
     let name = |common: &str| {
         let mut name = DistinguishedName::new();
         name.push(DnType::CommonName, common);
