@@ -8,9 +8,9 @@
 
 use serde_json::Value;
 
-use super::AppConfig;
 use super::check::{Checker, line_of};
 use super::raw::{self, S};
+use super::{AppConfig, GeneratedApp};
 
 /// Expands one `appSets` item: given the inventory namespace (whose Secrets its
 /// generators read) and the item, the apps it generates, or what is wrong with it
@@ -28,16 +28,6 @@ pub struct Generated {
     pub prune: bool,
 }
 
-/// A generated app of the resolved configuration, and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GeneratedApp {
-    pub app: String,
-    pub app_set: String,
-    pub origin: String,
-    /// Whether its objects are pruned when its parameter set disappears.
-    pub prune: bool,
-}
-
 /// What the generated apps join: the apps resolved so far, their raw entries (for the
 /// checks that read them after), and who each is.
 pub(super) struct Expansion<'a> {
@@ -45,6 +35,9 @@ pub(super) struct Expansion<'a> {
     pub raw: &'a mut Vec<raw::App>,
     pub named: &'a mut Vec<String>,
     pub inventory_namespace: &'a str,
+    /// How an entry of `apps` resolves, the same for listed and generated ones
+    /// (`resolve::resolve_entry`, passed down: resolution calls this module).
+    pub resolve: fn(&raw::App, &str, &str, &mut Checker) -> AppConfig,
 }
 
 /// Generates and resolves the apps of every `appSets` item; problems are named by
@@ -73,8 +66,7 @@ pub(super) fn resolve_app_sets(
             let Some(raw) = parse_entry(&app.entry, &at, check) else {
                 continue;
             };
-            let resolved =
-                super::resolve::resolve_entry(&raw, &at, into.inventory_namespace, check);
+            let resolved = (into.resolve)(&raw, &at, into.inventory_namespace, check);
             let who = format!("{place} parameter set {}", app.origin);
             if let Some(first) = into.apps.iter().position(|a| a.name == resolved.name) {
                 check.report(

@@ -42,7 +42,7 @@ mod verify;
 use std::path::Path;
 
 pub use app_crd::*;
-pub use app_sets::{Generate, Generated, GeneratedApp};
+pub use app_sets::{Generate, Generated};
 pub use decryption::{DecryptionConfig, SOPS_PROVIDER};
 pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};

@@ -98,7 +98,7 @@ pub struct Config {
     /// `healthCheckExprs`: CEL health rules for every app, compiled (issue #28).
     pub health_checks: tether_core::sync::health::HealthRules,
     /// The apps of `apps` that `appSets` generated, and from what (issue #28).
-    pub generated: Vec<super::app_sets::GeneratedApp>,
+    pub generated: Vec<GeneratedApp>,
 }
 
 /// `sources`: the floor of every app's poll interval and the budget of a revision read.
@@ -583,4 +583,14 @@ impl WebhooksConfig {
         .into_iter()
         .filter_map(|(p, s)| s.as_ref().map(|s| (p, s)))
     }
+}
+
+/// A generated app of the resolved configuration, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedApp {
+    pub app: String,
+    pub app_set: String,
+    pub origin: String,
+    /// Whether its objects are pruned when its parameter set disappears.
+    pub prune: bool,
 }

@@ -91,6 +91,7 @@ pub(super) fn resolve(
             raw: &mut raw.apps,
             named: &mut named,
             inventory_namespace: &inventory_namespace,
+            resolve: resolve_entry,
         },
         generate,
         check,
@@ -115,7 +116,7 @@ pub(super) fn resolve(
 
 /// One entry of `apps` (listed or generated), resolved: its Secrets are in the
 /// inventory namespace unless it names another.
-pub(super) fn resolve_entry(
+fn resolve_entry(
     app: &raw::App,
     path: &str,
     inventory_namespace: &str,

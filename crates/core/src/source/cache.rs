@@ -188,29 +188,8 @@ impl SourceCache {
     /// [`SourceCache::read_files`] still reads.
     pub async fn sync(&self, source: &Source) -> Result<Revision, SourceError> {
         let requested = Instant::now();
-        let result = match &source.chart {
-            // An OCI artifact has no clone either: the chart store's registry client.
-            None if source.artifact => match self.chart_login(source).await {
-                Ok(login) => self
-                    .inner
-                    .charts
-                    .resolve_artifact(&source.url, &source.reference, &login)
-                    .await
-                    .map(|revision| (revision, None))
-                    .map_err(SourceError::from),
-                Err(e) => Err(e),
-            },
-            // A chart source has no clone: the chart store resolves and keeps it.
-            Some(chart) => match self.chart_login(source).await {
-                Ok(login) => self
-                    .inner
-                    .charts
-                    .resolve_chart(&source.url, chart, &source.reference, &login)
-                    .await
-                    .map(|revision| (revision, None))
-                    .map_err(SourceError::from),
-                Err(e) => Err(e),
-            },
+        let result = match self.sync_registry(source).await {
+            Some(registry) => registry.map(|revision| (revision, None)),
             None => self
                 .sync_inner(source, requested)
                 .await

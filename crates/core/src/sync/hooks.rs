@@ -34,7 +34,8 @@ use super::apply::wait_gone;
 use super::health::{self, Health};
 use super::item::{gvk_of, namespace_of};
 use super::plan::{kind_rank, wave_of};
-use super::report::{HookAction, HookResult, Phase};
+use super::report::{HookAction, HookResult};
+use super::stage::Phase;
 
 /// How long the hooks of one phase may run in all, from the first created to the
 /// last finished, unless the sync sets another (`--hook-timeout`,

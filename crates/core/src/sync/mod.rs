@@ -59,7 +59,8 @@ use stage::ObjectFailure;
 
 pub use observe::{Candidate, Observed, observe, observe_objects};
 pub use report::{Action, Lineage, ObjectResult, OwnerReference, SyncReport};
-pub use report::{HookAction, HookResult, Phase};
+pub use report::{HookAction, HookResult};
+pub use stage::Phase;
 pub use stage::{StageFailure, WaitFailure};
 
 /// How many requests a sync keeps in flight: enough to hide round trips, few enough

@@ -16,7 +16,8 @@ use super::inventory::{self, Entry, Inventory};
 use super::item::{Item, Plan, not_validated};
 use super::observe::{Candidate, Observed, observe, observe_objects};
 use super::plan::{self, Step};
-use super::report::{self, Action, HookAction, Lineage, ObjectResult, Phase, SyncReport};
+use super::report::{self, Action, HookAction, Lineage, ObjectResult, SyncReport};
+use super::stage::Phase;
 use super::stage::{ObjectFailure, StageFailure};
 use super::{HookRuns, SyncError, SyncOptions, apply, prune};
 

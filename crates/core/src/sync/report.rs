@@ -9,7 +9,7 @@ use tether_diff::manifest::ObjectId;
 use super::health::{Assessment, Health};
 use super::inventory::Inventory;
 use super::prune::Refusal;
-use super::stage::{StageFailure, WaitFailure};
+use super::stage::{Phase, StageFailure, WaitFailure};
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -230,26 +230,6 @@ pub(super) fn worst(objects: &[ObjectResult]) -> Health {
         .filter_map(|o| o.health.as_ref().map(|h| h.health))
         .max()
         .unwrap_or(Health::Healthy)
-}
-
-/// When in a sync a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Phase {
-    PreSync,
-    Sync,
-    PostSync,
-    SyncFail,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::PreSync => "PreSync",
-            Phase::Sync => "Sync",
-            Phase::PostSync => "PostSync",
-            Phase::SyncFail => "SyncFail",
-        }
-    }
 }
 
 /// What running one hook came to.

@@ -6,11 +6,11 @@
 
 use std::fmt;
 
+use serde::Serialize;
 use tether_diff::manifest::ObjectId;
 
 use super::health::Health;
 use super::prune::Refusal;
-use super::report::Phase;
 
 /// One object (or hook) a stage could not act on, and why: the server's refusal,
 /// the hook's failure, the app that claims it.
@@ -133,4 +133,24 @@ fn hook_lines(phase: Phase, hooks: &[ObjectFailure]) -> String {
         .map(|h| format!("hook {} {h}", phase.as_str()))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// When in a sync a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Phase {
+    PreSync,
+    Sync,
+    PostSync,
+    SyncFail,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::PreSync => "PreSync",
+            Phase::Sync => "Sync",
+            Phase::PostSync => "PostSync",
+            Phase::SyncFail => "SyncFail",
+        }
+    }
 }

@@ -1,15 +1,46 @@
 //! A chart source's credentials (issue #26), read at each fetch as a Git source's
 //! are: the configuration's environment variable or file, or a Secret read through
 //! the cluster connection (an App's with its own identity), resolved for the chart's
-//! repository (a `kubernetes.io/dockerconfigjson` entry for an OCI registry's host).
+//! repository (a `kubernetes.io/dockerconfigjson` entry for an OCI registry's host);
+//! and the sync of a source with no clone (a chart, an OCI artifact).
 
 use std::collections::BTreeMap;
 
 use super::SourceCache;
 use crate::source::charts::ChartLogin;
-use crate::source::{Auth, CredentialsSecret, Source, SourceError};
+use crate::source::{Auth, CredentialsSecret, Revision, Source, SourceError};
 
 impl SourceCache {
+    /// Resolves a source that has no clone through the chart store's clients: a
+    /// chart (of a Helm repository or an OCI registry) or an OCI artifact. `None` for a
+    /// Git source.
+    pub(super) async fn sync_registry(
+        &self,
+        source: &Source,
+    ) -> Option<Result<Revision, SourceError>> {
+        if source.chart.is_none() && !source.artifact {
+            return None;
+        }
+        let login = match self.chart_login(source).await {
+            Ok(login) => login,
+            Err(e) => return Some(Err(e)),
+        };
+        let charts = &self.inner.charts;
+        let resolved = match &source.chart {
+            Some(chart) => {
+                charts
+                    .resolve_chart(&source.url, chart, &source.reference, &login)
+                    .await
+            }
+            None => {
+                charts
+                    .resolve_artifact(&source.url, &source.reference, &login)
+                    .await
+            }
+        };
+        Some(resolved.map_err(SourceError::from))
+    }
+
     /// The login a chart source's credentials give now. A missing Secret or key is a
     /// credentials error that names them and the repository, never a value.
     pub async fn chart_login(&self, source: &Source) -> Result<ChartLogin, SourceError> {
