@@ -18,7 +18,7 @@ use super::SyncOptions;
 use super::annotations::Write;
 use super::decide::{describe_changes, dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
-use super::item::{Item, Plan, gvk_of, is_crd, namespace_of};
+use super::item::{Item, Latest, Plan, gvk_of, is_crd, namespace_of};
 use super::plan::Step;
 use super::report::Action;
 use super::stage::WaitFailure;
@@ -120,7 +120,7 @@ pub(super) async fn apply_steps(
                         item.diff = diff.drift.is_drift().then_some(diff);
                     }
                     if let Some(answer) = answer {
-                        item.latest = Some(answer);
+                        item.latest = Latest::Fresh(answer);
                     }
                     let message = match &item.plan {
                         Plan::Configure(m)
@@ -225,14 +225,13 @@ pub(super) async fn undo_namespaces(
         }
         let Some(kind) = &item.kind else { continue };
         let uid = item
-            .latest
-            .as_ref()
+            .latest()
             .and_then(|l| l.pointer("/metadata/uid"))
             .and_then(Value::as_str);
         item.result = Some(match cluster.delete(kind, None, &id.name, uid).await {
             Ok(()) => {
                 made.namespaces.remove(&id.name);
-                item.latest = None;
+                item.latest = Latest::Gone;
                 (Action::Skipped, UNDONE.to_string())
             }
             Err(err) => (
@@ -411,7 +410,7 @@ async fn wait_for_crds(
             let established = match cluster.get(&kind, None, &name).await {
                 Ok(Some(crd)) => {
                     let ok = health::assess(&items[i].manifest.id, &crd).health == Health::Healthy;
-                    items[i].latest = Some(crd);
+                    items[i].latest = Latest::Fresh(crd);
                     ok
                 }
                 _ => false,
@@ -473,7 +472,7 @@ pub(super) async fn wait_healthy(
                 Some(live) => judge.assess(id, live),
                 None => Assessment::missing(),
             };
-            items[i].latest = live;
+            items[i].latest = live.map_or(Latest::Gone, Latest::Fresh);
             match assessment.health {
                 Health::Healthy => {}
                 Health::Degraded => {

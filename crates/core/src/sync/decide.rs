@@ -25,7 +25,7 @@ use tether_schema::ownership::{FIELD_MANAGER, app_of};
 
 use super::SyncOptions;
 use super::annotations::{Write, not_reconciled};
-use super::item::{Item, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
+use super::item::{Item, Latest, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
 
 /// How many times a dry run is repeated when the live object moved under it: each
 /// round costs a dry run and a read; a controller settles within a couple.
@@ -201,7 +201,7 @@ pub(super) async fn dry_run_all(
         let item = &mut items[i];
         item.plan = plan;
         if let Some(live) = live {
-            item.latest = Some(live.clone());
+            item.latest = Latest::AsRead;
             item.live = Some(live);
         }
         item.diff = diff;

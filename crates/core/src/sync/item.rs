@@ -26,8 +26,10 @@ pub(super) struct Item<'m> {
     pub plan: Plan,
     /// The verdict against Git, with the views reports render (drifted objects only).
     pub diff: Option<ObjectDiff>,
-    /// The object as the server last returned it (apply answer or live object).
-    pub latest: Option<Value>,
+    /// The object as the server last returned it, when that is not `live` (one copy
+    /// of each object, not two: `tether diff` holds every item at once). Read it
+    /// through [`Item::latest`].
+    pub latest: Latest,
     /// What the sync did, once it acted.
     pub result: Option<(Action, String)>,
     /// Planned without a dry run (the heal of a validated revision): the verdict is
@@ -37,6 +39,28 @@ pub(super) struct Item<'m> {
     /// the server's time and tether's client's own work on it (for a replace, the
     /// delete and the wait for it too). A heal of one object cannot take less.
     pub written_in: Option<Duration>,
+}
+
+/// The object as the server last returned it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Latest {
+    /// The live copy read ([`Item::live`]).
+    AsRead,
+    /// An answer since: the apply's, or a read after it.
+    Fresh(Value),
+    /// Gone since (deleted, or not found by a read after the apply).
+    Gone,
+}
+
+impl Item<'_> {
+    /// The object as the server last returned it (an apply's answer or the live copy).
+    pub fn latest(&self) -> Option<&Value> {
+        match &self.latest {
+            Latest::AsRead => self.live.as_ref(),
+            Latest::Fresh(object) => Some(object),
+            Latest::Gone => None,
+        }
+    }
 }
 
 /// What a sync will do with a desired object.

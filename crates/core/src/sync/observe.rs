@@ -21,7 +21,7 @@ use tether_schema::ownership::{APP_LABEL, FIELD_MANAGER, is_hook};
 use super::annotations::{Options, ignores_extraneous};
 use super::decide;
 use super::inventory::Inventory;
-use super::item::{Item, Plan, gvk_of, is_crd, not_validated, read_live};
+use super::item::{Item, Latest, Plan, gvk_of, is_crd, not_validated, read_live};
 use super::prune::{self, Verdict};
 use super::{SyncError, SyncOptions};
 
@@ -354,7 +354,7 @@ async fn read_items<'m>(
                     manifest,
                     options: Options::of(&manifest.object),
                     kind,
-                    latest: live.clone(),
+                    latest: Latest::AsRead,
                     live,
                     plan: Plan::Unchanged,
                     diff: None,

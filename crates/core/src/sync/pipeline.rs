@@ -543,15 +543,20 @@ fn finish(items: Vec<Item<'_>>, why: &str, judge: &health::Judge<'_>) -> Vec<Obj
     items
         .into_iter()
         .map(|item| {
+            let health = Some(match item.latest() {
+                Some(live) => judge.assess(&item.manifest.id, live),
+                None => Assessment::missing(),
+            });
+            let lineage = item.latest().map(Lineage::of).unwrap_or_default();
             // Without a verdict an object is in sync, unless the server refused it.
             let drift = match (&item.diff, &item.plan) {
                 (Some(diff), _) => Some(diff.drift.status()),
                 (None, Plan::Failed(_) | Plan::Unavailable(_)) => None,
                 (None, _) => Some(tether_diff::diff::Status::InSync),
             };
-            let (changes, views) = match (&item.plan, &item.diff) {
+            let (changes, views) = match (&item.plan, item.diff) {
                 (Plan::Configure(_), Some(diff)) => {
-                    (diff.drift.changes().to_vec(), Some(Box::new(diff.clone())))
+                    (diff.drift.changes().to_vec(), Some(Box::new(diff)))
                 }
                 _ => (Vec::new(), None),
             };
@@ -581,10 +586,6 @@ fn finish(items: Vec<Item<'_>>, why: &str, judge: &health::Judge<'_>) -> Vec<Obj
                     .to_string(),
                 ),
             };
-            let health = Some(match &item.latest {
-                Some(live) => judge.assess(&item.manifest.id, live),
-                None => Assessment::missing(),
-            });
             ObjectResult {
                 id: item.manifest.id.clone(),
                 action,
@@ -593,7 +594,7 @@ fn finish(items: Vec<Item<'_>>, why: &str, judge: &health::Judge<'_>) -> Vec<Obj
                 message,
                 changes,
                 views,
-                lineage: item.latest.as_ref().map(Lineage::of).unwrap_or_default(),
+                lineage,
             }
         })
         .collect()
