@@ -431,8 +431,10 @@ async fn a_generated_app_edited_or_deleted_by_hand_is_restored_at_once() {
     })
     .await;
 
+    // Without waiting: kubectl's wait lists the name again, and when the App is
+    // already generated anew by then (milliseconds) it sees no deletion and waits on.
     sandbox
-        .kubectl(&["delete", "tapp", "web-dev", "-n", "hand"])
+        .kubectl(&["delete", "tapp", "web-dev", "-n", "hand", "--wait=false"])
         .await
         .ok();
     eventually("the deleted App is generated again", || async {

@@ -37,6 +37,11 @@ pub(crate) struct Serve {
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
+        // A failed test shows what the service said: its log goes with the test's
+        // temporary folder.
+        if std::thread::panicking() {
+            eprintln!("--- tether serve's log ---\n{}", self.log());
+        }
     }
 }
 

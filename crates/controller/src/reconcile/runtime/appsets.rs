@@ -315,6 +315,11 @@ async fn run(
     let mut written: Option<Value> = None;
     loop {
         let object = spec.borrow_and_update().clone();
+        if context.ownership.is_writer(&id) && !still_there(&context, &kinds, &object).await {
+            // Deleted: its own event stops the worker too, but may come after those
+            // of the Apps the garbage collector removed, which would run a pass.
+            break;
+        }
         let parsed = AppSet::from_object(&object);
         let reads_clusters = parsed.as_ref().is_ok_and(AppSet::reads_clusters);
         if let Ok(appset) = &parsed {
@@ -452,6 +457,27 @@ pub(super) fn follow_sources(
 }
 
 /// What one pass came to.
+/// Whether the AppSet is still there as this object and not being deleted: the
+/// deletion of its Apps by the garbage collector can reach the worker before its own,
+/// and a pass then would stamp the Apps of a deleted AppSet again. A failed read
+/// decides nothing (the pass's own requests meet the same cluster).
+async fn still_there(context: &AppSetContext, kinds: &Kinds, object: &Value) -> bool {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default();
+    match context
+        .cluster
+        .get(&kinds.appset, meta["namespace"].as_str(), name)
+        .await
+    {
+        Ok(Some(live)) => {
+            live["metadata"]["uid"] == meta["uid"]
+                && live["metadata"]["deletionTimestamp"].is_null()
+        }
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 enum Outcome {
     /// The Apps are as generated: their names, each with its parameter set.
     Generated(Vec<(String, String)>),
