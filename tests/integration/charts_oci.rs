@@ -266,18 +266,25 @@ pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String
     (out.code == 0).then_some(out.stdout)
 }
 
-fn revision_is(status: &serde_json::Value, want: &str) -> bool {
-    status["sync"] == "Synced" && status["revision"]["sha"] == want
-}
-
-#[tokio::test]
-async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly() {
+/// A sandbox for the registry tests: the `oci` namespace for file apps, `team` for
+/// App objects acting as its `deployer` ServiceAccount, and the App CRD.
+pub(crate) async fn oci_sandbox() -> TestSandbox {
     let sandbox = TestSandbox::start().await;
     for ns in ["oci", "team"] {
         sandbox.namespace(ns).await;
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team", "deployer").await;
+    sandbox
+}
+
+fn revision_is(status: &serde_json::Value, want: &str) -> bool {
+    status["sync"] == "Synced" && status["revision"]["sha"] == want
+}
+
+#[tokio::test]
+async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly() {
+    let sandbox = oci_sandbox().await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let registry = OciRegistry::start(&root.join("registry")).await;
@@ -437,12 +444,7 @@ fn chart_spec(repo: &str, chart: &str, version: &str, release: &str, secret: &st
 async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_refusal() {
     const PASSWORD: &str = "right-Pa55word-of-the-registry";
     const WRONG: &str = "wrong-Pa55word-for-the-registry";
-    let sandbox = TestSandbox::start().await;
-    for ns in ["oci", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
-    sandbox.trusted_service_account("team", "deployer").await;
+    let sandbox = oci_sandbox().await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let registry = OciRegistry::start_with_login(&root.join("registry"), PASSWORD).await;

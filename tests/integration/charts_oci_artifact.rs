@@ -12,11 +12,11 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::app_crd::{app_yaml, install_crd};
-use crate::charts_oci::{OciRegistry, greeting};
+use crate::app_crd::app_yaml;
+use crate::charts_oci::{OciRegistry, greeting, oci_sandbox};
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
-use crate::support::{TestSandbox, eventually};
+use crate::support::eventually;
 
 /// Flux's media types for `flux push artifact` (fluxcd/pkg oci).
 const FLUX_CONFIG: &str = "application/vnd.cncf.flux.config.v1+json";
@@ -158,12 +158,7 @@ async fn failed(serve: &crate::serve::Serve, app: &str) -> (String, String) {
 
 #[tokio::test]
 async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_layers() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["oci", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
-    sandbox.trusted_service_account("team", "deployer").await;
+    let sandbox = oci_sandbox().await;
     let root = sandbox.dir.path();
     let build = root.join("build");
     let registry = OciRegistry::start(&root.join("registry")).await;

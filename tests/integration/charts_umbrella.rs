@@ -464,16 +464,21 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
     assert_eq!(serve.stop().await, Some(0));
 }
 
+/// A chart's files as the Git helpers take them.
+fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
+    files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_diffs_clean_heals_and_prunes() {
     let sandbox = TestSandbox::start().await;
     start(&sandbox).await;
     let parts = Parts::publish(&sandbox).await;
     let files = parts.umbrella("stack", "1.0.0", "~1.0.0");
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
+    let files = borrowed(&files);
     let git = origin(&sandbox, &files);
     let source = format!("repo: \"{}\", path: stack/platform", git.url);
     let config = config(&sandbox, &config_app("platform", &source));
@@ -511,10 +516,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_as_an_app_obje
     start(&sandbox).await;
     let parts = Parts::publish(&sandbox).await;
     let files = parts.umbrella("stack", "1.0.0", "~1.0.0");
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
+    let files = borrowed(&files);
     let git = origin_http(&sandbox, &files);
     let serve: Serve =
         serve_with_helm(&sandbox, "umbrella-git-app", &config(&sandbox, " []\n")).await;
