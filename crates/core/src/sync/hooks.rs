@@ -6,8 +6,9 @@
 //! Phases, in the order a sync reaches them: `PreSync` after validation and before
 //! anything is applied (one failing applies nothing else); `Sync` after the app's
 //! objects are applied (every wave); `PostSync` once they are Healthy and pruned;
-//! `SyncFail` when any of that failed. Within a phase, hooks run by wave, kind order
-//! and name; a wave's hooks are created together and all finish before the next wave.
+//! `SyncFail` when any of that failed. Each hook is a step of the sync's plan in each
+//! of its phases (`plan`): within a phase, hooks run by wave, kind order and name; a
+//! wave's hooks are created together and all finish before the next wave.
 //! A hook is done when a Job is `Complete`, a Pod `Succeeded`, anything else Healthy;
 //! a failed Job or Pod fails the phase, and so does a phase that outlives its
 //! deadline. `HookSucceeded` instances are deleted only once every hook of the phase
@@ -17,7 +18,6 @@
 //! they must outlive it.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -33,7 +33,7 @@ use tether_schema::ownership::{
 use super::apply::wait_gone;
 use super::health::{self, Health};
 use super::item::{gvk_of, namespace_of};
-use super::plan::{kind_rank, wave_of};
+use super::plan::{Step, wave_of};
 use super::report::{HookAction, HookResult};
 use super::stage::Phase;
 
@@ -71,6 +71,14 @@ pub struct Hook<'m> {
     /// Empty for Argo CD's `Skip`: never applied.
     pub phases: Vec<Phase>,
     pub delete: Vec<DeletePolicy>,
+}
+
+impl<'m> Hook<'m> {
+    /// What the plan orders it by: its identity, its object (for its wave) and its
+    /// phases.
+    pub fn planned(&self) -> (&'m ObjectId, &'m Value, &[Phase]) {
+        (&self.manifest.id, &self.manifest.object, &self.phases)
+    }
 }
 
 /// A hook annotation tether cannot honour; refused before anything is applied.
@@ -239,13 +247,17 @@ fn annotation<'v>(object: &'v Value, names: [&'static str; 2]) -> Option<(&'stat
         .find_map(|name| Some((name, annotations.get(name)?.as_str()?)))
 }
 
-/// Each hook of `phase` reported as not run, with `why`.
-pub(super) fn skipped(hooks: &[Hook<'_>], phase: Phase, why: &str) -> Vec<HookResult> {
-    hooks
-        .iter()
-        .filter(|h| h.phases.contains(&phase))
-        .map(|h| HookResult {
-            id: h.manifest.id.clone(),
+/// The hooks of one step of `phase` (indices into `hooks`) reported as not run,
+/// with `why`.
+pub(super) fn skipped(
+    hooks: &[Hook<'_>],
+    step: &[usize],
+    phase: Phase,
+    why: &str,
+) -> Vec<HookResult> {
+    step.iter()
+        .map(|&h| HookResult {
+            id: hooks[h].manifest.id.clone(),
             phase,
             action: HookAction::Skipped,
             message: why.to_string(),
@@ -254,35 +266,15 @@ pub(super) fn skipped(hooks: &[Hook<'_>], phase: Phase, why: &str) -> Vec<HookRe
         .collect()
 }
 
-/// The hooks of `phase` in the order they run: waves (each created together), by
-/// wave then kind order, each by name.
-fn waves<'h, 'm>(hooks: &'h [Hook<'m>], phase: Phase) -> Vec<Vec<&'h Hook<'m>>> {
-    let mut waves: BTreeMap<(i64, u8), Vec<&Hook<'_>>> = BTreeMap::new();
-    for hook in hooks.iter().filter(|h| h.phases.contains(&phase)) {
-        let id = &hook.manifest.id;
-        // A bad wave was refused by `split`.
-        let wave = wave_of(id, &hook.manifest.object).unwrap_or(0);
-        waves
-            .entry((wave, kind_rank(&id.group, &id.kind)))
-            .or_default()
-            .push(hook);
-    }
-    waves
-        .into_values()
-        .map(|mut wave| {
-            wave.sort_by(|a, b| a.manifest.id.name.cmp(&b.manifest.id.name));
-            wave
-        })
-        .collect()
-}
-
-/// Runs the hooks of `phase`, wave by wave, until one fails or all succeeded, within
-/// `timeout` for the whole phase. Hooks of a later wave are not run after a failure
+/// Runs the hooks of `phase`, wave by wave (the plan's steps of the phase, each
+/// created together), until one fails or all succeeded, within `timeout` for the
+/// whole phase. Hooks of a later wave are not run after a failure
 /// (they are not reported). Once every hook succeeded, the `HookSucceeded` ones are
 /// deleted, last created first; after a failure they are kept, as Helm keeps them.
 pub(super) async fn run_phase(
     cluster: &Cluster,
     hooks: &[Hook<'_>],
+    waves: &[Step],
     phase: Phase,
     app: &str,
     timeout: Duration,
@@ -294,9 +286,9 @@ pub(super) async fn run_phase(
     let mut results = Vec::new();
     // Succeeded instances with their place in `results`, in the order created.
     let mut succeeded = Vec::new();
-    for wave in waves(hooks, phase) {
+    for wave in waves {
         let mut started = Vec::new();
-        for hook in wave {
+        for hook in wave.objects.iter().map(|&h| &hooks[h]) {
             match create(cluster, hook, app).await {
                 Ok(instance) => started.push((hook, instance)),
                 Err(message) => results.push(HookResult {

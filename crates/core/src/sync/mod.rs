@@ -2,7 +2,8 @@
 //! possible, in an order that works the first time, deleting only what the app owns.
 //!
 //! [`sync`] reads top to bottom as the pass: split (the app's objects from its hooks)
-//! → plan (waves and kinds in order) → inventory → observe (live objects and what
+//! → plan (one ordered list of steps, objects to apply and hooks to run, by phase,
+//! wave and kind: `plan`) → inventory → observe (live objects and what
 //! applying each would do, `observe` and `decide`) → validate → pre-sync (the
 //! Namespaces and CRDs the revision creates, then its PreSync hooks) → cover inventory
 //! (record what it may write) → apply by wave → sync hooks → prune → record inventory
@@ -44,7 +45,7 @@ mod report;
 pub mod stage;
 
 use std::borrow::Cow;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cluster::{Cluster, ClusterError, LiveObjects};
 use tether_diff::diff::IgnoreRule;
@@ -53,7 +54,7 @@ use tether_schema::ownership::DEFAULT_INVENTORY_NAMESPACE;
 
 use hooks::{Hook, HookError};
 use inventory::{Inventory, InventoryError};
-use pipeline::{Pass, Scope};
+use pipeline::{Pass, Planned, Scope};
 use plan::WaveError;
 use stage::ObjectFailure;
 
@@ -187,7 +188,7 @@ impl From<inventory::ReadError> for SyncError {
 }
 
 /// Makes the cluster match `desired` for `options.app`, running its hooks (objects
-/// annotated as such) at their phases. The pass, stage by stage (`pipeline`).
+/// annotated as such) as steps of its plan. The pass, stage by stage (`pipeline`).
 pub async fn sync(
     cluster: &Cluster,
     desired: &ManifestSet,
@@ -195,7 +196,9 @@ pub async fn sync(
     options: &SyncOptions<'_>,
 ) -> Result<SyncReport, SyncError> {
     let (objects, hooks) = split(desired, options)?;
-    let mut pass = Pass::open(cluster, &objects, hooks, revision, options, Scope::App).await?;
+    let plan = plan(&objects, hooks)?;
+    let inventory = inventory(cluster, options).await?;
+    let mut pass = Pass::observe(cluster, plan, inventory, revision, options, Scope::App).await?;
     let outcome = async {
         pass.validate()?;
         pass.pre_sync().await?;
@@ -224,16 +227,10 @@ pub async fn heal(
     revision: Option<&str>,
     options: &SyncOptions<'_>,
 ) -> Result<SyncReport, SyncError> {
-    let no_hooks = Vec::new();
-    let mut pass = Pass::open(
-        cluster,
-        desired,
-        no_hooks,
-        revision,
-        options,
-        Scope::Objects,
-    )
-    .await?;
+    let plan = plan(desired, Vec::new())?;
+    let inventory = inventory(cluster, options).await?;
+    let scope = Scope::Objects;
+    let mut pass = Pass::observe(cluster, plan, inventory, revision, options, scope).await?;
     let outcome = async {
         pass.validate()?;
         pass.cover_inventory().await?;
@@ -243,8 +240,8 @@ pub async fn heal(
     pass.close(outcome).await
 }
 
-/// Split: the app's objects and its hooks (which are not app objects: they run at
-/// their phases). Manifests naming tether's own records are refused first.
+/// Split: the app's objects and its hooks (which are not app objects: they run as
+/// steps of the plan). Manifests naming tether's own records are refused first.
 fn split<'d>(
     desired: &'d ManifestSet,
     options: &SyncOptions<'_>,
@@ -254,6 +251,30 @@ fn split<'d>(
         return Err(SyncError::Bookkeeping(bookkeeping));
     }
     hooks::split(desired).map_err(SyncError::Hooks)
+}
+
+/// Plan: the objects and the hooks as one ordered list of steps (`plan`).
+fn plan<'p>(objects: &'p ManifestSet, hooks: Vec<Hook<'p>>) -> Result<Planned<'p>, SyncError> {
+    let started = Instant::now();
+    let steps = plan::plan(
+        objects.objects.iter().map(|m| (&m.id, &m.object)),
+        hooks.iter().map(Hook::planned),
+    )
+    .map_err(SyncError::Waves)?;
+    Ok(Planned {
+        objects,
+        hooks,
+        steps,
+        started,
+    })
+}
+
+/// Inventory: the app's as the caller last saw it written, else as stored.
+async fn inventory(cluster: &Cluster, options: &SyncOptions<'_>) -> Result<Inventory, SyncError> {
+    match options.inventory {
+        Some(known) => Ok(known.clone()),
+        None => read_inventory(cluster, options.app, options.inventory_namespace).await,
+    }
 }
 
 /// An app's inventory as stored in the cluster; empty when it has none yet.

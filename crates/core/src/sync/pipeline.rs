@@ -3,6 +3,11 @@
 //! [`SyncError`] when the pass cannot go on at all), and [`Pass::close`] turns the
 //! first failure into the report, running what a failed pass still owes (the
 //! inventory of what it may have written, the SyncFail hooks).
+//!
+//! The stages that act walk the plan (`plan`) top to bottom, each taking the steps
+//! that are its own from the front: pre-sync the PreSync steps (the Namespaces and
+//! CRDs hoisted there, then the hooks), apply by wave the Sync objects, sync hooks
+//! the Sync hooks, post-sync the PostSync hooks; a failed pass skips to SyncFail.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +20,7 @@ use super::hooks::{self, Hook};
 use super::inventory::{self, Entry, Inventory};
 use super::item::{Item, Plan, not_validated};
 use super::observe::{Candidate, Observed, observe, observe_objects};
-use super::plan::{self, Step};
+use super::plan::{self, Step, Work};
 use super::report::{self, Action, HookAction, Lineage, ObjectResult, SyncReport};
 use super::stage::Phase;
 use super::stage::{ObjectFailure, StageFailure};
@@ -54,6 +59,16 @@ pub(super) enum Scope {
     Objects,
 }
 
+/// What a pass acts on, and in which order: the app's objects, its hooks, and the
+/// plan's steps over both.
+pub(super) struct Planned<'p> {
+    pub objects: &'p ManifestSet,
+    pub hooks: Vec<Hook<'p>>,
+    pub steps: Vec<Step>,
+    /// When the pass started (`--wait` counts from here).
+    pub started: Instant,
+}
+
 /// One pass in progress: what it observed and has done so far.
 pub(super) struct Pass<'p, 'o> {
     cluster: &'p Cluster,
@@ -62,6 +77,7 @@ pub(super) struct Pass<'p, 'o> {
     started: Instant,
     desired: &'p ManifestSet,
     revision: Option<&'p str>,
+    /// The plan's steps not taken yet, in order.
     steps: Vec<Step>,
     inventory: Inventory,
     /// The inventory before the first write: everything this pass may write.
@@ -84,22 +100,24 @@ pub(super) struct Pass<'p, 'o> {
 }
 
 impl<'p, 'o> Pass<'p, 'o> {
-    /// The opening every pass shares: plan → inventory → observe.
-    pub(super) async fn open(
+    /// Observe: the live objects, what applying each would do, and what prune
+    /// would delete (of `inventory`, the app's as known). Whether the hooks run is
+    /// decided here, and with it whether the plan hoists the Namespaces and CRDs the
+    /// revision creates ahead of its PreSync hooks.
+    pub(super) async fn observe(
         cluster: &'p Cluster,
-        desired: &'p ManifestSet,
-        hooks: Vec<Hook<'p>>,
+        plan: Planned<'p>,
+        inventory: Inventory,
         revision: Option<&'p str>,
         options: &'p SyncOptions<'o>,
         scope: Scope,
     ) -> Result<Pass<'p, 'o>, SyncError> {
-        let started = Instant::now();
-        let steps = plan::plan(desired.objects.iter().map(|m| (&m.id, &m.object)))
-            .map_err(SyncError::Waves)?;
-        let inventory = match options.inventory {
-            Some(known) => known.clone(),
-            None => inventory::read(cluster, options.app, options.inventory_namespace).await?,
-        };
+        let Planned {
+            objects: desired,
+            hooks,
+            mut steps,
+            started,
+        } = plan;
         let Observed {
             items,
             candidates,
@@ -121,6 +139,10 @@ impl<'p, 'o> Pass<'p, 'o> {
                 .any(|c| matches!(c.verdict, prune::Verdict::Delete)));
         let run_hooks =
             !hooks.is_empty() && !options.dry_run && (options.hooks == HookRuns::Always || writes);
+        if run_hooks {
+            // A hook in a namespace of the revision would fail forever otherwise.
+            plan::hoist(&mut steps, |i| items[i].plan == Plan::Create);
+        }
         let covering = inventory.covering(desired);
         Ok(Pass {
             cluster,
@@ -162,33 +184,19 @@ impl<'p, 'o> Pass<'p, 'o> {
         })
     }
 
-    /// Pre-sync: the Namespaces and CRDs this revision creates, then its PreSync
-    /// hooks. Hooks that do not run this pass are reported skipped here.
+    /// Pre-sync: the PreSync steps of the plan, the Namespaces and CRDs this revision
+    /// creates (when it has PreSync hooks), then its PreSync hooks. Hooks that do not
+    /// run this pass are reported skipped here.
     pub(super) async fn pre_sync(&mut self) -> Result<(), Stop> {
         if !self.run_hooks {
-            let why = if self.options.dry_run {
-                "dry run: not run"
-            } else {
-                "nothing to sync: not run"
-            };
-            for phase in [Phase::PreSync, Phase::Sync, Phase::PostSync] {
-                let skipped = hooks::skipped(&self.hooks, phase, why);
-                self.report.hooks.extend(skipped);
-            }
+            self.skip_hooks();
             return Ok(());
         }
-        if !self.has_hooks(Phase::PreSync) {
-            return Ok(());
-        }
-        // The Namespaces and CRDs this revision creates exist before its PreSync hooks
-        // run (a hook in a namespace of the revision would fail forever otherwise), as
-        // Argo CD's CreateNamespace makes the app's namespace first.
-        let first = foundation(&self.steps, &self.items);
-        if !first.is_empty() {
+        if self.next_is(Phase::PreSync, Work::Apply) {
             self.cover_inventory().await?;
-            self.write(&first).await?;
+            self.walk(Phase::PreSync, Work::Apply).await?;
         }
-        Ok(self.run_phase(Phase::PreSync).await?)
+        Ok(self.walk(Phase::PreSync, Work::RunHooks).await?)
     }
 
     /// Cover inventory: before the first write, the inventory names everything this
@@ -203,15 +211,14 @@ impl<'p, 'o> Pass<'p, 'o> {
         Ok(())
     }
 
-    /// Apply by wave: every step in order, stopping at the first that fails.
+    /// Apply by wave: the Sync objects of the plan in order, stopping at the first
+    /// step that fails.
     pub(super) async fn apply_by_wave(&mut self) -> Result<(), StageFailure> {
         self.reached_apply = true;
         if self.options.dry_run {
             return Ok(());
         }
-        // The steps' last use: nothing after applying needs the plan.
-        let steps = std::mem::take(&mut self.steps);
-        self.write(&steps).await
+        self.walk(Phase::Sync, Work::Apply).await
     }
 
     /// Sync hooks, then (when there are PostSync hooks) the wait for the app to be
@@ -220,8 +227,8 @@ impl<'p, 'o> Pass<'p, 'o> {
         if !self.run_hooks {
             return Ok(());
         }
-        self.run_phase(Phase::Sync).await?;
-        if !self.has_hooks(Phase::PostSync) {
+        self.walk(Phase::Sync, Work::RunHooks).await?;
+        if !self.steps.iter().any(|s| s.phase == Phase::PostSync) {
             return Ok(());
         }
         // PostSync hooks run once the app is Healthy, whether or not `--wait` asked:
@@ -325,7 +332,7 @@ impl<'p, 'o> Pass<'p, 'o> {
         if !self.run_hooks {
             return Ok(());
         }
-        self.run_phase(Phase::PostSync).await
+        self.walk(Phase::PostSync, Work::RunHooks).await
     }
 
     /// The report of a pass that ran its stages to `outcome`. A failed pass still
@@ -347,8 +354,10 @@ impl<'p, 'o> Pass<'p, 'o> {
                 self.record_inventory().await?;
             }
             if self.run_hooks && !failure.is_validation() {
-                // Their own failures are in the report's hooks; the pass failed already.
-                let _ = self.run_phase(Phase::SyncFail).await;
+                // The steps the failure cut short are never taken; SyncFail's are. Their
+                // own failures are in the report's hooks; the pass failed already.
+                self.steps.retain(|s| s.phase == Phase::SyncFail);
+                let _ = self.walk(Phase::SyncFail, Work::RunHooks).await;
             }
         }
         self.report.failure = failure;
@@ -402,14 +411,38 @@ impl<'p, 'o> Pass<'p, 'o> {
         waited.map_err(|why| StageFailure::Health(Box::new(why)))
     }
 
-    fn has_hooks(&self, phase: Phase) -> bool {
-        self.hooks.iter().any(|h| h.phases.contains(&phase))
+    /// Whether the plan's next step is `phase`'s `work`.
+    fn next_is(&self, phase: Phase, work: Work) -> bool {
+        self.steps
+            .first()
+            .is_some_and(|s| s.phase == phase && s.work == work)
     }
 
-    /// Runs the hooks of one phase (with a deadline of its own, as every phase has).
-    async fn run_phase(&mut self, phase: Phase) -> Result<(), StageFailure> {
+    /// Takes the plan's next steps while they are `phase`'s `work`: objects are
+    /// written together (a wave's health is waited for across its kinds' steps),
+    /// hooks run as one phase (one deadline; its `HookSucceeded` instances deleted
+    /// once all succeeded).
+    async fn walk(&mut self, phase: Phase, work: Work) -> Result<(), StageFailure> {
+        let n = self
+            .steps
+            .iter()
+            .take_while(|s| s.phase == phase && s.work == work)
+            .count();
+        if n == 0 {
+            return Ok(());
+        }
+        let steps: Vec<Step> = self.steps.drain(..n).collect();
+        match work {
+            Work::Apply => self.write(&steps).await,
+            Work::RunHooks => self.run_hooks(phase, &steps).await,
+        }
+    }
+
+    /// Runs the hooks of one phase's steps (with a deadline of its own, as every
+    /// phase has).
+    async fn run_hooks(&mut self, phase: Phase, steps: &[Step]) -> Result<(), StageFailure> {
         let (app, timeout) = (self.options.app, self.options.hook_timeout);
-        let ran = hooks::run_phase(self.cluster, &self.hooks, phase, app, timeout).await;
+        let ran = hooks::run_phase(self.cluster, &self.hooks, steps, phase, app, timeout).await;
         let failed: Vec<ObjectFailure> = ran
             .iter()
             .filter(|r| r.action == HookAction::Failed)
@@ -425,6 +458,25 @@ impl<'p, 'o> Pass<'p, 'o> {
                 phase,
                 hooks: failed,
             }),
+        }
+    }
+
+    /// Hooks that do not run this pass (a dry run; in `serve`, a pass with nothing to
+    /// write) leave the plan, reported skipped (SyncFail's only run on a failure).
+    fn skip_hooks(&mut self) {
+        let why = if self.options.dry_run {
+            "dry run: not run"
+        } else {
+            "nothing to sync: not run"
+        };
+        let (hook_steps, object_steps) = std::mem::take(&mut self.steps)
+            .into_iter()
+            .partition(|s| s.work == Work::RunHooks);
+        self.steps = object_steps;
+        let hook_steps: Vec<Step> = hook_steps;
+        for step in hook_steps.iter().filter(|s| s.phase != Phase::SyncFail) {
+            let skipped = hooks::skipped(&self.hooks, &step.objects, step.phase, why);
+            self.report.hooks.extend(skipped);
         }
     }
 
@@ -467,33 +519,6 @@ impl<'p, 'o> Pass<'p, 'o> {
             "{what} finished"
         );
     }
-}
-
-/// The kinds a sync applies first (`plan::kind_rank`): Namespaces (0) and CRDs (1).
-const FOUNDATION_RANK: u8 = 1;
-
-/// The steps of `steps` cut down to the Namespaces and CRDs they create: what the
-/// revision's PreSync hooks may need to exist.
-fn foundation(steps: &[Step], items: &[Item<'_>]) -> Vec<Step> {
-    steps
-        .iter()
-        .filter_map(|step| {
-            let objects: Vec<usize> = step
-                .objects
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    let id = &items[i].manifest.id;
-                    items[i].plan == Plan::Create
-                        && plan::kind_rank(&id.group, &id.kind) <= FOUNDATION_RANK
-                })
-                .collect();
-            (!objects.is_empty()).then(|| Step {
-                objects,
-                ..step.clone()
-            })
-        })
-        .collect()
 }
 
 /// A report of nothing done yet.

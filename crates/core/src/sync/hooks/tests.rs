@@ -254,11 +254,18 @@ fn a_phase_runs_by_weight_then_kind_then_name_so_a_jobs_rbac_hooks_come_first() 
     .join("---\n");
     let set = read(&text).expect("reads");
     let (_, hooks) = split(&set).expect("valid");
-    let order: Vec<Vec<String>> = waves(&hooks, Phase::PostSync)
+    let steps = super::super::plan::plan(std::iter::empty(), hooks.iter().map(Hook::planned))
+        .expect("valid waves");
+    let order: Vec<Vec<String>> = steps
         .iter()
-        .map(|wave| {
-            wave.iter()
-                .map(|h| format!("{}/{}", h.manifest.id.kind, h.manifest.id.name))
+        .filter(|step| step.phase == Phase::PostSync)
+        .map(|step| {
+            step.objects
+                .iter()
+                .map(|&h| {
+                    let id = &hooks[h].manifest.id;
+                    format!("{}/{}", id.kind, id.name)
+                })
                 .collect()
         })
         .collect();
@@ -271,5 +278,5 @@ fn a_phase_runs_by_weight_then_kind_then_name_so_a_jobs_rbac_hooks_come_first() 
             vec!["Job/startupapicheck"],
         ]
     );
-    assert!(waves(&hooks, Phase::PreSync).is_empty());
+    assert!(!steps.iter().any(|step| step.phase == Phase::PreSync));
 }
