@@ -618,3 +618,43 @@ async fn serve_runs_hooks_only_on_a_pass_that_writes() {
     let log = serve.log();
     assert_eq!(serve.stop().await, Some(0), "{log}");
 }
+
+/// Issue #25: the CRDs a revision creates exist before its PreSync hooks, as its
+/// Namespaces do (the plan hoists both to the top of PreSync): a PreSync hook that is
+/// a resource of the revision's own CRD runs instead of failing as an unserved kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_sync_hook_of_a_kind_the_revision_defines_runs() {
+    let sandbox = sandbox().await;
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: migrations.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: migrations, singular: migration, kind: Migration}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {type: object, properties: {to: {type: string}}}\n";
+    let hook = "apiVersion: example.com/v1\nkind: Migration\nmetadata:\n  name: schema\n  namespace: default\n  annotations:\n    argocd.argoproj.io/hook: PreSync\nspec:\n  to: \"2\"\n";
+    let dir = app_dir(
+        &sandbox,
+        "defined",
+        &[
+            ("crd.yaml", crd.to_string()),
+            ("migration.yaml", hook.to_string()),
+            ("settings.yaml", configmap("settings", "1")),
+        ],
+    );
+    let out = run(&sandbox, "sync", &dir, "defined").await;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let report = json(&out);
+    assert_eq!(
+        hooks(&report),
+        vec![(
+            "PreSync".into(),
+            "schema".into(),
+            "succeeded".into(),
+            false
+        )],
+        "{report}"
+    );
+    sandbox
+        .kubectl(&["get", "migrations.example.com", "schema", "-n", "default"])
+        .await
+        .ok();
+    sandbox
+        .kubectl(&["get", "configmap", "settings", "-n", "default"])
+        .await
+        .ok();
+}

@@ -383,29 +383,13 @@ async fn follow(
                 }
             }
             Ok(Event::Apply(object)) => {
-                if let Some((name, stored)) = keyed(kind, object) {
-                    let change = changed(gk, &name, stored.app.as_deref());
-                    inner
-                        .objects
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .entry(gk.clone())
-                        .or_default()
-                        .insert(name, stored.app.as_deref(), &stored.json);
+                if let Some(change) = apply_unsharded(inner, gk, kind, object) {
                     let _ = inner.events.send(change);
                 }
             }
             Ok(Event::Delete(object)) => {
-                if let Some((name, stored)) = keyed(kind, object) {
-                    if let Some(objects) = inner
-                        .objects
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_mut(gk)
-                    {
-                        objects.remove(&name);
-                    }
-                    let _ = inner.events.send(changed(gk, &name, stored.app.as_deref()));
+                if let Some(change) = delete_unsharded(inner, gk, kind, object) {
+                    let _ = inner.events.send(change);
                 }
             }
             Err(err) => {
@@ -418,6 +402,44 @@ async fn follow(
             }
         }
     }
+}
+
+/// A watched object stored (without shards, every object is held).
+fn apply_unsharded(
+    inner: &Inner,
+    gk: &GroupKind,
+    kind: &Resolved,
+    object: DynamicObject,
+) -> Option<Changed> {
+    let (name, stored) = keyed(kind, object)?;
+    let change = changed(gk, &name, stored.app.as_deref());
+    inner
+        .objects
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(gk.clone())
+        .or_default()
+        .insert(name, stored.app.as_deref(), &stored.json);
+    Some(change)
+}
+
+/// A watched object's deletion taken in (without shards).
+fn delete_unsharded(
+    inner: &Inner,
+    gk: &GroupKind,
+    kind: &Resolved,
+    object: DynamicObject,
+) -> Option<Changed> {
+    let (name, stored) = keyed(kind, object)?;
+    if let Some(objects) = inner
+        .objects
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_mut(gk)
+    {
+        objects.remove(&name);
+    }
+    Some(changed(gk, &name, stored.app.as_deref()))
 }
 
 impl LiveObjects for Cache {

@@ -247,94 +247,7 @@ pub(crate) fn callbacks<'a>(
     let mut cb = RemoteCallbacks::new();
     cb.credentials(move |asked, username_from_url, allowed| {
         let mut out = outcome.borrow_mut();
-        out.attempts += 1;
-        // libgit2 asks for the URL it is talking to, which a redirect may have moved
-        // to another server: credentials go only where they belong.
-        if !same_origin(url, asked) {
-            let asked = super::redact(asked);
-            let message = format!("credentials withheld from {asked}");
-            out.failure = Some(SourceError::CredentialsWithheld {
-                url: url.to_string(),
-                asked,
-            });
-            return Err(git2::Error::from_str(&message));
-        }
-        let refuse = |out: &mut AuthOutcome, message: String| {
-            out.failure = Some(SourceError::AuthRefused {
-                url: url.to_string(),
-                message: message.clone(),
-            });
-            git2::Error::from_str(&message)
-        };
-        if out.attempts > 1 {
-            return Err(refuse(
-                &mut out,
-                "the server refused the credentials".into(),
-            ));
-        }
-        match auth {
-            // libgit2 offers credentials pasted into the URL before asking us.
-            Auth::None if super::url::has_password(url) => Err(refuse(
-                &mut out,
-                "the server refused the credentials in the URL".into(),
-            )),
-            Auth::None => Err(refuse(
-                &mut out,
-                "the server requires credentials and none are configured".into(),
-            )),
-            Auth::Token { token, username }
-                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
-            {
-                let secret = read_secret(url, token, &mut out)?;
-                let user = username.as_deref().unwrap_or(DEFAULT_TOKEN_USERNAME);
-                Cred::userpass_plaintext(user, &secret)
-            }
-            Auth::Basic { username, password }
-                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
-            {
-                let secret = read_secret(url, password, &mut out)?;
-                Cred::userpass_plaintext(username, &secret)
-            }
-            Auth::SshKey {
-                private_key,
-                passphrase,
-                username,
-                ..
-            } => {
-                let user = username
-                    .as_deref()
-                    .or(username_from_url)
-                    .unwrap_or(DEFAULT_SSH_USERNAME);
-                if allowed.contains(CredentialType::USERNAME) {
-                    return Cred::username(user);
-                }
-                let pass = match passphrase {
-                    Some(p) => Some(read_secret(url, p, &mut out)?),
-                    None => None,
-                };
-                Cred::ssh_key(user, None, private_key, pass.as_deref())
-            }
-            Auth::SshInline {
-                identity,
-                passphrase,
-                ..
-            } => {
-                let user = username_from_url.unwrap_or(DEFAULT_SSH_USERNAME);
-                if allowed.contains(CredentialType::USERNAME) {
-                    return Cred::username(user);
-                }
-                let key = read_secret(url, identity, &mut out)?;
-                let pass = match passphrase {
-                    Some(p) => Some(read_secret(url, p, &mut out)?),
-                    None => None,
-                };
-                Cred::ssh_key_from_memory(user, None, &key, pass.as_deref())
-            }
-            _ => Err(refuse(
-                &mut out,
-                format!("the configured credentials do not fit what the server asks ({allowed:?})"),
-            )),
-        }
+        credential(url, auth, &mut out, asked, username_from_url, allowed)
     });
     let known_hosts = match auth {
         Auth::SshKey { known_hosts, .. } => Some(KnownHosts::File(known_hosts)),
@@ -368,6 +281,103 @@ pub(crate) fn callbacks<'a>(
         });
     }
     cb
+}
+
+/// The answer to one of libgit2's credential questions for `url` (`asked`: the URL
+/// it is talking to), noting a refusal in `out`.
+fn credential(
+    url: &str,
+    auth: &Auth,
+    out: &mut AuthOutcome,
+    asked: &str,
+    username_from_url: Option<&str>,
+    allowed: CredentialType,
+) -> Result<Cred, git2::Error> {
+    out.attempts += 1;
+    // libgit2 asks for the URL it is talking to, which a redirect may have moved
+    // to another server: credentials go only where they belong.
+    if !same_origin(url, asked) {
+        let asked = super::redact(asked);
+        let message = format!("credentials withheld from {asked}");
+        out.failure = Some(SourceError::CredentialsWithheld {
+            url: url.to_string(),
+            asked,
+        });
+        return Err(git2::Error::from_str(&message));
+    }
+    let refuse = |out: &mut AuthOutcome, message: String| {
+        out.failure = Some(SourceError::AuthRefused {
+            url: url.to_string(),
+            message: message.clone(),
+        });
+        git2::Error::from_str(&message)
+    };
+    if out.attempts > 1 {
+        return Err(refuse(out, "the server refused the credentials".into()));
+    }
+    match auth {
+        // libgit2 offers credentials pasted into the URL before asking us.
+        Auth::None if super::url::has_password(url) => Err(refuse(
+            out,
+            "the server refused the credentials in the URL".into(),
+        )),
+        Auth::None => Err(refuse(
+            out,
+            "the server requires credentials and none are configured".into(),
+        )),
+        Auth::Token { token, username }
+            if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
+        {
+            let secret = read_secret(url, token, out)?;
+            let user = username.as_deref().unwrap_or(DEFAULT_TOKEN_USERNAME);
+            Cred::userpass_plaintext(user, &secret)
+        }
+        Auth::Basic { username, password }
+            if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
+        {
+            let secret = read_secret(url, password, out)?;
+            Cred::userpass_plaintext(username, &secret)
+        }
+        Auth::SshKey {
+            private_key,
+            passphrase,
+            username,
+            ..
+        } => {
+            let user = username
+                .as_deref()
+                .or(username_from_url)
+                .unwrap_or(DEFAULT_SSH_USERNAME);
+            if allowed.contains(CredentialType::USERNAME) {
+                return Cred::username(user);
+            }
+            let pass = match passphrase {
+                Some(p) => Some(read_secret(url, p, out)?),
+                None => None,
+            };
+            Cred::ssh_key(user, None, private_key, pass.as_deref())
+        }
+        Auth::SshInline {
+            identity,
+            passphrase,
+            ..
+        } => {
+            let user = username_from_url.unwrap_or(DEFAULT_SSH_USERNAME);
+            if allowed.contains(CredentialType::USERNAME) {
+                return Cred::username(user);
+            }
+            let key = read_secret(url, identity, out)?;
+            let pass = match passphrase {
+                Some(p) => Some(read_secret(url, p, out)?),
+                None => None,
+            };
+            Cred::ssh_key_from_memory(user, None, &key, pass.as_deref())
+        }
+        _ => Err(refuse(
+            out,
+            format!("the configured credentials do not fit what the server asks ({allowed:?})"),
+        )),
+    }
 }
 
 /// The scheme, host and port a URL's credentials belong to: `ssh` for `ssh://` and

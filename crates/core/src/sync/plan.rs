@@ -159,8 +159,7 @@ pub fn hoist(steps: &mut Vec<Step>, created: impl Fn(usize) -> bool) {
     }
     let mut hoisted = Vec::new();
     for step in steps.iter_mut() {
-        if step.phase != Phase::Sync || step.work != Work::Apply || step.rank > FOUNDATION_RANK
-        {
+        if step.phase != Phase::Sync || step.work != Work::Apply || step.rank > FOUNDATION_RANK {
             continue;
         }
         let (first, rest): (Vec<usize>, Vec<usize>) =

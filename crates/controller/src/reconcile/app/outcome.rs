@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use tether_core::metrics::METRICS;
 use tether_core::report::commit_status::{CommitState, StatusReport};
 use tether_core::report::drift::Summary;
 use tether_core::report::notify::{Event, EventKind, EventRevision};
 use tether_core::report::status::{
-    ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo, SyncStatus, reason,
+    AppStatus, ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo, SyncStatus, reason,
 };
 use tether_core::source::{Revision, SourceStatus};
 use tether_core::sync::SyncReport;
@@ -46,20 +46,7 @@ impl Worker {
             }
         };
         if let Some(err) = &error {
-            tracing::warn!(app = %name, result = result.as_str(), reason = err.reason(), error = %err, "pass failed");
-            self.notify(Event {
-                app: name.clone(),
-                kind: EventKind::SyncFailed,
-                revision: Some(EventRevision::from(revision)),
-                reason: Some(err.reason().to_string()),
-                summary: Summary::default(),
-                objects: Vec::new(),
-            });
-            self.post_status(
-                &revision.sha,
-                CommitState::Failure,
-                err.reason().to_string(),
-            );
+            self.announce_failure(revision, result, err);
         }
         METRICS.pass(&name, result.as_str(), took);
         let retry_at = self.schedule.retry_at();
@@ -72,59 +59,32 @@ impl Worker {
                 changed,
             });
             s.next_attempt = retry_at.map(|at| now + (at - Instant::now()));
-            let message = error.as_ref().map(ToString::to_string).unwrap_or_default();
-            match &error {
-                None => {
-                    s.set_condition(
-                        ConditionType::Ready,
-                        ConditionStatus::True,
-                        reason::SUCCEEDED,
-                        "",
-                        now,
-                    );
-                    s.set_condition(
-                        ConditionType::Stalled,
-                        ConditionStatus::False,
-                        reason::SUCCEEDED,
-                        "",
-                        now,
-                    );
-                    if s.sync == SyncStatus::Synced {
-                        s.record_applied(&revision.sha, &revision.subject, now);
-                    }
-                }
-                Some(err) => {
-                    s.set_condition(
-                        ConditionType::Ready,
-                        ConditionStatus::False,
-                        err.reason(),
-                        &message,
-                        now,
-                    );
-                    if result == PassResult::Stalled {
-                        s.set_condition(
-                            ConditionType::Stalled,
-                            ConditionStatus::True,
-                            err.reason(),
-                            &message,
-                            now,
-                        );
-                    } else {
-                        s.set_condition(
-                            ConditionType::Stalled,
-                            ConditionStatus::False,
-                            reason::RETRYING,
-                            "",
-                            now,
-                        );
-                    }
-                }
-            }
+            set_pass_conditions(s, revision, result, error.as_ref(), now);
             if result != PassResult::Succeeded && s.last_pass.is_some() && s.drifted.is_empty() {
                 s.sync = SyncStatus::Unknown;
             }
             METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
         });
+    }
+
+    /// A failed pass told to the log, the notification channels and the commit's
+    /// status.
+    fn announce_failure(&self, revision: &Revision, result: PassResult, err: &PassError) {
+        let name = &self.config.name;
+        tracing::warn!(app = %name, result = result.as_str(), reason = err.reason(), error = %err, "pass failed");
+        self.notify(Event {
+            app: name.clone(),
+            kind: EventKind::SyncFailed,
+            revision: Some(EventRevision::from(revision)),
+            reason: Some(err.reason().to_string()),
+            summary: Summary::default(),
+            objects: Vec::new(),
+        });
+        self.post_status(
+            &revision.sha,
+            CommitState::Failure,
+            err.reason().to_string(),
+        );
     }
 
     /// Records a pass whose source never fetched: the app says why (a missing
@@ -340,6 +300,66 @@ fn is_stale(status: &SourceStatus, stale_after: Duration, now: chrono::DateTime<
             .failing_since
             .and_then(|since| (now - since).to_std().ok())
             .is_some_and(|age| age >= stale_after)
+}
+
+/// The Ready and Stalled conditions after a pass: Ready says whether it succeeded;
+/// Stalled whether it failed in a way only a change fixes (else it is retrying). A
+/// successful pass of a synced app records its revision as applied.
+fn set_pass_conditions(
+    s: &mut AppStatus,
+    revision: &Revision,
+    result: PassResult,
+    error: Option<&PassError>,
+    now: DateTime<Utc>,
+) {
+    let message = error.map(ToString::to_string).unwrap_or_default();
+    match error {
+        None => {
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::True,
+                reason::SUCCEEDED,
+                "",
+                now,
+            );
+            s.set_condition(
+                ConditionType::Stalled,
+                ConditionStatus::False,
+                reason::SUCCEEDED,
+                "",
+                now,
+            );
+            if s.sync == SyncStatus::Synced {
+                s.record_applied(&revision.sha, &revision.subject, now);
+            }
+        }
+        Some(err) => {
+            s.set_condition(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                err.reason(),
+                &message,
+                now,
+            );
+            if result == PassResult::Stalled {
+                s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::True,
+                    err.reason(),
+                    &message,
+                    now,
+                );
+            } else {
+                s.set_condition(
+                    ConditionType::Stalled,
+                    ConditionStatus::False,
+                    reason::RETRYING,
+                    "",
+                    now,
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::identity::left_in_place;
+use super::identity::{StartError, left_in_place};
 use super::{Contexts, STOP_GRACE, ServeError, stop_app};
 use crate::config::{
     APP_FINALIZER, APP_GROUP, APP_KIND, APP_PLURAL, APP_STATUS_MANAGER, APP_VERSION, AppObject,
@@ -255,13 +255,16 @@ pub(super) fn spawn_status_writer(
     });
 }
 
-/// The App's status as the Kubernetes conventions and kstatus read it.
-fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
-    let mut conditions: Vec<Value> = Vec::new();
-    let mut condition = |kind: &str, state: &str, reason: &str, message: &str, at: &str| {
-        let previous = entry
-            .written
-            .as_ref()
+/// The conditions an App's status is written with, each keeping the transition time
+/// it was last written with while its status stays.
+struct Conditions<'e> {
+    entry: &'e Entry,
+    list: Vec<Value>,
+}
+
+impl Conditions<'_> {
+    fn set(&mut self, kind: &str, state: &str, reason: &str, message: &str, at: &str) {
+        let previous = (self.entry.written.as_ref())
             .and_then(|w| w["conditions"].as_array())
             .and_then(|cs| cs.iter().find(|c| c["type"] == kind));
         // The transition time moves only when the condition's status does.
@@ -269,23 +272,31 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
             Some(p) if p["status"] == state => p["lastTransitionTime"].clone(),
             _ => Value::String(at.to_string()),
         };
-        conditions.push(json!({
+        self.list.push(json!({
             "type": kind,
             "status": state,
-            "observedGeneration": entry.generation,
+            "observedGeneration": self.entry.generation,
             "reason": reason,
             "message": message,
             "lastTransitionTime": at,
         }));
+    }
+}
+
+/// The App's status as the Kubernetes conventions and kstatus read it.
+fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
+    let mut conditions = Conditions {
+        entry,
+        list: Vec::new(),
     };
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     if let Some(invalid) = &entry.invalid {
-        condition("Ready", "False", "SpecInvalid", invalid, &now);
-        condition("Stalled", "True", "SpecInvalid", invalid, &now);
-        condition("Reconciling", "False", "SpecInvalid", "", &now);
+        conditions.set("Ready", "False", "SpecInvalid", invalid, &now);
+        conditions.set("Stalled", "True", "SpecInvalid", invalid, &now);
+        conditions.set("Reconciling", "False", "SpecInvalid", "", &now);
         return json!({
             "observedGeneration": entry.generation,
-            "conditions": conditions,
+            "conditions": conditions.list,
             "sync": "Unknown",
             "health": "Unknown",
         });
@@ -298,31 +309,36 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
                 || c.reason == DEPENDENCY_NOT_READY
         })
     };
-    let Some(status) = status.filter(|s| s.last_pass.is_some() || stalled(s)) else {
-        let previous = entry.written.clone().unwrap_or_else(|| json!({}));
-        condition(
-            "Ready",
-            "Unknown",
-            "Progressing",
-            "the first pass is running",
-            &now,
-        );
-        condition(
-            "Reconciling",
-            "True",
-            "Progressing",
-            "the first pass is running",
-            &now,
-        );
-        let mut out = json!({"conditions": conditions, "sync": "Unknown", "health": "Unknown"});
-        // What an earlier spec reached stays until this one's first pass ends.
-        for key in ["observedGeneration", "lastAppliedRevision"] {
-            if let Some(v) = previous.get(key) {
-                out[key] = v.clone();
-            }
+    match status.filter(|s| s.last_pass.is_some() || stalled(s)) {
+        Some(status) => render_passed(conditions, status, &now),
+        None => render_first_pass(conditions, &now),
+    }
+}
+
+/// The status of an App whose first pass is running: what an earlier spec reached
+/// stays until it ends.
+fn render_first_pass(mut conditions: Conditions<'_>, now: &str) -> Value {
+    let running = "the first pass is running";
+    conditions.set("Ready", "Unknown", "Progressing", running, now);
+    conditions.set("Reconciling", "True", "Progressing", running, now);
+    let previous = conditions
+        .entry
+        .written
+        .clone()
+        .unwrap_or_else(|| json!({}));
+    let mut out = json!({"conditions": conditions.list, "sync": "Unknown", "health": "Unknown"});
+    for key in ["observedGeneration", "lastAppliedRevision"] {
+        if let Some(v) = previous.get(key) {
+            out[key] = v.clone();
         }
-        return out;
-    };
+    }
+    out
+}
+
+/// The status of an App a pass (or the worker's start) has spoken for: its
+/// conditions, sync and health, its last pass and revisions.
+fn render_passed(mut conditions: Conditions<'_>, status: &AppStatus, now: &str) -> Value {
+    let entry = conditions.entry;
     for kind in [
         ConditionType::Ready,
         ConditionType::Stalled,
@@ -335,10 +351,10 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
             let at = c
                 .last_transition_time
                 .to_rfc3339_opts(SecondsFormat::Secs, true);
-            condition(kind.as_str(), c.status.as_str(), &c.reason, &c.message, &at);
+            conditions.set(kind.as_str(), c.status.as_str(), &c.reason, &c.message, &at);
         }
     }
-    condition("Reconciling", "False", "Succeeded", "", &now);
+    conditions.set("Reconciling", "False", "Succeeded", "", now);
     let pass = status.last_pass.as_ref();
     let attempted = status.revision.as_ref().map(|r| r.sha.clone());
     let applied = match (pass.map(|p| p.result), status.sync.as_str()) {
@@ -350,7 +366,7 @@ fn render_status(entry: &Entry, status: Option<&AppStatus>) -> Value {
     };
     let mut out = json!({
         "observedGeneration": entry.generation,
-        "conditions": conditions,
+        "conditions": conditions.list,
         "sync": status.sync.as_str(),
         "health": status.health.as_str(),
         "objects": status.objects,
@@ -618,74 +634,41 @@ impl Contexts {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        // Pruned as the App applied them, never as tether: without its identity (see
-        // `identity`) the objects stay, as Flux's finalizer leaves them; a failure that
-        // may pass leaves the App for the next list of Apps to finish.
-        let pruner = match (app.deletion_policy, &app.config) {
-            (DeletionPolicy::Orphan, _) => None,
-            (DeletionPolicy::Prune, Err(invalid)) => left_in_place(&id, invalid),
-            (DeletionPolicy::Prune, Ok(c)) => match self.for_app(c, config).await {
-                Ok((target, shared)) => {
-                    let cluster = shared.cluster.clone();
-                    self.release(&target, &id);
-                    Some(cluster)
-                }
-                Err(err) if err.is_retryable() => {
-                    tracing::warn!(app = %id, error = %err, "cannot finish the App's deletion yet");
-                    self.app_objects
-                        .finalizing
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&id);
-                    return;
-                }
-                Err(err) => left_in_place(&id, &err.to_string()),
-            },
+        let pruner = match self.pruner(&app, &id, config).await {
+            Ok(pruner) => pruner,
+            Err(err) => {
+                tracing::warn!(app = %id, error = %err, "cannot finish the App's deletion yet");
+                self.app_objects
+                    .finalizing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                return;
+            }
         };
-        let apps_cluster = self.default.clone();
-        let inventory_namespace = config.inventory_namespace.clone();
-        let finalizing = self.app_objects.finalizing.clone();
-        let statuses = self.statuses.clone();
-        let dependencies = self.dependencies.clone();
-        let cancel = self.workers.child_token();
         let others: Vec<Value> = object
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .map(|f| f.iter().filter(|f| *f != APP_FINALIZER).cloned().collect())
             .unwrap_or_default();
+        let deletion = Deletion {
+            app,
+            kind,
+            others,
+            apps_cluster: self.default.clone(),
+            pruner,
+            inventory_namespace: config.inventory_namespace.clone(),
+        };
+        let finalizing = self.app_objects.finalizing.clone();
+        let statuses = self.statuses.clone();
+        let dependencies = self.dependencies.clone();
+        let cancel = self.workers.child_token();
         tokio::spawn(async move {
             loop {
-                let dependents = dependencies.dependents(&id);
-                let pruned = match &pruner {
-                    None => Ok(()),
-                    Some(_) if !dependents.is_empty() => Err(format!(
-                        "the Apps that depend on it are deleted first: waiting for {}",
-                        dependents.join(", ")
-                    )),
-                    Some(cluster) => prune_all(cluster, &id, &inventory_namespace).await,
-                };
-                let released = match pruned {
-                    Ok(()) => apps_cluster
-                        .merge_patch(
-                            &kind,
-                            Some(&app.namespace),
-                            &app.name,
-                            &json!({"metadata": {"finalizers": others}}),
-                        )
-                        .await
-                        .map(|_| ())
-                        .or_else(|e| {
-                            if e.is_not_found() {
-                                Ok(())
-                            } else {
-                                Err(e.to_string())
-                            }
-                        }),
-                    Err(err) => Err(err),
-                };
-                match released {
+                match deletion.attempt(&id, &dependencies.dependents(&id)).await {
                     Ok(()) => {
-                        tracing::info!(app = %id, policy = ?app.deletion_policy, "App deleted");
+                        let policy = deletion.app.deletion_policy;
+                        tracing::info!(app = %id, policy = ?policy, "App deleted");
                         break;
                     }
                     Err(err) => {
@@ -705,6 +688,71 @@ impl Contexts {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
         });
+    }
+
+    /// Who prunes a deleted App's objects: nobody for `Orphan`; for `Prune`, the
+    /// App's own connection. Pruned as the App applied them, never as tether: without
+    /// its identity (see `identity`) the objects stay, as Flux's finalizer leaves
+    /// them. A failure that may pass is the error: the next list of Apps finishes it.
+    async fn pruner(
+        &mut self,
+        app: &AppObject,
+        id: &str,
+        config: &Config,
+    ) -> Result<Option<Arc<Cluster>>, StartError> {
+        Ok(match (app.deletion_policy, &app.config) {
+            (DeletionPolicy::Orphan, _) => None,
+            (DeletionPolicy::Prune, Err(invalid)) => left_in_place(id, invalid),
+            (DeletionPolicy::Prune, Ok(c)) => match self.for_app(c, config).await {
+                Ok((target, shared)) => {
+                    let cluster = shared.cluster.clone();
+                    self.release(&target, id);
+                    Some(cluster)
+                }
+                Err(err) if err.is_retryable() => return Err(err),
+                Err(err) => left_in_place(id, &err.to_string()),
+            },
+        })
+    }
+}
+
+/// What finishing a deleted App's deletion takes, away from the runtime (it runs
+/// in the background until done or tether stops).
+struct Deletion {
+    app: AppObject,
+    kind: Resolved,
+    /// The App's other finalizers: what its object keeps once tether lets go.
+    others: Vec<Value>,
+    apps_cluster: Arc<Cluster>,
+    pruner: Option<Arc<Cluster>>,
+    inventory_namespace: String,
+}
+
+impl Deletion {
+    /// One try: the App's objects pruned (once the Apps that depend on it, its
+    /// `dependents`, are deleted), then tether's finalizer removed (an App already
+    /// gone is done).
+    async fn attempt(&self, id: &str, dependents: &[String]) -> Result<(), String> {
+        match &self.pruner {
+            None => {}
+            Some(_) if !dependents.is_empty() => {
+                return Err(format!(
+                    "the Apps that depend on it are deleted first: waiting for {}",
+                    dependents.join(", ")
+                ));
+            }
+            Some(cluster) => prune_all(cluster, id, &self.inventory_namespace).await?,
+        }
+        let app = &self.app;
+        let patch = json!({"metadata": {"finalizers": self.others}});
+        match (self.apps_cluster)
+            .merge_patch(&self.kind, Some(&app.namespace), &app.name, &patch)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 

@@ -499,6 +499,20 @@ impl Manager {
             Err(err) => return Err(err.into()),
         };
         let now = Instant::now();
+        let own_lease = self.observe_leases(listed, now);
+        self.renew_membership(&kind, own_lease).await?;
+        self.collect_members(&kind, now).await;
+        let live = self.live_members(now);
+        self.settle_shards(&live, now).await;
+        self.known = true;
+        self.publish(&live, now);
+        Ok(())
+    }
+
+    /// Takes in the Leases listed: the shards' records and the trusted members'
+    /// (a member Lease that cannot be trusted is refused, said once). Returns this
+    /// replica's own member Lease, if listed.
+    fn observe_leases(&mut self, listed: Vec<Value>, now: Instant) -> Option<Value> {
         let own_name = member_lease_name(&self.config.election.identity);
         let mut own_lease = None;
         let mut seen_members = HashMap::new();
@@ -542,9 +556,11 @@ impl Manager {
         for (slot, record) in self.shard_leases.iter_mut().zip(seen_shards) {
             *slot = Some(observe(slot.as_ref(), record, now));
         }
-        self.renew_membership(&kind, own_lease).await?;
-        self.collect_members(&kind, now).await;
+        own_lease
+    }
 
+    /// The identities of the live members, this replica's included, sorted.
+    fn live_members(&self, now: Instant) -> Vec<String> {
         let duration = self.config.election.lease_duration;
         let me = self.config.election.identity.clone();
         let mut live: Vec<String> = self
@@ -558,7 +574,15 @@ impl Manager {
         }
         live.sort();
         live.dedup();
-        let assigned = assign(self.config.shards, &live);
+        live
+    }
+
+    /// Acts on each shard's step given the `live` members: an elector started for a
+    /// shard assigned here (or orphaned), one let go for a shard assigned elsewhere.
+    async fn settle_shards(&mut self, live: &[String], now: Instant) {
+        let duration = self.config.election.lease_duration;
+        let me = self.config.election.identity.clone();
+        let assigned = assign(self.config.shards, live);
         let mut releasing = Vec::new();
         for shard in 0..self.config.shards {
             let index = shard as usize;
@@ -596,9 +620,6 @@ impl Manager {
             }
         }
         futures::future::join_all(releasing).await;
-        self.known = true;
-        self.publish(&live, now);
-        Ok(())
     }
 
     /// Creates or renews this replica's member Lease (and its namespace, when absent).

@@ -56,75 +56,10 @@ pub(in crate::sync) async fn run(
     if candidates.is_empty() {
         return Ok(Pruned::default());
     }
-    let mut ids: Vec<ObjectId> = candidates.iter().map(|c| c.id.clone()).collect();
-    prune_order(&mut ids);
-    let mut by_key: std::collections::HashMap<_, Candidate> =
-        candidates.into_iter().map(|c| (c.id.key(), c)).collect();
-    let mut judged = Vec::new();
-    let mut orphans = 0;
-    for id in ids {
-        let Some(candidate) = by_key.remove(&id.key()) else {
-            continue;
-        };
-        let Some(kind) = candidate.kind else {
-            continue; // its kind is gone, and the object with it
-        };
-        if candidate.verdict == Verdict::Gone {
-            continue;
-        }
-        let recorded = inventory.objects.contains(&Entry::of(&candidate.id));
-        if !recorded && candidate.verdict != Verdict::NotOwned {
-            orphans += 1;
-        }
-        let (cascades, refused) = if candidate.verdict == Verdict::Delete {
-            weigh(cluster, &candidate.id, candidate.live.as_ref(), options.app).await?
-        } else {
-            (0, None)
-        };
-        judged.push(Judged {
-            id: candidate.id,
-            kind,
-            live: candidate.live,
-            verdict: candidate.verdict,
-            cascades,
-            refused,
-        });
-    }
-    // The guard counts what would really be deleted, cascades included: a Namespace
-    // of forty objects is forty deletions, not one. The app's own objects in it that
-    // are candidates too are in both counts; each is one deletion (issue #12: Git
-    // dropping one Namespace of three with its contents was refused as a mass prune).
-    let deleted = |j: &&Judged| j.verdict == Verdict::Delete && j.refused.is_none();
-    let emptied: std::collections::HashSet<&str> = judged
-        .iter()
-        .filter(deleted)
-        .filter(|j| j.id.group.is_empty() && j.id.kind == "Namespace")
-        .map(|j| j.id.name.as_str())
-        .collect();
-    let counted_twice = judged
-        .iter()
-        .filter(deleted)
-        .filter(|j| j.kind.namespaced)
-        .filter(|j| {
-            j.id.namespace
-                .as_deref()
-                .is_some_and(|ns| emptied.contains(ns))
-        })
-        .count();
-    let deletions = judged
-        .iter()
-        .filter(deleted)
-        .map(|j| 1 + j.cascades)
-        .sum::<usize>()
-        .saturating_sub(counted_twice);
+    let (judged, orphans) = judge(cluster, candidates, inventory, options.app).await?;
     let refusal = if options.prune {
-        guard(
-            deletions,
-            inventory.objects.len() + orphans,
-            desired,
-            options.allow_mass_prune,
-        )
-        .err()
+        let owned = inventory.objects.len() + orphans;
+        guard(deletions(&judged), owned, desired, options.allow_mass_prune).err()
     } else {
         None
     };
@@ -152,45 +87,135 @@ pub(in crate::sync) async fn run(
                 (Action::Skipped, "not pruned: prune refused".to_string())
             }
             (Verdict::Delete, None) if options.dry_run => (Action::Pruned, String::new()),
-            (Verdict::Delete, None) => {
-                let uid = j
-                    .live
-                    .as_ref()
-                    .and_then(|l| l.pointer("/metadata/uid"))
-                    .and_then(Value::as_str);
-                match delete(cluster, &j, uid).await {
-                    Ok(()) => (Action::Pruned, String::new()),
-                    Err(err) => {
-                        let cause = format!("prune failed: {}", server_message(&j.id, &err));
-                        failed.push(ObjectFailure {
-                            id: j.id.clone(),
-                            cause: cause.clone(),
-                        });
-                        (Action::Failed, cause)
-                    }
-                }
-            }
+            (Verdict::Delete, None) => delete_judged(cluster, &j, &mut failed).await,
         };
         if action != Action::Pruned {
             kept.push(Entry::of(&j.id));
         }
-        // Argo CD's IgnoreExtraneous: what is kept is no drift, and says why.
-        let ignored = action != Action::Pruned && j.live.as_ref().is_some_and(ignores_extraneous);
-        let mut result = result(&j.id, action, (!ignored).then_some(Status::Extra));
-        result.message = if ignored {
-            format!(
-                "{message} (extraneous, ignored: argocd.argoproj.io/compare-options: IgnoreExtraneous)"
-            )
-        } else {
-            message
-        };
-        report.objects.push(result);
+        report.objects.push(pruned_result(&j, action, message));
     }
     Ok(Pruned {
         kept,
         refused: refusal,
         failed,
     })
+}
+
+/// Judges the candidates in prune order (those already gone, or of a kind no longer
+/// served, drop out), weighing what deleting each takes along; with how many are
+/// the app's but missing from its inventory (orphans the guard counts as owned).
+async fn judge(
+    cluster: &Cluster,
+    candidates: Vec<Candidate>,
+    inventory: &Inventory,
+    app: &str,
+) -> Result<(Vec<Judged>, usize), SyncError> {
+    let mut ids: Vec<ObjectId> = candidates.iter().map(|c| c.id.clone()).collect();
+    prune_order(&mut ids);
+    let mut by_key: std::collections::HashMap<_, Candidate> =
+        candidates.into_iter().map(|c| (c.id.key(), c)).collect();
+    let mut judged = Vec::new();
+    let mut orphans = 0;
+    for id in ids {
+        let Some(candidate) = by_key.remove(&id.key()) else {
+            continue;
+        };
+        let Some(kind) = candidate.kind else {
+            continue; // its kind is gone, and the object with it
+        };
+        if candidate.verdict == Verdict::Gone {
+            continue;
+        }
+        let recorded = inventory.objects.contains(&Entry::of(&candidate.id));
+        if !recorded && candidate.verdict != Verdict::NotOwned {
+            orphans += 1;
+        }
+        let (cascades, refused) = if candidate.verdict == Verdict::Delete {
+            weigh(cluster, &candidate.id, candidate.live.as_ref(), app).await?
+        } else {
+            (0, None)
+        };
+        judged.push(Judged {
+            id: candidate.id,
+            kind,
+            live: candidate.live,
+            verdict: candidate.verdict,
+            cascades,
+            refused,
+        });
+    }
+    Ok((judged, orphans))
+}
+
+/// What the guard counts: what would really be deleted, cascades included. A
+/// Namespace of forty objects is forty deletions, not one. The app's own objects in
+/// it that are candidates too are in both counts; each is one deletion (issue #12:
+/// Git dropping one Namespace of three with its contents was refused as a mass
+/// prune).
+fn deletions(judged: &[Judged]) -> usize {
+    let deleted = |j: &&Judged| j.verdict == Verdict::Delete && j.refused.is_none();
+    let emptied: std::collections::HashSet<&str> = judged
+        .iter()
+        .filter(deleted)
+        .filter(|j| j.id.group.is_empty() && j.id.kind == "Namespace")
+        .map(|j| j.id.name.as_str())
+        .collect();
+    let counted_twice = judged
+        .iter()
+        .filter(deleted)
+        .filter(|j| j.kind.namespaced)
+        .filter(|j| {
+            j.id.namespace
+                .as_deref()
+                .is_some_and(|ns| emptied.contains(ns))
+        })
+        .count();
+    judged
+        .iter()
+        .filter(deleted)
+        .map(|j| 1 + j.cascades)
+        .sum::<usize>()
+        .saturating_sub(counted_twice)
+}
+
+/// Deletes a judged object in the incarnation judged (its UID); a failure is
+/// noted in `failed` too.
+async fn delete_judged(
+    cluster: &Cluster,
+    j: &Judged,
+    failed: &mut Vec<ObjectFailure>,
+) -> (Action, String) {
+    let uid = j
+        .live
+        .as_ref()
+        .and_then(|l| l.pointer("/metadata/uid"))
+        .and_then(Value::as_str);
+    match delete(cluster, j, uid).await {
+        Ok(()) => (Action::Pruned, String::new()),
+        Err(err) => {
+            let cause = format!("prune failed: {}", server_message(&j.id, &err));
+            failed.push(ObjectFailure {
+                id: j.id.clone(),
+                cause: cause.clone(),
+            });
+            (Action::Failed, cause)
+        }
+    }
+}
+
+/// The report's entry for a judged object. Argo CD's IgnoreExtraneous: what is kept
+/// is no drift, and says why.
+fn pruned_result(j: &Judged, action: Action, message: String) -> ObjectResult {
+    let ignored = action != Action::Pruned && j.live.as_ref().is_some_and(ignores_extraneous);
+    let mut result = result(&j.id, action, (!ignored).then_some(Status::Extra));
+    result.message = if ignored {
+        format!(
+            "{message} (extraneous, ignored: argocd.argoproj.io/compare-options: IgnoreExtraneous)"
+        )
+    } else {
+        message
+    };
+    result
 }
 
 /// Deletes a judged object. When its version stopped being served during this pass
