@@ -641,12 +641,7 @@ async fn a_pre_sync_hook_of_a_kind_the_revision_defines_runs() {
     let report = json(&out);
     assert_eq!(
         hooks(&report),
-        vec![(
-            "PreSync".into(),
-            "schema".into(),
-            "succeeded".into(),
-            false
-        )],
+        vec![("PreSync".into(), "schema".into(), "succeeded".into(), false)],
         "{report}"
     );
     sandbox

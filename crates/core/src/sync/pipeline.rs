@@ -62,11 +62,11 @@ pub(super) enum Scope {
 /// What a pass acts on, and in which order: the app's objects, its hooks, and the
 /// plan's steps over both.
 pub(super) struct Planned<'p> {
-    pub objects: &'p ManifestSet,
-    pub hooks: Vec<Hook<'p>>,
-    pub steps: Vec<Step>,
+    pub(super) objects: &'p ManifestSet,
+    pub(super) hooks: Vec<Hook<'p>>,
+    pub(super) steps: Vec<Step>,
     /// When the pass started (`--wait` counts from here).
-    pub started: Instant,
+    pub(super) started: Instant,
 }
 
 /// One pass in progress: what it observed and has done so far.

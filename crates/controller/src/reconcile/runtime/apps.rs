@@ -622,11 +622,7 @@ impl Contexts {
         self.stop_app_object(&id, triggers).await;
         if !self.ownership.is_writer(&id) {
             // The leader (or the shard's holder) finishes it; this one only lets go.
-            self.app_objects
-                .finalizing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            let_go(&self.app_objects.finalizing, &id);
             return;
         }
         self.app_objects
@@ -638,11 +634,7 @@ impl Contexts {
             Ok(pruner) => pruner,
             Err(err) => {
                 tracing::warn!(app = %id, error = %err, "cannot finish the App's deletion yet");
-                self.app_objects
-                    .finalizing
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                let_go(&self.app_objects.finalizing, &id);
                 return;
             }
         };
@@ -683,10 +675,7 @@ impl Contexts {
             drop(held);
             statuses.remove(&id);
             METRICS.forget_app(&id);
-            finalizing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            let_go(&finalizing, &id);
         });
     }
 
@@ -714,6 +703,15 @@ impl Contexts {
             },
         })
     }
+}
+
+/// This replica no longer finishes the App's deletion (done, or for another, or for
+/// a later list of Apps).
+fn let_go(finalizing: &Mutex<HashSet<String>>, id: &str) {
+    finalizing
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(id);
 }
 
 /// What finishing a deleted App's deletion takes, away from the runtime (it runs
