@@ -150,7 +150,7 @@ pub fn plan<'a>(
 /// to the front of the PreSync phase, in their waves, when the plan has PreSync
 /// hooks: they exist before those hooks run. Without PreSync hooks the plan is left
 /// as it is.
-pub fn hoist(steps: &mut Vec<Step>, created: impl Fn(usize) -> bool) {
+pub(super) fn hoist(steps: &mut Vec<Step>, created: impl Fn(usize) -> bool) {
     let pre_sync_hooks = steps
         .iter()
         .any(|s| s.phase == Phase::PreSync && s.work == Work::RunHooks);
