@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use error::{Location, ManifestError, ManifestErrors};
 pub use render::{
     CHART_FILE, DEFAULT_RENDER_TIMEOUT, FileTree, HelmInputs, KustomizeCommand, Renderers,
-    ValuesLayer, needs_repository, render_inputs, render_tree, resolve,
+    REF_PREFIX, ValuesLayer, is_ref_file, needs_repository, render_inputs, render_tree, resolve,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
 pub use sops::{NOT_COMPARED, Sealed, SopsKeys};

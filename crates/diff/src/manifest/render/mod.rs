@@ -15,6 +15,7 @@ mod lookup;
 mod post_render;
 mod process;
 mod redact;
+mod value_refs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -27,6 +28,7 @@ pub use kustomize::KustomizeCommand;
 pub use kustomize::resolve;
 use kustomize::{TreeView, closure, join, kustomization_file};
 pub use process::DEFAULT_RENDER_TIMEOUT;
+pub use value_refs::{REF_PREFIX, is_ref_file};
 use redact::KnownSecrets;
 
 use super::error::{Location, ManifestError, ManifestErrors};
@@ -85,6 +87,13 @@ impl Renderers {
     /// (`valuesFrom`), merged after the value files and before the inline values.
     pub fn with_values_from(mut self, layers: Vec<ValuesLayer>) -> Renderers {
         self.helm.values_from = layers;
+        self
+    }
+
+    /// The same renderers with the value files of other sources read for this pass
+    /// (`$NAME/path` entries of `valueFiles`), by their entry.
+    pub fn with_ref_values(mut self, files: BTreeMap<String, ValuesLayer>) -> Renderers {
+        self.helm.ref_values = files;
         self
     }
 
@@ -299,7 +308,8 @@ pub fn needs_repository<P: AsRef<str>>(
     let chart = join(&path, CHART_FILE);
     if files_at_path.iter().any(|(p, _)| norm(p.as_ref()) == chart)
         && renderers.helm.value_files.iter().any(|f| {
-            resolve(&path, f)
+            !is_ref_file(f)
+                && resolve(&path, f)
                 .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
         })
     {
@@ -372,6 +382,7 @@ pub fn render_inputs(tree: &FileTree, path: &str, renderers: &Renderers) -> BTre
                 .helm
                 .value_files
                 .iter()
+                .filter(|f| !is_ref_file(f))
                 .map(|f| resolve(&path, f).unwrap_or_default()),
         );
         return inputs;
@@ -525,8 +536,16 @@ fn template_in_copy(
         }
         write(key, bytes)?;
     }
+    let refs = tempfile::Builder::new()
+        .prefix("tether-ref-values-")
+        .tempdir()
+        .map_err(io)?;
     let mut value_files = Vec::new();
-    for file in &renderers.helm.value_files {
+    for (i, file) in renderers.helm.value_files.iter().enumerate() {
+        if let Some(path) = renderers.helm.ref_file(file, i, refs.path(), &at)? {
+            value_files.push(path);
+            continue;
+        }
         let key = resolve(dir, file).ok_or_else(|| ManifestError::OutsideRepository {
             at: at.clone(),
             field: "valueFiles",
@@ -553,6 +572,7 @@ fn template_in_copy(
         )
         .and_then(|out| post_rendered(out, renderers, &at));
     drop(tmp);
+    drop(refs);
     out.map_err(|e| {
         let values = renderers
             .helm
@@ -635,8 +655,18 @@ pub(super) fn template_on_disk(
         .find(|a| a.join(".git").exists())
         .unwrap_or(&chart)
         .to_path_buf();
+    // SOPS-encrypted values files (the helm-secrets layout) reach helm decrypted, from
+    // a private folder removed after the render.
+    let private = tempfile::Builder::new()
+        .prefix("tether-render-")
+        .tempdir()
+        .map_err(io)?;
     let mut value_files = Vec::new();
-    for file in &renderers.helm.value_files {
+    for (i, file) in renderers.helm.value_files.iter().enumerate() {
+        if let Some(path) = renderers.helm.ref_file(file, i, private.path(), at)? {
+            value_files.push(path);
+            continue;
+        }
         let outside = || ManifestError::OutsideRepository {
             at: at.clone(),
             field: "valueFiles",
@@ -659,12 +689,6 @@ pub(super) fn template_on_disk(
         }
         value_files.push(path);
     }
-    // SOPS-encrypted values files (the helm-secrets layout) reach helm decrypted, from
-    // a private folder removed after the render.
-    let private = tempfile::Builder::new()
-        .prefix("tether-render-")
-        .tempdir()
-        .map_err(io)?;
     let mut plaintext = Vec::new();
     let mut given = Vec::with_capacity(value_files.len());
     for (i, (path, file)) in value_files
