@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::app_crd::{app, app_yaml, install_crd};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
+use crate::monorepo::counters;
 use crate::serve::server_section;
 use crate::substitute::{apply, data};
 use crate::support::{GitDaemon, GitRepo, HttpGit, TestSandbox, eventually};
@@ -23,7 +24,10 @@ fn chart(root: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
     for (file, text) in [
         ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
-        ("values.yaml", "greeting: chart\ncolor: chart\nsize: chart\n"),
+        (
+            "values.yaml",
+            "greeting: chart\ncolor: chart\nsize: chart\n",
+        ),
         ("values-big.yaml", "size: big\ncolor: chart-file\n"),
         (
             "templates/cm.yaml",
@@ -35,11 +39,14 @@ fn chart(root: &Path) -> PathBuf {
     dir
 }
 
-/// A Git repository `name` under `root` holding `envs/prod.yaml`.
+/// A Git repository `name` under `root` holding `envs/prod.yaml`, and a symlink
+/// `envs/escape.yaml` out of the repository.
 fn values_repo(root: &Path, name: &str, prod: &str) -> GitRepo {
     let repo = GitRepo::init(root.join(name));
     repo.write("envs/prod.yaml", prod);
     repo.write("README.md", "values\n");
+    std::os::unix::fs::symlink("../../../etc/hostname", repo.dir.join("envs/escape.yaml"))
+        .expect("symlink");
     repo.commit("values");
     repo
 }
@@ -72,7 +79,7 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         )
     };
     let config = format!(
-        "sources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}",
+        "resyncInterval: 1s\nsources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}{}",
         server_section(root),
         entry(
             "web",
@@ -98,6 +105,12 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
             "\"$values/envs/prod.yaml\"",
             &daemon.url("nowhere.git")
         ),
+        entry(
+            "escape",
+            "1h",
+            "\"$values/envs/escape.yaml\"",
+            &daemon.url("pushed.git")
+        ),
     );
     let serve = serve_with_helm(&sandbox, "charts-multisource", &config).await;
 
@@ -114,24 +127,38 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
     );
     let shown = revision(&synced);
     assert!(
-        shown.starts_with("web@1.0.0@sha256:") && shown.ends_with(&format!("+values@{}", &first[..12])),
+        shown.starts_with("web@1.0.0@sha256:")
+            && shown.ends_with(&format!("+values@{}", &first[..12])),
         "{shown}"
+    );
+
+    // Warm passes (a resync each second) with nothing new render nothing.
+    let renders = counters(&serve, "renders", &["web"]).await["web"];
+    let passes = counters(&serve, "reconcile_passes", &["web"]).await["web"];
+    eventually("two more passes of web", || async {
+        (counters(&serve, "reconcile_passes", &["web"]).await["web"] >= passes + 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        counters(&serve, "renders", &["web"]).await["web"],
+        renders,
+        "a pass with nothing new rendered"
     );
 
     // A commit to the values repository, announced by its push webhook.
     pushed.write("envs/prod.yaml", "greeting: pushed\n");
     let second = pushed.commit("pushed values");
     assert!(serve.push(&daemon.url("pushed.git")).await.is_success());
+    eventually("the pushed values applied", || async {
+        (data(&sandbox, "cm", "web", "multi").await["greeting"] == "pushed").then_some(())
+    })
+    .await;
     let moved = serve
-        .wait_status("web", "the pushed values applied", |s| {
+        .wait_status("web", "the pushed commit in the revision", |s| {
             revision(s).ends_with(&format!("+values@{}", &second[..12])) && s["sync"] == "Synced"
         })
         .await;
     assert!(revision(&moved).starts_with("web@1.0.0@sha256:"), "{moved}");
-    assert_eq!(
-        data(&sandbox, "cm", "web", "multi").await["greeting"],
-        "pushed"
-    );
 
     // Another, found by polling alone.
     eventually("polled's first values applied", || async {
@@ -169,7 +196,18 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         unreachable.contains("SourceFailed") && unreachable.contains("nowhere.git"),
         "{unreachable}"
     );
-    for name in ["missing", "unreachable"] {
+    // A value file that is a symlink out of the repository: refused, named.
+    let escape = serve
+        .wait_status("escape", "the escaping symlink reported", |s| {
+            s.to_string().contains("ValuesFailed")
+        })
+        .await
+        .to_string();
+    assert!(
+        escape.contains("envs/escape.yaml") && escape.contains("leaves the repository"),
+        "{escape}"
+    );
+    for name in ["missing", "unreachable", "escape"] {
         assert!(
             data(&sandbox, "cm", name, "multi").await.is_null(),
             "{name} applied"
@@ -241,7 +279,11 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
         &app_yaml(
             "theirs",
             "team-m",
-            &spec("theirs", "\"$values/envs/prod.yaml\"", &guarded.url("secret.git")),
+            &spec(
+                "theirs",
+                "\"$values/envs/prod.yaml\"",
+                &guarded.url("secret.git"),
+            ),
         ),
     )
     .await;
@@ -278,7 +320,11 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
             "spec.source.helm.valueFiles[0]: \"$values/../srv/x.yaml\" must be $NAME/path",
         ),
     ] {
-        apply(&sandbox, &app_yaml(name, "team-m", &spec(name, files, repo))).await;
+        apply(
+            &sandbox,
+            &app_yaml(name, "team-m", &spec(name, files, repo)),
+        )
+        .await;
         let message = eventually(&format!("{name} refused"), || async {
             let object = app(&sandbox, name, "team-m").await;
             object["status"]["conditions"]

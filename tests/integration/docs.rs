@@ -244,7 +244,9 @@ const CLAIMS: &[(&str, Has)] = &[
     }),
     (
         "chart values from other Git repositories, ConfigMaps and Secrets, post-render patches",
-        |p| p.crd_field("valueSources") && p.crd_field("valuesFrom") && p.crd_field("postRenderers"),
+        |p| {
+            p.crd_field("valueSources") && p.crd_field("valuesFrom") && p.crd_field("postRenderers")
+        },
     ),
     ("Helm `lookup` from the live cluster", |_| {
         repo_file("crates/core/src/cluster/lookup.rs").is_file()

@@ -176,7 +176,10 @@ mod tests {
         assert!(check_ref_file("$values/envs/prod.yaml", &names).is_ok());
         assert!(check_ref_file("../values/prod.yaml", &names).is_ok());
         for (file, says) in [
-            ("$other/a.yaml", "which source.helm.valueSources does not list (it lists: config, values)"),
+            (
+                "$other/a.yaml",
+                "which source.helm.valueSources does not list (it lists: config, values)",
+            ),
             ("$values", "must be $NAME/path"),
             ("$values/", "must be $NAME/path"),
             ("$values//etc/passwd", "must be $NAME/path"),

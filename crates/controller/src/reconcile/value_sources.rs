@@ -164,7 +164,13 @@ impl ValueSources {
             return Ok(files.clone());
         }
         let mut files = BTreeMap::new();
-        for file in app.source.helm.value_files.iter().filter(|f| is_ref_file(f)) {
+        for file in app
+            .source
+            .helm
+            .value_files
+            .iter()
+            .filter(|f| is_ref_file(f))
+        {
             // Checked with the configuration: every name is listed.
             let Some((name, path)) = split_ref_file(file) else {
                 continue;
@@ -172,8 +178,8 @@ impl ValueSources {
             let Some(at) = self.followed.iter().position(|f| f.name == name) else {
                 continue;
             };
-            let layer = read_file(cache, &self.followed[at].source, &revisions[at], file, path)
-                .await?;
+            let layer =
+                read_file(cache, &self.followed[at].source, &revisions[at], file, path).await?;
             files.insert(file.clone(), layer);
         }
         self.read = Some((shas, files.clone()));
@@ -241,7 +247,11 @@ mod tests {
     use super::*;
     use tether_core::source::SourceStatus;
 
-    fn followed(name: &str, sha: Option<&str>, syncs: u64) -> (String, Source, watch::Receiver<SourceState>) {
+    fn followed(
+        name: &str,
+        sha: Option<&str>,
+        syncs: u64,
+    ) -> (String, Source, watch::Receiver<SourceState>) {
         let state = SourceState {
             revision: sha.map(|sha| Revision {
                 sha: sha.into(),

@@ -58,8 +58,8 @@ use tether_core::sync::health::Health;
 use tether_core::sync::inputs::Identity;
 use tether_core::sync::inventory::Inventory;
 use tether_diff::diff::IgnoreRule;
-use tether_diff::manifest::{ObjectKey, ValuesLayer};
 use tether_diff::manifest::substitute::Substitution;
+use tether_diff::manifest::{ObjectKey, ValuesLayer};
 
 /// The longest a pass may run: every request is bounded on its own, so this catches
 /// a pass that keeps making slow progress (thousands of objects behind a throttled API

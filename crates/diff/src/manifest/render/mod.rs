@@ -28,8 +28,8 @@ pub use kustomize::KustomizeCommand;
 pub use kustomize::resolve;
 use kustomize::{TreeView, closure, join, kustomization_file};
 pub use process::DEFAULT_RENDER_TIMEOUT;
-pub use value_refs::{REF_PREFIX, is_ref_file};
 use redact::KnownSecrets;
+pub use value_refs::{REF_PREFIX, is_ref_file};
 
 use super::error::{Location, ManifestError, ManifestErrors};
 use super::{Input, ManifestSet, ParseOptions, SopsKeys, is_manifest_file, parse_inputs};
@@ -310,7 +310,7 @@ pub fn needs_repository<P: AsRef<str>>(
         && renderers.helm.value_files.iter().any(|f| {
             !is_ref_file(f)
                 && resolve(&path, f)
-                .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
+                    .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
         })
     {
         return true;

@@ -46,3 +46,48 @@ impl HelmInputs {
         Ok(Some(path))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_file_is_written_from_its_layer_and_an_unknown_one_refused() {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let at = Location::file("web");
+        let helm = HelmInputs {
+            ref_values: [(
+                "$values/envs/prod.yaml".to_string(),
+                ValuesLayer {
+                    origin: "values".into(),
+                    json: "{\"greeting\":\"git\"}".into(),
+                    secret: false,
+                },
+            )]
+            .into(),
+            ..HelmInputs::default()
+        };
+        assert!(is_ref_file("$values/envs/prod.yaml") && !is_ref_file("values.yaml"));
+        let path = helm
+            .ref_file("$values/envs/prod.yaml", 3, scratch.path(), &at)
+            .expect("written")
+            .expect("a ref file");
+        assert_eq!(path, scratch.path().join("ref-values-3.yaml"));
+        assert_eq!(
+            fs::read_to_string(&path).expect("read"),
+            "{\"greeting\":\"git\"}"
+        );
+        assert!(
+            helm.ref_file("../values/prod.yaml", 0, scratch.path(), &at)
+                .expect("a plain file")
+                .is_none()
+        );
+        let err = helm
+            .ref_file("$other/prod.yaml", 1, scratch.path(), &at)
+            .expect_err("unknown");
+        assert!(
+            matches!(&err, ManifestError::UnknownValuesRef { file, .. } if file == "$other/prod.yaml"),
+            "{err}"
+        );
+    }
+}
