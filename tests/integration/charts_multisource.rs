@@ -172,41 +172,35 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
     })
     .await;
 
-    // A file missing from the values repository: named with its repository,
-    // revision and path; nothing applied.
-    let missing = serve
-        .wait_status("missing", "the missing file reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
-    assert!(
-        missing.contains("has no file \\\"envs/absent.yaml\\\" at ")
-            && missing.contains("pushed.git"),
-        "{missing}"
-    );
-    // A values repository that cannot be fetched: the source's failure, retried.
-    let unreachable = serve
-        .wait_status("unreachable", "the unfetchable repository reported", |s| {
-            s.to_string().contains("no revision fetched yet")
-        })
-        .await
-        .to_string();
-    assert!(
-        unreachable.contains("SourceFailed") && unreachable.contains("nowhere.git"),
-        "{unreachable}"
-    );
-    // A value file that is a symlink out of the repository: refused, named.
-    let escape = serve
-        .wait_status("escape", "the escaping symlink reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
-    assert!(
-        escape.contains("envs/escape.yaml") && escape.contains("leaves the repository"),
-        "{escape}"
-    );
+    // Each failure is named, and applies nothing: a file missing from the values
+    // repository (with its repository, revision and path), a repository that cannot
+    // be fetched (the source's failure, retried), a value file that is a symlink out
+    // of the repository.
+    for (name, reason, says) in [
+        (
+            "missing",
+            "ValuesFailed",
+            ["has no file \\\"envs/absent.yaml\\\" at ", "pushed.git"],
+        ),
+        (
+            "unreachable",
+            "SourceFailed",
+            ["no revision fetched yet", "nowhere.git"],
+        ),
+        (
+            "escape",
+            "ValuesFailed",
+            ["envs/escape.yaml", "leaves the repository"],
+        ),
+    ] {
+        let status = serve
+            .wait_status(name, &format!("{name} reported"), |s| {
+                s.to_string().contains(reason)
+            })
+            .await
+            .to_string();
+        assert!(says.iter().all(|s| status.contains(s)), "{name}: {status}");
+    }
     for name in ["missing", "unreachable", "escape"] {
         assert!(
             data(&sandbox, "cm", name, "multi").await.is_null(),
