@@ -69,6 +69,19 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
     let srv = root.join("srv");
     let pushed = values_repo(&srv, "pushed.git", "greeting: from-git\ncolor: from-git\n");
     let polled = values_repo(&srv, "polled.git", "greeting: polled-1\n");
+    // A Git chart whose `$own/…` file is of its own repository.
+    let own = values_repo(&srv, "own.git", "greeting: own-repo\n");
+    let built = chart(&root.join("own-build"));
+    for file in [
+        "Chart.yaml",
+        "values.yaml",
+        "values-big.yaml",
+        "templates/cm.yaml",
+    ] {
+        let text = std::fs::read_to_string(built.join(file)).expect("chart file");
+        own.write(&format!("chart/{file}"), &text);
+    }
+    let own_sha = own.commit("a chart");
     let daemon = GitDaemon::start(&srv);
 
     // Chart values < the chart's own file < `$values` < inline: the files in order.
@@ -79,7 +92,7 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         )
     };
     let config = format!(
-        "resyncInterval: 1s\nsources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}{}",
+        "resyncInterval: 1s\nsources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}{}{}",
         server_section(root),
         entry(
             "web",
@@ -111,6 +124,10 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
             "\"$values/envs/escape.yaml\"",
             &daemon.url("pushed.git")
         ),
+        format!(
+            "- name: ownrepo\n  source: {{repo: \"{0}\", path: chart, interval: 1h, helm: {{valueFiles: [\"$own/envs/prod.yaml\"], valueSources: [{{name: own, repo: \"{0}\"}}]}}}}\n  destination: {{namespace: multi}}\n  sync: {{automated: true}}\n",
+            daemon.url("own.git")
+        ),
     );
     let serve = serve_with_helm(&sandbox, "charts-multisource", &config).await;
 
@@ -130,6 +147,19 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         shown.starts_with("web@1.0.0@sha256:")
             && shown.ends_with(&format!("+values@{}", &first[..12])),
         "{shown}"
+    );
+
+    // A Git chart reads `$own/…` of its own repository; both commits in the revision.
+    let ownrepo = serve
+        .wait_status("ownrepo", "ownrepo is Synced", |s| s["sync"] == "Synced")
+        .await;
+    assert_eq!(
+        revision(&ownrepo),
+        format!("{own_sha}+own@{}", &own_sha[..12])
+    );
+    assert_eq!(
+        data(&sandbox, "cm", "ownrepo", "multi").await["greeting"],
+        "own-repo"
     );
 
     // Warm passes (a resync each second) with nothing new render nothing.
