@@ -91,6 +91,10 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
             charts.url
         )
     };
+    let ownrepo = format!(
+        "- name: ownrepo\n  source: {{repo: \"{0}\", path: chart, interval: 1h, helm: {{valueFiles: [\"$own/envs/prod.yaml\"], valueSources: [{{name: own, repo: \"{0}\"}}]}}}}\n  destination: {{namespace: multi}}\n  sync: {{automated: true}}\n",
+        daemon.url("own.git")
+    );
     let config = format!(
         "resyncInterval: 1s\nsources: {{minInterval: 100ms}}\n{}  outbound: {{allowedNetworks: [127.0.0.1/32]}}\napps:\n{}{}{}{}{}{}",
         server_section(root),
@@ -124,10 +128,7 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
             "\"$values/envs/escape.yaml\"",
             &daemon.url("pushed.git")
         ),
-        format!(
-            "- name: ownrepo\n  source: {{repo: \"{0}\", path: chart, interval: 1h, helm: {{valueFiles: [\"$own/envs/prod.yaml\"], valueSources: [{{name: own, repo: \"{0}\"}}]}}}}\n  destination: {{namespace: multi}}\n  sync: {{automated: true}}\n",
-            daemon.url("own.git")
-        ),
+        ownrepo,
     );
     let serve = serve_with_helm(&sandbox, "charts-multisource", &config).await;
 
