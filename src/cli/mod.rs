@@ -285,6 +285,8 @@ impl RenderArgs {
                 kube_version: None,
                 api_versions: Vec::new(),
                 lookup: None,
+                // `$NAME/path` value files are the service's (`valueSources`).
+                ref_values: Default::default(),
             },
             release: app.unwrap_or(dir_name).to_string(),
             timeout: self.render_timeout,

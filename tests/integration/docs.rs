@@ -243,8 +243,10 @@ const CLAIMS: &[(&str, Has)] = &[
         p.crd_field("chart") && p.crds.contains("oci://host/path")
     }),
     (
-        "chart values from ConfigMaps and Secrets, post-render patches",
-        |p| p.crd_field("valuesFrom") && p.crd_field("postRenderers"),
+        "chart values from other Git repositories, ConfigMaps and Secrets, post-render patches",
+        |p| {
+            p.crd_field("valueSources") && p.crd_field("valuesFrom") && p.crd_field("postRenderers")
+        },
     ),
     ("Helm `lookup` from the live cluster", |_| {
         repo_file("crates/core/src/cluster/lookup.rs").is_file()

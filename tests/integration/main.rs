@@ -11,6 +11,7 @@ mod chart_cli;
 mod chart_lookup;
 mod chart_values;
 mod charts_deps;
+mod charts_multisource;
 mod charts_oci;
 mod charts_oci_artifact;
 mod charts_source;

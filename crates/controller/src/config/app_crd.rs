@@ -250,6 +250,25 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
                     }],
                 });
             }
+            // Its value sources are fetched under the same rule.
+            let problems: Vec<super::Problem> = app
+                .source
+                .helm
+                .value_sources
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    let message = tether_core::source::check_tenant_repo_url(&v.repo).err()?;
+                    Some(super::Problem {
+                        path: format!("spec.source.helm.valueSources[{i}].repo"),
+                        line: None,
+                        message,
+                    })
+                })
+                .collect();
+            if !problems.is_empty() {
+                return Err(ConfigError::Invalid { origin, problems });
+            }
             app.name = identity.to_string();
             // Its ServiceAccount and Secrets are its namespace's (no other was named).
             app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());

@@ -36,6 +36,7 @@ mod resolve;
 mod secrets;
 #[cfg(test)]
 mod tests;
+mod value_sources;
 mod values_from;
 mod verify;
 
@@ -48,6 +49,7 @@ pub use model::*;
 pub use oidc::{CALLBACK_PATH, ClientSecret, DEFAULT_SESSION_TTL, OidcConfig};
 pub use post_build::{DEFAULT_STRICT, PostBuildConfig, VariablesFrom, VariablesKind};
 pub use secrets::{ApiToken, PeerToken};
+pub use value_sources::{ValueSource, check_ref_file, split_ref_file};
 pub use values_from::{DEFAULT_VALUES_KEY, ValuesFrom};
 pub use verify::{VerifyConfig, VerifyKeys};
 

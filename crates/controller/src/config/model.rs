@@ -296,6 +296,9 @@ pub struct HelmConfig {
     /// Kustomization fragments applied in order to the chart's output (see
     /// [`super::post_render`]).
     pub post_renderers: Vec<serde_json::Value>,
+    /// Git repositories value files name as `$NAME/path` (see
+    /// [`super::value_sources`]).
+    pub value_sources: Vec<super::ValueSource>,
 }
 
 /// How to authenticate to a Git remote: references to secrets, never the secrets.

@@ -240,6 +240,10 @@ pub struct Helm {
     /// `postRenderers`).
     #[serde(default, deserialize_with = "null_is_default")]
     pub post_renderers: Vec<S<RawPostRenderer>>,
+    /// Git repositories whose files value files name as `$NAME/path` (Argo CD's
+    /// multi-source `$values`).
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub value_sources: Vec<S<super::value_sources::RawValueSource>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

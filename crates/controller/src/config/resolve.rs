@@ -698,8 +698,17 @@ fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig 
             None
         }
     });
+    let value_sources = super::value_sources::resolve_value_sources(
+        &raw.value_sources,
+        &format!("{path}.valueSources"),
+        check,
+    );
+    super::value_sources::check_ref_files(&raw.value_files, &value_sources, path, check);
     for (i, file) in raw.value_files.iter().enumerate() {
         let f = file.value.trim();
+        if tether_diff::manifest::is_ref_file(f) {
+            continue; // checked with the value sources
+        }
         let climbs = f.split('/').any(|p| p == "..");
         if f.is_empty() || f.starts_with('/') || climbs {
             check.report(
@@ -740,5 +749,6 @@ fn resolve_helm(raw: &raw::Helm, path: &str, check: &mut Checker) -> HelmConfig 
             &format!("{path}.postRenderers"),
             check,
         ),
+        value_sources,
     }
 }

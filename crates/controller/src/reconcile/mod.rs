@@ -13,5 +13,6 @@ pub mod pin;
 pub mod runtime;
 pub mod shard;
 pub mod trust;
+pub mod value_sources;
 pub mod values;
 pub mod variables;

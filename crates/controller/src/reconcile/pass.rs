@@ -45,6 +45,10 @@ pub enum PassError {
     /// rendered.
     #[error("{0}")]
     Values(#[source] super::values::ValuesError),
+    /// The value files of other Git sources (`source.helm.valueSources`) could not
+    /// be read; nothing was rendered.
+    #[error("{0}")]
+    RefValues(#[source] super::value_sources::RefValuesError),
     /// The SOPS keys (`decryption`) could not be read; nothing was rendered.
     #[error("{0}")]
     Decryption(#[source] super::decryption::DecryptionError),
@@ -80,6 +84,10 @@ impl PassError {
             PassError::Variables(_) => "VariablesFailed",
             PassError::Decryption(_) => "DecryptionFailed",
             PassError::Values(_) => "ValuesFailed",
+            PassError::RefValues(super::value_sources::RefValuesError::NotFetched { .. }) => {
+                "SourceFailed"
+            }
+            PassError::RefValues(_) => "ValuesFailed",
             PassError::Unverified { .. } => "VerificationFailed",
         }
     }
@@ -98,6 +106,7 @@ impl PassError {
             PassError::Variables(_) => true,
             // Likewise the key Secret or a key file, and a values ConfigMap or Secret.
             PassError::Decryption(_) | PassError::Values(_) => true,
+            PassError::RefValues(err) => err.is_retryable(),
             // Unsigned needs a new commit; unreadable keys may be fixed in place.
             PassError::Unverified { retryable, .. } => *retryable,
         }

@@ -206,6 +206,17 @@ fn set_value(text: &str) -> Value {
     Value::String(text.to_string())
 }
 
+/// A values file's text read from `origin` (a value file of another Git source,
+/// `super::value_sources`) as a layer: a YAML mapping, or nothing. Pure.
+pub fn values_document(origin: String, bytes: &[u8]) -> Result<ValuesLayer, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())?;
+    Ok(ValuesLayer {
+        origin,
+        json: document(text, false)?.to_string(),
+        secret: false,
+    })
+}
+
 /// SHA-256 of every layer's origin and values, in order.
 fn digest(layers: &[ValuesLayer]) -> String {
     let mut hash = Sha256::new();

@@ -96,6 +96,8 @@ pub enum ManifestError {
     },
     #[error("{at}: the values file {file:?} is not in the chart's revision")]
     MissingValuesFile { at: Location, file: String },
+    #[error("{at}: the values file {file:?} names a source the app has no valueSources entry for")]
+    UnknownValuesRef { at: Location, file: String },
     #[error(
         "{at}: {field} names the remote base {reference:?}; remote bases are refused unless allowed"
     )]
@@ -169,6 +171,7 @@ impl ManifestError {
             | ManifestError::Helm { at, .. }
             | ManifestError::PostRender { at, .. }
             | ManifestError::MissingValuesFile { at, .. }
+            | ManifestError::UnknownValuesRef { at, .. }
             | ManifestError::RemoteBase { at, .. }
             | ManifestError::OutsideRepository { at, .. }
             | ManifestError::DoubleRender { at, .. }

@@ -22,8 +22,8 @@ use serde_json::Value;
 
 pub use error::{Location, ManifestError, ManifestErrors};
 pub use render::{
-    CHART_FILE, DEFAULT_RENDER_TIMEOUT, FileTree, HelmInputs, KustomizeCommand, Renderers,
-    ValuesLayer, needs_repository, render_inputs, render_tree, resolve,
+    CHART_FILE, DEFAULT_RENDER_TIMEOUT, FileTree, HelmInputs, KustomizeCommand, REF_PREFIX,
+    Renderers, ValuesLayer, is_ref_file, needs_repository, render_inputs, render_tree, resolve,
 };
 pub use scope::{Scope, builtin_scope, crd_scope};
 pub use sops::{NOT_COMPARED, Sealed, SopsKeys};

@@ -26,7 +26,7 @@ mod schedule;
 
 use schedule::{ManualSync, Schedule};
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,6 +43,7 @@ use super::leader::Leadership;
 use super::pin::Pinning;
 use super::shard::Ownership;
 use super::trust::Trust;
+use super::value_sources::ValueSources;
 use super::values::PassValues;
 use crate::config::AppConfig;
 use crate::windows;
@@ -51,14 +52,14 @@ use tether_core::cluster::cache::Cache;
 use tether_core::report::commit_status::{CommitStatusReporter, CommitStatusTarget};
 use tether_core::report::notify::{Channel, Notifier};
 use tether_core::report::status::{Pin, Statuses};
-use tether_core::source::{SourceCache, SourceState};
+use tether_core::source::{Source, SourceCache, SourceState};
 use tether_core::sync::desired::RenderCache;
 use tether_core::sync::health::Health;
 use tether_core::sync::inputs::Identity;
 use tether_core::sync::inventory::Inventory;
 use tether_diff::diff::IgnoreRule;
-use tether_diff::manifest::ObjectKey;
 use tether_diff::manifest::substitute::Substitution;
+use tether_diff::manifest::{ObjectKey, ValuesLayer};
 
 /// The longest a pass may run: every request is bounded on its own, so this catches
 /// a pass that keeps making slow progress (thousands of objects behind a throttled API
@@ -166,11 +167,14 @@ impl AppHandle {
     }
 }
 
-/// Starts the worker of `config`, driven by `source` (the app's Git source watcher).
+/// Starts the worker of `config`, driven by `source` (the app's Git source watcher)
+/// and by `value_sources` (the watchers of its `source.helm.valueSources`, by name),
+/// each of whose new states takes a pass.
 pub fn spawn(
     config: AppConfig,
     shared: Arc<Shared>,
     source: watch::Receiver<SourceState>,
+    value_sources: Vec<(String, Source, watch::Receiver<SourceState>)>,
     cancel: CancellationToken,
 ) -> AppHandle {
     let wake = Arc::new(Notify::new());
@@ -186,6 +190,20 @@ pub fn spawn(
             wake.notify_one();
         })
     };
+    for (_, _, state) in &value_sources {
+        let (mut state, woken, cancel) = (state.clone(), woken.clone(), cancel.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    changed = state.changed() => match changed {
+                        Ok(()) => woken(),
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+    }
     let dependencies = shared.dependencies.register_with(
         &config.name,
         config.depends_on.clone(),
@@ -215,6 +233,8 @@ pub fn spawn(
         variables: None,
         keys: None,
         values: None,
+        value_sources: ValueSources::new(value_sources),
+        ref_values: BTreeMap::new(),
         synced_hooks: false,
         schedule,
         watched: HashSet::new(),
@@ -270,6 +290,10 @@ struct Worker {
     keys: Option<AppKeys>,
     /// The chart values the last pass read (`source.helm.valuesFrom`).
     values: Option<PassValues>,
+    /// The watchers of `source.helm.valueSources`, and the files last read of them.
+    value_sources: ValueSources,
+    /// The value files the last pass read from `value_sources`, by `valueFiles` entry.
+    ref_values: BTreeMap<String, ValuesLayer>,
     /// Whether that revision has hooks (which run with every pass that writes, so a
     /// heal of it is a full pass).
     synced_hooks: bool,

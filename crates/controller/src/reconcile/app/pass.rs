@@ -40,9 +40,10 @@ impl Worker {
         // Git's head is the status's revision; a pin holding the app elsewhere says so.
         let (revision, holding) = self.pinning.target(&head);
         let pin_set = self.pinning.get().is_some();
+        let shown = self.value_sources.shown(&head.sha);
         self.shared.statuses.update(&name, |s| {
             s.revision = Some(RevisionInfo {
-                sha: head.sha.clone(),
+                sha: shown,
                 subject: head.subject.clone(),
             });
             pin::show(s, holding.as_ref(), pin_set, Utc::now());
@@ -131,6 +132,22 @@ impl Worker {
             Ok(read) => self.values = read,
             Err(err) => {
                 self.record_pass(revision, started, Err((PassError::Values(err), 0)));
+                return false;
+            }
+        }
+        // A value source's first fetch wakes the app: until then there is nothing
+        // to render with, and nothing failed.
+        if self.value_sources.pending() {
+            return false;
+        }
+        match self
+            .value_sources
+            .read(&self.shared.sources, &self.config)
+            .await
+        {
+            Ok(files) => self.ref_values = files,
+            Err(err) => {
+                self.record_pass(revision, started, Err((PassError::RefValues(err), 0)));
                 return false;
             }
         }
@@ -334,9 +351,10 @@ impl Worker {
         }
         self.observe_source(&state.status, Some(&head));
         let (mut synced, mut health) = (false, Health::Unknown);
+        let shown = self.value_sources.shown(&head.sha);
         self.shared.statuses.update(&self.config.name, |s| {
             s.revision = Some(RevisionInfo {
-                sha: head.sha.clone(),
+                sha: shown,
                 subject: head.subject.clone(),
             });
             synced = s.sync == SyncStatus::Synced;

@@ -42,6 +42,7 @@ impl Worker {
         };
         let id = variables::revision_id(&base, self.variables.as_ref());
         let id = decryption::revision_id(id, self.keys.as_ref());
+        let id = self.value_sources.revision_id(id);
         values::revision_id(id, self.values.as_ref())
     }
 
@@ -108,6 +109,7 @@ impl Worker {
                             .map(PassValues::layers)
                             .unwrap_or_default(),
                     )
+                    .with_ref_values(self.ref_values.clone())
                     .with_lookup(lookup.kubeconfig()),
                 )
                 .await

@@ -94,8 +94,32 @@ impl Contexts {
             self.held(&app.name, source_cancel.clone()),
             source_cancel.clone(),
         );
+        // Each value source is a Git source of its own: polled, woken by its
+        // repository's pushes, and stopped with the app's source.
+        let value_sources = app
+            .value_sources()
+            .into_iter()
+            .map(|(name, source)| {
+                let trigger = triggers.register(&source);
+                let (state, _task) = SourceWatcher::spawn_while(
+                    self.sources.clone(),
+                    source.clone(),
+                    app.poll_config(&config.sources),
+                    trigger,
+                    self.held(&app.name, source_cancel.clone()),
+                    source_cancel.clone(),
+                );
+                (name, source, state)
+            })
+            .collect();
         let cluster = shared.cluster.clone();
-        let handle = app::spawn(app.clone(), shared, rx, self.workers.child_token());
+        let handle = app::spawn(
+            app.clone(),
+            shared,
+            rx,
+            value_sources,
+            self.workers.child_token(),
+        );
         if self.apps.suspensions.is_recorded(&app.name) {
             handle.set_suspended(true);
         }
@@ -153,6 +177,9 @@ impl Contexts {
                 .remove(&app.name);
             if let Some(running) = running {
                 triggers.unregister(&app.source());
+                for (_, source) in app.value_sources() {
+                    triggers.unregister(&source);
+                }
                 let target = running.target.clone();
                 stop_app(running, Instant::now() + STOP_GRACE).await;
                 self.release(&target, &app.name);

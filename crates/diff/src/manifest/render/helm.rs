@@ -32,6 +32,9 @@ pub struct HelmInputs {
     pub values: Option<String>,
     /// `--set` overrides, applied last.
     pub set: Vec<String>,
+    /// The value files of other sources (`$NAME/path` entries of `value_files`), by
+    /// their entry, read for this pass (see [`super::value_refs`]).
+    pub ref_values: std::collections::BTreeMap<String, ValuesLayer>,
     /// The destination cluster's version (`.Capabilities.KubeVersion`), from its
     /// `/version`; unset offline, where Helm's default stands.
     pub kube_version: Option<String>,

@@ -9,18 +9,21 @@
 //! generated kustomization does; one that another of them already builds (a `base/`
 //! next to the `overlays/` using it) is refused rather than rendered twice.
 
+mod chart_on_disk;
 mod helm;
 mod kustomize;
 mod lookup;
 mod post_render;
 mod process;
 mod redact;
+mod value_refs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+pub(super) use chart_on_disk::template_on_disk;
 pub(crate) use helm::Templated;
 pub use helm::{CHART_FILE, HelmInputs, ValuesLayer};
 pub use kustomize::KustomizeCommand;
@@ -28,6 +31,7 @@ pub use kustomize::resolve;
 use kustomize::{TreeView, closure, join, kustomization_file};
 pub use process::DEFAULT_RENDER_TIMEOUT;
 use redact::KnownSecrets;
+pub use value_refs::{REF_PREFIX, is_ref_file};
 
 use super::error::{Location, ManifestError, ManifestErrors};
 use super::{Input, ManifestSet, ParseOptions, SopsKeys, is_manifest_file, parse_inputs};
@@ -85,6 +89,13 @@ impl Renderers {
     /// (`valuesFrom`), merged after the value files and before the inline values.
     pub fn with_values_from(mut self, layers: Vec<ValuesLayer>) -> Renderers {
         self.helm.values_from = layers;
+        self
+    }
+
+    /// The same renderers with the value files of other sources read for this pass
+    /// (`$NAME/path` entries of `valueFiles`), by their entry.
+    pub fn with_ref_values(mut self, files: BTreeMap<String, ValuesLayer>) -> Renderers {
+        self.helm.ref_values = files;
         self
     }
 
@@ -299,8 +310,9 @@ pub fn needs_repository<P: AsRef<str>>(
     let chart = join(&path, CHART_FILE);
     if files_at_path.iter().any(|(p, _)| norm(p.as_ref()) == chart)
         && renderers.helm.value_files.iter().any(|f| {
-            resolve(&path, f)
-                .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
+            !is_ref_file(f)
+                && resolve(&path, f)
+                    .is_none_or(|key| !(path.is_empty() || key.starts_with(&format!("{path}/"))))
         })
     {
         return true;
@@ -372,6 +384,7 @@ pub fn render_inputs(tree: &FileTree, path: &str, renderers: &Renderers) -> BTre
                 .helm
                 .value_files
                 .iter()
+                .filter(|f| !is_ref_file(f))
                 .map(|f| resolve(&path, f).unwrap_or_default()),
         );
         return inputs;
@@ -525,8 +538,16 @@ fn template_in_copy(
         }
         write(key, bytes)?;
     }
+    let refs = tempfile::Builder::new()
+        .prefix("tether-ref-values-")
+        .tempdir()
+        .map_err(io)?;
     let mut value_files = Vec::new();
-    for file in &renderers.helm.value_files {
+    for (i, file) in renderers.helm.value_files.iter().enumerate() {
+        if let Some(path) = renderers.helm.ref_file(file, i, refs.path(), &at)? {
+            value_files.push(path);
+            continue;
+        }
         let key = resolve(dir, file).ok_or_else(|| ManifestError::OutsideRepository {
             at: at.clone(),
             field: "valueFiles",
@@ -553,6 +574,7 @@ fn template_in_copy(
         )
         .and_then(|out| post_rendered(out, renderers, &at));
     drop(tmp);
+    drop(refs);
     out.map_err(|e| {
         let values = renderers
             .helm
@@ -615,96 +637,6 @@ fn write_in_copy(
         None => fs::write(&target, bytes).map_err(io)?,
     }
     Ok(target)
-}
-
-/// Renders a chart on disk in place. Its values files may lie anywhere in the Git
-/// work tree holding the chart (the chart's own directory when it is in none), and
-/// are refused when they, or a symlink on the way, lead out of it.
-pub(super) fn template_on_disk(
-    dir: &Path,
-    at: &Location,
-    renderers: &Renderers,
-) -> Result<Templated, ManifestError> {
-    let io = |source| ManifestError::Io {
-        at: at.clone(),
-        source,
-    };
-    let chart = fs::canonicalize(dir).map_err(io)?;
-    let root = chart
-        .ancestors()
-        .find(|a| a.join(".git").exists())
-        .unwrap_or(&chart)
-        .to_path_buf();
-    let mut value_files = Vec::new();
-    for file in &renderers.helm.value_files {
-        let outside = || ManifestError::OutsideRepository {
-            at: at.clone(),
-            field: "valueFiles",
-            reference: file.clone(),
-        };
-        if Path::new(file).is_absolute() {
-            return Err(outside());
-        }
-        let path = match fs::canonicalize(chart.join(file)) {
-            Ok(path) if path.is_file() => path,
-            _ => {
-                return Err(ManifestError::MissingValuesFile {
-                    at: at.clone(),
-                    file: file.clone(),
-                });
-            }
-        };
-        if !path.starts_with(&root) {
-            return Err(outside());
-        }
-        value_files.push(path);
-    }
-    // SOPS-encrypted values files (the helm-secrets layout) reach helm decrypted, from
-    // a private folder removed after the render.
-    let private = tempfile::Builder::new()
-        .prefix("tether-render-")
-        .tempdir()
-        .map_err(io)?;
-    let mut plaintext = Vec::new();
-    let mut given = Vec::with_capacity(value_files.len());
-    for (i, (path, file)) in value_files
-        .iter()
-        .zip(&renderers.helm.value_files)
-        .enumerate()
-    {
-        let bytes = fs::read(path).map_err(io)?;
-        given.push(
-            match super::sops::decrypt_for_copy(file, &bytes, renderers.sops.get())? {
-                Some((plain, values)) => {
-                    plaintext.extend(values);
-                    let target = private.path().join(format!("{i}.yaml"));
-                    fs::write(&target, plain).map_err(io)?;
-                    target
-                }
-                None => path.clone(),
-            },
-        );
-    }
-    let out = renderers
-        .helm
-        .template(dir, &given, &renderers.release, renderers.timeout, at)
-        .and_then(|out| post_rendered(out, renderers, at));
-    drop(private);
-    out.map_err(|e| {
-        let inline = renderers.helm.values.as_deref().unwrap_or_default();
-        let known = known_on_disk(
-            std::iter::once(chart.clone()),
-            value_files.iter().cloned(),
-            &renderers.helm.set,
-        );
-        let values = KnownSecrets::from_files([("values.yaml", inline.as_bytes())], &[]).with(
-            plaintext
-                .into_iter()
-                .chain(renderers.helm.secret_values())
-                .collect(),
-        );
-        values.mask_error(known.mask_error(e))
-    })
 }
 
 /// A chart's output with the app's post-renderers applied.
