@@ -41,7 +41,7 @@ impl Drop for OciRegistry {
 }
 
 /// The user the htpasswd registry knows.
-const USER: &str = "robot";
+pub(crate) const USER: &str = "robot";
 
 impl OciRegistry {
     /// An anonymous registry.
@@ -636,7 +636,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
 }
 
 /// `user:password` in base64, as a basic `Authorization` header carries it.
-fn base64_login(user: &str, password: &str) -> String {
+pub(crate) fn base64_login(user: &str, password: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }

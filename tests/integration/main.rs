@@ -10,6 +10,7 @@ mod chart;
 mod chart_cli;
 mod chart_lookup;
 mod chart_values;
+mod charts_dep_credentials;
 mod charts_deps;
 mod charts_oci;
 mod charts_oci_artifact;

@@ -241,9 +241,16 @@ pub async fn read_revision(
                 None,
             ),
         };
-        // A chart source's login also serves its dependencies on the same repository.
-        let parent = login.as_ref().map(|login| (source.url.as_str(), login));
-        runtime.block_on(cache.charts().vendor(&mut files, &source.path, parent))?;
+        // A chart source's login also serves its dependencies on the same repository;
+        // the app's dependencyCredentials those on others.
+        runtime.block_on(async {
+            let logins = cache.dependency_logins(&source, login).await?;
+            cache
+                .charts()
+                .vendor(&mut files, &source.path, &logins)
+                .await?;
+            Ok::<_, DesiredError>(())
+        })?;
         render_files(
             &files,
             &source.path,
