@@ -9,6 +9,7 @@ mod appsets_file;
 mod chart;
 mod chart_cli;
 mod chart_lookup;
+mod chart_lookup_scope;
 mod chart_values;
 mod charts_dep_credentials;
 mod charts_deps;

@@ -42,7 +42,7 @@ pub use archive::{
     ArchiveProblem, MAX_ARCHIVE_BYTES, MAX_CHART_BYTES, MAX_CHART_FILE_BYTES, MAX_CHART_FILES,
 };
 pub use artifact::DEFAULT_ARTIFACT_TAG;
-pub use deps::needs_repository;
+pub use deps::{is_chart, needs_repository};
 pub use error::ChartError;
 pub use login::{ChartLogin, DOCKER_CONFIG_KEY};
 pub use logins::{DependencyCredential, DependencyLogins};
