@@ -4,13 +4,12 @@
 //! entry without `url`, a dockerconfigjson's registries. Checked here so that a
 //! configuration that loads names prefixes tether can match and Secrets it can read.
 
+// A dependency's `repository:` is fetched over a chart source's schemes.
+use super::chart::CHART_SCHEMES as SCHEMES;
 use super::check::{Checker, line_of};
 use super::credentials::secret_ref;
 use super::model::DependencyCredentialConfig;
 use super::raw;
-
-/// The schemes a dependency's `repository:` is fetched over.
-const SCHEMES: [&str; 3] = ["https://", "http://", "oci://"];
 
 /// The entries of `src.dependencyCredentials`; every problem reported on `check`.
 pub(super) fn resolve(

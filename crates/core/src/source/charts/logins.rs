@@ -143,6 +143,47 @@ impl DependencyLogins {
 mod tests {
     use super::*;
 
+    /// A repository that redirects `index.yaml` to another host (another port of
+    /// loopback) that records the `Authorization` headers it is sent.
+    #[tokio::test]
+    async fn a_login_is_not_sent_on_after_a_redirect_to_another_host() {
+        use std::sync::{Arc, Mutex};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        let other = axum::Router::new().route(
+            "/index.yaml",
+            axum::routing::get(move |headers: axum::http::HeaderMap| async move {
+                if let Some(h) = headers.get("authorization") {
+                    record.lock().expect("lock").push(format!("{h:?}"));
+                }
+                "apiVersion: v1\nentries: {}\n"
+            }),
+        );
+        let serve = |app: axum::Router| async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let at = format!("http://{}", listener.local_addr().expect("addr"));
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            at
+        };
+        let elsewhere = serve(other).await;
+        let moved = format!("{elsewhere}/index.yaml");
+        let repo = serve(axum::Router::new().route(
+            "/index.yaml",
+            axum::routing::get(move || async move { axum::response::Redirect::temporary(&moved) }),
+        ))
+        .await;
+        let login = ChartLogin::from_secret(&secret("a"), &basic("robot"), &repo).expect("login");
+        let fetcher = super::super::repo::Fetcher::new(None, Arc::default()).expect("a client");
+        fetcher
+            .index(&repo, &login)
+            .await
+            .expect("the index, redirected");
+        assert_eq!(*seen.lock().expect("lock"), Vec::<String>::new());
+    }
+
     fn secret(name: &str) -> CredentialsSecret {
         CredentialsSecret {
             namespace: "team".into(),
