@@ -246,7 +246,7 @@ async fn stage(
 ) -> ManifestSet {
     cache
         .manifests(&revision.sha, || async {
-            read_revision(sources, source, revision, "default", None, renderers).await
+            read_revision(sources, source, revision, "default", None, renderers, None).await
         })
         .await
         .unwrap_or_else(|e| panic!("{e}"))

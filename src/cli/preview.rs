@@ -70,6 +70,7 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     if live {
         compare_live(args, &mut found).await?;
     }
+    say_lookups_were_empty(&found);
     let mut out = match args.output {
         ReportFormat::Json => serde_json::to_string_pretty(&render_json(&found))?,
         ReportFormat::Junit => render_junit(&found),
@@ -110,6 +111,21 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     } else {
         Outcome::Success
     })
+}
+
+/// Issue #26: a preview renders both revisions without a cluster, so a chart calling
+/// `lookup` had its lookups answer empty maps (as `helm template`'s do), and what it
+/// generates then (a random password) is not what the cluster holds. Said on
+/// stderr, as `tether diff --live` says it, so that such a change is not taken for real.
+fn say_lookups_were_empty(found: &Preview) {
+    for app in &found.apps {
+        for chart in &app.empty_lookups {
+            eprintln!(
+                "tether diff: app {}: chart {chart} calls lookup; rendered without a cluster (a preview), its lookups answered nothing (as helm template's do)",
+                app.name
+            );
+        }
+    }
 }
 
 /// Whether each rendered app's head is also compared with live objects: a snapshot

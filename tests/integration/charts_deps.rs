@@ -26,8 +26,12 @@ pub(crate) struct HelmRepo {
     pub(crate) url: String,
     requests: Arc<AtomicUsize>,
     archives: Arc<AtomicUsize>,
+    authorizations: Authorizations,
     _server: tokio::task::JoinHandle<()>,
 }
+
+/// The `Authorization` headers a repository was sent, in order.
+type Authorizations = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// What the repository serves from: its folder, its counters, and the
 /// `Authorization` header it requires, if any.
@@ -36,14 +40,20 @@ type RepoState = (
     Arc<AtomicUsize>,
     Arc<AtomicUsize>,
     Option<Arc<String>>,
+    Authorizations,
 );
 
 async fn serve_file(
-    State((dir, count, archives, login)): State<RepoState>,
+    State((dir, count, archives, login, seen)): State<RepoState>,
     UrlPath(name): UrlPath<String>,
     headers: axum::http::HeaderMap,
 ) -> Result<Vec<u8>, StatusCode> {
     count.fetch_add(1, Ordering::SeqCst);
+    if let Some(given) = headers.get("authorization").and_then(|h| h.to_str().ok())
+        && let Ok(mut seen) = seen.lock()
+    {
+        seen.push(given.to_string());
+    }
     if let Some(login) = login {
         let given = headers.get("authorization").and_then(|h| h.to_str().ok());
         if given != Some(login.as_str()) {
@@ -73,9 +83,17 @@ impl HelmRepo {
         std::fs::create_dir_all(&dir).expect("mkdir");
         let requests = Arc::new(AtomicUsize::new(0));
         let archives = Arc::new(AtomicUsize::new(0));
+        let authorizations = Authorizations::default();
+        let state = (
+            dir.clone(),
+            requests.clone(),
+            archives.clone(),
+            login,
+            authorizations.clone(),
+        );
         let app = axum::Router::new()
             .route("/{name}", axum::routing::get(serve_file))
-            .with_state((dir.clone(), requests.clone(), archives.clone(), login));
+            .with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -88,8 +106,17 @@ impl HelmRepo {
             url,
             requests,
             archives,
+            authorizations,
             _server: server,
         }
+    }
+
+    /// The `Authorization` headers sent to the repository so far.
+    pub(crate) fn authorizations(&self) -> Vec<String> {
+        self.authorizations
+            .lock()
+            .map(|seen| seen.clone())
+            .unwrap_or_default()
     }
 
     /// Packages the chart folder `chart` into the repository and indexes it again,

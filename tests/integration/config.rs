@@ -173,7 +173,7 @@ fn a_bad_file_names_itself_the_line_and_every_field() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{shown}:3: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials, helm, chart, version, verify, oci, tag, digest"
+            "{shown}:3: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials, helm, chart, version, verify, oci, tag, digest, dependencyCredentials"
         )
     );
 }

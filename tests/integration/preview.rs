@@ -745,3 +745,42 @@ mod compare {
         }
     }
 }
+
+/// Issue #26: a preview renders without a cluster; a chart calling `lookup` is said
+/// to have had its lookups answer nothing, so a generated value's change is not taken
+/// for real.
+#[test]
+fn a_chart_calling_lookup_is_said_to_have_rendered_its_lookups_empty() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = GitRepo::init(tmp.path().to_path_buf());
+    let template = |colour: &str| {
+        format!(
+            "{{{{- $found := lookup \"v1\" \"Secret\" .Release.Namespace \"admin\" }}}}\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: admin\ndata:\n\
+             \x20 found: {{{{ $found | toJson | quote }}}}\n  colour: {colour}\n"
+        )
+    };
+    repo.write(
+        "chart/Chart.yaml",
+        "apiVersion: v2\nname: grafana\nversion: 0.1.0\n",
+    );
+    repo.write("chart/templates/cm.yaml", &template("red"));
+    let base = repo.commit("base");
+    repo.write("chart/templates/cm.yaml", &template("blue"));
+    repo.commit("head");
+    let helm = crate::chart::helm();
+    let helm = helm.to_str().expect("utf-8");
+    let run = tether_in(
+        &repo.dir,
+        &["--base", &base, "--path", "chart", "--helm", helm],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "app chart: chart chart calls lookup; rendered without a cluster (a preview), \
+             its lookups answered nothing"
+        ),
+        "{}",
+        run.stderr
+    );
+}

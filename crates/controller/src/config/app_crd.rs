@@ -133,6 +133,10 @@ pub(super) const TETHER_ONLY: &[(&str, &str)] = &[
     ("source.credentials.sshKeyFile", TETHERS_ENVIRONMENT),
     ("source.credentials.knownHostsFile", TETHERS_ENVIRONMENT),
     ("source.credentials.secretRef.namespace", OWN_NAMESPACE),
+    (
+        "source.dependencyCredentials[].secretRef.namespace",
+        OWN_NAMESPACE,
+    ),
     ("source.verify.keys.files", TETHERS_KEY_FILES),
     ("source.verify.keys.secretRef.namespace", OWN_NAMESPACE),
     ("commitStatus", TETHERS_TOKEN),

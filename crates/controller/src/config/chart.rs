@@ -9,7 +9,7 @@ use super::model::ChartSource;
 use super::raw;
 
 /// The schemes of the Helm repositories a chart source is fetched from.
-const CHART_SCHEMES: [&str; 3] = ["https://", "http://", "oci://"];
+pub(super) const CHART_SCHEMES: [&str; 3] = ["https://", "http://", "oci://"];
 
 /// The chart a source names, when it names one; every problem reported on `check`.
 pub(super) fn resolve_chart(

@@ -126,7 +126,7 @@ pub(super) fn resolve_credentials(
 
 /// A Secret named at `at` (`….secretRef`): its name a DNS subdomain, its key (when the
 /// field has one) not empty, its namespace a label.
-fn secret_ref(
+pub(super) fn secret_ref(
     name: &S<String>,
     key: Option<&S<String>>,
     namespace: Option<&S<String>>,

@@ -25,6 +25,7 @@ mod chart;
 mod check;
 mod credentials;
 mod decryption;
+mod dependency_credentials;
 pub mod depends;
 mod health;
 mod model;

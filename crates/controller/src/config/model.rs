@@ -267,6 +267,18 @@ pub struct SourceConfig {
     /// `repo` is an OCI artifact of plain manifests (`source.oci`) and `reference` its
     /// tag, range or digest (issue #26).
     pub artifact: bool,
+    /// Secrets for the chart's dependencies on other repositories
+    /// (`source.dependencyCredentials`).
+    pub dependency_credentials: Vec<DependencyCredentialConfig>,
+}
+
+/// One entry of `source.dependencyCredentials` (issue #26): a Secret serving the
+/// chart dependencies on repositories under `url`, or, without one, a
+/// dockerconfigjson's registries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DependencyCredentialConfig {
+    pub url: Option<String>,
+    pub secret_ref: KubeConfigRef,
 }
 
 /// `source.chart` and `source.version`: chart `name` of the Helm repository at the
@@ -440,7 +452,20 @@ impl AppConfig {
             }),
             None => self.source.credentials.auth(&self.source.repo),
         };
-        match &self.source.chart {
+        let dependencies = self
+            .source
+            .dependency_credentials
+            .iter()
+            .map(|entry| tether_core::source::charts::DependencyCredential {
+                url: entry.url.clone(),
+                secret: CredentialsSecret {
+                    namespace: self
+                        .secret_namespace(&entry.secret_ref, DEFAULT_INVENTORY_NAMESPACE),
+                    name: entry.secret_ref.name.clone(),
+                },
+            })
+            .collect();
+        let source = match &self.source.chart {
             Some(chart) => {
                 Source::chart(&self.source.repo, &chart.name, &chart.version).with_auth(auth)
             }
@@ -450,7 +475,8 @@ impl AppConfig {
             }
             None => Source::new(&self.source.repo, &self.source.reference, &self.source.path)
                 .with_auth(auth),
-        }
+        };
+        source.with_dependency_credentials(dependencies)
     }
 
     /// Where a Secret the app names lives: in its tenant namespace (an App's own),

@@ -203,6 +203,9 @@ pub struct Source {
     pub tag: Option<S<String>>,
     /// The artifact's manifest digest.
     pub digest: Option<S<String>>,
+    /// Credentials for the chart's dependencies on other repositories (issue #26).
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub dependency_credentials: Vec<S<DependencyCredential>>,
 }
 
 /// `source.verify`.
@@ -561,4 +564,13 @@ pub struct RawHealthCheck {
     pub in_progress: Option<String>,
     #[serde(default)]
     pub failed: Option<String>,
+}
+
+/// One entry of `source.dependencyCredentials`: a Secret, for the repositories under
+/// `url` (or, without it, a dockerconfigjson's registries).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DependencyCredential {
+    pub url: Option<S<String>>,
+    pub secret_ref: S<SecretNameRef>,
 }

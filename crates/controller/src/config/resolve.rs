@@ -127,6 +127,9 @@ fn resolve_entry(
         r.namespace
             .get_or_insert_with(|| inventory_namespace.to_string());
     }
+    for entry in &mut resolved.source.dependency_credentials {
+        (entry.secret_ref.namespace).get_or_insert_with(|| inventory_namespace.to_string());
+    }
     if let Some(super::VerifyConfig {
         keys: super::VerifyKeys::Secret { namespace, .. },
         ..
@@ -472,6 +475,7 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             .verify
             .as_ref()
             .map(|v| super::verify::resolve_verify(v, &format!("{path}.source.verify"), check)),
+        dependency_credentials: super::dependency_credentials::resolve(src, path, check),
     };
     let destination = DestinationConfig {
         namespace: match &raw.destination.namespace {

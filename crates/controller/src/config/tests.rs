@@ -638,7 +638,7 @@ fn webhook_secrets_are_read_when_asked() {
 fn unknown_keys_name_their_path_and_line() {
     assert_eq!(
         syntax(&app("    interval: 1m\n    branch: main\n")),
-        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials, helm, chart, version, verify, oci, tag, digest"
+        "tether.yaml:6: apps[0].source.branch: unknown field `branch`, expected one of repo, ref, path, interval, staleAfter, credentials, helm, chart, version, verify, oci, tag, digest, dependencyCredentials"
     );
     assert_eq!(
         syntax("server:\n  listen: 0.0.0.0:1\n  tls: true\n"),

@@ -79,6 +79,8 @@ impl LookupEndpoint {
             .tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
         write_private(&kubeconfig, &kubeconfig_text(port, &ca_pem, &token))?;
+        // Once per render of a chart: where its `lookup` calls go.
+        tracing::info!(port, "serving a chart's lookups for one render");
         let state = Arc::new(Forward {
             cluster: cluster.clone(),
             token,

@@ -95,6 +95,9 @@ pub struct Source {
     /// a Git repository (issue #26, Flux's `OCIRepository`): `reference` is then a tag,
     /// a semver range over the tags or a manifest digest, and `path` a folder in it.
     pub artifact: bool,
+    /// Credentials for a chart's dependencies on other repositories (issue #26):
+    /// Secrets matched by repository URL prefix (`source.dependencyCredentials`).
+    pub dependency_credentials: Vec<charts::DependencyCredential>,
 }
 
 impl Source {
@@ -111,6 +114,7 @@ impl Source {
             auth: Auth::None,
             chart: None,
             artifact: false,
+            dependency_credentials: Vec::new(),
         }
     }
 
@@ -152,6 +156,15 @@ impl Source {
         self
     }
 
+    /// The same source with credentials for its chart's dependencies.
+    pub fn with_dependency_credentials(
+        mut self,
+        credentials: Vec<charts::DependencyCredential>,
+    ) -> Self {
+        self.dependency_credentials = credentials;
+        self
+    }
+
     /// The repository this source reads, normalized so that https/ssh/scp-like,
     /// `.git` and case variants of one repository are one (webhooks match on it; a
     /// clone is shared only with the same scheme and credentials too).
@@ -174,6 +187,7 @@ impl fmt::Debug for Source {
             .field("auth", &self.auth)
             .field("chart", &self.chart)
             .field("artifact", &self.artifact)
+            .field("dependency_credentials", &self.dependency_credentials)
             .finish()
     }
 }

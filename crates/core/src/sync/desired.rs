@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::cluster::Cluster;
+use crate::cluster::lookup::LookupEndpoint;
 use crate::source::charts::{self, ChartError};
 use crate::source::{
     Revision, Source, SourceCache, SourceError, Verdicts, Verified, VerifyError, VerifyPolicy,
@@ -155,6 +157,7 @@ pub async fn read_desired(
                 &default_namespace,
                 options.scopes,
                 options.renderers,
+                None,
             )
             .await?;
             (Some(revision), manifests)
@@ -200,6 +203,9 @@ pub async fn verify_revision(
 /// chart's files ([`charts::ChartStore::chart_files`]), an OCI artifact's its layer's
 /// ([`charts::ChartStore::artifact_files`]). A chart's dependencies that are
 /// not vendored in its `charts/` are vendored first ([`charts::ChartStore::vendor`]).
+/// With `lookups`, a chart's `lookup` calls read that cluster through an endpoint
+/// served for this render only ([`LookupEndpoint`]); a directory or a kustomization
+/// renders without one.
 pub async fn read_revision(
     cache: &SourceCache,
     source: &Source,
@@ -207,11 +213,13 @@ pub async fn read_revision(
     default_namespace: &str,
     scopes: Option<&Scopes>,
     renderers: &Renderers,
+    lookups: Option<&Cluster>,
 ) -> Result<ManifestSet, DesiredError> {
     let (cache, source, at) = (cache.clone(), source.clone(), revision.clone());
     let default_namespace = default_namespace.to_string();
     let scopes = scopes.cloned();
     let renderers = renderers.clone();
+    let lookups = lookups.cloned();
     tokio::task::spawn_blocking(move || {
         // This blocking thread may wait for the runtime's I/O: the fetches are async.
         let runtime = tokio::runtime::Handle::current();
@@ -241,9 +249,26 @@ pub async fn read_revision(
                 None,
             ),
         };
-        // A chart source's login also serves its dependencies on the same repository.
-        let parent = login.as_ref().map(|login| (source.url.as_str(), login));
-        runtime.block_on(cache.charts().vendor(&mut files, &source.path, parent))?;
+        // A chart source's login also serves its dependencies on the same repository;
+        // the app's dependencyCredentials those on others.
+        runtime.block_on(async {
+            let logins = cache.dependency_logins(&source, login).await?;
+            cache
+                .charts()
+                .vendor(&mut files, &source.path, &logins)
+                .await?;
+            Ok::<_, DesiredError>(())
+        })?;
+        let endpoint = match &lookups {
+            Some(cluster) if charts::is_chart(&files, &source.path) => {
+                Some(runtime.block_on(LookupEndpoint::start(cluster))?)
+            }
+            _ => None,
+        };
+        let renderers = match &endpoint {
+            Some(endpoint) => renderers.with_lookup(endpoint.kubeconfig()),
+            None => renderers,
+        };
         render_files(
             &files,
             &source.path,

@@ -286,6 +286,9 @@ pub struct AppPreview {
     /// The head against the cluster (or a snapshot of it): what merging does live.
     /// Filled by the caller that compared it; `None` when not compared.
     pub live: Option<Vec<ObjectDiff>>,
+    /// Charts of the head that call `lookup` (issue #26): rendered without a
+    /// cluster, their lookups answered nothing, as `helm template`'s do.
+    pub empty_lookups: Vec<String>,
 }
 
 /// Every app of a repository between two commits.
@@ -362,7 +365,7 @@ pub fn preview(
     let mut changed = Vec::new();
     for (i, app) in apps.iter().enumerate() {
         if unchanged(repo, &mut trees, app)? {
-            outcomes.push(Some((AppOutcome::Unchanged, None)));
+            outcomes.push(Some((AppOutcome::Unchanged, None, Vec::new())));
         } else {
             outcomes.push(None);
             changed.push(i);
@@ -381,12 +384,14 @@ pub fn preview(
         .iter()
         .zip(outcomes)
         .map(|(app, outcome)| {
-            let (outcome, head) = outcome.unwrap_or((AppOutcome::Unchanged, None));
+            let (outcome, head, empty_lookups) =
+                outcome.unwrap_or((AppOutcome::Unchanged, None, Vec::new()));
             AppPreview {
                 name: app.name.clone(),
                 outcome,
                 head,
                 live: None,
+                empty_lookups,
             }
         })
         .collect();
@@ -409,8 +414,9 @@ fn render_workers(changed: usize) -> usize {
         .max(1)
 }
 
-/// An app's outcome, with the head's objects when it was rendered at both revisions.
-type Compared = (AppOutcome, Option<ManifestSet>);
+/// An app's outcome, with the head's objects when it was rendered at both revisions
+/// and kept, and the head's charts whose lookups answered nothing.
+type Compared = (AppOutcome, Option<ManifestSet>, Vec<String>);
 
 /// Renders and compares the `changed` apps (indexes into `apps`), several at once,
 /// each worker with its own handle on the repository; their outcomes are written
@@ -503,11 +509,12 @@ fn compare_app(
         .map_err(|e| failed(side, e))
     };
     let outcome = match render(base, Side::Base).and_then(|b| Ok((b, render(head, Side::Head)?))) {
-        Ok((b, h)) => (
-            AppOutcome::Compared(compare_revisions(&b, &h, noise)),
-            keep_head.then_some(h),
-        ),
-        Err(failure) => (failure, None),
+        Ok((b, h)) => {
+            let compared = AppOutcome::Compared(compare_revisions(&b, &h, noise));
+            let empty_lookups = h.empty_lookups.clone();
+            (compared, keep_head.then_some(h), empty_lookups)
+        }
+        Err(failure) => (failure, None, Vec::new()),
     };
     (outcome, renders)
 }

@@ -3,7 +3,6 @@
 //! with the watches of the kinds they use.
 
 use kube::core::GroupVersionKind;
-use tether_core::cluster::lookup::LookupEndpoint;
 use tether_core::metrics::METRICS;
 use tether_core::source::Revision;
 use tether_core::sync::desired::{DesiredError, label_for_app, read_revision};
@@ -86,10 +85,6 @@ impl Worker {
                 let cluster = &self.shared.cluster;
                 let scopes = cluster.scopes().await.map_err(PassError::Cluster)?;
                 let (version, apis) = cluster.capabilities().await.map_err(PassError::Cluster)?;
-                // Charts' `lookup` reads the cluster as this app's identity (issue #26).
-                let lookup = LookupEndpoint::start(cluster)
-                    .await
-                    .map_err(|e| PassError::Manifest(e.into()))?;
                 let mut set = read_revision(
                     &self.shared.sources,
                     &source,
@@ -109,12 +104,12 @@ impl Worker {
                             .map(PassValues::layers)
                             .unwrap_or_default(),
                     )
-                    .with_ref_values(self.ref_values.clone())
-                    .with_lookup(lookup.kubeconfig()),
+                    .with_ref_values(self.ref_values.clone()),
+                    // Charts' `lookup` reads the cluster as this app's identity (#26).
+                    Some(cluster),
                 )
                 .await
                 .map_err(PassError::Manifest)?;
-                drop(lookup);
                 label_for_app(&mut set, &self.config.name);
                 Ok(set)
             })

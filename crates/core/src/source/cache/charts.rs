@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::SourceCache;
-use crate::source::charts::ChartLogin;
+use crate::source::charts::{ChartLogin, DependencyLogins};
 use crate::source::{Auth, CredentialsSecret, Revision, Source, SourceError};
 
 impl SourceCache {
@@ -55,6 +55,27 @@ impl SourceCache {
             url: source.url.clone(),
             message,
         })
+    }
+
+    /// The logins of a chart's dependencies, read now: the Secrets of the source's
+    /// `dependencyCredentials`, and `own`, the chart source's login for its own
+    /// repository. A missing Secret or key is a credentials error naming them.
+    pub async fn dependency_logins(
+        &self,
+        source: &Source,
+        own: Option<ChartLogin>,
+    ) -> Result<DependencyLogins, SourceError> {
+        let mut logins = DependencyLogins::new(own.map(|login| (source.url.as_str(), login)));
+        for entry in &source.dependency_credentials {
+            let data = self.secret_data(source, &entry.secret).await?;
+            logins
+                .add(entry, &data)
+                .map_err(|message| SourceError::Credentials {
+                    url: source.url.clone(),
+                    message,
+                })?;
+        }
+        Ok(logins)
     }
 
     /// The decoded data of `secret`, read through the cluster connection.

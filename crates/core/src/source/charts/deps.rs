@@ -153,6 +153,12 @@ pub fn needs_repository(files: &[(String, Vec<u8>)], path: &str) -> bool {
         })
 }
 
+/// Whether `path` holds a chart (its Chart.yaml), which the render stage renders
+/// with Helm.
+pub fn is_chart(files: &[(String, Vec<u8>)], path: &str) -> bool {
+    file(files, &join(&norm(path), "Chart.yaml")).is_some()
+}
+
 /// The dependencies of the chart at `dir` that must be vendored before it renders.
 pub fn plan(files: &[(String, Vec<u8>)], dir: &str) -> Result<Vec<Wanted>, ChartError> {
     let chart_at = if dir.is_empty() { "." } else { dir };

@@ -169,12 +169,31 @@ pub enum ChartError {
         #[source]
         problem: ArchiveProblem,
     },
+    /// A dependency's repository refused or failed its request: the chart and
+    /// the dependency named, and whether tether had credentials for it.
+    #[error(
+        "{chart}: dependency {dependency}: {source}{}",
+        if *.anonymous && .source.is_refusal() {
+            " (fetched anonymously: no source.dependencyCredentials entry matches \
+             its repository)"
+        } else {
+            ""
+        }
+    )]
+    Dependency {
+        chart: String,
+        dependency: String,
+        anonymous: bool,
+        #[source]
+        source: Box<ChartError>,
+    },
 }
 
 impl ChartError {
     /// Whether trying again later can help without a change to Git or the repository.
     pub fn is_retryable(&self) -> bool {
         match self {
+            ChartError::Dependency { source, .. } => source.is_retryable(),
             ChartError::Unreachable { .. } => true,
             ChartError::Status { status, .. } => *status >= 500 || *status == 429,
             _ => false,
@@ -184,6 +203,7 @@ impl ChartError {
     /// A short CamelCase reason for a chart source's `Ready=False` condition.
     pub fn reason(&self) -> &'static str {
         match self {
+            ChartError::Dependency { source, .. } => source.reason(),
             ChartError::Unreachable { .. } => "RemoteUnreachable",
             ChartError::Status {
                 status: 401 | 403, ..
@@ -194,6 +214,41 @@ impl ChartError {
             ChartError::UnknownTag { .. } => "ArtifactNotFound",
             ChartError::DigestMismatch { .. } => "DigestMismatch",
             _ => "ChartFailed",
+        }
+    }
+}
+
+impl ChartError {
+    /// Whether the repository refused the request (`401`, `403`): credentials
+    /// missing or wrong.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            ChartError::Status {
+                status: 401 | 403,
+                ..
+            }
+        )
+    }
+
+    /// This error of a request for dependency `dependency` of the chart at `chart`,
+    /// fetched with a login (`anonymous` false) or without; errors that already name
+    /// them (a version, a lock) stay as they are.
+    pub(super) fn of_dependency(self, chart: &str, dependency: &str, login: bool) -> ChartError {
+        match self {
+            ChartError::Unreachable { .. }
+            | ChartError::Status { .. }
+            | ChartError::Refused { .. }
+            | ChartError::TooLarge { .. }
+            | ChartError::Index { .. }
+            | ChartError::UnknownChart { .. }
+            | ChartError::Registry { .. } => ChartError::Dependency {
+                chart: chart.to_string(),
+                dependency: dependency.to_string(),
+                anonymous: !login,
+                source: Box::new(self),
+            },
+            other => other,
         }
     }
 }

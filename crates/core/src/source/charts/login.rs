@@ -211,6 +211,43 @@ fn docker_login(secret: &CredentialsSecret, json: &[u8], repo: &str) -> Result<C
         .ok_or_else(|| {
             format!("{secret}: key {DOCKER_CONFIG_KEY} holds no login for registry {host}")
         })?;
+    entry_login(secret, &host, entry)
+}
+
+/// Every registry host of a dockerconfigjson Secret with its login (an App's
+/// `dependencyCredentials` entry without a `url`: its hosts are where it applies).
+/// The error names the Secret and its key, never a value.
+pub(super) fn docker_logins(
+    secret: &CredentialsSecret,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<(String, ChartLogin)>, String> {
+    let json = data.get(DOCKER_CONFIG_KEY).ok_or_else(|| {
+        format!(
+            "{secret} has no key {DOCKER_CONFIG_KEY}: an entry without url takes a \
+             kubernetes.io/dockerconfigjson Secret, whose registries it serves (or set url)"
+        )
+    })?;
+    let config: DockerConfig = serde_json::from_slice(json)
+        .map_err(|_| format!("{secret}: key {DOCKER_CONFIG_KEY} is not a Docker config JSON"))?;
+    let tls = ChartTls::from_secret(secret, data)?;
+    config
+        .auths
+        .iter()
+        .map(|(key, entry)| {
+            let host = host_of(key);
+            let mut login = entry_login(secret, &host, entry)?;
+            login.tls = tls.clone();
+            Ok((host, login))
+        })
+        .collect()
+}
+
+/// The login of one `auths` entry of registry `host`.
+fn entry_login(
+    secret: &CredentialsSecret,
+    host: &str,
+    entry: &DockerAuth,
+) -> Result<ChartLogin, String> {
     let incomplete =
         || format!("{secret}: the login for registry {host} has no username and password");
     let (username, password) = match (&entry.username, &entry.password, &entry.auth) {

@@ -15,7 +15,9 @@
 //! A chart may also be an app's whole source ([`ChartStore::resolve_chart`]): the
 //! same fetcher and cache, re-resolved at each poll. Its login (credentials, and a
 //! custom CA or client certificate: [`tls`]) also serves its dependencies on the same
-//! repository or registry.
+//! repository or registry. An app's `dependencyCredentials` ([`logins`]) serve its
+//! dependencies on other repositories, matched by URL prefix; any other is fetched
+//! anonymously.
 //!
 //! An OCI artifact of plain manifests may be an app's source too ([`artifact`]): the
 //! same registry client, archive checks and cache, without Helm.
@@ -25,6 +27,7 @@ mod artifact;
 mod deps;
 mod error;
 mod login;
+mod logins;
 mod oci;
 mod repo;
 mod source;
@@ -39,9 +42,10 @@ pub use archive::{
     ArchiveProblem, MAX_ARCHIVE_BYTES, MAX_CHART_BYTES, MAX_CHART_FILE_BYTES, MAX_CHART_FILES,
 };
 pub use artifact::DEFAULT_ARTIFACT_TAG;
-pub use deps::needs_repository;
+pub use deps::{is_chart, needs_repository};
 pub use error::ChartError;
 pub use login::{ChartLogin, DOCKER_CONFIG_KEY};
+pub use logins::{DependencyCredential, DependencyLogins};
 pub use oci::{MAX_MANIFEST_BYTES, OCI_SCHEME};
 pub use repo::{CHART_FETCH_TIMEOUT, MAX_INDEX_BYTES};
 pub use source::check_version;
@@ -218,16 +222,15 @@ impl ChartStore {
 
     /// Vendors into `files` (a revision's, keyed from the repository root) the
     /// dependencies the chart at `path` needs and does not hold in `charts/`. No
-    /// chart there, or nothing to vendor: `files` is left as it is. `parent` is a
-    /// chart source's repository and login: a dependency on the same repository (an
-    /// HTTP repository's origin, an OCI registry's host) is fetched with that login,
-    /// as Helm's `dependency build` uses a repository's entry for it; any other
-    /// anonymously.
+    /// chart there, or nothing to vendor: `files` is left as it is. Each dependency
+    /// is fetched with the login `logins` gives its repository (as Helm's
+    /// `dependency build` uses a repository's entry of `repositories.yaml`), else
+    /// anonymously; a refusal names the dependency.
     pub async fn vendor(
         &self,
         files: &mut Vec<(String, Vec<u8>)>,
         path: &str,
-        parent: Option<(&str, &ChartLogin)>,
+        logins: &DependencyLogins,
     ) -> Result<Vec<Vendored>, ChartError> {
         let dir = norm(path);
         let chart_at = if dir.is_empty() {
@@ -260,10 +263,7 @@ impl ChartStore {
                 }
                 Origin::Remote { repo, constraint } => {
                     let anonymous = ChartLogin::default();
-                    let login = match parent {
-                        Some((from, login)) if same_repository(from, &repo) => login,
-                        _ => &anonymous,
-                    };
+                    let login = logins.for_repository(&repo);
                     let (version, digest, chart) = self
                         .remote(
                             &repo,
@@ -271,9 +271,10 @@ impl ChartStore {
                             &constraint,
                             &chart_at,
                             &mut indexes,
-                            login,
+                            login.unwrap_or(&anonymous),
                         )
-                        .await?;
+                        .await
+                        .map_err(|e| e.of_dependency(&chart_at, &want.name, login.is_some()))?;
                     let into = join(&dir, &format!("charts/{}-{version}", want.name));
                     added.extend(chart.iter().map(|(p, b)| (join(&into, p), b.clone())));
                     out.push(Vendored {
