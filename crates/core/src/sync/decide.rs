@@ -65,7 +65,7 @@ impl Grounds {
 /// only one object drifted, so needs every object's plan first
 /// ([`heals_unchecked`]).
 pub(super) fn one_by_one(options: &SyncOptions<'_>) -> bool {
-    !(options.validated && !options.dry_run)
+    !options.validated || options.dry_run
 }
 
 /// Decides what one object needs, dry-running it when it would change, then keeps

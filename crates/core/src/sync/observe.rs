@@ -21,9 +21,7 @@ use tether_schema::ownership::{APP_LABEL, FIELD_MANAGER, is_hook};
 use super::annotations::{Options, ignores_extraneous};
 use super::decide::{self, Grounds};
 use super::inventory::Inventory;
-use super::item::{
-    Item, Latest, Plan, gvk_of, is_crd, is_namespace, not_validated, read_live,
-};
+use super::item::{Item, Latest, Plan, gvk_of, is_crd, is_namespace, not_validated, read_live};
 use super::prune::{self, Verdict};
 use super::{SyncError, SyncOptions};
 
