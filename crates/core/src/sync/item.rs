@@ -213,13 +213,7 @@ mod tests {
             "spec": {"replicas": 2},
         });
         Manifest {
-            id: ObjectId {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into(),
-                namespace: Some("shop".into()),
-                name: "web".into(),
-            },
+            id: ObjectId::of(&object).expect("an object's identity"),
             object,
             origin: Origin {
                 file: "web.yaml".into(),
