@@ -12,13 +12,13 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, Resolved};
 use tether_diff::diff::{DiffOptions, Drift, diff_object};
-use tether_diff::manifest::{ObjectId, crd_scope};
+use tether_diff::manifest::crd_scope;
 
 use super::SyncOptions;
 use super::annotations::Write;
 use super::decide::{describe_changes, dry_run_all, refused, server_message};
 use super::health::{self, Assessment, Health};
-use super::item::{Item, Latest, Plan, gvk_of, is_crd, namespace_of};
+use super::item::{Item, Latest, Plan, gvk_of, is_crd, is_namespace, namespace_of};
 use super::plan::Step;
 use super::report::Action;
 use super::stage::WaitFailure;
@@ -244,10 +244,6 @@ pub(super) async fn undo_namespaces(
         });
     }
     true
-}
-
-fn is_namespace(id: &ObjectId) -> bool {
-    id.group.is_empty() && id.kind == "Namespace"
 }
 
 /// Dry-runs the deferred objects whose prerequisites now exist; false when any is

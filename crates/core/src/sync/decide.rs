@@ -25,7 +25,9 @@ use tether_schema::ownership::{FIELD_MANAGER, app_of};
 
 use super::SyncOptions;
 use super::annotations::{Write, not_reconciled};
-use super::item::{Item, Latest, Need, Plan, gvk_of, is_crd, namespace_of, read_live};
+use super::item::{
+    Item, Latest, Need, Plan, gvk_of, is_crd, is_namespace, namespace_of, read_live,
+};
 
 /// How many times a dry run is repeated when the live object moved under it: each
 /// round costs a dry run and a read; a controller settles within a couple.
@@ -34,87 +36,67 @@ const RACE_ATTEMPTS: usize = 3;
 const IF_NOT_PRESENT: &str =
     "exists: not updated (annotated kustomize.toolkit.fluxcd.io/ssa: IfNotPresent)";
 
+/// What deciding any one object needs to know of the whole set, found before the
+/// objects are decided.
+pub(super) struct Grounds {
+    /// The kinds CRDs in the set define, by (group, kind), with their scope.
+    crd_kinds: HashMap<GroupKind, bool>,
+    /// Whether the namespaces the objects need exist (see [`namespaces_present`]).
+    namespaces: HashMap<String, bool>,
+}
+
+impl Grounds {
+    /// The grounds of `manifests`, whose Namespaces `namespaces` holds, read.
+    pub(super) async fn find(
+        cluster: &Cluster,
+        view: &dyn LiveObjects,
+        manifests: &[&Manifest],
+        namespaces: &[Item<'_>],
+    ) -> Grounds {
+        Grounds {
+            crd_kinds: crd_kinds(manifests.iter().copied()),
+            namespaces: namespaces_present(cluster, view, manifests, namespaces).await,
+        }
+    }
+}
+
+/// Whether each object can be decided on its own, its live copy dropped as soon as it
+/// is judged: all but a heal of a validated revision, which dry-runs nothing when
+/// only one object drifted, so needs every object's plan first
+/// ([`heals_unchecked`]).
+pub(super) fn one_by_one(options: &SyncOptions<'_>) -> bool {
+    !options.validated || options.dry_run
+}
+
+/// Decides what one object needs, dry-running it when it would change, then keeps
+/// of its live copy only what the report needs when nothing will write it.
+pub(super) async fn decide_one<'m>(
+    cluster: &Cluster,
+    mut item: Item<'m>,
+    grounds: &Grounds,
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) -> Item<'m> {
+    plan(&mut item, grounds, diff_options, options);
+    if item.plan == Plan::Create {
+        let decided = dry_run(cluster, &item, diff_options, options).await;
+        record(&mut item, decided);
+    }
+    hold_unreconciled(&mut item);
+    item.settle(options);
+    item
+}
+
 /// Decides what each object needs, dry-running every object that would change.
 pub(super) async fn decide(
     cluster: &Cluster,
-    view: &dyn LiveObjects,
     items: &mut [Item<'_>],
+    grounds: &Grounds,
     diff_options: &DiffOptions<'_>,
     options: &SyncOptions<'_>,
 ) {
-    let crd_kinds = crd_kinds(items.iter().map(|i| i.manifest));
-    let namespaces = namespaces_present(cluster, view, items).await;
     for item in items.iter_mut() {
-        let id = &item.manifest.id;
-        if let Some(owner) = item.live.as_ref().and_then(foreign_owner(options.app)) {
-            item.diff = Some(conflict(id, &owner));
-            item.plan = Plan::Conflict(owner);
-            continue;
-        }
-        if item.options.write == Write::IfNotPresent && item.live.is_some() {
-            item.plan = Plan::Skip(IF_NOT_PRESENT.into());
-            continue;
-        }
-        let namespaced = match &item.kind {
-            Some(kind) => kind.namespaced,
-            None => match crd_kinds.get(&id.group_kind()) {
-                Some(namespaced) => *namespaced,
-                // Argo CD's SkipDryRunOnMissingResource: a kind something else will
-                // define (a controller, another app) is not this revision's error.
-                None if item.options.skip_missing_kind => {
-                    item.plan = Plan::Skip(format!(
-                        "not applied: the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it (annotated argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true)",
-                        id.api_version(),
-                        id.kind
-                    ));
-                    item.diff = Some(missing(item.manifest, diff_options));
-                    continue;
-                }
-                None => {
-                    item.plan = Plan::Failed(format!(
-                        "the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it",
-                        id.api_version(),
-                        id.kind
-                    ));
-                    continue;
-                }
-            },
-        };
-        let mut need = Need {
-            kind: item.kind.is_none().then(|| gvk_of(id)),
-            namespace: None,
-        };
-        if namespaced && let Some(ns) = &id.namespace {
-            match namespaces.get(ns) {
-                Some(true) => {}
-                Some(false) => need.namespace = Some(ns.clone()),
-                None => {
-                    item.plan = Plan::Failed(format!(
-                        "namespace {ns:?} neither exists nor is in this revision"
-                    ));
-                    continue;
-                }
-            }
-        }
-        if need.kind.is_some() || need.namespace.is_some() {
-            item.plan = Plan::Deferred(need);
-            item.diff = Some(missing(item.manifest, diff_options));
-            continue;
-        }
-        item.plan = match &item.live {
-            Some(live)
-                if unchanged_by_apply(
-                    id,
-                    &item.manifest.object,
-                    live,
-                    FIELD_MANAGER,
-                    diff_options.schema,
-                ) =>
-            {
-                Plan::Unchanged
-            }
-            _ => Plan::Create, // refined by the dry run below
-        };
+        plan(item, grounds, diff_options, options);
     }
     let mut checks: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].plan == Plan::Create)
@@ -132,7 +114,88 @@ pub(super) async fn decide(
     dry_run_all(cluster, items, checks, diff_options, options).await;
     for item in items.iter_mut() {
         hold_unreconciled(item);
+        item.settle(options);
     }
+}
+
+/// Plans one object from its live copy, before any dry run: `Plan::Create` stands
+/// for "to be dry-run", which refines it.
+fn plan(
+    item: &mut Item<'_>,
+    grounds: &Grounds,
+    diff_options: &DiffOptions<'_>,
+    options: &SyncOptions<'_>,
+) {
+    let id = &item.manifest.id;
+    if let Some(owner) = item.live.as_ref().and_then(foreign_owner(options.app)) {
+        item.diff = Some(conflict(id, &owner));
+        item.plan = Plan::Conflict(owner);
+        return;
+    }
+    if item.options.write == Write::IfNotPresent && item.live.is_some() {
+        item.plan = Plan::Skip(IF_NOT_PRESENT.into());
+        return;
+    }
+    let namespaced = match &item.kind {
+        Some(kind) => kind.namespaced,
+        None => match grounds.crd_kinds.get(&id.group_kind()) {
+            Some(namespaced) => *namespaced,
+            // Argo CD's SkipDryRunOnMissingResource: a kind something else will
+            // define (a controller, another app) is not this revision's error.
+            None if item.options.skip_missing_kind => {
+                item.plan = Plan::Skip(format!(
+                    "not applied: the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it (annotated argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true)",
+                    id.api_version(),
+                    id.kind
+                ));
+                item.diff = Some(missing(item.manifest, diff_options));
+                return;
+            }
+            None => {
+                item.plan = Plan::Failed(format!(
+                    "the cluster does not serve {}/{} and no CustomResourceDefinition in this revision defines it",
+                    id.api_version(),
+                    id.kind
+                ));
+                return;
+            }
+        },
+    };
+    let mut need = Need {
+        kind: item.kind.is_none().then(|| gvk_of(id)),
+        namespace: None,
+    };
+    if namespaced && let Some(ns) = &id.namespace {
+        match grounds.namespaces.get(ns) {
+            Some(true) => {}
+            Some(false) => need.namespace = Some(ns.clone()),
+            None => {
+                item.plan = Plan::Failed(format!(
+                    "namespace {ns:?} neither exists nor is in this revision"
+                ));
+                return;
+            }
+        }
+    }
+    if need.kind.is_some() || need.namespace.is_some() {
+        item.plan = Plan::Deferred(need);
+        item.diff = Some(missing(item.manifest, diff_options));
+        return;
+    }
+    item.plan = match &item.live {
+        Some(live)
+            if unchanged_by_apply(
+                id,
+                &item.manifest.object,
+                live,
+                FIELD_MANAGER,
+                diff_options.schema,
+            ) =>
+        {
+            Plan::Unchanged
+        }
+        _ => Plan::Create, // refined by the dry run
+    };
 }
 
 /// Whether the one object that drifted in a validated revision is applied without a
@@ -197,15 +260,19 @@ pub(super) async fn dry_run_all(
         .buffer_unordered(options.concurrency.max(1))
         .collect()
         .await;
-    for (i, (plan, live, diff)) in answers {
-        let item = &mut items[i];
-        item.plan = plan;
-        if let Some(live) = live {
-            item.latest = Latest::AsRead;
-            item.live = Some(live);
-        }
-        item.diff = diff;
+    for (i, decided) in answers {
+        record(&mut items[i], decided);
     }
+}
+
+/// Records a dry run's outcome on its item.
+fn record(item: &mut Item<'_>, (plan, live, diff): Decided) {
+    item.plan = plan;
+    if let Some(live) = live {
+        item.latest = Latest::AsRead;
+        item.live = Some(live);
+    }
+    item.diff = diff;
 }
 
 /// A dry run's outcome: the plan, the live object it was compared with when that was
@@ -367,12 +434,13 @@ fn exists(answer: &Value) -> bool {
 async fn namespaces_present(
     cluster: &Cluster,
     view: &dyn LiveObjects,
-    items: &[Item<'_>],
+    manifests: &[&Manifest],
+    namespaces: &[Item<'_>],
 ) -> HashMap<String, bool> {
     let mut present = HashMap::new();
-    for item in items {
+    for item in namespaces {
         let id = &item.manifest.id;
-        if id.group.is_empty() && id.kind == "Namespace" {
+        if is_namespace(id) {
             present.insert(id.name.clone(), item.live.is_some());
         }
     }
@@ -380,9 +448,9 @@ async fn namespaces_present(
     let Ok(Some(kind)) = cluster.resolve(&gvk).await else {
         return present;
     };
-    let wanted: HashSet<&String> = items
+    let wanted: HashSet<&String> = manifests
         .iter()
-        .filter_map(|i| i.manifest.id.namespace.as_ref())
+        .filter_map(|m| m.id.namespace.as_ref())
         .filter(|ns| !present.contains_key(*ns))
         .collect();
     for ns in wanted {

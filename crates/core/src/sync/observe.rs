@@ -15,13 +15,13 @@ use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use tether_diff::diff::{
     DiffOptions, Drift, MaskKey, Mode, ObjectDiff, OpenApiSchemas, diff_object,
 };
-use tether_diff::manifest::{ManifestSet, ObjectId, ObjectKey};
+use tether_diff::manifest::{Manifest, ManifestSet, ObjectId, ObjectKey};
 use tether_schema::ownership::{APP_LABEL, FIELD_MANAGER, is_hook};
 
 use super::annotations::{Options, ignores_extraneous};
-use super::decide;
+use super::decide::{self, Grounds};
 use super::inventory::Inventory;
-use super::item::{Item, Latest, Plan, gvk_of, is_crd, not_validated, read_live};
+use super::item::{Item, Latest, Plan, gvk_of, is_crd, is_namespace, not_validated, read_live};
 use super::prune::{self, Verdict};
 use super::{SyncError, SyncOptions};
 
@@ -108,8 +108,7 @@ pub async fn observe<'m>(
             (&listed, &unlisted)
         }
     };
-    let items = read_items(cluster, desired, &kinds, desired_view, options).await?;
-    let mut observed = decided(cluster, view, items, desired, options).await;
+    let mut observed = decided(cluster, view, desired_view, desired, &kinds, options).await?;
     if !options.app.is_empty() {
         observed.candidates =
             candidates(cluster, view, desired, inventory, &claimed, options).await?;
@@ -128,32 +127,77 @@ pub async fn observe_objects<'m>(
 ) -> Result<Observed<'m>, SyncError> {
     let kinds = resolve_kinds(cluster, desired).await?;
     let view: &dyn LiveObjects = options.live.unwrap_or(&Unknown);
-    let items = read_items(cluster, desired, &kinds, view, options).await?;
-    Ok(decided(cluster, view, items, desired, options).await)
+    Ok(decided(cluster, view, view, desired, &kinds, options).await?)
 }
 
-/// The items read, each with what applying it would do (see `decide`).
+/// The desired objects read (through `desired_view`), each with what applying it
+/// would do (see `decide`). Hooks are not the app's objects: `tether diff` leaves
+/// them out (`sync` has already). The Namespaces are read first, since whether one
+/// exists decides whether the objects in it can be dry-run now; then each object is
+/// read and decided in one go, `options.concurrency` at a time, so that only the
+/// objects in flight (and those to be written) hold a live copy, not all of them at
+/// once.
 async fn decided<'m>(
     cluster: &Cluster,
     view: &dyn LiveObjects,
-    items: Vec<Item<'m>>,
-    desired: &ManifestSet,
+    desired_view: &dyn LiveObjects,
+    desired: &'m ManifestSet,
+    kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
     options: &SyncOptions<'_>,
-) -> Observed<'m> {
-    let mut observed = Observed {
-        items,
-        candidates: Vec::new(),
-        schema: schemas_for(desired),
-        mask: MaskKey::random(),
-    };
+) -> Result<Observed<'m>, ClusterError> {
+    let schema = schemas_for(desired);
+    let mask = MaskKey::random();
     let diff_options = DiffOptions {
         mode: Mode::Online,
         rules: options.rules,
-        schema: &observed.schema,
-        mask: &observed.mask,
+        schema: &schema,
+        mask: &mask,
     };
-    decide::decide(cluster, view, &mut observed.items, &diff_options, options).await;
-    observed
+    let manifests: Vec<&'m Manifest> = desired
+        .objects
+        .iter()
+        .filter(|manifest| !is_hook(&manifest.object))
+        .collect();
+    let namespaces = manifests.iter().copied().filter(|m| is_namespace(&m.id));
+    let namespaces = read_items(cluster, namespaces, kinds, desired_view, options).await?;
+    let grounds = Grounds::find(cluster, view, &manifests, &namespaces).await;
+    let one_by_one = decide::one_by_one(options);
+    let mut read = namespaces.into_iter();
+    // Futures built eagerly, then driven together: with a stream of closures over
+    // borrowed items the compiler cannot prove the sync future Send.
+    let decisions: Vec<_> = manifests
+        .iter()
+        .map(|&manifest| {
+            let known = is_namespace(&manifest.id).then(|| read.next()).flatten();
+            let (grounds, diff_options) = (&grounds, &diff_options);
+            async move {
+                let item = match known {
+                    Some(item) => item,
+                    None => read_item(cluster, manifest, kinds, desired_view).await?,
+                };
+                Ok::<_, ClusterError>(if one_by_one {
+                    decide::decide_one(cluster, item, grounds, diff_options, options).await
+                } else {
+                    item
+                })
+            }
+        })
+        .collect();
+    let mut items = futures::stream::iter(decisions)
+        .buffered(options.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    if !one_by_one {
+        decide::decide(cluster, &mut items, &grounds, &diff_options, options).await;
+    }
+    Ok(Observed {
+        items,
+        candidates: Vec::new(),
+        schema,
+        mask,
+    })
 }
 
 /// The kind serving each desired object's group, version and kind (`None`: not served).
@@ -328,42 +372,16 @@ async fn list_labelled(
     }
 }
 
-/// Reads every desired object's live state, `options.concurrency` at a time. Hooks
-/// are not the app's objects: `tether diff` leaves them out (`sync` has already).
+/// Reads the live state of `manifests`, `options.concurrency` at a time.
 async fn read_items<'m>(
     cluster: &Cluster,
-    desired: &'m ManifestSet,
+    manifests: impl Iterator<Item = &'m Manifest>,
     kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
     view: &dyn LiveObjects,
     options: &SyncOptions<'_>,
 ) -> Result<Vec<Item<'m>>, ClusterError> {
-    // Futures built eagerly, then driven together: with a stream of closures over
-    // borrowed items the compiler cannot prove the sync future Send.
-    let reads: Vec<_> = desired
-        .objects
-        .iter()
-        .filter(|manifest| !is_hook(&manifest.object))
-        .map(|manifest| {
-            let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
-            async move {
-                let live = match &kind {
-                    Some(kind) => read_live(cluster, view, kind, &manifest.id).await?,
-                    None => None,
-                };
-                Ok::<_, ClusterError>(Item {
-                    manifest,
-                    options: Options::of(&manifest.object),
-                    kind,
-                    latest: Latest::AsRead,
-                    live,
-                    plan: Plan::Unchanged,
-                    diff: None,
-                    result: None,
-                    undecided: false,
-                    written_in: None,
-                })
-            }
-        })
+    let reads: Vec<_> = manifests
+        .map(|manifest| read_item(cluster, manifest, kinds, view))
         .collect();
     futures::stream::iter(reads)
         .buffered(options.concurrency.max(1))
@@ -371,6 +389,32 @@ async fn read_items<'m>(
         .await
         .into_iter()
         .collect()
+}
+
+/// One desired object with its live state, not decided yet.
+async fn read_item<'m>(
+    cluster: &Cluster,
+    manifest: &'m Manifest,
+    kinds: &HashMap<GroupVersionKind, Option<Resolved>>,
+    view: &dyn LiveObjects,
+) -> Result<Item<'m>, ClusterError> {
+    let kind = kinds.get(&gvk_of(&manifest.id)).cloned().flatten();
+    let live = match &kind {
+        Some(kind) => read_live(cluster, view, kind, &manifest.id).await?,
+        None => None,
+    };
+    Ok(Item {
+        manifest,
+        options: Options::of(&manifest.object),
+        kind,
+        latest: Latest::AsRead,
+        live,
+        plan: Plan::Unchanged,
+        diff: None,
+        result: None,
+        undecided: false,
+        written_in: None,
+    })
 }
 
 /// Prune candidates: (inventory ∪ live objects labelled for the app) − desired, each

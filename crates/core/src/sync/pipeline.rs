@@ -15,13 +15,13 @@ use crate::cluster::{Cluster, ClusterError};
 use tether_diff::diff::{DiffOptions, MaskKey, Mode, OpenApiSchemas};
 use tether_diff::manifest::ManifestSet;
 
-use super::health::{self, Assessment, Health};
+use super::health::{self, Health};
 use super::hooks::{self, Hook};
 use super::inventory::{self, Entry, Inventory};
 use super::item::{Item, Plan, not_validated};
 use super::observe::{Candidate, Observed, observe, observe_objects};
 use super::plan::{self, Step, Work};
-use super::report::{self, Action, HookAction, Lineage, ObjectResult, SyncReport};
+use super::report::{self, Action, HookAction, ObjectResult, SyncReport};
 use super::stage::Phase;
 use super::stage::{ObjectFailure, StageFailure};
 use super::{HookRuns, SyncError, SyncOptions, apply, prune};
@@ -568,11 +568,8 @@ fn finish(items: Vec<Item<'_>>, why: &str, judge: &health::Judge<'_>) -> Vec<Obj
     items
         .into_iter()
         .map(|item| {
-            let health = Some(match item.latest() {
-                Some(live) => judge.assess(&item.manifest.id, live),
-                None => Assessment::missing(),
-            });
-            let lineage = item.latest().map(Lineage::of).unwrap_or_default();
+            let (health, lineage) = item.judgement(judge);
+            let health = Some(health);
             // Without a verdict an object is in sync, unless the server refused it.
             let drift = match (&item.diff, &item.plan) {
                 (Some(diff), _) => Some(diff.drift.status()),
