@@ -344,9 +344,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     let serve = Serve::start(&sandbox, "web", &config, &[]).await;
 
     // First sync.
-    let status = serve
-        .wait_status("web", "web is Synced", |s| s["sync"] == "Synced")
-        .await;
+    let status = serve.wait_synced("web").await;
     assert_eq!(status["health"], "Healthy", "{status}");
     assert_eq!(
         status["revision"]["sha"],
@@ -401,11 +399,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
         (data_key(&sandbox, "web", "live").await.as_deref() == Some("v2")).then_some(())
     })
     .await;
-    serve
-        .wait_status("web", "the status shows the new revision", |s| {
-            s["revision"]["sha"] == sha.as_str() && s["sync"] == "Synced"
-        })
-        .await;
+    serve.wait_synced_at("web", sha.as_str()).await;
 
     // A file removed from Git is pruned.
     origin.repo.remove("apps/web/extra.yaml");
@@ -540,9 +534,7 @@ async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
         body["error"],
         "frozen is suspended by the configuration file (`suspend: true`); resume it there"
     );
-    serve
-        .wait_status("flaky", "flaky is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("flaky").await;
     assert_eq!(data_key(&sandbox, "held", "held").await, None);
     assert_eq!(data_key(&sandbox, "frozen", "frozen").await, None);
 
@@ -691,4 +683,30 @@ async fn serve_once(sandbox: &TestSandbox, config: &Path) -> std::process::Outpu
         .output()
         .await
         .expect("tether serve runs")
+}
+
+/// The waits every test of a served app repeats, on `tether_testkit`'s predicates.
+impl Serve {
+    /// Waits until `app` is Synced; returns its status.
+    pub(crate) async fn wait_synced(&self, app: &str) -> Value {
+        let what = format!("{app} is Synced");
+        self.wait_status(app, &what, tether_testkit::serve::synced)
+            .await
+    }
+
+    /// Waits until `app` is Synced and Healthy; returns its status.
+    pub(crate) async fn wait_healthy(&self, app: &str) -> Value {
+        let what = format!("{app} is Synced and Healthy");
+        self.wait_status(app, &what, tether_testkit::serve::synced_and_healthy)
+            .await
+    }
+
+    /// Waits until `app` is Synced at `revision`; returns its status.
+    pub(crate) async fn wait_synced_at(&self, app: &str, revision: &str) -> Value {
+        let what = format!("{app} is Synced at {revision}");
+        self.wait_status(app, &what, |s| {
+            tether_testkit::serve::synced_at(s, |r| r == revision)
+        })
+        .await
+    }
 }

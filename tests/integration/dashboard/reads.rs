@@ -33,9 +33,7 @@ async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() 
         origin.url
     );
     let serve = Serve::start(&sandbox, "dashboard-tenant-tree", &config, &[]).await;
-    serve
-        .wait_status("web", "web Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("web").await;
     let rs = make_pods(&sandbox, "t1", "web", 1).await;
     let tree = || async {
         reqwest::get(format!("{}/api/v1/apps/web/tree", serve.url))

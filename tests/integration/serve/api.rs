@@ -29,9 +29,7 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
         hooks.base,
     );
     let serve = Serve::start(&sandbox, "shop", &config, &[]).await;
-    serve
-        .wait_status("shop", "shop is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("shop").await;
     let sha = crate::support::git(&origin.repo.dir, &["rev-parse", "HEAD"]);
 
     let posted = eventually("the commit status is posted", || async {

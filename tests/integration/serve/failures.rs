@@ -33,9 +33,7 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
         origin.url
     );
     let mut serve = Serve::start(&sandbox, "slow", &config, &[]).await;
-    serve
-        .wait_status("slow", "slow is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("slow").await;
 
     // Every answer now takes LATENCY: the next pass (an inventory read, three dry
     // runs, three applies, an inventory write) needs several times the budget.
@@ -339,9 +337,7 @@ async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one
         url = origin.url
     );
     let serve = Serve::start(&sandbox, "kustomize", &config, &[]).await;
-    let synced = serve
-        .wait_status("shop", "shop is Synced", |s| s["sync"] == "Synced")
-        .await;
+    let synced = serve.wait_synced("shop").await;
     let first_pass = synced["lastPass"]["finishedAt"].clone();
     let rendered = |log: &str| {
         log.lines()

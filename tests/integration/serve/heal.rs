@@ -37,9 +37,7 @@ async fn a_storm_of_live_changes_heals_a_bounded_number_of_apps_at_once() {
     let serve = Serve::start(&sandbox, "storm", &config, &[]).await;
     for i in 0..APPS {
         let app = format!("storm-{i}");
-        serve
-            .wait_status(&app, "every app Synced", |s| s["sync"] == "Synced")
-            .await;
+        serve.wait_synced(&app).await;
     }
 
     // Every write takes 200 ms, so unbounded heals would all be in flight together.
@@ -109,9 +107,7 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
         origin.url
     );
     let serve = Serve::start(&sandbox, "heal", &config, &[]).await;
-    serve
-        .wait_status("heal", "heal is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("heal").await;
     let replicas = || async {
         let out = sandbox
             .kubectl(&[
@@ -155,9 +151,7 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
         requests.get("patch", "apps/deployments") >= 1,
         "{requests:?}"
     );
-    let status = serve
-        .wait_status("heal", "heal is Synced again", |s| s["sync"] == "Synced")
-        .await;
+    let status = serve.wait_synced("heal").await;
     assert_eq!(status["lastPass"]["result"], "Succeeded", "{status}");
 
     // A deleted one is recreated the same way: one apply, no dry run.
@@ -215,9 +209,7 @@ async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
         origin.url
     );
     let serve = Serve::start(&sandbox, "held", &config, &[]).await;
-    serve
-        .wait_status("held", "held is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("held").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     sandbox.sandbox.reset_requests();
@@ -313,9 +305,7 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
     let path = path.to_string_lossy().into_owned();
     let serve = Serve::start_with_env(&sandbox, "wait", &config, &[], &[("PATH", path)]).await;
     for app in ["quick", "slow"] {
-        serve
-            .wait_status(app, "both apps are Synced", |s| s["sync"] == "Synced")
-            .await;
+        serve.wait_synced(app).await;
     }
 
     // The slow app's next commit renders slowly, holding the only pass permit.
@@ -385,11 +375,7 @@ async fn a_resync_makes_no_request_and_no_write() {
         origin.url
     );
     let serve = Serve::start(&sandbox, "still", &config, &[]).await;
-    serve
-        .wait_status("still", "still is Synced and Healthy", |s| {
-            s["sync"] == "Synced" && s["health"] == "Healthy"
-        })
-        .await;
+    serve.wait_healthy("still").await;
     // The Deployment controller's status writes settle.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
