@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD as BASE64_STANDARD;
 use prost::Message as _;
 use serde_json::{Map, Value, json};
 
-use super::codec;
+use super::codec::{self, format_duration, parse_duration};
 use super::negotiate::{Accept, Format};
 use super::schema::Schema;
 use super::wire;

@@ -102,14 +102,6 @@ fn kubernetes_service_address_is_never_allocated() {
     let mut s = service(json!({"clusterIP": "10.96.0.1"}));
     d.default_object("", "Service", &mut s, None);
     assert_eq!(s["spec"]["clusterIP"], "10.96.0.1");
-    // Reserved addresses are skipped by the allocator.
-    d.reserve(&service(
-        json!({"clusterIP": "10.96.1.0", "ports": [{"nodePort": 30128}]}),
-    ));
-    let mut t = service(json!({"type": "NodePort", "ports": [{"port": 1}]}));
-    d.default_object("", "Service", &mut t, None);
-    assert_eq!(t["spec"]["clusterIP"], "10.96.1.1");
-    assert_eq!(t["spec"]["ports"][0]["nodePort"], 30129);
 }
 
 #[test]

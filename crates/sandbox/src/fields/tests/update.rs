@@ -3,6 +3,7 @@
 //! Go's zero values on create.
 
 use super::*;
+use crate::fields::smp::PatchError;
 
 fn update_opts<'a>(manager: &'a str, api_version: &'a str) -> UpdateOptions<'a> {
     UpdateOptions {

@@ -108,7 +108,8 @@ fn collect_objects(value: &Value, file: &str, out: &mut Vec<(String, Value)>) {
             let api_version = map.get("apiVersion").and_then(Value::as_str);
             let kind = map.get("kind").and_then(Value::as_str);
             if let (Some(api_version), Some(kind)) = (api_version, kind) {
-                if has_message(api_version, kind) && map.contains_key("metadata") {
+                let has_message = Schema::get().is_ok_and(|s| s.kind(api_version, kind).is_some());
+                if has_message && map.contains_key("metadata") {
                     out.push((file.to_string(), value.clone()));
                     return;
                 }
