@@ -252,7 +252,11 @@ pub(crate) fn impersonate(
 /// Whether `user` may do what `attributes` say: `system:masters` always, anyone else
 /// when a rule of a role bound to them allows it. Refused: kube-apiserver's 403, with
 /// the RBAC authorizer's reason when a binding names a role that does not exist.
-pub(crate) fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
+pub(crate) fn authorize(
+    store: &Store,
+    user: &UserInfo,
+    attributes: &Attributes,
+) -> Result<(), ApiError> {
     if user.is_master() || basic_user_allows(user, attributes) {
         return Ok(());
     }
@@ -351,7 +355,11 @@ pub(crate) fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec
 }
 
 /// kube-apiserver's refusal (`responsewriters.Forbidden`, then `NewForbidden`).
-pub(crate) fn forbidden(user: &UserInfo, attributes: &Attributes, reason: Option<&str>) -> ApiError {
+pub(crate) fn forbidden(
+    user: &UserInfo,
+    attributes: &Attributes,
+    reason: Option<&str>,
+) -> ApiError {
     let mut resource = attributes.resource.clone();
     if !attributes.subresource.is_empty() {
         resource = format!("{resource}/{}", attributes.subresource);

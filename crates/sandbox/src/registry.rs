@@ -258,7 +258,12 @@ impl Registry {
     }
 
     /// The resource served at `/{group}/{version}/{plural}`.
-    pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn find(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceType>> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
             .cloned()
@@ -273,7 +278,12 @@ impl Registry {
     }
 
     /// The resource of a kind, in a version.
-    pub(crate) fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn by_kind(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<Arc<ResourceType>> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.kind == kind)
             .cloned()

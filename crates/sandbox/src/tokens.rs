@@ -160,7 +160,10 @@ impl Tokens {
 
 /// The audiences of `wanted` (the API's when empty) that the token holds; an error
 /// when there are none.
-pub(crate) fn accepted_audiences(token: &[String], wanted: &[String]) -> Result<Vec<String>, TokenError> {
+pub(crate) fn accepted_audiences(
+    token: &[String],
+    wanted: &[String],
+) -> Result<Vec<String>, TokenError> {
     let api = [API_AUDIENCE.to_string()];
     let wanted = if wanted.is_empty() { &api[..] } else { wanted };
     let accepted: Vec<String> = wanted

@@ -472,9 +472,5 @@ fn list_items_are_identified_as_the_server_identifies_them() {
         command.item_element(2, &json!("sh")),
         Ok(PathElement::Index(2))
     );
-    assert!(
-        Schemas::builtin()
-            .get("", "v1", "Secret")
-            .is_some()
-    );
+    assert!(Schemas::builtin().get("", "v1", "Secret").is_some());
 }

@@ -25,7 +25,7 @@ mod chart;
 mod check;
 mod credentials;
 mod decryption;
-pub mod depends;
+pub(crate) mod depends;
 mod health;
 mod model;
 mod oidc;

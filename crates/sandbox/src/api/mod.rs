@@ -158,7 +158,11 @@ impl Target {
 
 /// The verb of a request, for counters (kube-apiserver's audit verbs). A dry run
 /// writes nothing and is counted apart (`dryrun:patch`), so "no writes" means none.
-pub(crate) fn verb_of(method: &Method, path: &str, query: &HashMap<String, String>) -> &'static str {
+pub(crate) fn verb_of(
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> &'static str {
     let named = is_named(path);
     let dry_run = is_dry_run(query);
     match *method {

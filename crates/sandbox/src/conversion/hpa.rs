@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 /// v2 metrics v1 has no field for, in autoscaling/v1's `MetricSpec` shape.
 pub(crate) const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
 /// Every current metric, in autoscaling/v1's `MetricStatus` shape.
-pub(crate) const CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+pub(crate) const CURRENT_METRICS_ANNOTATION: &str =
+    "autoscaling.alpha.kubernetes.io/current-metrics";
 /// `status.conditions`.
 pub(crate) const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
 /// `spec.behavior`, written as the internal Go type (field names capitalised).

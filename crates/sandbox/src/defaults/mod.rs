@@ -128,7 +128,13 @@ impl Defaulter {
     /// clusterIPs and nodePorts, Namespace finalizers and DaemonSet template
     /// generations carry over from it; create-only admission (Pod service account,
     /// tolerations, priority; PVC protection; Job selector) runs only without it.
-    pub(crate) fn default_object(&self, group: &str, kind: &str, obj: &mut Value, old: Option<&Value>) {
+    pub(crate) fn default_object(
+        &self,
+        group: &str,
+        kind: &str,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };

@@ -352,7 +352,11 @@ const PROPS: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchem
 
 /// Decodes the body of message `index` to JSON; `None` when Go would read it as unset
 /// (a zero Time).
-pub(crate) fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Value>, ProtobufError> {
+pub(crate) fn decode(
+    schema: &Schema,
+    index: usize,
+    bytes: &[u8],
+) -> Result<Option<Value>, ProtobufError> {
     let message = &schema.messages[index];
     if let Some(special) = message.special {
         return decode_special(schema, message, special, bytes);

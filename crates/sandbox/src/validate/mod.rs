@@ -206,7 +206,11 @@ impl FieldError {
     }
 
     /// `field.NotSupported` of a value already rendered (`3`, `true`, `"x"`).
-    pub(crate) fn not_supported_rendered(field: &str, rendered_value: &str, supported: &[&str]) -> Self {
+    pub(crate) fn not_supported_rendered(
+        field: &str,
+        rendered_value: &str,
+        supported: &[&str],
+    ) -> Self {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         let detail = format!("supported values: {}", list.join(", "));
         Self::new(
@@ -365,7 +369,12 @@ pub(crate) fn validate(group: &str, kind: &str, obj: &Value, namespaced: bool) -
 /// Service clusterIP, PVC spec except `resources.requests`, ConfigMap and Secret data
 /// when `immutable: true`, Secret type, binding roleRefs, CRD group and scope, Pod spec
 /// outside its mutable fields. Both objects are the defaulted ones.
-pub(crate) fn validate_update(group: &str, kind: &str, old: &Value, new: &Value) -> Vec<FieldError> {
+pub(crate) fn validate_update(
+    group: &str,
+    kind: &str,
+    old: &Value,
+    new: &Value,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for key in ["name", "namespace", "uid"] {
         let old_v = old["metadata"]
