@@ -633,3 +633,24 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
         }
     }
 }
+
+/// Waits until the App object `namespace/name` says Synced at a revision `revision`
+/// accepts (its `status.lastAppliedRevision`); returns the object.
+pub(crate) async fn wait_app_synced(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+    revision: impl Fn(&str) -> bool,
+) -> Value {
+    let what = format!("the App {namespace}/{name} is Synced");
+    eventually(&what, || async {
+        let object = app(sandbox, name, namespace).await;
+        let status = &object["status"];
+        (status["sync"] == "Synced"
+            && status["lastAppliedRevision"]
+                .as_str()
+                .is_some_and(&revision))
+        .then_some(object)
+    })
+    .await
+}

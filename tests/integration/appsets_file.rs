@@ -50,9 +50,7 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
     );
     let serve = Serve::start(&sandbox, "filesets", &config, &[]).await;
     for app in ["team-a", "team-b", "extra-p", "extra-q"] {
-        serve
-            .wait_status(app, &format!("{app} is Synced"), |s| s["sync"] == "Synced")
-            .await;
+        serve.wait_synced(app).await;
     }
     applied(&sandbox, &["a", "b", "p", "q"]).await;
 

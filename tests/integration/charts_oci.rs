@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::app_crd::{app_yaml, exists, install_crd};
+use crate::app_crd::{app_yaml, exists, install_crd, wait_app_synced};
 use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{origin, server_section};
@@ -292,10 +292,6 @@ pub(crate) async fn oci_sandbox() -> TestSandbox {
     sandbox
 }
 
-fn revision_is(status: &serde_json::Value, want: &str) -> bool {
-    status["sync"] == "Synced" && status["revision"]["sha"] == want
-}
-
 #[tokio::test]
 async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly() {
     let sandbox = oci_sandbox().await;
@@ -332,9 +328,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
     // The newest version of the range, named by its manifest's digest.
     let (_, digest) = registry.manifest("web", "1.0.0").await;
     let want = format!("web@1.0.0@{digest}");
-    let synced = serve
-        .wait_status("web", "web 1.0.0 is Synced", |s| revision_is(s, &want))
-        .await;
+    let synced = serve.wait_synced_at("web", &want).await;
     assert_eq!(synced["source"]["ready"], true, "{synced}");
     assert_eq!(
         greeting(&sandbox, "web-1-0-0").await.as_deref(),
@@ -342,9 +336,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
     );
 
     // The Git chart's OCI dependency, vendored under its alias's values.
-    serve
-        .wait_status("stack", "stack is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("stack").await;
     assert_eq!(
         greeting(&sandbox, "stack-1-0-0").await.as_deref(),
         Some("default"),
@@ -355,9 +347,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
     registry.push(&chart(&build, "web", "1.0.1"), &build);
     let (_, moved) = registry.manifest("web", "1.0.1").await;
     let want = format!("web@1.0.1@{moved}");
-    serve
-        .wait_status("web", "web 1.0.1 is Synced", |s| revision_is(s, &want))
-        .await;
+    serve.wait_synced_at("web", &want).await;
     eventually("web-1-0-0 is pruned", || async {
         greeting(&sandbox, "web-1-0-0")
             .await
@@ -379,12 +369,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         .await
         .ok();
     let want = format!("web@2.0.0@{pinned}");
-    eventually("the App syncs its pinned chart", || async {
-        let object = crate::app_crd::app(&sandbox, "shop", "team").await;
-        let status = &object["status"];
-        (status["sync"] == "Synced" && status["lastAppliedRevision"] == want.as_str()).then_some(())
-    })
-    .await;
+    wait_app_synced(&sandbox, "shop", "team", |r| r == want).await;
     assert!(exists(&sandbox, "cm", "shop-2-0-0", "oci").await);
 
     // Steady state: each poll lists the tags; no manifest or blob is fetched again.
@@ -503,11 +488,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
 
     let (_, digest) = registry.manifest_as("web", "1.0.0", Some(PASSWORD)).await;
     let want = format!("web@1.0.0@{digest}");
-    serve
-        .wait_status("team.private", "the App with the right login syncs", |s| {
-            revision_is(s, &want)
-        })
-        .await;
+    serve.wait_synced_at("team.private", &want).await;
     assert_eq!(
         greeting(&sandbox, "private-1-0-0").await.as_deref(),
         Some("default")
@@ -536,13 +517,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         )
         .await
         .ok();
-    serve
-        .wait_status(
-            "team.stack",
-            "the chart with a private dependency syncs",
-            |s| s["sync"] == "Synced",
-        )
-        .await;
+    serve.wait_synced("team.stack").await;
     assert_eq!(
         greeting(&sandbox, "stack-1-0-0").await.as_deref(),
         Some("default"),

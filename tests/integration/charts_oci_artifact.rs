@@ -12,7 +12,7 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::app_crd::app_yaml;
+use crate::app_crd::{app_yaml, wait_app_synced};
 use crate::charts_oci::{OciRegistry, greeting, oci_sandbox};
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
@@ -209,11 +209,7 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
     let serve = serve_with_helm(&sandbox, "oci-artifact", &config).await;
 
     let want = format!("1.0.0@{first}");
-    serve
-        .wait_status("app", "app 1.0.0 is Synced", |s| {
-            s["sync"] == "Synced" && s["revision"]["sha"] == want.as_str()
-        })
-        .await;
+    serve.wait_synced_at("app", want.as_str()).await;
     eventually("the 1.0.0 ConfigMap is applied", || async {
         (greeting(&sandbox, "art").await.as_deref() == Some("1.0.0")).then_some(())
     })
@@ -234,11 +230,7 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
     )
     .await;
     let want = format!("1.0.1@{moved}");
-    serve
-        .wait_status("app", "app 1.0.1 is Synced", |s| {
-            s["sync"] == "Synced" && s["revision"]["sha"] == want.as_str()
-        })
-        .await;
+    serve.wait_synced_at("app", want.as_str()).await;
     eventually("the 1.0.1 ConfigMap is applied", || async {
         (greeting(&sandbox, "art").await.as_deref() == Some("1.0.1")).then_some(())
     })
@@ -268,13 +260,7 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
         )
         .await
         .ok();
-    eventually("the App syncs its pinned artifact", || async {
-        let object = crate::app_crd::app(&sandbox, "pinned", "team").await;
-        let status = &object["status"];
-        (status["sync"] == "Synced" && status["lastAppliedRevision"] == first.as_str())
-            .then_some(())
-    })
-    .await;
+    wait_app_synced(&sandbox, "pinned", "team", |r| r == first).await;
     let pinned = sandbox
         .kubectl(&[
             "get",

@@ -168,14 +168,8 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         )
         .await
         .ok();
-    crate::support::eventually("the App syncs its chart", || async {
-        let object = crate::app_crd::app(&sandbox, "shop", "team").await;
-        let status = &object["status"];
-        (status["sync"] == "Synced"
-            && status["lastAppliedRevision"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("web@1.0.1@sha256:")))
-        .then_some(())
+    crate::app_crd::wait_app_synced(&sandbox, "shop", "team", |r| {
+        r.starts_with("web@1.0.1@sha256:")
     })
     .await;
     assert!(exists(&sandbox, "cm", "shop-1-0-1", "charts").await);

@@ -20,6 +20,7 @@ use crate::charts_oci::OciRegistry;
 use crate::charts_source::{path_with_helm, serve_with_helm};
 use crate::serve::{Serve, origin, origin_http, server_section};
 use crate::support::{Run, TestSandbox, eventually, tether_with_env};
+use tether_testkit::serve::synced_at;
 
 /// Where every release of these tests lands.
 const NAMESPACE: &str = "platform";
@@ -365,10 +366,6 @@ async fn assert_pruned(sandbox: &TestSandbox, kind: &str, name: &str) {
     .await;
 }
 
-fn synced(status: &serde_json::Value, revision: impl Fn(&str) -> bool) -> bool {
-    status["sync"] == "Synced" && status["revision"]["sha"].as_str().is_some_and(revision)
-}
-
 #[tokio::test]
 async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_helm_repository() {
     let sandbox = TestSandbox::start().await;
@@ -385,7 +382,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
 
     serve
         .wait_status("platform", "platform 1.0.0 is Synced", |s| {
-            synced(s, |r| r.starts_with("platform@1.0.0@sha256:"))
+            synced_at(s, |r| r.starts_with("platform@1.0.0@sha256:"))
         })
         .await;
     assert_rendered(&sandbox, "platform").await;
@@ -403,7 +400,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
     parts.charts.publish(&parts.vendored("1.0.1", "1.1.0"));
     serve
         .wait_status("platform", "platform 1.0.1 is Synced", |s| {
-            synced(s, |r| r.starts_with("platform@1.0.1@sha256:"))
+            synced_at(s, |r| r.starts_with("platform@1.0.1@sha256:"))
         })
         .await;
     assert_pruned(&sandbox, "serviceaccount", "platform-cache").await;
@@ -440,7 +437,7 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
     let want = format!("platform@1.0.0@{digest}");
     serve
         .wait_status("team.edge", "the App is Synced", |s| {
-            synced(s, |r| r == want)
+            synced_at(s, |r| r == want)
         })
         .await;
     assert_rendered(&sandbox, "edge").await;
@@ -485,11 +482,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_diffs_clean_he
     let file = sandbox.write_file("umbrella.yaml", &config);
     let serve = serve_with_helm(&sandbox, "umbrella-git", &config).await;
 
-    serve
-        .wait_status("platform", "the Git umbrella is Synced", |s| {
-            s["sync"] == "Synced"
-        })
-        .await;
+    serve.wait_synced("platform").await;
     assert_rendered(&sandbox, "platform").await;
     let clean = diff(&sandbox, &["--config", &file, "--app", "platform"]).await;
     assert_eq!(clean.code, Some(0), "in sync right after: {clean:?}");
@@ -501,7 +494,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_diffs_clean_he
     let head = git.repo.commit("cache 1.1");
     serve
         .wait_status("platform", "the new commit is Synced", |s| {
-            synced(s, |r| r == head)
+            synced_at(s, |r| r == head)
         })
         .await;
     assert_pruned(&sandbox, "serviceaccount", "platform-cache").await;
@@ -532,9 +525,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_as_an_app_obje
         }
     };
     apply("").await;
-    serve
-        .wait_status("team.edge", "the App is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("team.edge").await;
     assert_rendered(&sandbox, "edge").await;
     let clean = diff(
         &sandbox,

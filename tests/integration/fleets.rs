@@ -133,11 +133,7 @@ async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
     let path = sandbox.dir.path().join("fleets.yaml");
     std::fs::write(&path, chain(&server, &origin.url, false)).expect("write config");
     serve.signal("HUP");
-    let crs = serve
-        .wait_status("crs", "crs syncs after ops", |s| {
-            s["sync"] == "Synced" && s["health"] == "Healthy"
-        })
-        .await;
+    let crs = serve.wait_healthy("crs").await;
     let ops = serve.status("ops").await;
     let crds = serve.status("crds").await;
     sandbox

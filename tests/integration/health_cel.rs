@@ -158,11 +158,7 @@ async fn a_ready_expr_holds_the_dependent_until_it_is_true() {
         app("web")
     );
     let serve = Serve::start(&sandbox, "ready", &config, &[]).await;
-    serve
-        .wait_status("db", "db is ready", |s| {
-            s["sync"] == "Synced" && s["health"] == "Healthy"
-        })
-        .await;
+    serve.wait_healthy("db").await;
     let waiting = format!("waiting for db (readyExpr is false: {expr})");
     let web = serve
         .wait_status("web", "web waits on its readyExpr", |s| {
@@ -182,11 +178,7 @@ async fn a_ready_expr_holds_the_dependent_until_it_is_true() {
         .write("db/cm.yaml", &configmap("db", "ready", "2"));
     origin.repo.commit("release 2");
     assert!(serve.push(&origin.url).await.is_success());
-    serve
-        .wait_status("web", "web syncs once the readyExpr holds", |s| {
-            s["sync"] == "Synced" && s["health"] == "Healthy"
-        })
-        .await;
+    serve.wait_healthy("web").await;
     let present = sandbox.kubectl(&["get", "cm", "web", "-n", "ready"]).await;
     assert_eq!(present.code, 0, "web applied its ConfigMap");
     assert_eq!(serve.stop().await, Some(0));

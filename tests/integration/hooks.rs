@@ -573,9 +573,7 @@ async fn serve_runs_hooks_only_on_a_pass_that_writes() {
         origin.url
     );
     let serve = crate::serve::Serve::start(&sandbox, "hooked", &config, &[]).await;
-    serve
-        .wait_status("hooked", "hooked is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("hooked").await;
     let first = crate::support::eventually("the PreSync Job ran", || async {
         job_uid(&sandbox, "migrate").await
     })

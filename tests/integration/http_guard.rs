@@ -33,9 +33,7 @@ async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
         origin.url
     );
     let serve = Serve::start(&sandbox, "guard", &config, &[]).await;
-    serve
-        .wait_status("web", "web is Synced", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("web").await;
     let client = reqwest::Client::new();
     let suspend = format!("{}/api/v1/apps/web/suspend", serve.url);
 

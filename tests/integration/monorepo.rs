@@ -114,11 +114,7 @@ pub(crate) fn counts(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
 /// Waits until every app reports `sha` as its revision, Synced.
 async fn all_at(serve: &Serve, sha: &str) {
     for (name, ..) in APPS {
-        serve
-            .wait_status(name, &format!("{name} at {sha}, Synced"), |s| {
-                s["revision"]["sha"] == sha && s["sync"] == "Synced"
-            })
-            .await;
+        serve.wait_synced_at(name, sha).await;
     }
 }
 

@@ -170,11 +170,7 @@ async fn team_applied(remote: &TestSandbox, team: &str, value: &str) -> bool {
 /// Waits until every app of `names` reports `sha` as its revision, Synced.
 async fn all_at(serve: &Serve, names: &[String], sha: &str) {
     for name in names {
-        serve
-            .wait_status(name, &format!("{name} at {sha}, Synced"), |s| {
-                s["revision"]["sha"] == sha && s["sync"] == "Synced"
-            })
-            .await;
+        serve.wait_synced_at(name, sha).await;
     }
 }
 

@@ -206,11 +206,7 @@ async fn a_hanging_renderer_is_killed_with_its_children_and_frees_the_pass_slot(
         (!running(first)).then_some(())
     })
     .await;
-    serve
-        .wait_status("plain", "plain syncs with the one slot", |s| {
-            s["sync"] == "Synced"
-        })
-        .await;
+    serve.wait_synced("plain").await;
 }
 
 /// A chart whose values hold a credential and whose templates fail.

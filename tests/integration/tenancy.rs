@@ -349,11 +349,7 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
     remote.sandbox.reset_requests();
     let serve = Serve::start(&home, "remote", &config, &[]).await;
     for name in ["a", "b"] {
-        let status = serve
-            .wait_status(name, "the app syncs to the second sandbox", |s| {
-                s["sync"] == "Synced"
-            })
-            .await;
+        let status = serve.wait_synced(name).await;
         assert_eq!(condition(&status, "Ready")["status"], "True", "{status}");
     }
     for name in ["a", "b"] {
@@ -430,9 +426,7 @@ async fn an_app_whose_kubeconfig_secret_is_missing_is_stalled_and_the_others_run
         url = origin.url
     );
     let serve = Serve::start(&sandbox, "lost", &config, &[]).await;
-    serve
-        .wait_status("ok", "the other app syncs", |s| s["sync"] == "Synced")
-        .await;
+    serve.wait_synced("ok").await;
     let status = serve
         .wait_status("lost", "lost is stalled", |s| {
             stalled_with(s, "ClusterFailed")

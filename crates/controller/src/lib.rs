@@ -14,4 +14,4 @@
 pub mod config;
 pub mod reconcile;
 pub mod server;
-pub mod windows;
+pub(crate) mod windows;

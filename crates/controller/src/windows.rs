@@ -69,8 +69,9 @@ pub enum Verdict {
     Closed { reason: String },
 }
 
+#[cfg(test)]
 impl Verdict {
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         matches!(self, Verdict::Open)
     }
 }

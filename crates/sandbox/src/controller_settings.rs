@@ -15,7 +15,7 @@ pub const DEFAULT_DEPLOYMENT_CONTROLLER_DELAY: Duration = Duration::from_millis(
 const OFF: u64 = u64::MAX;
 
 /// Whether the Deployment controller runs, and its delay; changeable while running.
-pub struct Settings {
+pub(crate) struct Settings {
     delay_us: AtomicU64,
 }
 
@@ -29,14 +29,14 @@ impl Default for Settings {
 
 impl Settings {
     /// The delay before a pass, or None when the controller is off.
-    pub fn delay(&self) -> Option<Duration> {
+    pub(crate) fn delay(&self) -> Option<Duration> {
         match self.delay_us.load(Ordering::Relaxed) {
             OFF => None,
             us => Some(Duration::from_micros(us)),
         }
     }
 
-    pub fn set_delay(&self, delay: Option<Duration>) {
+    pub(crate) fn set_delay(&self, delay: Option<Duration>) {
         let us = delay.map_or(OFF, |d| {
             u64::try_from(d.as_micros()).unwrap_or(OFF - 1).min(OFF - 1)
         });

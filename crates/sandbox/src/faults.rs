@@ -14,33 +14,33 @@ use super::status::ApiError;
 
 /// Settable while the sandbox runs (from tests in-process, or `PUT /sandbox/faults`).
 #[derive(Debug, Default)]
-pub struct Faults {
+pub(crate) struct Faults {
     /// The failure rate in millionths, so it can live in an atomic.
     fail_ppm: AtomicU64,
     latency_ms: AtomicU64,
 }
 
 impl Faults {
-    pub fn set_fail_rate(&self, rate: f64) {
+    pub(crate) fn set_fail_rate(&self, rate: f64) {
         let ppm = (rate.clamp(0.0, 1.0) * 1_000_000.0).round() as u64;
         self.fail_ppm.store(ppm, Ordering::Relaxed);
     }
 
-    pub fn fail_rate(&self) -> f64 {
+    pub(crate) fn fail_rate(&self) -> f64 {
         self.fail_ppm.load(Ordering::Relaxed) as f64 / 1_000_000.0
     }
 
-    pub fn set_latency(&self, latency: Duration) {
+    pub(crate) fn set_latency(&self, latency: Duration) {
         self.latency_ms
             .store(latency.as_millis() as u64, Ordering::Relaxed);
     }
 
-    pub fn latency(&self) -> Duration {
+    pub(crate) fn latency(&self) -> Duration {
         Duration::from_millis(self.latency_ms.load(Ordering::Relaxed))
     }
 
     /// Draws whether this request fails, and how.
-    pub fn draw(&self) -> Option<ApiError> {
+    pub(crate) fn draw(&self) -> Option<ApiError> {
         let ppm = self.fail_ppm.load(Ordering::Relaxed);
         if ppm == 0 {
             return None;
@@ -64,7 +64,7 @@ impl Faults {
 /// Requests counted by (verb, resource), e.g. ("patch", "apps/deployments"), and the
 /// time spent answering them.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     counts: Mutex<BTreeMap<(String, String), u64>>,
     /// Every request that reached RBAC, by the user it ran as (after impersonation),
     /// allowed or refused, as kube-apiserver's audit log records it: how a test tells
@@ -85,7 +85,7 @@ pub struct Counters {
 }
 
 /// One request being answered, counted in [`Counters`] until dropped.
-pub struct InFlight<'a>(&'a Counters);
+pub(crate) struct InFlight<'a>(&'a Counters);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -115,14 +115,14 @@ impl WatchCounts {
 }
 
 impl Counters {
-    pub fn record(&self, verb: &str, resource: &str) {
+    pub(crate) fn record(&self, verb: &str, resource: &str) {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
     }
 
-    pub fn record_request(&self, request: UserRequest) {
+    pub(crate) fn record_request(&self, request: UserRequest) {
         let mut audit = self.audit.lock().unwrap_or_else(|p| p.into_inner());
         if audit.len() >= MAX_RECORDED_REQUESTS {
             audit.pop_front();
@@ -131,7 +131,7 @@ impl Counters {
     }
 
     /// The requests recorded so far, oldest first.
-    pub fn audit(&self) -> Vec<UserRequest> {
+    pub(crate) fn audit(&self) -> Vec<UserRequest> {
         self.audit
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -141,36 +141,36 @@ impl Counters {
     }
 
     /// Counts a request (not a watch) in flight until the guard is dropped.
-    pub fn enter(&self) -> InFlight<'_> {
+    pub(crate) fn enter(&self) -> InFlight<'_> {
         let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak_in_flight.fetch_max(now, Ordering::Relaxed);
         InFlight(self)
     }
 
     /// The most requests (watches aside) answered at once since the reset.
-    pub fn peak_in_flight(&self) -> u64 {
+    pub(crate) fn peak_in_flight(&self) -> u64 {
         self.peak_in_flight.load(Ordering::Relaxed)
     }
 
-    pub fn add_serving_time(&self, spent: Duration) {
+    pub(crate) fn add_serving_time(&self, spent: Duration) {
         let nanos = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
         self.serving_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
     /// The time spent answering requests other than watches, summed.
-    pub fn serving_time(&self) -> Duration {
+    pub(crate) fn serving_time(&self) -> Duration {
         Duration::from_nanos(self.serving_nanos.load(Ordering::Relaxed))
     }
 
     /// A watch opened for `timeout`.
-    pub fn watch_opened(&self, timeout: Duration) {
+    pub(crate) fn watch_opened(&self, timeout: Duration) {
         let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
         *open.entry(timeout.as_secs()).or_default() += 1;
     }
 
     /// A watch opened for `timeout` ended: at that timeout, or otherwise (the client
     /// left, it fell behind, the server stopped).
-    pub fn watch_closed(&self, timeout: Duration, timed_out: bool) {
+    pub(crate) fn watch_closed(&self, timeout: Duration, timed_out: bool) {
         let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = open.get_mut(&timeout.as_secs()) {
             *n -= 1;
@@ -183,7 +183,7 @@ impl Counters {
         }
     }
 
-    pub fn watches(&self) -> WatchCounts {
+    pub(crate) fn watches(&self) -> WatchCounts {
         WatchCounts {
             open: self
                 .open_watches
@@ -194,7 +194,7 @@ impl Counters {
         }
     }
 
-    pub fn snapshot(&self) -> RequestCounts {
+    pub(crate) fn snapshot(&self) -> RequestCounts {
         RequestCounts(
             self.counts
                 .lock()
@@ -204,12 +204,12 @@ impl Counters {
     }
 
     /// Starts the peak again from the requests in flight now.
-    pub fn reset_peak_in_flight(&self) {
+    pub(crate) fn reset_peak_in_flight(&self) {
         self.peak_in_flight
             .store(self.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.counts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -224,7 +224,7 @@ impl Counters {
 
 /// Requests kept by [`Counters`]' audit: a test's whole story (a few thousand
 /// requests), in about 4 MB at most however long the sandbox runs.
-pub const MAX_RECORDED_REQUESTS: usize = 20_000;
+pub(crate) const MAX_RECORDED_REQUESTS: usize = 20_000;
 
 /// One request as the audit records it: who, which verb, which path, whether it was
 /// a dry run (which changes nothing) and whether RBAC allowed it.

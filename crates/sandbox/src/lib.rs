@@ -6,23 +6,23 @@
 //! It speaks HTTPS (HTTP/2 and HTTP/1.1) with a CA it generates, authenticates a bearer
 //! token, and writes a kubeconfig that `kubectl` and kube-rs use unchanged.
 
-pub mod api;
-pub mod controller_settings;
-pub mod controllers;
-pub mod conversion;
-pub mod defaults;
-pub mod faults;
-pub mod fields;
-pub mod openapi;
+pub(crate) mod api;
+pub(crate) mod controller_settings;
+pub(crate) mod controllers;
+pub(crate) mod conversion;
+pub(crate) mod defaults;
+pub(crate) mod faults;
+pub(crate) mod fields;
+pub(crate) mod openapi;
 pub mod protobuf;
-pub mod rbac;
-pub mod registry;
-pub mod selector;
-pub mod status;
-pub mod store;
-pub mod tls;
-pub mod tokens;
-pub mod validate;
+pub(crate) mod rbac;
+pub(crate) mod registry;
+pub(crate) mod selector;
+pub(crate) mod status;
+pub(crate) mod store;
+pub(crate) mod tls;
+pub(crate) mod tokens;
+pub(crate) mod validate;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -59,15 +59,16 @@ const DOCUMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The recorded built-in documents, by path, for other stages that need the real
-/// schemas (merge keys).
-pub fn builtin_documents() -> &'static [(&'static str, &'static str)] {
+/// The recorded built-in documents, by path: the protobuf codec's tests check every
+/// kind they define.
+#[cfg(test)]
+pub(crate) fn builtin_documents() -> &'static [(&'static str, &'static str)] {
     DOCUMENTS
 }
 
 /// `GET /openapi/v3`: every document with a content hash, as kube-apiserver lists them
 /// (clients cache documents by that hash).
-pub fn index(registry: &Registry) -> Value {
+pub(crate) fn index(registry: &Registry) -> Value {
     // Hashing 4 MB of built-in documents takes a while; they never change.
     static BUILTIN: OnceLock<Vec<(String, Value)>> = OnceLock::new();
     let builtin = BUILTIN.get_or_init(|| {
@@ -91,7 +92,7 @@ fn entry(path: &str, document: &[u8]) -> Value {
 }
 
 /// `GET /openapi/v3/{path}`.
-pub fn document(registry: &Registry, path: &str) -> Option<Bytes> {
+pub(crate) fn document(registry: &Registry, path: &str) -> Option<Bytes> {
     if let Some((_, document)) = DOCUMENTS.iter().find(|(p, _)| *p == path) {
         return Some(Bytes::from_static(document.as_bytes()));
     }

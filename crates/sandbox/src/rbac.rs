@@ -23,11 +23,11 @@ use super::status::ApiError;
 use super::store::{ResourceKey, Store};
 
 /// The sandbox's authenticated user: kubeadm's admin.
-pub const ADMIN_USER: &str = "kubernetes-admin";
+pub(crate) const ADMIN_USER: &str = "kubernetes-admin";
 /// Members are allowed everything, without RBAC (kube-apiserver's superuser group).
-pub const MASTERS_GROUP: &str = "system:masters";
+pub(crate) const MASTERS_GROUP: &str = "system:masters";
 /// Every authenticated (or impersonated, non-anonymous) user is in it.
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED_GROUP: &str = "system:authenticated";
 const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 const ANONYMOUS_USER: &str = "system:anonymous";
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
@@ -38,14 +38,14 @@ const IMPERSONATE_GROUP: &str = "impersonate-group";
 
 /// An authenticated identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserInfo {
-    pub name: String,
-    pub groups: Vec<String>,
+pub(crate) struct UserInfo {
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
 }
 
 impl UserInfo {
     /// The holder of the sandbox's token.
-    pub fn admin() -> UserInfo {
+    pub(crate) fn admin() -> UserInfo {
         UserInfo {
             name: ADMIN_USER.to_string(),
             groups: vec![MASTERS_GROUP.to_string(), AUTHENTICATED_GROUP.to_string()],
@@ -53,7 +53,7 @@ impl UserInfo {
     }
 
     /// A ServiceAccount as kube-apiserver authenticates (or impersonates) it.
-    pub fn service_account(namespace: &str, name: &str) -> UserInfo {
+    pub(crate) fn service_account(namespace: &str, name: &str) -> UserInfo {
         UserInfo {
             name: format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"),
             groups: vec![
@@ -72,20 +72,20 @@ impl UserInfo {
 /// What a resource request asks to do, as kube-apiserver's `RequestInfo` reads it
 /// from the method and path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attributes {
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
-    pub subresource: String,
+pub(crate) struct Attributes {
+    pub(crate) verb: String,
+    pub(crate) group: String,
+    pub(crate) resource: String,
+    pub(crate) subresource: String,
     /// Empty for a cluster-scoped request.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Empty for a collection (list, create, deletecollection).
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl Attributes {
     /// The attributes of a request to `path`, or None for a non-resource path.
-    pub fn of_request(
+    pub(crate) fn of_request(
         method: &Method,
         path: &str,
         query: &HashMap<String, String>,
@@ -138,14 +138,14 @@ impl Attributes {
 /// A request RBAC refused: kube-apiserver's answer, and the identity it ran as when
 /// impersonation itself was allowed (for the audit).
 #[derive(Debug)]
-pub struct Refusal {
-    pub user: Option<String>,
-    pub error: ApiError,
+pub(crate) struct Refusal {
+    pub(crate) user: Option<String>,
+    pub(crate) error: ApiError,
 }
 
 /// Impersonates and authorizes one request of `requester` (whom its bearer token
 /// authenticated): the identity it runs as, or kube-apiserver's refusal.
-pub fn check(
+pub(crate) fn check(
     store: &Store,
     requester: UserInfo,
     method: &Method,
@@ -170,7 +170,7 @@ pub fn check(
 /// requester may (kube-apiserver's `WithImpersonation` filter). A ServiceAccount's
 /// groups are its fixed ones unless groups are impersonated too; a non-anonymous
 /// identity is always in `system:authenticated`.
-pub fn impersonate(
+pub(crate) fn impersonate(
     store: &Store,
     requester: UserInfo,
     headers: &HeaderMap,
@@ -252,7 +252,11 @@ pub fn impersonate(
 /// Whether `user` may do what `attributes` say: `system:masters` always, anyone else
 /// when a rule of a role bound to them allows it. Refused: kube-apiserver's 403, with
 /// the RBAC authorizer's reason when a binding names a role that does not exist.
-pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
+pub(crate) fn authorize(
+    store: &Store,
+    user: &UserInfo,
+    attributes: &Attributes,
+) -> Result<(), ApiError> {
     if user.is_master() || basic_user_allows(user, attributes) {
         return Ok(());
     }
@@ -314,7 +318,7 @@ fn basic_user_allows(user: &UserInfo, attributes: &Attributes) -> bool {
 /// `RulesFor` lists them for a SelfSubjectRulesReview: `system:masters` holds every
 /// rule; a binding whose role does not exist adds nothing and makes the answer
 /// incomplete.
-pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, bool) {
+pub(crate) fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, bool) {
     if user.is_master() {
         let all = serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]});
         return (vec![all], false);
@@ -351,7 +355,11 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>
 }
 
 /// kube-apiserver's refusal (`responsewriters.Forbidden`, then `NewForbidden`).
-pub fn forbidden(user: &UserInfo, attributes: &Attributes, reason: Option<&str>) -> ApiError {
+pub(crate) fn forbidden(
+    user: &UserInfo,
+    attributes: &Attributes,
+    reason: Option<&str>,
+) -> ApiError {
     let mut resource = attributes.resource.clone();
     if !attributes.subresource.is_empty() {
         resource = format!("{resource}/{}", attributes.subresource);

@@ -91,29 +91,29 @@ const AGGREGATED_GROUPS: &str = include_str!("../../../assets/discovery/aggregat
 
 /// The content type of an aggregated discovery answer; clients that do not see it fall
 /// back to one request per group version.
-pub const AGGREGATED_CONTENT_TYPE: &str =
+pub(crate) const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// One resource the sandbox serves, in one version.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResourceType {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub plural: String,
-    pub singular: String,
-    pub namespaced: bool,
-    pub verbs: Vec<String>,
-    pub short_names: Vec<String>,
-    pub categories: Vec<String>,
-    pub has_status: bool,
-    pub has_scale: bool,
+pub(crate) struct ResourceType {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) plural: String,
+    pub(crate) singular: String,
+    pub(crate) namespaced: bool,
+    pub(crate) verbs: Vec<String>,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) has_status: bool,
+    pub(crate) has_scale: bool,
     /// Served for a CustomResourceDefinition.
-    pub custom: bool,
+    pub(crate) custom: bool,
 }
 
 /// The group and version a served kind is stored in, when it is not its own.
-pub fn storage_version(
+pub(crate) fn storage_version(
     group: &str,
     version: &str,
     kind: &str,
@@ -126,7 +126,7 @@ pub fn storage_version(
 }
 
 /// The group whose storage a resource shares: events.k8s.io Events are core Events.
-pub fn storage_group<'a>(group: &'a str, plural: &str) -> &'a str {
+pub(crate) fn storage_group<'a>(group: &'a str, plural: &str) -> &'a str {
     match (group, plural) {
         ("events.k8s.io", "events") => "",
         _ => group,
@@ -134,7 +134,7 @@ pub fn storage_group<'a>(group: &'a str, plural: &str) -> &'a str {
 }
 
 impl ResourceType {
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -143,18 +143,18 @@ impl ResourceType {
     }
 
     /// Where its objects are stored: events.k8s.io Events share core Events' storage.
-    pub fn key(&self) -> ResourceKey {
+    pub(crate) fn key(&self) -> ResourceKey {
         ResourceKey {
             group: storage_group(&self.group, &self.plural).to_string(),
             resource: self.plural.clone(),
         }
     }
 
-    pub fn list_kind(&self) -> String {
+    pub(crate) fn list_kind(&self) -> String {
         format!("{}List", self.kind)
     }
 
-    pub fn is(&self, group: &str, kind: &str) -> bool {
+    pub(crate) fn is(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
     }
 
@@ -214,16 +214,16 @@ impl ResourceType {
 
 /// The resources of one CRD, as created: every served version.
 #[derive(Debug, Clone)]
-pub struct CustomResource {
-    pub types: Vec<Arc<ResourceType>>,
+pub(crate) struct CustomResource {
+    pub(crate) types: Vec<Arc<ResourceType>>,
     /// The storage-independent schemas, by version, for OpenAPI documents and apply.
-    pub schemas: BTreeMap<String, Value>,
+    pub(crate) schemas: BTreeMap<String, Value>,
     /// The `additionalPrinterColumns` of each version that declares them, for Tables.
-    pub printer_columns: BTreeMap<String, Value>,
+    pub(crate) printer_columns: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     builtin_documents: BTreeMap<(String, String), Value>,
     builtin: Vec<Arc<ResourceType>>,
     /// CRDs by their name (`<plural>.<group>`).
@@ -231,7 +231,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn builtin() -> Registry {
+    pub(crate) fn builtin() -> Registry {
         let mut builtin_documents = BTreeMap::new();
         let mut builtin = Vec::new();
         for (group, version, document) in BUILTIN {
@@ -247,7 +247,7 @@ impl Registry {
     }
 
     /// Every resource type served, built-in and custom.
-    pub fn all_types(&self) -> Vec<Arc<ResourceType>> {
+    pub(crate) fn all_types(&self) -> Vec<Arc<ResourceType>> {
         self.all().cloned().collect()
     }
 
@@ -258,7 +258,12 @@ impl Registry {
     }
 
     /// The resource served at `/{group}/{version}/{plural}`.
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn find(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceType>> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
             .cloned()
@@ -266,21 +271,26 @@ impl Registry {
 
     /// Whether a resource is served for a custom resource definition (None: not served),
     /// without copying it out: asked of every request that names protobuf.
-    pub fn is_custom(&self, group: &str, version: &str, plural: &str) -> Option<bool> {
+    pub(crate) fn is_custom(&self, group: &str, version: &str, plural: &str) -> Option<bool> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
             .map(|t| t.custom)
     }
 
     /// The resource of a kind, in a version.
-    pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn by_kind(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<Arc<ResourceType>> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.kind == kind)
             .cloned()
     }
 
     /// The schema a CRD declares for one of its versions.
-    pub fn custom_schema(&self, group: &str, version: &str, kind: &str) -> Option<&Value> {
+    pub(crate) fn custom_schema(&self, group: &str, version: &str, kind: &str) -> Option<&Value> {
         self.custom
             .values()
             .find(|c| c.types.iter().any(|t| t.group == group && t.kind == kind))?
@@ -289,7 +299,7 @@ impl Registry {
     }
 
     /// The printer columns a CRD declares for the version a resource is served in.
-    pub fn printer_columns(&self, resource: &ResourceType) -> Option<Value> {
+    pub(crate) fn printer_columns(&self, resource: &ResourceType) -> Option<Value> {
         if !resource.custom {
             return None;
         }
@@ -302,17 +312,17 @@ impl Registry {
     }
 
     /// Serves a CRD's resources (replacing what an earlier version of it served).
-    pub fn add_custom(&mut self, crd_name: &str, resource: CustomResource) {
+    pub(crate) fn add_custom(&mut self, crd_name: &str, resource: CustomResource) {
         self.custom.insert(crd_name.to_string(), resource);
     }
 
     /// Stops serving a CRD's resources; returns what it served.
-    pub fn remove_custom(&mut self, crd_name: &str) -> Option<CustomResource> {
+    pub(crate) fn remove_custom(&mut self, crd_name: &str) -> Option<CustomResource> {
         self.custom.remove(crd_name)
     }
 
     /// `GET /api`.
-    pub fn api_versions(server_address: &str) -> Value {
+    pub(crate) fn api_versions(server_address: &str) -> Value {
         json!({
             "kind": "APIVersions",
             "versions": ["v1"],
@@ -321,7 +331,7 @@ impl Registry {
     }
 
     /// `GET /api/v1` or `GET /apis/{group}/{version}`.
-    pub fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
+    pub(crate) fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
         if let Some(document) = self
             .builtin_documents
             .get(&(group.to_string(), version.to_string()))
@@ -352,7 +362,7 @@ impl Registry {
 
     /// `GET /apis`: the recorded group list, narrowed to the groups served here, plus
     /// the groups of CRDs.
-    pub fn group_list(&self) -> Value {
+    pub(crate) fn group_list(&self) -> Value {
         let recorded: Value = serde_json::from_str(GROUP_LIST).unwrap_or(Value::Null);
         let mut groups: Vec<Value> = recorded["groups"]
             .as_array()
@@ -385,7 +395,7 @@ impl Registry {
 
     /// `GET /api` or `GET /apis` as an `APIGroupDiscoveryList`: the recorded built-in
     /// groups narrowed to those served here, plus the groups of CRDs.
-    pub fn aggregated(&self, legacy: bool) -> Value {
+    pub(crate) fn aggregated(&self, legacy: bool) -> Value {
         let recorded: Value = serde_json::from_str(if legacy {
             AGGREGATED_LEGACY
         } else {
@@ -461,7 +471,7 @@ impl Registry {
     }
 
     /// `GET /apis/{group}`.
-    pub fn group(&self, group: &str) -> Option<Value> {
+    pub(crate) fn group(&self, group: &str) -> Option<Value> {
         let list = self.group_list();
         let mut found = list["groups"]
             .as_array()?
@@ -477,7 +487,7 @@ impl Registry {
     }
 
     /// The group versions served, for the OpenAPI index.
-    pub fn custom_group_versions(&self) -> Vec<(String, String)> {
+    pub(crate) fn custom_group_versions(&self) -> Vec<(String, String)> {
         let mut gvs: Vec<(String, String)> = self
             .custom
             .values()
@@ -490,7 +500,7 @@ impl Registry {
     }
 
     /// The CRD-served types of one group version.
-    pub fn custom_types(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+    pub(crate) fn custom_types(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
         self.custom
             .values()
             .flat_map(|c| c.types.iter())
@@ -553,7 +563,7 @@ fn types_from_document(group: &str, version: &str, document: &Value) -> Vec<Arc<
 }
 
 /// The resource types a CRD object declares (every served version).
-pub fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
+pub(crate) fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
     let spec = crd.get("spec")?;
     let group = spec["group"].as_str()?;
     let names = &spec["names"];

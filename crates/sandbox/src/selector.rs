@@ -32,10 +32,10 @@ impl Requirement {
 
 /// A parsed `labelSelector`: every requirement must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector(Vec<Requirement>);
+pub(crate) struct LabelSelector(Vec<Requirement>);
 
 impl LabelSelector {
-    pub fn parse(input: &str) -> Result<LabelSelector, String> {
+    pub(crate) fn parse(input: &str) -> Result<LabelSelector, String> {
         let mut requirements = Vec::new();
         for term in split_terms(input) {
             let term = term.trim();
@@ -47,14 +47,14 @@ impl LabelSelector {
         Ok(LabelSelector(requirements))
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| r.matches(labels))
     }
 
     /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
     /// `metav1.LabelSelectorAsSelector` reads it; None when it cannot be read, which,
     /// as there, selects nothing.
-    pub fn from_object(selector: &Value) -> Option<LabelSelector> {
+    pub(crate) fn from_object(selector: &Value) -> Option<LabelSelector> {
         let mut requirements = Vec::new();
         if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
             for (key, value) in labels {
@@ -91,7 +91,7 @@ impl LabelSelector {
     }
 
     /// Whether the selector has no requirement (and so selects everything).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -183,11 +183,11 @@ fn valid_key(key: &str) -> Result<String, String> {
 /// `metadata.namespace`; some register more (their `AddFieldLabelConversionFunc` in
 /// kube-apiserver), listed in [`extra_fields`]. Operators are `=`, `==` and `!=`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 /// The field selectors a resource supports beyond `metadata.name` and
 /// `metadata.namespace`, as kube-apiserver registers them (`pkg/apis/*/v1/conversion.go`).
-pub fn extra_fields(group: &str, resource: &str) -> &'static [&'static str] {
+pub(crate) fn extra_fields(group: &str, resource: &str) -> &'static [&'static str] {
     match (group, resource) {
         ("", "events") => &[
             "involvedObject.kind",
@@ -223,7 +223,7 @@ pub fn extra_fields(group: &str, resource: &str) -> &'static [&'static str] {
 
 impl FieldSelector {
     /// Parses a selector for a resource supporting `extra` fields besides the metadata.
-    pub fn parse(input: &str, extra: &[&str]) -> Result<FieldSelector, String> {
+    pub(crate) fn parse(input: &str, extra: &[&str]) -> Result<FieldSelector, String> {
         let mut terms = Vec::new();
         for term in input.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
@@ -255,7 +255,7 @@ impl FieldSelector {
     }
 
     /// Whether the selector reads more than the object's namespace and name.
-    pub fn needs_object(&self) -> bool {
+    pub(crate) fn needs_object(&self) -> bool {
         self.0
             .iter()
             .any(|(field, _, _)| field != "metadata.name" && field != "metadata.namespace")
@@ -263,7 +263,7 @@ impl FieldSelector {
 
     /// Whether the object at `namespace`/`name` matches; `object` is only read for
     /// fields other than the metadata ones (see [`FieldSelector::needs_object`]).
-    pub fn matches(&self, namespace: &str, name: &str, object: Option<&Value>) -> bool {
+    pub(crate) fn matches(&self, namespace: &str, name: &str, object: Option<&Value>) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = match field.as_str() {
                 "metadata.name" => name.to_string(),

@@ -7,15 +7,15 @@ use serde_json::{Value, json};
 
 /// One cause of an `Invalid` or `Conflict` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cause {
-    pub reason: String,
-    pub message: String,
-    pub field: String,
+pub(crate) struct Cause {
+    pub(crate) reason: String,
+    pub(crate) message: String,
+    pub(crate) field: String,
 }
 
 /// An answer other than success, as the API server gives it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("{plural} \"{name}\" not found")]
     NotFound { plural: String, name: String },
     /// A path no handler serves: the real server answers with a plain-text 404.
@@ -84,14 +84,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    pub fn not_found(plural: &str, name: &str) -> ApiError {
+    pub(crate) fn not_found(plural: &str, name: &str) -> ApiError {
         ApiError::NotFound {
             plural: plural.to_string(),
             name: name.to_string(),
         }
     }
 
-    pub fn code(&self) -> StatusCode {
+    pub(crate) fn code(&self) -> StatusCode {
         match self {
             ApiError::NotFound { .. } | ApiError::PageNotFound => StatusCode::NOT_FOUND,
             ApiError::AlreadyExists { .. }
@@ -132,7 +132,7 @@ impl ApiError {
     }
 
     /// The `Status` object, key for key as kube-apiserver writes it.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let mut status = serde_json::Map::new();
         status.insert("kind".into(), "Status".into());
         status.insert("apiVersion".into(), "v1".into());
@@ -199,7 +199,7 @@ impl ApiError {
     }
 
     /// The response body: a JSON `Status`, or plain text for an unknown path.
-    pub fn body(&self) -> (Bytes, &'static str) {
+    pub(crate) fn body(&self) -> (Bytes, &'static str) {
         match self {
             ApiError::PageNotFound => (
                 Bytes::from_static(b"404 page not found\n"),
@@ -228,7 +228,7 @@ fn causes_json(causes: &[Cause]) -> Value {
 }
 
 /// The success `Status` answered for an object deleted at once.
-pub fn deleted(plural: &str, name: &str, uid: &str) -> Value {
+pub(crate) fn deleted(plural: &str, name: &str, uid: &str) -> Value {
     json!({
         "kind": "Status",
         "apiVersion": "v1",

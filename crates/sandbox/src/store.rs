@@ -18,7 +18,7 @@ use super::protobuf;
 
 /// How many changes the store remembers for watches. A watch from an older
 /// resourceVersion gets `410 Expired`, as from an etcd that has compacted its history.
-pub const HISTORY_LIMIT: usize = 100_000;
+pub(crate) const HISTORY_LIMIT: usize = 100_000;
 
 /// How many events a slow watcher may fall behind before its watch is closed (the
 /// client then re-watches from its last resourceVersion, as kube-apiserver's watch
@@ -28,25 +28,25 @@ const WATCH_BUFFER: usize = 16_384;
 /// Storage is per resource, independent of the version it is served in: the versions of
 /// one CRD share their objects, as they share one etcd prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ResourceKey {
-    pub group: String,
-    pub resource: String,
+pub(crate) struct ResourceKey {
+    pub(crate) group: String,
+    pub(crate) resource: String,
 }
 
 /// An object's place in its resource: namespace ("" for cluster-scoped) and name. The
 /// order is etcd's key order, which is the order of list answers.
-pub type ObjectKey = (String, String);
+pub(crate) type ObjectKey = (String, String);
 
 /// One stored object.
 #[derive(Debug)]
-pub struct Stored {
-    pub resource_version: u64,
+pub(crate) struct Stored {
+    pub(crate) resource_version: u64,
     /// The whole object as JSON, `kind` and `apiVersion` included.
-    pub json: Bytes,
-    pub labels: BTreeMap<String, String>,
+    pub(crate) json: Bytes,
+    pub(crate) labels: BTreeMap<String, String>,
     /// UIDs of the owners named in `ownerReferences`, for garbage collection.
-    pub owners: Vec<String>,
-    pub uid: String,
+    pub(crate) owners: Vec<String>,
+    pub(crate) uid: String,
     /// The bare protobuf message of a built-in kind's object, encoded once per
     /// resourceVersion (at its write, or at its first protobuf answer) and shared by
     /// every get, list and watch frame that answers it in protobuf. None inside: the
@@ -57,8 +57,8 @@ pub struct Stored {
 /// An object in protobuf: enveloped as a get answers it, with the bare message inside
 /// (a list's item) at a known place.
 #[derive(Debug)]
-pub struct Encoded {
-    pub enveloped: Bytes,
+pub(crate) struct Encoded {
+    pub(crate) enveloped: Bytes,
     message: std::ops::Range<usize>,
 }
 
@@ -72,13 +72,13 @@ impl Encoded {
     }
 
     /// The bare message, as a list carries its items.
-    pub fn message(&self) -> &[u8] {
+    pub(crate) fn message(&self) -> &[u8] {
         &self.enveloped[self.message.clone()]
     }
 }
 
 impl Stored {
-    pub fn from_value(value: &Value, resource_version: u64) -> Stored {
+    pub(crate) fn from_value(value: &Value, resource_version: u64) -> Stored {
         let metadata = value.get("metadata");
         let labels = metadata
             .and_then(|m| m.get("labels"))
@@ -115,12 +115,12 @@ impl Stored {
     }
 
     /// The object as a value, for a write to change it.
-    pub fn value(&self) -> Value {
+    pub(crate) fn value(&self) -> Value {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
     /// The object in protobuf, encoded from its JSON the first time it is asked for.
-    pub fn protobuf(&self) -> Option<&Encoded> {
+    pub(crate) fn protobuf(&self) -> Option<&Encoded> {
         self.protobuf
             .get_or_init(|| Encoded::of(&self.value(), self.json.len()))
             .as_ref()
@@ -129,7 +129,7 @@ impl Stored {
     /// Encodes the protobuf message now, from the value being stored (no JSON to parse
     /// back): for a write whose answer is wanted in protobuf, so that the answer and
     /// every later read share the one encoding.
-    pub fn encode_protobuf_from(&self, value: &Value) -> Option<&Encoded> {
+    pub(crate) fn encode_protobuf_from(&self, value: &Value) -> Option<&Encoded> {
         self.protobuf
             .get_or_init(|| Encoded::of(value, self.json.len()))
             .as_ref()
@@ -137,14 +137,14 @@ impl Stored {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Added,
     Modified,
     Deleted,
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
             EventType::Modified => "MODIFIED",
@@ -155,12 +155,12 @@ impl EventType {
 
 /// One change, as watches see it.
 #[derive(Debug)]
-pub struct Event {
-    pub resource_version: u64,
-    pub event_type: EventType,
-    pub resource: ResourceKey,
-    pub key: ObjectKey,
-    pub object: Arc<Stored>,
+pub(crate) struct Event {
+    pub(crate) resource_version: u64,
+    pub(crate) event_type: EventType,
+    pub(crate) resource: ResourceKey,
+    pub(crate) key: ObjectKey,
+    pub(crate) object: Arc<Stored>,
 }
 
 #[derive(Default)]
@@ -170,7 +170,7 @@ struct Inner {
     history: VecDeque<Arc<Event>>,
 }
 
-pub struct Store {
+pub(crate) struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
     /// [`HISTORY_LIMIT`] unless a test shrinks it to reach `410 Expired` quickly.
@@ -178,10 +178,10 @@ pub struct Store {
 }
 
 /// The objects of a resource at one resourceVersion, in key order.
-pub type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
+pub(crate) type Snapshot = Vec<(ObjectKey, Arc<Stored>)>;
 
 /// Where a watch starts.
-pub enum WatchStart {
+pub(crate) enum WatchStart {
     /// The changes after this resourceVersion, replayed from history.
     Replay(Vec<Arc<Event>>),
     /// The requested resourceVersion is older than the history kept.
@@ -195,7 +195,7 @@ impl Default for Store {
 }
 
 impl Store {
-    pub fn new() -> Store {
+    pub(crate) fn new() -> Store {
         let (events, _) = broadcast::channel(WATCH_BUFFER);
         Store {
             inner: Mutex::new(Inner::default()),
@@ -206,7 +206,7 @@ impl Store {
 
     /// Keeps at most `limit` changes (at least one) for watches, dropping older ones
     /// now: what an etcd compaction does, for tests of `410 Expired`.
-    pub fn set_history_limit(&self, limit: usize) {
+    pub(crate) fn set_history_limit(&self, limit: usize) {
         let limit = limit.max(1);
         self.history_limit.store(limit, Ordering::Relaxed);
         let mut inner = self.lock();
@@ -223,17 +223,17 @@ impl Store {
     }
 
     /// The newest resourceVersion handed out.
-    pub fn resource_version(&self) -> u64 {
+    pub(crate) fn resource_version(&self) -> u64 {
         self.lock().resource_version
     }
 
-    pub fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Stored>> {
+    pub(crate) fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Stored>> {
         self.lock().objects.get(resource)?.get(key).cloned()
     }
 
     /// A consistent snapshot of the objects of one resource (optionally one namespace),
     /// with the resourceVersion it was taken at.
-    pub fn list(
+    pub(crate) fn list(
         &self,
         resource: &ResourceKey,
         namespace: Option<&str>,
@@ -257,7 +257,7 @@ impl Store {
     }
 
     /// Every resource that has objects in `namespace`, for deleting a namespace.
-    pub fn keys_in_namespace(&self, namespace: &str) -> Vec<(ResourceKey, ObjectKey)> {
+    pub(crate) fn keys_in_namespace(&self, namespace: &str) -> Vec<(ResourceKey, ObjectKey)> {
         let inner = self.lock();
         let mut keys = Vec::new();
         for (resource, objects) in &inner.objects {
@@ -272,7 +272,7 @@ impl Store {
     }
 
     /// Objects whose ownerReferences name `uid`, for cascading deletes.
-    pub fn dependents(&self, uid: &str) -> Vec<(ResourceKey, ObjectKey)> {
+    pub(crate) fn dependents(&self, uid: &str) -> Vec<(ResourceKey, ObjectKey)> {
         let inner = self.lock();
         let mut keys = Vec::new();
         for (resource, objects) in &inner.objects {
@@ -288,7 +288,7 @@ impl Store {
     /// Stores `value` under a new resourceVersion if the stored object is still at
     /// `expected` (None: must not exist). The closure sees the new resourceVersion so it
     /// can write it into the object before it is serialised.
-    pub fn put(
+    pub(crate) fn put(
         &self,
         resource: &ResourceKey,
         key: &ObjectKey,
@@ -329,7 +329,7 @@ impl Store {
 
     /// Removes an object if it is still at `expected`; the DELETED event carries the
     /// object with a new resourceVersion, as a real server's does.
-    pub fn remove(
+    pub(crate) fn remove(
         &self,
         resource: &ResourceKey,
         key: &ObjectKey,
@@ -393,7 +393,7 @@ impl Store {
 
     /// Subscribes to changes after `after` (a resourceVersion). The replayed history and
     /// the live subscription are taken under one lock, so no event falls between them.
-    pub fn watch(&self, after: u64) -> (WatchStart, broadcast::Receiver<Arc<Event>>) {
+    pub(crate) fn watch(&self, after: u64) -> (WatchStart, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let receiver = self.events.subscribe();
         let oldest_kept = inner.history.front().map(|e| e.resource_version);
@@ -414,7 +414,7 @@ impl Store {
 
     /// Subscribes to changes from now on, with the current objects of the resource as a
     /// snapshot (a watch without a resourceVersion starts with them as ADDED events).
-    pub fn watch_from_now(
+    pub(crate) fn watch_from_now(
         &self,
         resource: &ResourceKey,
         namespace: Option<&str>,
@@ -433,12 +433,12 @@ impl Store {
     }
 
     /// Every change from now on, of any resource (for simulated controllers).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
     }
 
     /// Drops every object of a resource (a deleted CRD takes its objects with it).
-    pub fn drop_resource(&self, resource: &ResourceKey) -> usize {
+    pub(crate) fn drop_resource(&self, resource: &ResourceKey) -> usize {
         let keys: Vec<(ObjectKey, u64)> = {
             let inner = self.lock();
             inner
@@ -460,7 +460,7 @@ impl Store {
 
 /// Why a store write was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PutError {
+pub(crate) enum PutError {
     #[error("the object already exists")]
     Exists,
     #[error("the object no longer exists")]

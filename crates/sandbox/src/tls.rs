@@ -13,12 +13,12 @@ use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// The name of the kubeconfig context (and cluster, and user) the sandbox writes.
-pub const CONTEXT: &str = "tether-sandbox";
+pub(crate) const CONTEXT: &str = "tether-sandbox";
 
 /// A CA and a serving certificate signed by it.
-pub struct Certificates {
-    pub ca_pem: String,
-    pub server_config: Arc<ServerConfig>,
+pub(crate) struct Certificates {
+    pub(crate) ca_pem: String,
+    pub(crate) server_config: Arc<ServerConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum TlsError {
 }
 
 /// Generates a CA and a serving certificate for `ip` (and `localhost`).
-pub fn generate(ip: IpAddr) -> Result<Certificates, TlsError> {
+pub(crate) fn generate(ip: IpAddr) -> Result<Certificates, TlsError> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::default();
     ca_params.distinguished_name = distinguished_name("tether-sandbox-ca");
@@ -88,7 +88,7 @@ fn distinguished_name(common_name: &str) -> DistinguishedName {
 }
 
 /// A kubeconfig with one cluster, user and context, all named [`CONTEXT`].
-pub fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
+pub(crate) fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
     let ca_data = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         "apiVersion: v1

@@ -23,34 +23,34 @@ use crate::rbac::UserInfo;
 /// The API server's audience (kubeadm's `--service-account-issuer`, which
 /// `--api-audiences` defaults to): tokens requested without audiences are for it, and
 /// only tokens for it authenticate requests to the API.
-pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+pub(crate) const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 /// A TokenRequest's `spec.expirationSeconds` when it gives none (the API's default).
-pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+pub(crate) const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 /// The shortest lifetime kube-apiserver's validation accepts (ten minutes).
-pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+pub(crate) const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// The longest (`1 << 32` seconds, the API's validation).
-pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
+pub(crate) const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 /// The length of an issued token, in alphanumeric characters (~285 bits).
 const TOKEN_LENGTH: usize = 48;
 
 /// Whom a token authenticates, and for what.
 #[derive(Debug, Clone)]
-pub struct Credential {
-    pub user: UserInfo,
+pub(crate) struct Credential {
+    pub(crate) user: UserInfo,
     /// The ServiceAccount's uid, for a ServiceAccount token.
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// The token's id (kube-apiserver's `authentication.kubernetes.io/credential-id`
     /// extra, `JTI=…`), for a ServiceAccount token.
-    pub credential_id: Option<String>,
-    pub audiences: Vec<String>,
-    pub expires: Option<DateTime<Utc>>,
+    pub(crate) credential_id: Option<String>,
+    pub(crate) audiences: Vec<String>,
+    pub(crate) expires: Option<DateTime<Utc>>,
     /// The ServiceAccount (namespace, name) the token was issued for.
-    pub service_account: Option<(String, String)>,
+    pub(crate) service_account: Option<(String, String)>,
 }
 
 /// Why a token does not authenticate (the text after `invalid bearer token, `).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     #[error("token lookup failed")]
     Unknown,
     #[error("token has expired")]
@@ -67,21 +67,21 @@ pub enum TokenError {
 /// A successful authentication: the credential, and the audiences it was accepted
 /// for (those of the request that the token holds).
 #[derive(Debug, Clone)]
-pub struct Authenticated {
-    pub credential: Credential,
-    pub audiences: Vec<String>,
+pub(crate) struct Authenticated {
+    pub(crate) credential: Credential,
+    pub(crate) audiences: Vec<String>,
 }
 
 /// The tokens the sandbox knows besides its own, by SHA-256.
 #[derive(Debug, Default)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     known: RwLock<HashMap<[u8; 32], Credential>>,
 }
 
 impl Tokens {
     /// Issues a token for a ServiceAccount (with its uid), for `audiences` (the API's
     /// when empty), valid for `seconds`.
-    pub fn issue(
+    pub(crate) fn issue(
         &self,
         service_account: (&str, &str),
         uid: &str,
@@ -110,7 +110,7 @@ impl Tokens {
 
     /// Accepts `token` as `user` for the API server's audience, without expiry (a
     /// line of kube-apiserver's `--token-auth-file`).
-    pub fn add_static(&self, token: &str, user: UserInfo) {
+    pub(crate) fn add_static(&self, token: &str, user: UserInfo) {
         let credential = Credential {
             user,
             uid: None,
@@ -124,7 +124,7 @@ impl Tokens {
 
     /// Whom `token` authenticates for one of `wanted` (the API's audience when empty)
     /// at `now`. `uid_of` says the uid of a ServiceAccount that exists now.
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &self,
         token: &str,
         wanted: &[String],
@@ -160,7 +160,10 @@ impl Tokens {
 
 /// The audiences of `wanted` (the API's when empty) that the token holds; an error
 /// when there are none.
-pub fn accepted_audiences(token: &[String], wanted: &[String]) -> Result<Vec<String>, TokenError> {
+pub(crate) fn accepted_audiences(
+    token: &[String],
+    wanted: &[String],
+) -> Result<Vec<String>, TokenError> {
     let api = [API_AUDIENCE.to_string()];
     let wanted = if wanted.is_empty() { &api[..] } else { wanted };
     let accepted: Vec<String> = wanted

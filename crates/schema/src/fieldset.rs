@@ -20,7 +20,7 @@ pub struct FieldSet {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid FieldsV1 key {key:?}")]
 pub struct FieldsV1Error {
-    pub key: String,
+    pub(crate) key: String,
 }
 
 impl FieldSet {

@@ -88,7 +88,7 @@ pub struct PatchStrategy {
     /// The object or list is replaced whole (`replace`).
     pub replace: bool,
     /// `retainKeys`: a patch may carry `$retainKeys`.
-    pub retain_keys: bool,
+    pub(crate) retain_keys: bool,
     /// `x-kubernetes-patch-merge-key`.
     pub merge_key: Option<String>,
 }
@@ -471,7 +471,7 @@ impl<'a> Node<'a> {
     }
 
     /// The OpenAPI `default` of declared field `name`.
-    pub fn field_default(&self, name: &str) -> Option<&'a Value> {
+    pub(crate) fn field_default(&self, name: &str) -> Option<&'a Value> {
         match self.def() {
             TypeDef::Struct { fields, .. } => fields.get(name)?.default.as_ref(),
             _ => None,
@@ -497,7 +497,7 @@ impl<'a> Node<'a> {
 
     /// On a list-map node: the value a key field takes when an item omits it (the
     /// item type's `default`, e.g. `protocol: "TCP"` of container ports).
-    pub fn key_default(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn key_default(&self, key: &str) -> Option<&'a Value> {
         self.items()?.field_default(key)
     }
 
@@ -531,7 +531,7 @@ impl<'a> Node<'a> {
 
     /// Strategic-merge-patch strategy of this list (`x-kubernetes-patch-strategy`,
     /// `x-kubernetes-patch-merge-key`).
-    pub fn list_patch_strategy(&self) -> Option<&'a PatchStrategy> {
+    pub(crate) fn list_patch_strategy(&self) -> Option<&'a PatchStrategy> {
         match self.def() {
             TypeDef::List { patch, .. } => Some(patch),
             _ => None,
@@ -663,17 +663,6 @@ impl Schemas {
             }
         });
         Some(schema.clone())
-    }
-
-    /// The schema of a built-in kind by `apiVersion` (`apps/v1`, `v1`).
-    pub fn get_by_api_version(&self, api_version: &str, kind: &str) -> Option<Schema> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        self.get(group, version, kind)
-    }
-
-    /// The group versions held, as `(group, version)`.
-    pub fn group_versions(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
-        self.documents.iter().map(|d| (d.group, d.version))
     }
 }
 

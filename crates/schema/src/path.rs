@@ -23,7 +23,7 @@ pub enum PathElement {
 
 impl PathElement {
     /// A key element from unsorted key fields.
-    pub fn key(mut fields: Vec<(String, Value)>) -> PathElement {
+    pub(crate) fn key(mut fields: Vec<(String, Value)>) -> PathElement {
         fields.sort_by(|a, b| a.0.cmp(&b.0));
         PathElement::Key(fields)
     }
@@ -38,7 +38,7 @@ impl PathElement {
     }
 
     /// The FieldsV1 form: `f:name`, `k:{"name":"web"}`, `v:"x"`, `i:0`.
-    pub fn to_fields_v1(&self) -> String {
+    pub(crate) fn to_fields_v1(&self) -> String {
         match self {
             PathElement::Field(name) => format!("f:{name}"),
             PathElement::Key(fields) => {
@@ -54,7 +54,7 @@ impl PathElement {
     }
 
     /// Parses one FieldsV1 key (not `.`).
-    pub fn from_fields_v1(key: &str) -> Option<PathElement> {
+    pub(crate) fn from_fields_v1(key: &str) -> Option<PathElement> {
         let (prefix, rest) = key.split_at_checked(2)?;
         match prefix {
             "f:" => Some(PathElement::Field(rest.to_string())),

@@ -39,7 +39,7 @@ impl Quantity {
     /// Parses the serialised form (`<sign><digits>[.<digits>]<suffix>`, surrounding
     /// blanks ignored as the server's JSON decoding ignores them); `None` when the text is
     /// not a quantity or too large to hold exactly.
-    pub fn parse(text: &str) -> Option<Quantity> {
+    pub(crate) fn parse(text: &str) -> Option<Quantity> {
         let text = text.trim();
         let (negative, rest) = match text.as_bytes().first()? {
             b'-' => (true, &text[1..]),
@@ -126,7 +126,7 @@ impl Quantity {
     /// to nano-units and, with `round_up_scale`, to that power of ten first (`Some(-3)`
     /// for resource lists, as `SetDefaults_ResourceList` does). None when the value
     /// cannot be represented exactly.
-    pub fn canonical(&self, round_up_scale: Option<i32>) -> Option<String> {
+    pub(crate) fn canonical(&self, round_up_scale: Option<i32>) -> Option<String> {
         let mut q = *self;
         if q.format == QuantityFormat::BinarySi {
             // A binary value with a fraction is exact once its decimals are divided out.

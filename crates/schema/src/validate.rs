@@ -30,7 +30,7 @@ pub struct FieldError {
     /// The path as server-side apply names it, list items by key or value:
     /// `.spec.template.spec.containers[name="web"].image`.
     pub apply_path: String,
-    pub kind: FieldErrorKind,
+    pub(crate) kind: FieldErrorKind,
 }
 
 impl FieldError {
@@ -65,13 +65,6 @@ pub struct Validation {
     /// Undeclared fields: an error only under `fieldValidation=Strict`, a warning
     /// otherwise (and dropped from the stored object).
     pub unknown_fields: Vec<FieldError>,
-}
-
-impl Validation {
-    /// Neither type errors nor unknown fields.
-    pub fn is_clean(&self) -> bool {
-        self.type_errors.is_empty() && self.unknown_fields.is_empty()
-    }
 }
 
 pub(super) fn validate(root: Node<'_>, obj: &Value) -> Validation {

@@ -38,6 +38,24 @@ pub fn ready(app: &serde_json::Value) -> bool {
     })
 }
 
+/// Whether an app's status, as tether's status API answers it (`/api/v1/apps/{app}`),
+/// says Synced.
+pub fn synced(status: &serde_json::Value) -> bool {
+    status["sync"] == "Synced"
+}
+
+/// Whether an app's status says Synced and Healthy: what a user waits for after a
+/// change.
+pub fn synced_and_healthy(status: &serde_json::Value) -> bool {
+    synced(status) && status["health"] == "Healthy"
+}
+
+/// Whether an app's status says Synced at a revision `revision` accepts (a commit, or
+/// a chart's `name@version@digest`).
+pub fn synced_at(status: &serde_json::Value, revision: impl Fn(&str) -> bool) -> bool {
+    synced(status) && status["revision"]["sha"].as_str().is_some_and(revision)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +72,17 @@ mod tests {
         assert!(ready(&app("True")));
         assert!(!ready(&app("False")));
         assert!(!ready(&json!({"status": {}})));
+    }
+
+    #[test]
+    fn an_app_is_synced_at_a_revision_only_with_both() {
+        let status = |sync: &str, health: &str, sha: &str| json!({"sync": sync, "health": health, "revision": {"sha": sha}});
+        let good = status("Synced", "Healthy", "abc");
+        assert!(synced(&good) && synced_and_healthy(&good));
+        assert!(synced_at(&good, |r| r == "abc"));
+        assert!(!synced_at(&good, |r| r == "def"));
+        assert!(!synced_at(&status("OutOfSync", "Healthy", "abc"), |r| r == "abc"));
+        assert!(!synced_and_healthy(&status("Synced", "Progressing", "abc")));
+        assert!(!synced(&json!({})) && !synced_at(&json!({"sync": "Synced"}), |_| true));
     }
 }

@@ -26,7 +26,7 @@ mod check;
 mod credentials;
 mod decryption;
 mod dependency_credentials;
-pub mod depends;
+pub(crate) mod depends;
 mod health;
 mod model;
 mod oidc;

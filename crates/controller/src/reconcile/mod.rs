@@ -1,18 +1,18 @@
 //! The level-triggered loop: triggers, backoff, policies, sync windows, leadership,
 //! shards.
 
-pub mod app;
+pub(crate) mod app;
 pub mod appset;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod decryption;
-pub mod depends;
-pub mod inputs;
+pub(crate) mod depends;
+pub(crate) mod inputs;
 pub mod leader;
-pub mod pass;
-pub mod pin;
-pub mod runtime;
+pub(crate) mod pass;
+pub(crate) mod pin;
+pub(crate) mod runtime;
 pub mod shard;
-pub mod trust;
-pub mod value_sources;
+pub(crate) mod trust;
+pub(crate) mod value_sources;
 pub mod values;
 pub mod variables;

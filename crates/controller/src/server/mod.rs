@@ -9,12 +9,12 @@
 //! The top floor of the library: `service` wires `tether serve`, the controller runtime
 //! (`reconcile::runtime`) and this HTTP surface together under one shutdown signal.
 
-pub mod dashboard;
+pub(crate) mod dashboard;
 pub mod guard;
-pub mod peer_auth;
-pub mod peers;
+pub(crate) mod peer_auth;
+pub(crate) mod peers;
 pub mod people;
-pub mod relay;
+pub(crate) mod relay;
 mod rollback;
 pub mod service;
 

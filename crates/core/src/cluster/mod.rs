@@ -7,7 +7,7 @@
 pub mod cache;
 pub mod lookup;
 pub mod objects;
-pub mod tenancy;
+pub(crate) mod tenancy;
 
 pub use tenancy::{Bookkeeping, ClusterKey, KubeConfigSecret, ServiceAccount};
 

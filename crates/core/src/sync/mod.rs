@@ -38,7 +38,7 @@ pub mod inventory;
 mod item;
 mod observe;
 mod pipeline;
-pub mod plan;
+pub(crate) mod plan;
 pub mod preview;
 pub mod prune;
 mod report;

@@ -7,7 +7,7 @@
 
 mod block;
 mod error;
-pub mod render;
+pub(crate) mod render;
 mod scope;
 mod sops;
 pub mod substitute;

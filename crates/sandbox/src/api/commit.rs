@@ -355,7 +355,7 @@ impl State {
     /// managedFields record it. `old` is the stored version the object was computed from
     /// (a conflict if it changed since), None to create it; `subresource` is `status`
     /// for a status write. Writing what is already there changes nothing.
-    pub fn write_as_controller(
+    pub(crate) fn write_as_controller(
         &self,
         resource: &Arc<ResourceType>,
         key: &ObjectKey,
@@ -372,7 +372,7 @@ impl State {
     /// Writes an object's status as a controller does, through the status subresource.
     /// `compute` sees the current object and returns the status it should have, or
     /// None to leave it alone; nothing is written when the status is already right.
-    pub fn update_status(
+    pub(crate) fn update_status(
         &self,
         resource: &Arc<ResourceType>,
         key: &ObjectKey,

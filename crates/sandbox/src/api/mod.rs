@@ -33,28 +33,28 @@ mod tests;
 mod token_request;
 mod write;
 
-pub use read::full_body;
+pub(crate) use read::full_body;
 
-pub type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// Everything the API serves from.
-pub struct State {
-    pub store: Store,
-    pub registry: RwLock<Registry>,
-    pub defaulter: Defaulter,
-    pub faults: Faults,
-    pub counters: Counters,
+pub(crate) struct State {
+    pub(crate) store: Store,
+    pub(crate) registry: RwLock<Registry>,
+    pub(crate) defaulter: Defaulter,
+    pub(crate) faults: Faults,
+    pub(crate) counters: Counters,
     /// Whether the Deployment controller runs, and how soon it acts.
-    pub deployment_controller: Settings,
-    pub token: String,
+    pub(crate) deployment_controller: Settings,
+    pub(crate) token: String,
     /// Tokens besides `token`: issued by TokenRequests, or static.
-    pub tokens: crate::tokens::Tokens,
+    pub(crate) tokens: crate::tokens::Tokens,
     /// `host:port`, for `GET /api`.
-    pub server_address: String,
+    pub(crate) server_address: String,
 }
 
 impl State {
-    pub fn new(token: String, server_address: String) -> State {
+    pub(crate) fn new(token: String, server_address: String) -> State {
         State {
             store: Store::new(),
             registry: RwLock::new(Registry::builtin()),
@@ -68,7 +68,7 @@ impl State {
         }
     }
 
-    pub fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+    pub(crate) fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
         self.registry.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -77,7 +77,7 @@ impl State {
     }
 
     /// Creates the namespaces every cluster starts with.
-    pub fn bootstrap(&self) {
+    pub(crate) fn bootstrap(&self) {
         let namespaces = self.registry().by_kind("", "v1", "Namespace");
         let Some(namespaces) = namespaces else { return };
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -98,26 +98,26 @@ impl State {
 }
 
 /// One parsed request.
-pub struct Request {
-    pub method: Method,
-    pub path: String,
-    pub query: HashMap<String, String>,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: HashMap<String, String>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
     /// The format negotiated for the answer: reads of built-in kinds write protobuf
     /// straight from the store's encoding.
-    pub format: Format,
+    pub(crate) format: Format,
     /// A protobuf body already decoded (`body` is then empty): handed to the handler
     /// once, so the object is not written to JSON and parsed back.
-    pub decoded: std::sync::Mutex<Option<Value>>,
+    pub(crate) decoded: std::sync::Mutex<Option<Value>>,
     /// Warnings for the answer's headers.
-    pub warnings: Warnings,
+    pub(crate) warnings: Warnings,
     /// Whom the bearer token authenticated (before any impersonation).
-    pub requester: crate::rbac::UserInfo,
+    pub(crate) requester: crate::rbac::UserInfo,
 }
 
 impl Request {
-    pub fn take_decoded(&self) -> Option<Value> {
+    pub(crate) fn take_decoded(&self) -> Option<Value> {
         self.decoded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -126,7 +126,7 @@ impl Request {
 }
 
 /// What a handler answers.
-pub enum Reply {
+pub(crate) enum Reply {
     Json(StatusCode, Value),
     Raw(StatusCode, Bytes, &'static str),
     /// A watch: JSON lines, or protobuf frames when the request's format was protobuf.
@@ -158,7 +158,11 @@ impl Target {
 
 /// The verb of a request, for counters (kube-apiserver's audit verbs). A dry run
 /// writes nothing and is counted apart (`dryrun:patch`), so "no writes" means none.
-pub fn verb_of(method: &Method, path: &str, query: &HashMap<String, String>) -> &'static str {
+pub(crate) fn verb_of(
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> &'static str {
     let named = is_named(path);
     let dry_run = is_dry_run(query);
     match *method {
@@ -212,7 +216,7 @@ fn is_named(path: &str) -> bool {
 }
 
 /// The resource a path's counters are filed under: `configmaps`, `apps/deployments`.
-pub fn resource_of(path: &str) -> String {
+pub(crate) fn resource_of(path: &str) -> String {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, rest) = match segments.as_slice() {
         ["api", _, rest @ ..] => ("", rest),
@@ -233,7 +237,7 @@ pub fn resource_of(path: &str) -> String {
 
 impl State {
     /// Serves one authenticated request.
-    pub async fn serve(self: &Arc<Self>, request: Request) -> Result<Reply, ApiError> {
+    pub(crate) async fn serve(self: &Arc<Self>, request: Request) -> Result<Reply, ApiError> {
         let path = request.path.trim_end_matches('/').to_string();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match segments.as_slice() {
@@ -286,13 +290,13 @@ impl State {
 
     /// Whether a path names a built-in resource, whose objects travel in protobuf too
     /// (custom resources have no protobuf form).
-    pub fn serves_protobuf(&self, path: &str) -> bool {
+    pub(crate) fn serves_protobuf(&self, path: &str) -> bool {
         self.custom_resource_at(path) == Some(false)
     }
 
     /// Whether a path names a custom resource (Some(true)), a built-in one
     /// (Some(false)), or no resource at all (discovery, OpenAPI, unknown paths).
-    pub fn custom_resource_at(&self, path: &str) -> Option<bool> {
+    pub(crate) fn custom_resource_at(&self, path: &str) -> Option<bool> {
         // The resource part of `target`'s paths, read without building a target.
         let mut segments = path.trim_matches('/').split('/');
         let (group, version) = match segments.next()? {
@@ -545,7 +549,7 @@ pub(super) fn field_validation(query: &HashMap<String, String>) -> FieldValidati
 /// The warnings a request's answer carries, one `Warning: 299 - "…"` header each, as
 /// kube-apiserver's warning recorder writes them. Shared with the code that answers.
 #[derive(Debug, Clone, Default)]
-pub struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+pub(crate) struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
 
 impl Warnings {
     pub(super) fn add(&self, text: String) {
@@ -553,7 +557,7 @@ impl Warnings {
     }
 
     /// The header values: `299 - "unknown field \"spec.x\""`.
-    pub fn header_values(&self) -> Vec<String> {
+    pub(crate) fn header_values(&self) -> Vec<String> {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -502,7 +502,7 @@ where
     ))
 }
 
-pub fn full_body(bytes: Bytes) -> Body {
+pub(crate) fn full_body(bytes: Bytes) -> Body {
     BodyExt::boxed(Full::new(bytes))
 }
 

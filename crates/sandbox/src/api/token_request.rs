@@ -22,7 +22,7 @@ impl State {
     /// Whom `token` authenticates for one of `audiences` (the API server's when
     /// empty): the sandbox's own token is the admin, audience-agnostic as
     /// kube-apiserver's static tokens are; any other is looked up among [`State::tokens`].
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &self,
         token: &str,
         audiences: &[String],

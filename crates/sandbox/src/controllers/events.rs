@@ -18,7 +18,7 @@ use crate::status::ApiError;
 
 /// An Event's type: `Normal` or `Warning`, as `v1.EventTypeNormal` and `v1.EventTypeWarning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Normal,
     Warning,
 }
@@ -33,22 +33,22 @@ impl EventType {
 }
 
 /// What one controller reports about one object.
-pub struct Record<'a> {
+pub(crate) struct Record<'a> {
     /// The object the event is about, as stored (kind, apiVersion and metadata are read).
-    pub object: &'a Value,
-    pub event_type: EventType,
-    pub reason: &'a str,
-    pub message: String,
+    pub(crate) object: &'a Value,
+    pub(crate) event_type: EventType,
+    pub(crate) reason: &'a str,
+    pub(crate) message: String,
     /// The controller's name in kube-controller-manager (`deployment-controller`).
-    pub component: &'a str,
+    pub(crate) component: &'a str,
     /// The field manager the write is recorded under.
-    pub manager: &'a str,
+    pub(crate) manager: &'a str,
 }
 
 /// Writes the Event (or counts a repeat on the existing one). An Event is a report,
 /// not part of the work: a controller logs a failure to record one and goes on, as the
 /// real recorder does.
-pub fn record(state: &State, record: Record<'_>) {
+pub(crate) fn record(state: &State, record: Record<'_>) {
     if let Err(err) = write(state, &record) {
         tracing::debug!(reason = record.reason, error = %err, "cannot record an event");
     }

@@ -19,14 +19,14 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-pub mod deployment;
-pub mod events;
+pub(crate) mod deployment;
+pub(crate) mod events;
 
 use super::api::State;
 use super::store::{EventType, ObjectKey, ResourceKey};
 
 /// An image tag ending in this never becomes ready (`nginx:1.25-broken`).
-pub const BROKEN_IMAGE_SUFFIX: &str = "-broken";
+pub(crate) const BROKEN_IMAGE_SUFFIX: &str = "-broken";
 
 /// The field manager simulated controllers write status as.
 const MANAGER: &str = "kube-controller-manager";
@@ -42,7 +42,7 @@ const SIMULATED: &[(&str, &str)] = &[
     ("", "persistentvolumeclaims"),
 ];
 
-pub async fn run(state: Arc<State>, delay: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run(state: Arc<State>, delay: Duration, shutdown: CancellationToken) {
     let mut events = state.store.subscribe();
     resync(&state, delay);
     loop {

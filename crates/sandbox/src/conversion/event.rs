@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 /// core/v1 Event → events.k8s.io/v1 Event.
-pub fn event_to_events(core: Value) -> Value {
+pub(crate) fn event_to_events(core: Value) -> Value {
     let text = |key: &str| {
         core.get(key)
             .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
@@ -50,7 +50,7 @@ pub fn event_to_events(core: Value) -> Value {
 }
 
 /// events.k8s.io/v1 Event → core/v1 Event.
-pub fn event_to_core(event: Value) -> Value {
+pub(crate) fn event_to_core(event: Value) -> Value {
     let text = |key: &str| {
         event
             .get(key)

@@ -4,13 +4,14 @@
 use serde_json::{Map, Value, json};
 
 /// v2 metrics v1 has no field for, in autoscaling/v1's `MetricSpec` shape.
-pub const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
+pub(crate) const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
 /// Every current metric, in autoscaling/v1's `MetricStatus` shape.
-pub const CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+pub(crate) const CURRENT_METRICS_ANNOTATION: &str =
+    "autoscaling.alpha.kubernetes.io/current-metrics";
 /// `status.conditions`.
-pub const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
+pub(crate) const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
 /// `spec.behavior`, written as the internal Go type (field names capitalised).
-pub const BEHAVIOR_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/behavior";
+pub(crate) const BEHAVIOR_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/behavior";
 
 const ROUND_TRIP_ANNOTATIONS: [&str; 4] = [
     METRICS_ANNOTATION,
@@ -23,7 +24,7 @@ const ROUND_TRIP_ANNOTATIONS: [&str; 4] = [
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
 
 /// autoscaling/v2 → autoscaling/v1.
-pub fn hpa_v2_to_v1(object: Value) -> Value {
+pub(crate) fn hpa_v2_to_v1(object: Value) -> Value {
     let spec = &object["spec"];
     let status = &object["status"];
     let metrics = spec["metrics"]
@@ -118,7 +119,7 @@ pub fn hpa_v2_to_v1(object: Value) -> Value {
 
 /// autoscaling/v1 → autoscaling/v2. Annotations that do not parse are ignored, as
 /// upstream ignores them.
-pub fn hpa_v1_to_v2(object: Value) -> Value {
+pub(crate) fn hpa_v1_to_v2(object: Value) -> Value {
     let spec = &object["spec"];
     let status = &object["status"];
     let annotation = |key: &str| -> Option<Value> {

@@ -18,21 +18,18 @@ use super::registry::{ResourceType, storage_version};
 mod event;
 mod hpa;
 
-pub use event::{event_to_core, event_to_events};
+pub(crate) use event::{event_to_core, event_to_events};
 use hpa::drop_round_trip_annotations;
-pub use hpa::{
-    BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
-    hpa_v1_to_v2, hpa_v2_to_v1,
-};
+pub(crate) use hpa::{hpa_v1_to_v2, hpa_v2_to_v1};
 
 /// Whether objects of `resource` are served as stored.
-pub fn served_as_stored(resource: &ResourceType) -> bool {
+pub(crate) fn served_as_stored(resource: &ResourceType) -> bool {
     storage_version(&resource.group, &resource.version, &resource.kind).is_none()
 }
 
 /// A stored object as a write or delete answers it in `resource`'s version; a `Status`
 /// stays as it is.
-pub fn answer(resource: &ResourceType, value: Value) -> Value {
+pub(crate) fn answer(resource: &ResourceType, value: Value) -> Value {
     if served_as_stored(resource) || value["kind"] != resource.kind.as_str() {
         return value;
     }
@@ -40,7 +37,7 @@ pub fn answer(resource: &ResourceType, value: Value) -> Value {
 }
 
 /// An object as written in `resource`'s version, in its storage version.
-pub fn to_storage(resource: &ResourceType, object: Value) -> Value {
+pub(crate) fn to_storage(resource: &ResourceType, object: Value) -> Value {
     match (
         resource.group.as_str(),
         resource.version.as_str(),
@@ -58,7 +55,7 @@ pub fn to_storage(resource: &ResourceType, object: Value) -> Value {
 }
 
 /// A stored object as served in `resource`'s version.
-pub fn to_served(resource: &ResourceType, object: Value) -> Value {
+pub(crate) fn to_served(resource: &ResourceType, object: Value) -> Value {
     match (
         resource.group.as_str(),
         resource.version.as_str(),

@@ -3,6 +3,9 @@
 
 use serde_json::{Value, json};
 
+use super::hpa::{
+    BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
+};
 use super::hpa::{metric_spec_to_v1, metric_spec_to_v2, metric_status_to_v1, metric_status_to_v2};
 use super::*;
 

@@ -53,7 +53,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value, json};
 
 pub use crd::{crd_established_status, default_custom_resource, prune_custom_resource};
-pub use networking::{KUBERNETES_SERVICE_IP, NODE_PORT_RANGE, SERVICE_CIDR};
+pub use networking::KUBERNETES_SERVICE_IP;
 
 use tether_schema::canonical_quantity;
 
@@ -97,7 +97,7 @@ const BUILT_IN_GROUPS: [&str; 10] = [
 ///
 /// Allocation is first-free from the dynamic band, so it is deterministic for tests;
 /// `release` gives addresses and ports back when a Service is deleted or a write fails.
-pub struct Defaulter {
+pub(crate) struct Defaulter {
     alloc: Mutex<Allocations>,
 }
 
@@ -115,7 +115,7 @@ impl Default for Defaulter {
 
 impl Defaulter {
     /// A defaulter whose only allocation is 10.96.0.1, the `kubernetes` Service.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut alloc = Allocations::default();
         alloc.cluster_ips.insert(u32::from(KUBERNETES_SERVICE_IP));
         Self {
@@ -128,7 +128,13 @@ impl Defaulter {
     /// clusterIPs and nodePorts, Namespace finalizers and DaemonSet template
     /// generations carry over from it; create-only admission (Pod service account,
     /// tolerations, priority; PVC protection; Job selector) runs only without it.
-    pub fn default_object(&self, group: &str, kind: &str, obj: &mut Value, old: Option<&Value>) {
+    pub(crate) fn default_object(
+        &self,
+        group: &str,
+        kind: &str,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -210,7 +216,7 @@ impl Defaulter {
 /// resources, whose status the handler drops when the CRD has a status subresource.
 ///
 /// For a Pod, `default_object` then adds `qosClass`; for a CRD, `storedVersions`.
-pub fn initial_status(group: &str, kind: &str) -> Option<Value> {
+pub(crate) fn initial_status(group: &str, kind: &str) -> Option<Value> {
     let status = match (group, kind) {
         ("", "Namespace") => json!({"phase": "Active"}),
         ("", "Service") => json!({"loadBalancer": {}}),
@@ -250,7 +256,7 @@ pub fn initial_status(group: &str, kind: &str) -> Option<Value> {
 /// Whether the kind tracks `metadata.generation` (set to 1 on create, bumped when the
 /// spec changes): the kinds whose strategy sets it, as the `generation` in the
 /// recorded apply answers shows. Custom resources always do.
-pub fn tracks_generation(group: &str, kind: &str, is_custom: bool) -> bool {
+pub(crate) fn tracks_generation(group: &str, kind: &str, is_custom: bool) -> bool {
     if is_custom {
         return true;
     }

@@ -14,7 +14,7 @@ impl Defaulter {
     /// with the deleted Service (`keep` None), with a written object whose write failed
     /// or was a dry run (`keep` = the stored object), or with the old object after a
     /// successful update (`keep` = the new one).
-    pub fn release(&self, obj: &Value, keep: Option<&Value>) {
+    pub(crate) fn release(&self, obj: &Value, keep: Option<&Value>) {
         let (ips, ports) = service_allocations(obj);
         let (keep_ips, keep_ports) = keep.map(service_allocations).unwrap_or_default();
         let mut alloc = self.lock();
@@ -26,15 +26,6 @@ impl Defaulter {
         for port in ports.difference(&keep_ports) {
             alloc.node_ports.remove(port);
         }
-    }
-
-    /// Marks the clusterIPs and nodePorts of a stored Service as taken, for a sandbox
-    /// that loads objects it did not default itself (a snapshot).
-    pub fn reserve(&self, obj: &Value) {
-        let (ips, ports) = service_allocations(obj);
-        let mut alloc = self.lock();
-        alloc.cluster_ips.extend(ips);
-        alloc.node_ports.extend(ports);
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Allocations> {

@@ -15,21 +15,21 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-pub use smp::{PatchError, strategic_merge_patch};
-pub use tether_schema::{FieldSet, FieldsV1Error};
+pub use smp::strategic_merge_patch;
+pub use tether_schema::FieldSet;
 
 use tether_schema::{Node, PathElement, Schema, render_path};
 use walk::{compare, field_set, merge, remove_members};
 
 /// `metadata.managedFields[].operation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Operation {
+pub(crate) enum Operation {
     Apply,
     Update,
 }
 
 impl Operation {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Operation::Apply => "Apply",
             Operation::Update => "Update",
@@ -39,15 +39,15 @@ impl Operation {
 
 /// One entry of `metadata.managedFields`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedFieldsEntry {
-    pub manager: String,
-    pub operation: Operation,
-    pub api_version: String,
+pub(crate) struct ManagedFieldsEntry {
+    pub(crate) manager: String,
+    pub(crate) operation: Operation,
+    pub(crate) api_version: String,
     /// RFC 3339, seconds.
-    pub time: String,
+    pub(crate) time: String,
     /// Empty for the main resource.
-    pub subresource: String,
-    pub fields: FieldSet,
+    pub(crate) subresource: String,
+    pub(crate) fields: FieldSet,
 }
 
 impl ManagedFieldsEntry {
@@ -61,7 +61,7 @@ impl ManagedFieldsEntry {
     }
 
     /// The JSON form, fields in the API server's order.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("manager".into(), Value::String(self.manager.clone()));
         m.insert(
@@ -82,7 +82,7 @@ impl ManagedFieldsEntry {
     }
 
     /// Reads one entry; `None` when it is not a FieldsV1 entry this engine can read.
-    pub fn from_json(v: &Value) -> Option<ManagedFieldsEntry> {
+    pub(crate) fn from_json(v: &Value) -> Option<ManagedFieldsEntry> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let operation = match v.get("operation").and_then(Value::as_str)? {
             "Apply" => Operation::Apply,
@@ -105,7 +105,7 @@ impl ManagedFieldsEntry {
 
     /// How conflict messages name this manager: `"tether"`, or for an updater
     /// `"kubectl-edit" using apps/v1`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut out = format!("{:?}", self.manager);
         if !self.subresource.is_empty() {
             out.push_str(&format!(" with subresource {:?}", self.subresource));
@@ -119,7 +119,7 @@ impl ManagedFieldsEntry {
 
 /// Reads `metadata.managedFields` of an object (entries it cannot read are dropped,
 /// as the API server resets managed fields it cannot decode).
-pub fn managed_fields(obj: &Value) -> Vec<ManagedFieldsEntry> {
+pub(crate) fn managed_fields(obj: &Value) -> Vec<ManagedFieldsEntry> {
     obj.pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .map(|entries| {
@@ -205,46 +205,46 @@ fn without_fields(set: &FieldSet, reset_fields: &[&str]) -> FieldSet {
 
 /// How a server-side apply is made.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ApplyOptions<'a> {
+pub(crate) struct ApplyOptions<'a> {
     /// `fieldManager`.
-    pub manager: &'a str,
+    pub(crate) manager: &'a str,
     /// `force=true`: take conflicting fields from their owners.
-    pub force: bool,
+    pub(crate) force: bool,
     /// The apiVersion the object is applied at (recorded in the entry).
-    pub api_version: &'a str,
+    pub(crate) api_version: &'a str,
     /// Now, RFC 3339 to the second (`2026-11-21T21:02:15Z`).
-    pub now: &'a str,
+    pub(crate) now: &'a str,
     /// Top-level fields this endpoint does not write: ignored in the config and
     /// kept from live (`"status"` for the main resource, everything else for a
     /// status subresource is the handler's business).
-    pub reset_fields: &'a [&'a str],
+    pub(crate) reset_fields: &'a [&'a str],
     /// Empty for the main resource, `"status"` or `"scale"` for a subresource.
-    pub subresource: &'a str,
+    pub(crate) subresource: &'a str,
 }
 
 /// A field another manager owns and the apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflict {
+pub(crate) struct Conflict {
     /// The owner's name, as in `managedFields[].manager`.
-    pub manager: String,
+    pub(crate) manager: String,
     /// How the status message names the owner: `"tether"` (quoted), or
     /// `"kubectl-edit" using apps/v1` for an updater.
-    pub manager_description: String,
+    pub(crate) manager_description: String,
     /// The field in the API server's form:
     /// `.spec.template.spec.containers[name="web"].image`.
-    pub field: String,
+    pub(crate) field: String,
 }
 
 impl Conflict {
     /// The cause message: `conflict with "tether"`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         format!("conflict with {}", self.manager_description)
     }
 }
 
 /// Why an apply did not happen.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     /// Other managers own fields the apply would change (409 `Conflict`, causes
     /// `FieldManagerConflict`). Retrying cannot help; applying with force or
     /// dropping the fields can.
@@ -292,7 +292,7 @@ fn conflicts_message(conflicts: &[Conflict]) -> String {
 /// Fields the manager applied last time and omits now are removed unless another
 /// manager owns them; fields another manager owns and the apply would change are
 /// conflicts, or with `force` become the applier's.
-pub fn apply(
+pub(crate) fn apply(
     schema: &Schema,
     live: Option<&Value>,
     config: &Value,
@@ -425,18 +425,18 @@ fn prune(
 
 /// How a non-apply write (create, update, patch) is recorded.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct UpdateOptions<'a> {
+pub(crate) struct UpdateOptions<'a> {
     /// `fieldManager`, or the client's user agent up to the first `/` as the API
     /// server defaults it (`kubectl`, `Python-urllib`).
-    pub manager: &'a str,
-    pub api_version: &'a str,
+    pub(crate) manager: &'a str,
+    pub(crate) api_version: &'a str,
     /// Now, RFC 3339 to the second.
-    pub now: &'a str,
+    pub(crate) now: &'a str,
     /// Top-level fields this endpoint does not write (`"status"` for the main
     /// resource of a kind with a status subresource).
-    pub reset_fields: &'a [&'a str],
+    pub(crate) reset_fields: &'a [&'a str],
     /// Empty for the main resource, `"status"` or `"scale"` for a subresource.
-    pub subresource: &'a str,
+    pub(crate) subresource: &'a str,
 }
 
 /// Records a non-apply write in `new`'s `metadata.managedFields`: the fields it added
@@ -447,7 +447,7 @@ pub struct UpdateOptions<'a> {
 /// stored, already defaulted (updaters own the defaults they cause, as on a real
 /// server). A client that sends `managedFields` different from the stored ones sets
 /// them; otherwise the stored ones are carried over.
-pub fn record_update(
+pub(crate) fn record_update(
     schema: &Schema,
     old: Option<&Value>,
     new: &mut Value,

@@ -14,7 +14,7 @@ use tether_schema::{ListType, Node, NodeKind, PathElement};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct WalkError {
     /// Where, in the `.spec.containers` form.
-    pub path: String,
+    pub(crate) path: String,
     pub message: String,
 }
 
@@ -205,9 +205,9 @@ fn merge_list(node: Node<'_>, live: &[Value], config: &[Value]) -> Vec<Value> {
 /// What changed between two versions of an object, field by field.
 #[derive(Debug, Default)]
 pub(super) struct Comparison {
-    pub added: FieldSet,
-    pub modified: FieldSet,
-    pub removed: FieldSet,
+    pub(crate) added: FieldSet,
+    pub(crate) modified: FieldSet,
+    pub(crate) removed: FieldSet,
 }
 
 pub(super) fn compare(node: Node<'_>, old: &Value, new: &Value) -> Comparison {

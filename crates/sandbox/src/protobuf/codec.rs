@@ -17,7 +17,7 @@ use super::wire::{self, Reader};
 const TYPE_META: [&str; 2] = ["apiVersion", "kind"];
 
 /// Encodes `value` as the body of message `index`.
-pub fn encode(
+pub(crate) fn encode(
     schema: &Schema,
     index: usize,
     value: &Value,
@@ -352,7 +352,11 @@ const PROPS: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchem
 
 /// Decodes the body of message `index` to JSON; `None` when Go would read it as unset
 /// (a zero Time).
-pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Value>, ProtobufError> {
+pub(crate) fn decode(
+    schema: &Schema,
+    index: usize,
+    bytes: &[u8],
+) -> Result<Option<Value>, ProtobufError> {
     let message = &schema.messages[index];
     if let Some(special) = message.special {
         return decode_special(schema, message, special, bytes);
@@ -366,7 +370,7 @@ pub fn decode(schema: &Schema, index: usize, bytes: &[u8]) -> Result<Option<Valu
 /// is one key. Counted first so that each object is allocated once at its size: a
 /// request body is dozens of small objects, and growing each, as a JSON parser must,
 /// cost more than this extra pass over the field keys.
-pub fn field_count(bytes: &[u8]) -> Result<usize, ProtobufError> {
+pub(crate) fn field_count(bytes: &[u8]) -> Result<usize, ProtobufError> {
     let mut reader = Reader::new(bytes);
     let (mut count, mut last) = (0, 0);
     while let Some(tag) = reader.skip_field()? {
@@ -380,7 +384,7 @@ pub fn field_count(bytes: &[u8]) -> Result<usize, ProtobufError> {
 
 /// Decodes the fields of message `index` into `object`: its own, or its parent's for a
 /// Go embedded struct, whose keys are spread into the parent's object.
-pub fn decode_into(
+pub(crate) fn decode_into(
     schema: &Schema,
     index: usize,
     bytes: &[u8],
@@ -725,7 +729,7 @@ const UNITS: [(&str, f64); 7] = [
 ];
 
 /// Go's `time.ParseDuration`: `1h30m`, `1.5s`, `-250ms`, `0`.
-pub fn parse_duration(text: &str) -> Option<i64> {
+pub(crate) fn parse_duration(text: &str) -> Option<i64> {
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
@@ -759,7 +763,7 @@ pub fn parse_duration(text: &str) -> Option<i64> {
 }
 
 /// Go's `time.Duration.String`: `1h0m0s`, `1m30s`, `1.5s`, `250ms`, `0s`.
-pub fn format_duration(nanos: i64) -> String {
+pub(crate) fn format_duration(nanos: i64) -> String {
     let sign = if nanos < 0 { "-" } else { "" };
     let n = nanos.unsigned_abs();
     if n == 0 {

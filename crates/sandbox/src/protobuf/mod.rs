@@ -9,7 +9,7 @@
 //! by a bare `WatchEvent` whose object is such an envelope.
 
 mod codec;
-pub mod negotiate;
+pub(crate) mod negotiate;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -17,9 +17,8 @@ mod wire;
 
 use serde_json::{Map, Value};
 
-pub use codec::{format_duration, parse_duration};
-pub use negotiate::{Accept, Format};
-pub use schema::Schema;
+pub(crate) use negotiate::{Accept, Format};
+pub(crate) use schema::Schema;
 
 /// The media type of protobuf bodies and answers.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -58,12 +57,6 @@ pub enum ProtobufError {
     Schema(String),
 }
 
-/// Whether objects of this kind have a protobuf form (built-in kinds do, custom
-/// resources do not).
-pub fn has_message(api_version: &str, kind: &str) -> bool {
-    Schema::get().is_ok_and(|s| s.kind(api_version, kind).is_some())
-}
-
 /// Encodes an object (or list, or `Status`) in the `k8s\0` + `runtime.Unknown` envelope.
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
     encode_enveloped(object, 256).map(|(bytes, _)| bytes)
@@ -72,7 +65,7 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
 /// [`encode_object`] into one buffer of `capacity` bytes, the message written in place
 /// inside the envelope rather than copied into it; with where the bare message lies (a
 /// list's item). What the store keeps of an object written or read in protobuf.
-pub fn encode_enveloped(
+pub(crate) fn encode_enveloped(
     object: &Value,
     capacity: usize,
 ) -> Result<(Vec<u8>, std::ops::Range<usize>), ProtobufError> {
@@ -115,7 +108,7 @@ fn put_type_meta(out: &mut Vec<u8>, api_version: &str, kind: &str) {
 
 /// A list of built-in objects from their bare messages ([`encode_enveloped`]): the
 /// list's `ListMeta` and its items, enveloped as `kind` (e.g. `ConfigMapList`).
-pub fn encode_list<'a>(
+pub(crate) fn encode_list<'a>(
     api_version: &str,
     kind: &str,
     metadata: &Value,
@@ -217,12 +210,12 @@ pub fn decode_object(bytes: &[u8]) -> Result<Value, ProtobufError> {
 
 /// One protobuf watch frame: the length, then `WatchEvent{type, object: RawExtension{raw:
 /// <enveloped object>}}`.
-pub fn watch_frame(event_type: &str, object: &Value) -> Result<Vec<u8>, ProtobufError> {
+pub(crate) fn watch_frame(event_type: &str, object: &Value) -> Result<Vec<u8>, ProtobufError> {
     watch_frame_of(event_type, &encode_object(object)?)
 }
 
 /// One protobuf watch frame around an object already enveloped.
-pub fn watch_frame_of(event_type: &str, raw: &[u8]) -> Result<Vec<u8>, ProtobufError> {
+pub(crate) fn watch_frame_of(event_type: &str, raw: &[u8]) -> Result<Vec<u8>, ProtobufError> {
     let mut extension = Vec::with_capacity(raw.len() + 8);
     wire::put_bytes(&mut extension, 1, raw);
     let mut event = Vec::with_capacity(extension.len() + event_type.len() + 8);

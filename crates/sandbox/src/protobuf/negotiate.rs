@@ -11,7 +11,7 @@ use super::{MEDIA_TYPE, ProtobufError};
 
 /// The format of an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Protobuf,
 }
@@ -27,12 +27,12 @@ struct Range {
 
 /// The media ranges a client accepts, best first.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Accept {
+pub(crate) struct Accept {
     ranges: Vec<Range>,
 }
 
 impl Accept {
-    pub fn from_headers(headers: &HeaderMap) -> Accept {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Accept {
         let mut ranges: Vec<Range> = headers
             .get_all(http::header::ACCEPT)
             .iter()
@@ -65,14 +65,14 @@ impl Accept {
 
     /// Whether protobuf is among the media types at all: only then is it worth asking
     /// whether the resource has a protobuf form.
-    pub fn mentions_protobuf(&self) -> bool {
+    pub(crate) fn mentions_protobuf(&self) -> bool {
         self.ranges.iter().any(|r| r.media_type == MEDIA_TYPE)
     }
 
     /// Whether the sandbox can answer in any of the media types asked for, for a resource
     /// that has a protobuf form or not. No `Accept` at all takes anything; a custom
     /// resource asked only for protobuf cannot be answered (kube-apiserver's 406).
-    pub fn acceptable(&self, protobuf_available: bool) -> bool {
+    pub(crate) fn acceptable(&self, protobuf_available: bool) -> bool {
         self.ranges.is_empty()
             || self
                 .ranges
@@ -86,7 +86,7 @@ impl Accept {
 
     /// The format to answer in, for a resource that has a protobuf form or not. No
     /// `Accept`, or none the sandbox can produce, answers JSON as before.
-    pub fn choose(&self, protobuf_available: bool) -> Format {
+    pub(crate) fn choose(&self, protobuf_available: bool) -> Format {
         for range in &self.ranges {
             match range.media_type.as_str() {
                 MEDIA_TYPE if protobuf_available && !range.conversion => {
@@ -113,11 +113,11 @@ const ANSWERED_AS_JSON: &[&str] = &[
 
 /// What kube-apiserver lists in a 406 for a resource: every serializer of its codec
 /// factory, protobuf included even for custom resources, whose handlers only refuse it.
-pub const SERVED_MEDIA_TYPES: &str =
+pub(crate) const SERVED_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Whether a request's body is protobuf.
-pub fn is_protobuf_body(headers: &HeaderMap) -> bool {
+pub(crate) fn is_protobuf_body(headers: &HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -127,7 +127,7 @@ pub fn is_protobuf_body(headers: &HeaderMap) -> bool {
 
 /// One JSON watch line (`{"type":…,"object":…}`) as a protobuf frame; a line that
 /// cannot be carried becomes an `ERROR` event, as a watch cannot switch formats.
-pub fn watch_frame_of_line(line: &[u8]) -> Bytes {
+pub(crate) fn watch_frame_of_line(line: &[u8]) -> Bytes {
     let event: Result<Value, _> = serde_json::from_slice(line);
     let framed = event.map_err(ProtobufError::Json).and_then(|event| {
         super::watch_frame(event["type"].as_str().unwrap_or_default(), &event["object"])

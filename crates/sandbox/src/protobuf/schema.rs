@@ -17,7 +17,7 @@ const TABLE: &str = include_str!("messages.json");
 /// for every key of every object it encodes, and SipHash's resistance to flooding buys
 /// nothing for a fixed table of short names while it costs on every lookup.
 #[derive(Default)]
-pub struct Fx(u64);
+pub(crate) struct Fx(u64);
 
 impl Fx {
     fn add(&mut self, word: u64) {
@@ -58,7 +58,7 @@ type Map<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 /// A field's wire type, as `k8s-pb` declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
+pub(crate) enum Type {
     String,
     Int32,
     Int64,
@@ -70,7 +70,7 @@ pub enum Type {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Label {
+pub(crate) enum Label {
     Optional,
     Repeated,
     /// `map<string, T>`: repeated entries with the key as field 1 and the value as 2.
@@ -83,7 +83,7 @@ pub enum Label {
 /// Messages whose JSON form is not an object of their fields: kube-apiserver gives each
 /// its own marshaller, and so does the codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
+pub(crate) enum Special {
     Quantity,
     IntOrString,
     Time,
@@ -100,26 +100,26 @@ pub enum Special {
 }
 
 #[derive(Debug)]
-pub struct Field {
-    pub tag: u32,
+pub(crate) struct Field {
+    pub(crate) tag: u32,
     /// In one buffer with the other names of its message, so that looking fields up
     /// by name, once per key of every object encoded, reads few cache lines.
-    pub json: &'static str,
-    pub ty: Type,
-    pub label: Label,
+    pub(crate) json: &'static str,
+    pub(crate) ty: Type,
+    pub(crate) label: Label,
     /// A decoded zero is a value, not "unset": the field is required (no `omitempty`)
     /// or a Go pointer ([`POINTERS`]). Go writes every other field even when zero, and
     /// its JSON leaves those zeros out.
-    pub keep_zero: bool,
+    pub(crate) keep_zero: bool,
 }
 
 #[derive(Debug)]
-pub struct Message {
+pub(crate) struct Message {
     /// The `k8s-pb` module path, e.g. `api.core.v1.Pod`.
-    pub name: String,
-    pub special: Option<Special>,
+    pub(crate) name: String,
+    pub(crate) special: Option<Special>,
     /// Ordered by field number, the order Go writes them in.
-    pub fields: Vec<Field>,
+    pub(crate) fields: Vec<Field>,
     by_json: Map<&'static str, usize>,
     /// Field index + 1 by field number (0: no such field): numbers are small and dense,
     /// and the decoder looks one up for every field it reads.
@@ -129,17 +129,17 @@ pub struct Message {
 }
 
 impl Message {
-    pub fn field_by_json(&self, name: &str) -> Option<&Field> {
+    pub(crate) fn field_by_json(&self, name: &str) -> Option<&Field> {
         self.by_json.get(name).map(|&i| &self.fields[i])
     }
 
     /// Whether a JSON key is a field of this message's own or of an inline one.
-    pub fn knows(&self, key: &str) -> bool {
+    pub(crate) fn knows(&self, key: &str) -> bool {
         self.by_json.contains_key(key) || self.inline_keys.contains(&key)
     }
 
     #[inline]
-    pub fn field_by_tag(&self, tag: u32) -> Option<&Field> {
+    pub(crate) fn field_by_tag(&self, tag: u32) -> Option<&Field> {
         match self.by_tag.get(tag as usize) {
             Some(&i) if i > 0 => self.fields.get(usize::from(i) - 1),
             _ => None,
@@ -147,8 +147,8 @@ impl Message {
     }
 }
 
-pub struct Schema {
-    pub messages: Vec<Message>,
+pub(crate) struct Schema {
+    pub(crate) messages: Vec<Message>,
     by_name: Map<String, usize>,
     /// `apiVersion/kind` → message index.
     kinds: Map<String, usize>,
@@ -167,7 +167,7 @@ struct RawMessage {
 
 impl Schema {
     /// The table, parsed once.
-    pub fn get() -> Result<&'static Schema, ProtobufError> {
+    pub(crate) fn get() -> Result<&'static Schema, ProtobufError> {
         static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
         SCHEMA
             .get_or_init(|| Schema::parse(TABLE))
@@ -282,18 +282,13 @@ impl Schema {
         })
     }
 
-    pub fn message(&self, name: &str) -> Option<usize> {
+    pub(crate) fn message(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
     }
 
     /// The message of a built-in kind, `None` for custom resources and kinds without one.
-    pub fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
+    pub(crate) fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
         self.kinds.get(&format!("{api_version}/{kind}")).copied()
-    }
-
-    /// Every `apiVersion/kind` with a message, for tests that must cover them all.
-    pub fn kinds(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.kinds.iter().map(|(k, &i)| (k.as_str(), i))
     }
 }
 

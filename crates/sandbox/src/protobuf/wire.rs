@@ -3,12 +3,12 @@
 
 use super::ProtobufError;
 
-pub const VARINT: u8 = 0;
-pub const FIXED64: u8 = 1;
-pub const LENGTH_DELIMITED: u8 = 2;
-pub const FIXED32: u8 = 5;
+pub(crate) const VARINT: u8 = 0;
+pub(crate) const FIXED64: u8 = 1;
+pub(crate) const LENGTH_DELIMITED: u8 = 2;
+pub(crate) const FIXED32: u8 = 5;
 
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -17,15 +17,15 @@ pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// How many bytes [`put_varint`] writes for `value`.
-pub fn varint_len(value: u64) -> usize {
+pub(crate) fn varint_len(value: u64) -> usize {
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-pub fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
+pub(crate) fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
     put_varint(out, (u64::from(tag) << 3) | u64::from(wire_type));
 }
 
-pub fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
     put_key(out, tag, LENGTH_DELIMITED);
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
@@ -34,7 +34,7 @@ pub fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
 /// A length-delimited field whose bytes `write` appends to `out` itself: the length is
 /// written after them and moved in front, so that a nested message needs no buffer of
 /// its own (an object is dozens of nested messages).
-pub fn put_nested<E>(
+pub(crate) fn put_nested<E>(
     out: &mut Vec<u8>,
     tag: u32,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
@@ -65,7 +65,7 @@ pub fn put_nested<E>(
 
 /// A field as read off the wire.
 #[derive(Clone, Copy)]
-pub enum Field<'a> {
+pub(crate) enum Field<'a> {
     Varint(u64),
     Fixed64(u64),
     /// Kubernetes messages have none; read past, never used.
@@ -75,12 +75,12 @@ pub enum Field<'a> {
 
 /// Reads a message's fields in wire order. A clone reads ahead without moving this one.
 #[derive(Clone)]
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
         Reader { rest: bytes }
     }
 
@@ -118,13 +118,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Steps over the next field: its number, or `None` at the end of the message.
-    pub fn skip_field(&mut self) -> Result<Option<u32>, ProtobufError> {
+    pub(crate) fn skip_field(&mut self) -> Result<Option<u32>, ProtobufError> {
         Ok(self.next_field()?.map(|(tag, _)| tag))
     }
 
     /// How many fields numbered `tag` come next, one after another: the rest of a
     /// repeated field's run, as Go writes it.
-    pub fn run_of(mut self, tag: u32) -> Result<usize, ProtobufError> {
+    pub(crate) fn run_of(mut self, tag: u32) -> Result<usize, ProtobufError> {
         let mut count = 0;
         while self.skip_field()? == Some(tag) {
             count += 1;
@@ -134,7 +134,7 @@ impl<'a> Reader<'a> {
 
     /// The next field's number and value, or `None` at the end of the message.
     #[inline]
-    pub fn next_field(&mut self) -> Result<Option<(u32, Field<'a>)>, ProtobufError> {
+    pub(crate) fn next_field(&mut self) -> Result<Option<(u32, Field<'a>)>, ProtobufError> {
         if self.rest.is_empty() {
             return Ok(None);
         }

@@ -11,7 +11,7 @@ use super::FieldError;
 const LENGTH_LIMIT: usize = 128;
 
 /// The errors of an events.k8s.io/v1 Event (in that version's field names) on create.
-pub fn validate_create(event: &Value) -> Vec<FieldError> {
+pub(crate) fn validate_create(event: &Value) -> Vec<FieldError> {
     let text = |field: &str| event.get(field).and_then(Value::as_str).unwrap_or_default();
     let set = |field: &str| event.get(field).is_some_and(|v| !v.is_null());
     let mut errors = Vec::new();

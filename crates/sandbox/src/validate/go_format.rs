@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{sorted, str_at, strings};
 
 /// A string as Go's `%q` prints it.
-pub fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

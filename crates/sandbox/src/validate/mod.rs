@@ -41,7 +41,7 @@ mod cel;
 mod core;
 mod crd;
 pub(crate) mod custom;
-pub mod events;
+pub(crate) mod events;
 mod formats;
 mod go_format;
 mod meta;
@@ -85,7 +85,7 @@ const SELECTOR_MISMATCH_MSG: &str = "`selector` does not match template `labels`
 /// Why a field was refused: Go's `field.ErrorType`, serialised as the Status cause
 /// `reason` (`FieldValueRequired`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldErrorReason {
+pub(crate) enum FieldErrorReason {
     Required,
     Invalid,
     NotSupported,
@@ -100,7 +100,7 @@ pub enum FieldErrorReason {
 
 impl FieldErrorReason {
     /// The `reason` of a Status cause.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Required => "FieldValueRequired",
             Self::Invalid => "FieldValueInvalid",
@@ -141,8 +141,8 @@ impl Serialize for FieldErrorReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
     pub field: String,
-    pub reason: FieldErrorReason,
-    pub message: String,
+    pub(crate) reason: FieldErrorReason,
+    pub(crate) message: String,
 }
 
 impl Serialize for FieldError {
@@ -180,13 +180,13 @@ impl FieldError {
     }
 
     /// `field.Required`: `Required value[: detail]`.
-    pub fn required(field: &str, detail: &str) -> Self {
+    pub(crate) fn required(field: &str, detail: &str) -> Self {
         Self::new(field, FieldErrorReason::Required, None, detail)
     }
 
     /// `field.Invalid` with a value already rendered as Go prints it (see
     /// [`go_quote`] for strings).
-    pub fn invalid(field: &str, rendered_value: &str, detail: &str) -> Self {
+    pub(crate) fn invalid(field: &str, rendered_value: &str, detail: &str) -> Self {
         Self::new(
             field,
             FieldErrorReason::Invalid,
@@ -196,17 +196,21 @@ impl FieldError {
     }
 
     /// `field.Invalid` of a string value.
-    pub fn invalid_str(field: &str, value: &str, detail: &str) -> Self {
+    pub(crate) fn invalid_str(field: &str, value: &str, detail: &str) -> Self {
         Self::invalid(field, &go_quote(value), detail)
     }
 
     /// `field.NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
-    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+    pub(crate) fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
         Self::not_supported_rendered(field, &go_quote(value), supported)
     }
 
     /// `field.NotSupported` of a value already rendered (`3`, `true`, `"x"`).
-    pub fn not_supported_rendered(field: &str, rendered_value: &str, supported: &[&str]) -> Self {
+    pub(crate) fn not_supported_rendered(
+        field: &str,
+        rendered_value: &str,
+        supported: &[&str],
+    ) -> Self {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         let detail = format!("supported values: {}", list.join(", "));
         Self::new(
@@ -219,7 +223,7 @@ impl FieldError {
 
     /// `field.TypeInvalid`: `Invalid value: "string": <detail>`, reason
     /// `FieldValueTypeInvalid`.
-    pub fn type_invalid(field: &str, rendered_value: &str, detail: &str) -> Self {
+    pub(crate) fn type_invalid(field: &str, rendered_value: &str, detail: &str) -> Self {
         Self::new(
             field,
             FieldErrorReason::TypeInvalid,
@@ -229,7 +233,7 @@ impl FieldError {
     }
 
     /// `field.TooMany`: `Too many: 4: must have at most 3 items`.
-    pub fn too_many(field: &str, actual: usize, max: usize) -> Self {
+    pub(crate) fn too_many(field: &str, actual: usize, max: usize) -> Self {
         let unit = if max == 1 { "item" } else { "items" };
         Self::new(
             field,
@@ -240,17 +244,17 @@ impl FieldError {
     }
 
     /// `field.Duplicate` with a rendered value.
-    pub fn duplicate(field: &str, rendered_value: &str) -> Self {
+    pub(crate) fn duplicate(field: &str, rendered_value: &str) -> Self {
         Self::new(field, FieldErrorReason::Duplicate, Some(rendered_value), "")
     }
 
     /// `field.Forbidden`: `Forbidden: detail`.
-    pub fn forbidden(field: &str, detail: &str) -> Self {
+    pub(crate) fn forbidden(field: &str, detail: &str) -> Self {
         Self::new(field, FieldErrorReason::Forbidden, None, detail)
     }
 
     /// `field.TooLong`: `Too long: may not be more than N bytes`.
-    pub fn too_long(field: &str, max: usize) -> Self {
+    pub(crate) fn too_long(field: &str, max: usize) -> Self {
         let unit = if max == 1 { "byte" } else { "bytes" };
         Self::new(
             field,
@@ -261,14 +265,14 @@ impl FieldError {
     }
 
     /// `field.NotFound` with a rendered value.
-    pub fn not_found(field: &str, rendered_value: &str) -> Self {
+    pub(crate) fn not_found(field: &str, rendered_value: &str) -> Self {
         Self::new(field, FieldErrorReason::NotFound, Some(rendered_value), "")
     }
 }
 
 /// The kind as the real server names it in messages: `ConfigMap` for the core group,
 /// `Deployment.apps` otherwise (`schema.GroupKind.String()`).
-pub fn qualified_kind(group: &str, kind: &str) -> String {
+pub(crate) fn qualified_kind(group: &str, kind: &str) -> String {
     if group.is_empty() {
         kind.to_string()
     } else {
@@ -280,7 +284,7 @@ pub fn qualified_kind(group: &str, kind: &str) -> String {
 /// `ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: …`, several errors
 /// joined as `[a, b]` with duplicates dropped. `kind` is the qualified kind
 /// ([`qualified_kind`]: `Deployment.apps` outside the core group).
-pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
+pub(crate) fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
     let head = format!("{kind} {} is invalid", go_quote(name));
     let mut seen = BTreeSet::new();
     let unique: Vec<String> = errors
@@ -300,7 +304,7 @@ pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String 
 /// and generates the name from `generateName` first, as the real server does). Run it
 /// on the defaulted object: several checks rely on defaults (a Job's restartPolicy).
 /// Returns every error found, in the real server's order.
-pub fn validate(group: &str, kind: &str, obj: &Value, namespaced: bool) -> Vec<FieldError> {
+pub(crate) fn validate(group: &str, kind: &str, obj: &Value, namespaced: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let meta = obj.get("metadata").unwrap_or(&Value::Null);
     validate_object_meta(
@@ -365,7 +369,12 @@ pub fn validate(group: &str, kind: &str, obj: &Value, namespaced: bool) -> Vec<F
 /// Service clusterIP, PVC spec except `resources.requests`, ConfigMap and Secret data
 /// when `immutable: true`, Secret type, binding roleRefs, CRD group and scope, Pod spec
 /// outside its mutable fields. Both objects are the defaulted ones.
-pub fn validate_update(group: &str, kind: &str, old: &Value, new: &Value) -> Vec<FieldError> {
+pub(crate) fn validate_update(
+    group: &str,
+    kind: &str,
+    old: &Value,
+    new: &Value,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for key in ["name", "namespace", "uid"] {
         let old_v = old["metadata"]

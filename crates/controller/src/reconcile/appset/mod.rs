@@ -7,9 +7,9 @@
 //! A generated App lives in its AppSet's namespace, always: an AppSet is a tenant's
 //! object, and an App's namespace is its tenant (`docs/tenancy.md`).
 
-pub mod file;
-pub mod generators;
-pub mod template;
+pub(crate) mod file;
+pub(crate) mod generators;
+pub(crate) mod template;
 
 use std::collections::{BTreeMap, HashMap};
 

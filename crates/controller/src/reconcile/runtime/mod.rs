@@ -427,11 +427,6 @@ impl Runtime {
         &self.triggers
     }
 
-    /// The service's own cluster, as tether.
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.contexts.default
-    }
-
     /// Starts every app (after the suspensions and pins recorded in the cluster are
     /// read, or [`SUSPENSIONS_WAIT`] passed), the App and AppSet watches when the
     /// configuration asks for them, and runs until `shutdown`: App events start,

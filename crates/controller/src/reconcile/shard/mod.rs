@@ -52,7 +52,7 @@ use tether_core::cluster::{Cluster, ClusterError, Resolved};
 use tether_core::metrics::METRICS;
 use tether_schema::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-pub mod member;
+pub(crate) mod member;
 
 /// Shard `i`'s Lease is named this, then `i`.
 pub const SHARD_LEASE_PREFIX: &str = "tether-shard-";

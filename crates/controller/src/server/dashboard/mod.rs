@@ -8,7 +8,7 @@
 //! gzipped once, at first use, and sent so to every browser that accepts gzip; the
 //! API's answers are compressed as they go (`server::router`).
 
-pub mod tree;
+pub(crate) mod tree;
 
 use std::convert::Infallible;
 use std::io::Write;

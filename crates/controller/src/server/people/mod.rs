@@ -13,8 +13,8 @@
 //! and is never sent to the cluster; nor is a user's token logged. Each action taken
 //! leaves a trail (`audit`).
 
-pub mod audit;
-pub mod cache;
+pub(crate) mod audit;
+pub(crate) mod cache;
 pub mod oidc;
 
 use std::collections::{BTreeMap, HashSet};

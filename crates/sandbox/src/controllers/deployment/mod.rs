@@ -43,9 +43,9 @@ use status::{deployment_status, replica_set_status, replicas_of};
 use template::{new_replica_set, pod_template_hash, revision_of, updated_replica_set};
 
 /// The Deployment's and its ReplicaSets' revision (`deploymentutil.RevisionAnnotation`).
-pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+pub(crate) const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// The label that ties a ReplicaSet and its pods to one pod template.
-pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+pub(crate) const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
 const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
 const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
@@ -72,7 +72,7 @@ impl Queue {
 }
 
 /// Runs the controller until `shutdown`.
-pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
+pub(crate) async fn run(state: Arc<State>, shutdown: CancellationToken) {
     let queue = Arc::new(Queue::default());
     let mut events = state.store.subscribe();
     resync(&state, &queue);

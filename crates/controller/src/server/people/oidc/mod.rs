@@ -12,8 +12,8 @@
 //! issuer on loopback); no redirect is followed. No token, code, cookie or secret is
 //! logged: errors name the issuer's answer, never what was sent.
 
-pub mod flow;
-pub mod jwt;
+pub(crate) mod flow;
+pub(crate) mod jwt;
 pub mod session;
 
 use std::sync::{Arc, RwLock};
