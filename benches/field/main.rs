@@ -31,7 +31,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -40,6 +40,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
+use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};

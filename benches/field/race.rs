@@ -72,10 +72,7 @@ fn watch_changes(client: &kube::Client) -> (Arc<Mutex<Vec<Change>>>, tokio::task
             let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
             while let Some(event) = events.next().await {
                 if let Ok(watcher::Event::Apply(deployment)) = event {
-                    changes
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(Change::of(&deployment));
+                    changes.lock().push(Change::of(&deployment));
                 }
             }
         }
@@ -139,7 +136,7 @@ pub(super) async fn race_runs(tmp: &Path, runs: usize) -> Race {
                     .filter(|d| d.drift.is_drift())
                     .map(|d| format!("{}: {:?}", d.id, d.drift)),
             );
-            let seen = changes.lock().unwrap_or_else(PoisonError::into_inner);
+            let seen = changes.lock();
             run.writes_during_diffs += seen
                 .iter()
                 .filter(|c| by_controller(c) && c.at >= started && c.at <= ended)

@@ -31,7 +31,7 @@ pub(crate) struct HelmRepo {
 }
 
 /// The `Authorization` headers a repository was sent, in order.
-type Authorizations = Arc<std::sync::Mutex<Vec<String>>>;
+type Authorizations = Arc<parking_lot::Mutex<Vec<String>>>;
 
 /// What the repository serves from: its folder, its counters, and the
 /// `Authorization` header it requires, if any.
@@ -49,10 +49,8 @@ async fn serve_file(
     headers: axum::http::HeaderMap,
 ) -> Result<Vec<u8>, StatusCode> {
     count.fetch_add(1, Ordering::SeqCst);
-    if let Some(given) = headers.get("authorization").and_then(|h| h.to_str().ok())
-        && let Ok(mut seen) = seen.lock()
-    {
-        seen.push(given.to_string());
+    if let Some(given) = headers.get("authorization").and_then(|h| h.to_str().ok()) {
+        seen.lock().push(given.to_string());
     }
     if let Some(login) = login {
         let given = headers.get("authorization").and_then(|h| h.to_str().ok());
@@ -113,10 +111,7 @@ impl HelmRepo {
 
     /// The `Authorization` headers sent to the repository so far.
     pub(crate) fn authorizations(&self) -> Vec<String> {
-        self.authorizations
-            .lock()
-            .map(|seen| seen.clone())
-            .unwrap_or_default()
+        self.authorizations.lock().clone()
     }
 
     /// Packages the chart folder `chart` into the repository and indexes it again,

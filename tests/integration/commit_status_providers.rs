@@ -5,7 +5,7 @@
 //! a PAT it does not accept, Bitbucket 401 for a token it does not know).
 //! Each request is recorded and asserted: method, path, query, headers and body.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tether_core::report::commit_status::{
     CommitState, CommitStatusConfig, CommitStatusError, CommitStatusReporter, CommitStatusTarget,
@@ -46,7 +47,7 @@ impl Request {
 type Log = Arc<Mutex<Vec<Request>>>;
 
 fn record(log: &Log, path: String, query: Option<String>, headers: &HeaderMap, body: &Bytes) {
-    log.lock().expect("log").push(Request {
+    log.lock().push(Request {
         path,
         query,
         headers: headers.clone(),
@@ -182,7 +183,7 @@ async fn azure_devops_gets_the_statuses_api_request_with_a_pat() {
     reporter.report(report(&azure, CommitState::Success));
     reporter.flush().await;
 
-    let seen = log.lock().expect("log").clone();
+    let seen = log.lock().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let request = &seen[0];
     assert_eq!(
@@ -207,7 +208,7 @@ async fn azure_devops_gets_the_statuses_api_request_with_a_pat() {
     std::fs::write(&token, "revoked").expect("write");
     reporter.report(report(&azure, CommitState::Failure));
     reporter.flush().await;
-    assert_eq!(log.lock().expect("log").len(), 2, "203 is tried once");
+    assert_eq!(log.lock().len(), 2, "203 is tried once");
     let stats = reporter.stats();
     assert_eq!((stats.delivered, stats.failed), (1, 1), "{stats:?}");
     reporter.shutdown().await;
@@ -230,7 +231,7 @@ async fn bitbucket_server_gets_the_repository_build_status_with_a_bearer_token()
     reporter.report(report(&server, CommitState::Pending));
     reporter.flush().await;
 
-    let seen = log.lock().expect("log").clone();
+    let seen = log.lock().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let request = &seen[0];
     assert_eq!(
@@ -255,7 +256,7 @@ async fn bitbucket_server_gets_the_repository_build_status_with_a_bearer_token()
     reporter.forget("shop");
     reporter.report(report(&http, CommitState::Failure));
     reporter.flush().await;
-    let seen = log.lock().expect("log").clone();
+    let seen = log.lock().clone();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].path, seen[0].path);
     assert_eq!(seen[1].body["state"], "FAILED");

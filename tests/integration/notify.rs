@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tether_core::report::commit_status::{
@@ -101,7 +102,7 @@ async fn record(
     body: Bytes,
 ) -> Response {
     let reply = {
-        let mut s = script.lock().unwrap();
+        let mut s = script.lock();
         s.seen.push(Seen {
             method,
             path: uri.path().to_string(),
@@ -136,15 +137,15 @@ impl Recorder {
     }
 
     fn reply(&self, replies: impl IntoIterator<Item = Reply>) {
-        self.script.lock().unwrap().replies.extend(replies);
+        self.script.lock().replies.extend(replies);
     }
 
     fn fallback(&self, reply: Reply) {
-        self.script.lock().unwrap().fallback = Some(reply);
+        self.script.lock().fallback = Some(reply);
     }
 
     pub fn seen(&self) -> Vec<Seen> {
-        self.script.lock().unwrap().seen.clone()
+        self.script.lock().seen.clone()
     }
 }
 

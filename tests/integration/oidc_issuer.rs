@@ -7,7 +7,7 @@
 //! way (audience, expiry, nonce, an unpublished key) and rotate the keys.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use parking_lot::Mutex;
 use ring::rand::SystemRandom;
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use rsa::pkcs8::EncodePrivateKey as _;
@@ -122,7 +123,7 @@ impl Issuer {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.inner.lock().expect("issuer state"))
+        f(&mut self.inner.lock())
     }
 
     pub fn log_in_as(&self, user: TestUser) {
@@ -151,7 +152,7 @@ impl Issuer {
 type Shared = Arc<Mutex<Inner>>;
 
 async fn discovery(State(inner): State<Shared>) -> Response {
-    let url = inner.lock().expect("state").url.clone();
+    let url = inner.lock().url.clone();
     axum::Json(json!({
         "issuer": url,
         "authorization_endpoint": format!("{url}/authorize"),
@@ -166,7 +167,7 @@ async fn discovery(State(inner): State<Shared>) -> Response {
 }
 
 async fn keys(State(inner): State<Shared>) -> Response {
-    let mut inner = inner.lock().expect("state");
+    let mut inner = inner.lock();
     inner.key_fetches += 1;
     let keys: Vec<Value> = inner.keys.iter().map(|k| k.jwk.clone()).collect();
     axum::Json(json!({ "keys": keys })).into_response()
@@ -196,7 +197,7 @@ async fn authorize(
         return bad("invalid_request");
     }
     let code = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>());
-    let mut inner = inner.lock().expect("state");
+    let mut inner = inner.lock();
     let user = inner.user.clone();
     inner.codes.insert(
         code.clone(),
@@ -235,7 +236,7 @@ async fn token(State(inner): State<Shared>, headers: HeaderMap, body: String) ->
             .into_response();
     }
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
-    let mut inner = inner.lock().expect("state");
+    let mut inner = inner.lock();
     inner.exchanges += 1;
     let Some(grant) = inner.codes.remove(&field("code")) else {
         return bad("invalid_grant");

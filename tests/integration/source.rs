@@ -6,11 +6,12 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use parking_lot::Mutex;
 use tether_core::source::{
     Auth, CredentialsSecret, DEFAULT_READ_TIMEOUT, FileKind, GitTimeouts, PollConfig, SecretRef,
     Source, SourceCache, SourceError, SourceWatcher, TimeoutKind, Triggers, WebhookState,
@@ -547,7 +548,7 @@ impl BlackHole {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     match listener.accept() {
-                        Ok((stream, _)) => accepted.lock().expect("lock").push(stream),
+                        Ok((stream, _)) => accepted.lock().push(stream),
                         Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
                 }
@@ -562,7 +563,7 @@ impl BlackHole {
     }
 
     fn connections(&self) -> usize {
-        self.accepted.lock().expect("lock").len()
+        self.accepted.lock().len()
     }
 }
 
@@ -572,7 +573,7 @@ impl Drop for BlackHole {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.accepted.lock().expect("lock").clear();
+        self.accepted.lock().clear();
     }
 }
 

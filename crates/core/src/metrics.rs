@@ -3,10 +3,11 @@
 //! the loop its passes); `server` renders them at `/metrics`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
 use std::sync::atomic::AtomicU64;
-use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -244,7 +245,6 @@ impl Metrics {
         if let Some(reason) = failure {
             self.git_fetch_failure_reasons
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .entry(repo.to_string())
                 .or_default()
                 .insert(reason.to_string());
@@ -292,7 +292,6 @@ impl Metrics {
         let reasons = self
             .git_fetch_failure_reasons
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .remove(repo)
             .unwrap_or_default();
         for reason in reasons {

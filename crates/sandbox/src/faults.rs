@@ -4,10 +4,10 @@
 //! test can assert exactly how many reads and writes a client made.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rand::Rng as _;
 
 use super::status::ApiError;
@@ -116,14 +116,14 @@ impl WatchCounts {
 
 impl Counters {
     pub(crate) fn record(&self, verb: &str, resource: &str) {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.counts.lock();
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
     }
 
     pub(crate) fn record_request(&self, request: UserRequest) {
-        let mut audit = self.audit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut audit = self.audit.lock();
         if audit.len() >= MAX_RECORDED_REQUESTS {
             audit.pop_front();
         }
@@ -132,12 +132,7 @@ impl Counters {
 
     /// The requests recorded so far, oldest first.
     pub(crate) fn audit(&self) -> Vec<UserRequest> {
-        self.audit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        self.audit.lock().iter().cloned().collect()
     }
 
     /// Counts a request (not a watch) in flight until the guard is dropped.
@@ -164,14 +159,14 @@ impl Counters {
 
     /// A watch opened for `timeout`.
     pub(crate) fn watch_opened(&self, timeout: Duration) {
-        let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open_watches.lock();
         *open.entry(timeout.as_secs()).or_default() += 1;
     }
 
     /// A watch opened for `timeout` ended: at that timeout, or otherwise (the client
     /// left, it fell behind, the server stopped).
     pub(crate) fn watch_closed(&self, timeout: Duration, timed_out: bool) {
-        let mut open = self.open_watches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open_watches.lock();
         if let Some(n) = open.get_mut(&timeout.as_secs()) {
             *n -= 1;
             if *n == 0 {
@@ -185,22 +180,13 @@ impl Counters {
 
     pub(crate) fn watches(&self) -> WatchCounts {
         WatchCounts {
-            open: self
-                .open_watches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            open: self.open_watches.lock().clone(),
             timed_out: self.watch_timeouts.load(Ordering::Relaxed),
         }
     }
 
     pub(crate) fn snapshot(&self) -> RequestCounts {
-        RequestCounts(
-            self.counts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-        )
+        RequestCounts(self.counts.lock().clone())
     }
 
     /// Starts the peak again from the requests in flight now.
@@ -210,11 +196,8 @@ impl Counters {
     }
 
     pub(crate) fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        self.audit.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.counts.lock().clear();
+        self.audit.lock().clear();
         self.serving_nanos.store(0, Ordering::Relaxed);
         self.reset_peak_in_flight();
         // Open watches are a state, not a count since the reset.

@@ -467,7 +467,7 @@ async fn answer(
         headers,
         body,
         format,
-        decoded: std::sync::Mutex::new(decoded),
+        decoded: parking_lot::Mutex::new(decoded),
         warnings: api::Warnings::default(),
         requester,
     };

@@ -8,9 +8,10 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -217,9 +218,7 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves plain data behind; keep serving it.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.lock()
     }
 
     /// The newest resourceVersion handed out.

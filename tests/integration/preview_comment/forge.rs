@@ -8,13 +8,14 @@
 //! name the current `version` or get 409). Every request is recorded.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 /// The token the forge accepts.
@@ -109,7 +110,7 @@ impl Forge {
     /// `count` comments by other people; `hidden` of them system notes or deleted
     /// comments that quote `quoted` (which must not be taken for ours).
     pub fn seed(&self, count: u64, hidden: u64, quoted: &str) {
-        let mut inner = self.inner.lock().expect("forge");
+        let mut inner = self.inner.lock();
         for i in 0..count {
             let id = 1000 + i;
             let is_hidden = i < hidden;
@@ -128,11 +129,11 @@ impl Forge {
     }
 
     pub fn requests(&self) -> Vec<Request> {
-        std::mem::take(&mut self.inner.lock().expect("forge").requests)
+        std::mem::take(&mut self.inner.lock().requests)
     }
 
     pub fn comments(&self) -> Vec<Comment> {
-        self.inner.lock().expect("forge").comments.clone()
+        self.inner.lock().comments.clone()
     }
 }
 
@@ -158,7 +159,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut state = inner.lock().expect("forge");
+    let mut state = inner.lock();
     let request = Request {
         method: method.to_string(),
         path: uri.path().to_string(),

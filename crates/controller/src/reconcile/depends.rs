@@ -10,9 +10,10 @@
 //! (with shards, dependents and dependencies belong in one shard).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use chrono::Utc;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -98,7 +99,7 @@ impl Dependencies {
     }
 
     fn lock(&self) -> MutexGuard<'_, Graph> {
-        self.graph.lock().unwrap_or_else(|p| p.into_inner())
+        self.graph.lock()
     }
 
     /// `app` runs (or is being deleted) with these dependencies, until the

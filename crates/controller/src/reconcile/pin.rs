@@ -3,9 +3,10 @@
 //! syncs and heals toward: the pinned one while the pin holds, Git's head otherwise.
 //! Deciding it is a lock and a comparison per pass, nothing more.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use tether_core::report::status::{AppStatus, ConditionStatus, ConditionType, Pin, reason};
 use tether_core::source::Revision;
 
@@ -15,11 +16,11 @@ pub struct Pinning(Arc<Mutex<Option<Pin>>>);
 
 impl Pinning {
     pub fn set(&self, pin: Option<Pin>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = pin;
+        *self.0.lock() = pin;
     }
 
     pub fn get(&self) -> Option<Pin> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.lock().clone()
     }
 
     /// The revision a pass syncs with Git's head at `head`, and the pin that holds it

@@ -10,7 +10,7 @@
 //! replica learns nothing it can use and cannot put its own status in front of users.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
 use serde_json::json;
 use sha2::Sha256;
 
@@ -172,7 +173,7 @@ impl PeerKey {
 
     /// Records a verified call's nonce: refused if seen within the window.
     fn remember(&self, nonce: [u8; NONCE_BYTES], now: SystemTime) -> Result<(), PeerAuthError> {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.lock();
         if seen.contains_key(&nonce) {
             return Err(PeerAuthError::Replayed);
         }

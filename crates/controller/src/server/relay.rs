@@ -8,11 +8,12 @@
 //! further, and an event longer than [`MAX_EVENT_BYTES`] ends the stream.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, Method};
 use bytes::Bytes;
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
@@ -95,7 +96,7 @@ impl Relay {
             return None;
         }
         let mut shared = {
-            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let mut running = self.running.lock();
             match running.as_ref() {
                 Some(tx) => tx.subscribe(),
                 None => {
@@ -134,7 +135,7 @@ impl Relay {
             {
                 // Under the lock a new client either finds this relay still running
                 // (and is counted) or none at all (and starts its own).
-                let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                let mut running = self.running.lock();
                 if tx.receiver_count() == 0 {
                     *running = None;
                     return;
@@ -347,7 +348,7 @@ mod tests {
         );
         drop(clients);
         tokio::time::timeout(Duration::from_secs(10), async {
-            while relay.running.lock().expect("lock").is_some() {
+            while relay.running.lock().is_some() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })

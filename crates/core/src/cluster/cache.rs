@@ -26,12 +26,13 @@ mod store;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::RandomState;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject, TypeMeta};
 use kube::runtime::watcher::{self, Event};
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -168,15 +169,11 @@ impl Cache {
         let Some(shards) = &self.inner.shards else {
             return;
         };
-        let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = shards.state.write();
         let state = &mut *state;
         let (gained, lost) = state.hold(held);
         if lost {
-            let mut objects = self
-                .inner
-                .objects
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut objects = self.inner.objects.write();
             for (gk, held_objects) in objects.iter_mut() {
                 if is_namespace(gk) {
                     continue;
@@ -212,7 +209,7 @@ impl Cache {
     pub async fn watch(&self, group: &str, kind_name: &str, kind: &Resolved) -> bool {
         let key = (group.to_string(), kind_name.to_string());
         let mut synced = {
-            let mut kinds = self.inner.kinds.lock().unwrap_or_else(|p| p.into_inner());
+            let mut kinds = self.inner.kinds.lock();
             match kinds.get(&key) {
                 // Watched already: synced, or listing again after a failure. A pass
                 // does not wait for that; it reads the server meanwhile.
@@ -233,12 +230,7 @@ impl Cache {
 
     /// Whether every kind watched so far has delivered its initial list.
     pub fn synced(&self) -> bool {
-        self.inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .all(|rx| *rx.borrow())
+        self.inner.kinds.lock().values().all(|rx| *rx.borrow())
     }
 
     /// How many objects are held.
@@ -246,7 +238,6 @@ impl Cache {
         self.inner
             .objects
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .values()
             .map(KindObjects::len)
             .sum()
@@ -260,7 +251,6 @@ impl Cache {
         self.inner
             .kinds
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .get(&(group.to_string(), kind.to_string()))
             .is_some_and(|rx| *rx.borrow())
     }
@@ -413,13 +403,11 @@ fn apply_unsharded(
 ) -> Option<Changed> {
     let (name, stored) = keyed(kind, object)?;
     let change = changed(gk, &name, stored.app.as_deref());
-    inner
-        .objects
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(gk.clone())
-        .or_default()
-        .insert(name, stored.app.as_deref(), &stored.json);
+    inner.objects.write().entry(gk.clone()).or_default().insert(
+        name,
+        stored.app.as_deref(),
+        &stored.json,
+    );
     Some(change)
 }
 
@@ -431,12 +419,7 @@ fn delete_unsharded(
     object: DynamicObject,
 ) -> Option<Changed> {
     let (name, stored) = keyed(kind, object)?;
-    if let Some(objects) = inner
-        .objects
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_mut(gk)
-    {
+    if let Some(objects) = inner.objects.write().get_mut(gk) {
         objects.remove(&name);
     }
     Some(changed(gk, &name, stored.app.as_deref()))
@@ -448,7 +431,7 @@ impl LiveObjects for Cache {
             return None;
         }
         let shard_state = self.shard_state();
-        let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
+        let objects = self.inner.objects.read();
         let gk = (key.group.clone(), key.kind.clone());
         let kind = objects.get(&gk);
         // An object absent here may still exist unlabelled (one tether is about to
@@ -474,7 +457,7 @@ impl LiveObjects for Cache {
         {
             return None;
         }
-        let objects = self.inner.objects.read().unwrap_or_else(|p| p.into_inner());
+        let objects = self.inner.objects.read();
         let Some(objects) = objects.get(&gk) else {
             return Some(Vec::new());
         };
@@ -515,7 +498,7 @@ fn app_of(object: &DynamicObject) -> Option<Box<str>> {
 
 /// Replaces every object of one kind with a fresh listing; returns what changed.
 fn replace_kind(inner: &Inner, gk: &GroupKind, mut listed: KindObjects) -> Vec<Changed> {
-    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let mut objects = inner.objects.write();
     let mut changes = Vec::new();
     let old = objects.remove(gk).unwrap_or_default();
     for (name, app) in old.iter() {

@@ -13,7 +13,7 @@ pub use tenancy::{Bookkeeping, ClusterKey, KubeConfigSecret, ServiceAccount};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{
@@ -24,6 +24,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use kube::discovery::Scope as ServedScope;
 use kube::{Client, Config};
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use tether_diff::manifest::{GroupKind, ObjectKey, Scope};
@@ -349,10 +350,7 @@ impl Cluster {
         let resolved = self.bounded(Retry::WhenBusy, lookup).await?;
         // A kind not served is not cached: its CRD may be created by the next sync.
         if resolved.is_some() {
-            self.kinds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(gvk.clone(), resolved.clone());
+            self.kinds.lock().insert(gvk.clone(), resolved.clone());
         }
         Ok(resolved)
     }
@@ -389,7 +387,7 @@ impl Cluster {
         let Some(discovery) = self.bounded(Retry::WhenBusy, run).await? else {
             return Ok(());
         };
-        let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kinds = self.kinds.lock();
         for group in discovery.groups() {
             for version in group.versions() {
                 for (resource, capabilities) in group.versioned_resources(version) {
@@ -410,7 +408,7 @@ impl Cluster {
     /// manifests: a custom resource's scope comes from its served CRD).
     pub async fn scopes(&self) -> Result<HashMap<GroupKind, Scope>, ClusterError> {
         self.discover().await?;
-        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.lock();
         Ok(kinds
             .iter()
             .filter_map(|(gvk, resolved)| {
@@ -437,7 +435,7 @@ impl Cluster {
             .await?
             .git_version;
         self.discover().await?;
-        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.lock();
         let mut apis = std::collections::BTreeSet::new();
         for (gvk, resolved) in kinds.iter() {
             if resolved.is_some() {
@@ -454,11 +452,7 @@ impl Cluster {
     }
 
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Option<Resolved>> {
-        self.kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(gvk)
-            .cloned()
+        self.kinds.lock().get(gvk).cloned()
     }
 
     /// A served version of a group and kind: for an object recorded under a version
@@ -471,7 +465,7 @@ impl Cluster {
     ) -> Result<Option<Resolved>, ClusterError> {
         // A fresh look: the versions served change when CRDs do.
         self.refresh_discovery().await?;
-        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.lock();
         let mut served: Vec<_> = kinds
             .iter()
             .filter(|(gvk, resolved)| gvk.group == group && gvk.kind == kind && resolved.is_some())
@@ -484,7 +478,7 @@ impl Cluster {
     /// Every namespaced kind the server serves, one version per group and kind.
     pub async fn namespaced_kinds(&self) -> Result<Vec<Resolved>, ClusterError> {
         self.discover().await?;
-        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let kinds = self.kinds.lock();
         let mut seen = std::collections::HashSet::new();
         let mut out: Vec<Resolved> = kinds
             .iter()
@@ -502,7 +496,7 @@ impl Cluster {
 
     /// Reads aggregated discovery again: kinds served or dropped since the last look.
     async fn refresh_discovery(&self) -> Result<(), ClusterError> {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.kinds.lock().clear();
         self.discover_all().await
     }
 

@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
@@ -325,10 +326,7 @@ impl CommitStatusReporter {
     /// Forget what was posted for `app` (it was removed, or its target changed), so
     /// the next result is posted even if equal.
     pub fn forget(&self, app: &str) {
-        self.posted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(app);
+        self.posted.lock().remove(app);
     }
 
     /// Wait until every status queued so far has been posted or given up on.
@@ -339,7 +337,7 @@ impl CommitStatusReporter {
     /// Stop taking reports, post what is queued, and end the worker.
     pub async fn shutdown(&self) {
         self.queue.close();
-        let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let worker = self.worker.lock().take();
         if let Some(worker) = worker {
             let _ = worker.await;
         }
@@ -361,7 +359,6 @@ async fn deliver(
     // Checked again here: a report queued before an equal one was posted.
     let unchanged = posted
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
         .get(app)
         .is_some_and(|(s, st)| *s == job.sha && *st == job.state);
     if unchanged {
@@ -378,7 +375,6 @@ async fn deliver(
             queue.counters.delivered();
             posted
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .insert(app.to_string(), (job.sha.clone(), job.state));
             tracing::debug!(app, provider, sha = %job.sha, state = ?job.state, attempts, "commit status posted");
         }

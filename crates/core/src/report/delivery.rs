@@ -5,10 +5,11 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use tokio::sync::Notify;
@@ -180,7 +181,7 @@ impl<J> Queue<J> {
     fn lock(&self) -> MutexGuard<'_, QueueState<J>> {
         // A panic while holding this lock leaves the queue itself consistent (every
         // change is one VecDeque call), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Queue a job for `app` without waiting. Returns false when the queue is closed.

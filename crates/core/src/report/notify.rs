@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -550,7 +551,7 @@ impl Notifier {
         let mut queued = 0;
         for channel in channels.iter().filter(|c| c.events.contains(&event.kind)) {
             let suppressed = {
-                let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+                let mut windows = self.windows.lock();
                 let key = (event.app.clone(), channel.name.clone(), event.kind);
                 match windows.get_mut(&key) {
                     Some(w) if now.duration_since(w.last_sent) < channel.min_interval => {
@@ -592,10 +593,7 @@ impl Notifier {
 
     /// Forget the rate-limit windows of `app` (it was removed from the configuration).
     pub fn forget(&self, app: &str) {
-        self.windows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(a, _, _), _| a != app);
+        self.windows.lock().retain(|(a, _, _), _| a != app);
     }
 
     /// Wait until every message queued so far has been sent or given up on.
@@ -606,7 +604,7 @@ impl Notifier {
     /// Stop taking events, send what is queued, and end the worker.
     pub async fn shutdown(&self) {
         self.queue.close();
-        let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let worker = self.worker.lock().take();
         if let Some(worker) = worker {
             let _ = worker.await;
         }

@@ -6,11 +6,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use git2::{AutotagOption, Direction, FetchOptions, FetchPrune, Oid, Remote, Repository};
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
 use super::auth::{self, AuthOutcome};
@@ -153,7 +154,8 @@ impl SourceCache {
 
     /// Read the Secrets of [`Auth::Secret`] sources through `cluster` from now on.
     pub fn read_secrets_with(&self, cluster: Arc<Cluster>) {
-        if let Ok(mut secrets) = self.inner.secrets.lock() {
+        {
+            let mut secrets = self.inner.secrets.lock();
             *secrets = Some(cluster);
         }
     }
@@ -437,7 +439,7 @@ impl SourceCache {
     /// Delete a clone no source uses any more. One being fetched right now (a source
     /// starting up with the same credentials) is kept: it is in use again.
     fn discard(&self, key: &CloneKey) {
-        let mut repos = self.inner.repos.lock().unwrap_or_else(|p| p.into_inner());
+        let mut repos = self.inner.repos.lock();
         let dir = self.inner.root.join(key.dir_name());
         if let Some(entry) = repos.get(key) {
             let Ok(state) = entry.fetch.try_lock() else {
@@ -461,10 +463,7 @@ impl SourceCache {
     }
 
     fn entry(&self, key: &CloneKey) -> Arc<RepoEntry> {
-        let mut repos = match self.inner.repos.lock() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut repos = self.inner.repos.lock();
         repos
             .entry(key.clone())
             .or_insert_with(|| {

@@ -7,9 +7,10 @@
 //! it moved) and waits a short window first, so a burst of deliveries for one push
 //! (GitHub sends `push` and `pull_request` for a merge) costs one fetch.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -231,10 +232,7 @@ impl Triggers {
 
     /// The trigger of `source`, registering it on first use.
     pub fn register(&self, source: &Source) -> Trigger {
-        let mut inner = match self.inner.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut inner = self.inner.lock();
         if let Some((_, t)) = inner.iter().find(|(s, _)| s == source) {
             return t.clone();
         }
@@ -245,7 +243,8 @@ impl Triggers {
 
     /// Forget a source (an app was deleted).
     pub fn unregister(&self, source: &Source) {
-        if let Ok(mut inner) = self.inner.lock() {
+        {
+            let mut inner = self.inner.lock();
             inner.retain(|(s, _)| s != source);
         }
     }
@@ -263,10 +262,7 @@ impl Triggers {
 
     /// Like [`Triggers::push`], for a repository named any way a webhook names one.
     pub fn push_to(&self, repos: &[PushedRepo], pushed: &PushedRef) -> Vec<Source> {
-        let inner = match self.inner.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let inner = self.inner.lock();
         let mut fired = Vec::new();
         for (source, trigger) in inner.iter() {
             if source.is_pinned() || !pushed.matches(&source.reference) {

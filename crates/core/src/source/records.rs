@@ -6,9 +6,9 @@
 //! other source uses it, their clone.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 
 use super::clone_key::CloneKey;
 use super::url::redact;
@@ -76,12 +76,9 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Source, Record>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn status(&self, source: &Source) -> SourceStatus {
-        self.lock()
+        self.map
+            .lock()
             .get(source)
             .map(|r| r.status.clone())
             .unwrap_or_default()
@@ -89,14 +86,14 @@ impl Records {
 
     /// Whether this source itself resolved `sha` in the clone `key`.
     pub(crate) fn verified_in(&self, source: &Source, key: &CloneKey, sha: &str) -> bool {
-        self.lock().get(source).is_some_and(|r| {
+        self.map.lock().get(source).is_some_and(|r| {
             r.clone.as_ref() == Some(key) && r.verified.iter().any(|s| s.eq_ignore_ascii_case(sha))
         })
     }
 
     /// The clone to read `sha` from for this source, or why not.
     pub(crate) fn clone_for(&self, source: &Source, sha: &str) -> Result<CloneKey, SourceError> {
-        let map = self.lock();
+        let map = self.map.lock();
         map.get(source)
             .filter(|r| r.verified.iter().any(|s| s == sha))
             .and_then(|r| r.clone.clone())
@@ -110,7 +107,7 @@ impl Records {
     /// an earlier revision must be an ancestor of to be read (see
     /// [`super::SourceCache::earlier`]).
     pub(crate) fn head(&self, source: &Source) -> Option<(CloneKey, String)> {
-        let map = self.lock();
+        let map = self.map.lock();
         let record = map.get(source)?;
         Some((
             record.clone.clone()?,
@@ -121,7 +118,7 @@ impl Records {
     /// Remembers `sha` as resolved for this source in `key` (an ancestor of its head
     /// there), if that is still the clone it uses.
     pub(crate) fn verify(&self, source: &Source, key: &CloneKey, sha: &str) {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         let Some(record) = map
             .get_mut(source)
             .filter(|r| r.clone.as_ref() == Some(key))
@@ -139,7 +136,7 @@ impl Records {
         source: &Source,
         result: &Result<(Revision, Option<CloneKey>), SourceError>,
     ) -> Option<CloneKey> {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         let record = map.entry(source.clone()).or_default();
         let status = &mut record.status;
         let now = Utc::now();
@@ -187,13 +184,13 @@ impl Records {
 
     /// One more watcher holds `source`.
     pub(crate) fn hold(&self, source: &Source) {
-        self.lock().entry(source.clone()).or_default().holders += 1;
+        self.map.lock().entry(source.clone()).or_default().holders += 1;
     }
 
     /// A watcher lets go of `source`; the last one forgets it, and says what no other
     /// source shares.
     pub(crate) fn release(&self, source: &Source) -> Forgotten {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         let Some(record) = map.get_mut(source) else {
             return Forgotten::default();
         };

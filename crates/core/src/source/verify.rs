@@ -10,9 +10,10 @@
 //! tree it brings in (Argo CD checks the tip only, Flux the tip or the tag).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use git2::{Oid, Repository};
+use parking_lot::Mutex;
 
 use super::read::git_err;
 use super::signature::{ObjectKind, Signer, TrustedKeys, VerifyFailure, verify_object};
@@ -125,15 +126,11 @@ pub struct Verdicts {
 impl Verdicts {
     /// How many verdicts are kept (what a warm pass adds nothing to).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.kept.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The verdict on object `oid`, checked now if it is not kept.
@@ -145,13 +142,13 @@ impl Verdicts {
         keys: &TrustedKeys,
     ) -> Result<Result<Signer, VerifyFailure>, SourceError> {
         let key = (keys.digest(), oid);
-        if let Some(kept) = self.lock().get(&key) {
+        if let Some(kept) = self.kept.lock().get(&key) {
             return Ok(kept.clone());
         }
         let odb = repo.odb().map_err(git_err)?;
         let object = odb.read(oid).map_err(git_err)?;
         let verdict = verify_object(kind, object.data(), keys);
-        let mut kept = self.lock();
+        let mut kept = self.kept.lock();
         if kept.len() >= MAX_VERDICTS {
             kept.clear();
         }

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::combinators::BoxBody;
+use parking_lot::RwLock;
 use serde_json::{Value, json};
 
 use super::controller_settings::Settings;
@@ -68,12 +69,12 @@ impl State {
         }
     }
 
-    pub(crate) fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn registry(&self) -> parking_lot::RwLockReadGuard<'_, Registry> {
+        self.registry.read()
     }
 
-    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
-        self.registry.write().unwrap_or_else(|p| p.into_inner())
+    fn registry_mut(&self) -> parking_lot::RwLockWriteGuard<'_, Registry> {
+        self.registry.write()
     }
 
     /// Creates the namespaces every cluster starts with.
@@ -109,7 +110,7 @@ pub(crate) struct Request {
     pub(crate) format: Format,
     /// A protobuf body already decoded (`body` is then empty): handed to the handler
     /// once, so the object is not written to JSON and parsed back.
-    pub(crate) decoded: std::sync::Mutex<Option<Value>>,
+    pub(crate) decoded: parking_lot::Mutex<Option<Value>>,
     /// Warnings for the answer's headers.
     pub(crate) warnings: Warnings,
     /// Whom the bearer token authenticated (before any impersonation).
@@ -118,10 +119,7 @@ pub(crate) struct Request {
 
 impl Request {
     pub(crate) fn take_decoded(&self) -> Option<Value> {
-        self.decoded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.decoded.lock().take()
     }
 }
 
@@ -549,18 +547,17 @@ pub(super) fn field_validation(query: &HashMap<String, String>) -> FieldValidati
 /// The warnings a request's answer carries, one `Warning: 299 - "…"` header each, as
 /// kube-apiserver's warning recorder writes them. Shared with the code that answers.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+pub(crate) struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
 
 impl Warnings {
     pub(super) fn add(&self, text: String) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(text);
+        self.0.lock().push(text);
     }
 
     /// The header values: `299 - "unknown field \"spec.x\""`.
     pub(crate) fn header_values(&self) -> Vec<String> {
         self.0
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|text| format!("299 - {}", crate::validate::go_quote(text)))
             .collect()

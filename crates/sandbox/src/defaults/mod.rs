@@ -48,8 +48,8 @@
 //! built-in `system-*` ones, LimitRange defaults, and dual-stack clusters.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 pub use crd::{crd_established_status, default_custom_resource, prune_custom_resource};

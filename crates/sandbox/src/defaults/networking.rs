@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::sync::PoisonError;
 
 use serde_json::{Map, Value, json};
 
@@ -28,9 +27,9 @@ impl Defaulter {
         }
     }
 
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Allocations> {
+    pub(super) fn lock(&self) -> parking_lot::MutexGuard<'_, Allocations> {
         // The allocation sets stay consistent even if a holder panicked.
-        self.alloc.lock().unwrap_or_else(PoisonError::into_inner)
+        self.alloc.lock()
     }
 
     pub(super) fn allocate_ip(&self) -> Option<Ipv4Addr> {

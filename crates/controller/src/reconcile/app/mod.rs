@@ -24,11 +24,12 @@ mod pass;
 mod render;
 mod schedule;
 
+use parking_lot::Mutex;
 use schedule::{ManualSync, Schedule};
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -137,8 +138,8 @@ impl AppHandle {
         self.wake();
     }
 
-    fn lock_wakes(&self) -> std::sync::MutexGuard<'_, Wakes> {
-        self.wakes.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_wakes(&self) -> parking_lot::MutexGuard<'_, Wakes> {
+        self.wakes.lock()
     }
 
     /// Suspends or resumes automation from the API (the dashboard's button), on top of
@@ -186,7 +187,7 @@ pub fn spawn(
     let woken: super::depends::Wake = {
         let (wake, wakes) = (wake.clone(), wakes.clone());
         Arc::new(move || {
-            wakes.lock().unwrap_or_else(|p| p.into_inner()).other = true;
+            wakes.lock().other = true;
             wake.notify_one();
         })
     };
@@ -341,7 +342,7 @@ impl Worker {
             if cancel.is_cancelled() {
                 return;
             }
-            let wakes = std::mem::take(&mut *self.wakes.lock().unwrap_or_else(|p| p.into_inner()));
+            let wakes = std::mem::take(&mut *self.wakes.lock());
             // Woken by live changes of the app's objects alone: look at those at
             // once (and heal them), without waiting for a pass permit behind other
             // apps' passes.

@@ -5,12 +5,13 @@
 //! orphan) before the finalizer goes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use futures::StreamExt;
 use kube::core::GroupVersionKind;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -197,17 +198,12 @@ pub(super) fn spawn_status_writer(
                 _ = cancel.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let Some(kind) = objects
-                .kind
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-            else {
+            let Some(kind) = objects.kind.lock().clone() else {
                 continue;
             };
             // Computed under the lock, written without it.
             let due: Vec<(String, Value)> = {
-                let entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
+                let entries = objects.entries.lock();
                 entries
                     .iter()
                     // Written by whoever may write for the app: the leader, or its shard's holder.
@@ -219,7 +215,7 @@ pub(super) fn spawn_status_writer(
                     .collect()
             };
             let writes = due.into_iter().filter_map(|(id, status)| {
-                let entries = objects.entries.lock().unwrap_or_else(|p| p.into_inner());
+                let entries = objects.entries.lock();
                 let entry = entries.get(&id)?;
                 let body = json!({
                     "apiVersion": format!("{APP_GROUP}/{APP_VERSION}"),
@@ -231,8 +227,7 @@ pub(super) fn spawn_status_writer(
                 Some(async move {
                     match cluster.apply_status(&kind, &body, APP_STATUS_MANAGER).await {
                         Ok(_) => {
-                            let mut entries =
-                                objects.entries.lock().unwrap_or_else(|p| p.into_inner());
+                            let mut entries = objects.entries.lock();
                             if let Some(entry) = entries.get_mut(&id) {
                                 entry.written = Some(status);
                             }
@@ -399,11 +394,7 @@ impl Contexts {
     ) -> Result<(), ServeError> {
         match event {
             AppEvent::Served(kind) => {
-                *self
-                    .app_objects
-                    .kind
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(kind);
+                *self.app_objects.kind.lock() = Some(kind);
             }
             AppEvent::Watched(scope, Watched::Listed(objects)) => {
                 let listed: HashSet<String> = objects
@@ -412,11 +403,7 @@ impl Contexts {
                     .map(|a| a.identity())
                     .collect();
                 let gone: Vec<String> = {
-                    let entries = self
-                        .app_objects
-                        .entries
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
+                    let entries = self.app_objects.entries.lock();
                     entries
                         .iter()
                         .filter(|(id, e)| {
@@ -457,13 +444,7 @@ impl Contexts {
             }
         };
         let id = app.identity();
-        let Some(kind) = self
-            .app_objects
-            .kind
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
+        let Some(kind) = self.app_objects.kind.lock().clone() else {
             return;
         };
         if app.deleting {
@@ -502,7 +483,6 @@ impl Contexts {
             .apps
             .running
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .get(&id)
             .map(|r| r.handle.config.clone());
         let invalid = match &app.config {
@@ -524,11 +504,7 @@ impl Contexts {
         if let Some(invalid) = &invalid {
             tracing::warn!(app = %id, error = %invalid, "App not run");
         }
-        let mut entries = self
-            .app_objects
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut entries = self.app_objects.entries.lock();
         let entry = entries.entry(id).or_insert_with(|| Entry {
             namespace: app.namespace.clone(),
             name: app.name.clone(),
@@ -555,11 +531,7 @@ impl Contexts {
         if !finalized || meta.get("deletionTimestamp").is_some() {
             return false;
         }
-        let entries = self
-            .app_objects
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let entries = self.app_objects.entries.lock();
         entries
             .get(&crate::config::app_identity(namespace, name))
             .is_some_and(|e| Some(e.generation) == meta["generation"].as_i64())
@@ -567,12 +539,7 @@ impl Contexts {
 
     /// Stops an App's worker, if it runs.
     async fn stop_app_object(&mut self, id: &str, triggers: &Triggers) {
-        let running = self
-            .apps
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        let running = self.apps.running.lock().remove(id);
         if let Some(running) = running {
             triggers.unregister(&running.handle.config.source());
             let target = running.target.clone();
@@ -584,11 +551,7 @@ impl Contexts {
     /// An App that is gone: its worker stops, its status goes.
     async fn forget_app_object(&mut self, id: &str, triggers: &Triggers) {
         self.stop_app_object(id, triggers).await;
-        self.app_objects
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        self.app_objects.entries.lock().remove(id);
         self.statuses.remove(id);
         METRICS.forget_app(id);
     }
@@ -605,11 +568,7 @@ impl Contexts {
     ) {
         let id = app.identity();
         let first = {
-            let mut finalizing = self
-                .app_objects
-                .finalizing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut finalizing = self.app_objects.finalizing.lock();
             finalizing.insert(id.clone())
         };
         if !first {
@@ -625,11 +584,7 @@ impl Contexts {
             let_go(&self.app_objects.finalizing, &id);
             return;
         }
-        self.app_objects
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        self.app_objects.entries.lock().remove(&id);
         let pruner = match self.pruner(&app, &id, config).await {
             Ok(pruner) => pruner,
             Err(err) => {
@@ -708,10 +663,7 @@ impl Contexts {
 /// This replica no longer finishes the App's deletion (done, or for another, or for
 /// a later list of Apps).
 fn let_go(finalizing: &Mutex<HashSet<String>>, id: &str) {
-    finalizing
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(id);
+    finalizing.lock().remove(id);
 }
 
 /// What finishing a deleted App's deletion takes, away from the runtime (it runs

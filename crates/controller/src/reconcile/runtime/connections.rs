@@ -61,7 +61,6 @@ impl Contexts {
         self.apps
             .caches
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .push((target.clone(), cache.clone()));
         spawn_dispatcher(cache.clone(), self.apps.clone(), stop.child_token());
         let shared = Arc::new(Shared {
@@ -158,11 +157,7 @@ impl Contexts {
         }
         if let Some(connection) = self.shared.remove(target) {
             connection.stop.cancel();
-            self.apps
-                .caches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|(t, _)| t != target);
+            self.apps.caches.lock().retain(|(t, _)| t != target);
             if let Target::Remote(key) = target {
                 tracing::info!(cluster = %key, "no app uses the cluster any more: disconnected");
             }

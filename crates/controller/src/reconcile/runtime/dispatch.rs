@@ -97,14 +97,14 @@ pub(super) fn spawn_dispatcher(cache: Cache, apps: Arc<Registry>, cancel: Cancel
             match event {
                 Ok(changed) => {
                     let Some(app) = changed.app else { continue };
-                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    let running = apps.running.lock();
                     if let Some(r) = running.get(&app) {
                         r.handle.object_changed(changed.key);
                     }
                 }
                 // Fell behind: some changes are unknown, so every app takes a pass.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    let running = apps.running.lock();
                     running.values().for_each(|r| r.handle.wake());
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,

@@ -129,20 +129,16 @@ impl Contexts {
         let commit_page = commit_url_prefix(&app.source.repo);
         self.statuses
             .update(&app.name, |s| s.commit_url_prefix = commit_page);
-        self.apps
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                app.name.clone(),
-                Running {
-                    handle,
-                    source_task,
-                    source_cancel,
-                    target,
-                    cluster,
-                },
-            );
+        self.apps.running.lock().insert(
+            app.name.clone(),
+            Running {
+                handle,
+                source_task,
+                source_cancel,
+                target,
+                cluster,
+            },
+        );
         Ok(())
     }
 
@@ -169,12 +165,7 @@ impl Contexts {
             if new.app(&app.name) == Some(app) {
                 continue;
             }
-            let running = self
-                .apps
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&app.name);
+            let running = self.apps.running.lock().remove(&app.name);
             if let Some(running) = running {
                 triggers.unregister(&app.source());
                 for (_, source) in app.value_sources() {
@@ -190,12 +181,7 @@ impl Contexts {
             }
         }
         for app in &new.apps {
-            let running = self
-                .apps
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&app.name);
+            let running = self.apps.running.lock().contains_key(&app.name);
             // An app that could not start last time tries again.
             if old.app(&app.name) != Some(app) || !running {
                 self.start(app, new, triggers).await?;

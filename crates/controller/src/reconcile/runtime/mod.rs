@@ -38,9 +38,10 @@ pub use suspend::{SUSPENDED_CONFIGMAP, SuspendError};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -147,7 +148,7 @@ pub struct Registry {
 impl Registry {
     /// Asks the app for a manual sync; false when there is no such app.
     pub fn request_sync(&self, app: &str) -> bool {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let running = self.running.lock();
         match running.get(app) {
             Some(r) => {
                 r.handle.request_sync();
@@ -166,12 +167,7 @@ impl Registry {
     ) -> futures::future::BoxFuture<'_, Result<bool, SuspendError>> {
         let app = app.to_string();
         Box::pin(async move {
-            let declared = match self
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&app)
-            {
+            let declared = match self.running.lock().get(&app) {
                 None => return Ok(false),
                 // An App's `spec.suspend` is what Resume writes; a file's is not.
                 Some(r) => r.handle.config.suspend && r.handle.config.tenant_namespace.is_none(),
@@ -182,7 +178,7 @@ impl Registry {
             self.suspensions.record(&app, suspended).await?;
             // At once here; other replicas (and an App's restarted worker) from the
             // cluster.
-            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let running = self.running.lock();
             if let Some(r) = running.get(&app) {
                 r.handle.set_suspended(suspended);
             }
@@ -200,7 +196,7 @@ impl Registry {
         let app = app.to_string();
         Box::pin(async move {
             let known = |apps: &Registry| {
-                let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                let running = apps.running.lock();
                 running.contains_key(&app)
             };
             if !known(self) {
@@ -209,7 +205,7 @@ impl Registry {
             self.pins.record(&app, pin.as_ref()).await?;
             // At once here (a rollback syncs even with automated sync off); other
             // replicas from the cluster.
-            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let running = self.running.lock();
             if let Some(r) = running.get(&app) {
                 let rollback = pin.is_some();
                 r.handle.set_pin(pin);
@@ -223,13 +219,13 @@ impl Registry {
 
     /// The connection the app syncs through, for reads on its behalf.
     pub fn cluster(&self, app: &str) -> Option<Arc<Cluster>> {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let running = self.running.lock();
         running.get(app).map(|r| r.cluster.clone())
     }
 
     /// Each readiness check by name, with whether it passes.
     pub fn readiness(&self) -> Vec<(&'static str, bool)> {
-        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        let caches = self.caches.lock();
         vec![
             (
                 "config loaded",
@@ -250,7 +246,7 @@ impl Registry {
 
     /// How many objects the watch caches hold.
     pub fn cache_objects(&self) -> usize {
-        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        let caches = self.caches.lock();
         caches.iter().map(|(_, cache)| cache.len()).sum()
     }
 }
@@ -518,7 +514,7 @@ impl Runtime {
             let apps = apps.clone();
             apps.suspensions.clone().spawn_watch(
                 move |app, suspended| {
-                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    let running = apps.running.lock();
                     if let Some(r) = running.get(app) {
                         r.handle.set_suspended(suspended);
                     }
@@ -531,7 +527,7 @@ impl Runtime {
             let apps = apps.clone();
             apps.pins.clone().spawn_watch(
                 move |app, pin| {
-                    let running = apps.running.lock().unwrap_or_else(|p| p.into_inner());
+                    let running = apps.running.lock();
                     if let Some(r) = running.get(app) {
                         r.handle.set_pin(pin);
                     }
@@ -567,7 +563,7 @@ impl Runtime {
         contexts.passes.close();
         contexts.heals.close();
         let running: Vec<Running> = {
-            let mut map = registry.running.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = registry.running.lock();
             map.drain().map(|(_, r)| r).collect()
         };
         let passes_until = deadline - reserve;

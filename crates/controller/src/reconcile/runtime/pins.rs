@@ -5,8 +5,9 @@
 //! both), its value the pin as JSON (who, when, why, the revision). See `ledger`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -45,13 +46,9 @@ impl Pins {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pin>> {
-        self.recorded.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The pin the cluster records for `app`.
     pub(super) fn get(&self, app: &str) -> Option<Pin> {
-        self.lock().get(app).cloned()
+        self.recorded.lock().get(app).cloned()
     }
 
     /// Records the app's pin (None: unpinned). Nothing is changed in memory until the
@@ -66,8 +63,8 @@ impl Pins {
                 source,
             })?;
         match pin {
-            Some(pin) => self.lock().insert(app.to_string(), pin.clone()),
-            None => self.lock().remove(app),
+            Some(pin) => self.recorded.lock().insert(app.to_string(), pin.clone()),
+            None => self.recorded.lock().remove(app),
         };
         Ok(())
     }
@@ -85,7 +82,7 @@ impl Pins {
             move |data| {
                 let now = parse(data);
                 let changes: Vec<(String, Option<Pin>)> = {
-                    let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut recorded = recorded.lock();
                     let changes = recorded
                         .keys()
                         .chain(now.keys())

@@ -9,10 +9,11 @@
 //!   app, the value when and how: see `ledger`).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::{SecondsFormat, Utc};
 use kube::core::GroupVersionKind;
+use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -72,10 +73,7 @@ impl Suspensions {
 
     /// Whether the cluster records `app` (a configuration file's) as suspended.
     pub(super) fn is_recorded(&self, app: &str) -> bool {
-        self.recorded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(app)
+        self.recorded.lock().contains(app)
     }
 
     /// Records the app as suspended or not. Nothing is changed in memory until the
@@ -124,7 +122,7 @@ impl Suspensions {
                         target: self.ledger.target(),
                         source,
                     })?;
-                let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
+                let mut recorded = self.recorded.lock();
                 if suspended {
                     recorded.insert(app.to_string());
                 } else {
@@ -150,7 +148,7 @@ impl Suspensions {
                 // Every key with a value is a suspended app.
                 let now: HashSet<String> = data.into_keys().collect();
                 let flips: Vec<(String, bool)> = {
-                    let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut recorded = recorded.lock();
                     let flips = recorded
                         .symmetric_difference(&now)
                         .map(|app| (app.clone(), now.contains(app)))

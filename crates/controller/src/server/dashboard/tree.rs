@@ -10,10 +10,11 @@
 //! every [`TREE_TTL`], whatever the number of tabs.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::core::GroupVersionKind;
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -366,7 +367,7 @@ pub struct TreeCache {
 impl TreeCache {
     /// The tree read within [`TREE_TTL`], if any.
     pub fn fresh(&self, app: &str) -> Option<Arc<ObjectTree>> {
-        let trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        let trees = self.trees.lock();
         trees
             .get(app)
             .filter(|(at, _)| at.elapsed() < TREE_TTL)
@@ -375,7 +376,7 @@ impl TreeCache {
 
     /// Keeps `tree` for `app`, and forgets trees that are stale.
     pub fn keep(&self, app: &str, tree: Arc<ObjectTree>) {
-        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        let mut trees = self.trees.lock();
         trees.retain(|_, (at, _)| at.elapsed() < TREE_TTL);
         trees.insert(app.to_string(), (Instant::now(), tree));
     }

@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 /// Entries for `ttl`, at most `limit` of them.
 #[derive(Debug)]
@@ -27,7 +28,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Expiring<K, V> {
 
     /// The value kept for `key` within the last `ttl`.
     pub fn get(&self, key: &K) -> Option<V> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = self.entries.lock();
         entries
             .get(key)
             .filter(|(at, _)| at.elapsed() < self.ttl)
@@ -37,7 +38,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Expiring<K, V> {
     /// Keeps `value` for `key`. When full, expired entries go first; if none has
     /// expired, the oldest goes (an O(n) scan, only when the map is full).
     pub fn insert(&self, key: K, value: V) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self.entries.lock();
         if entries.len() >= self.limit && !entries.contains_key(&key) {
             let ttl = self.ttl;
             entries.retain(|_, (at, _)| at.elapsed() < ttl);
@@ -54,7 +55,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Expiring<K, V> {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.entries.lock().len()
     }
 }
 

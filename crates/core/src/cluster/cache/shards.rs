@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher as _, RandomState};
-use std::sync::RwLock;
 
 use kube::api::DynamicObject;
+use parking_lot::RwLock;
 use tether_diff::manifest::ObjectKey;
 use tether_schema::ownership::{APP_LABEL, INVENTORY_LABEL};
 
@@ -145,9 +145,9 @@ pub(super) fn held_owner(app: Option<&str>, json: impl FnOnce() -> Vec<u8>) -> O
 
 impl Cache {
     /// The shard state, read-locked, with shards; None without.
-    pub(super) fn shard_state(&self) -> Option<std::sync::RwLockReadGuard<'_, ShardState>> {
+    pub(super) fn shard_state(&self) -> Option<parking_lot::RwLockReadGuard<'_, ShardState>> {
         let shards = self.inner.shards.as_ref()?;
-        Some(shards.state.read().unwrap_or_else(|p| p.into_inner()))
+        Some(shards.state.read())
     }
 
     /// Whether `key`, absent here, is an object left out (another replica's app).
@@ -171,18 +171,14 @@ impl Cache {
 /// A list of `gk` begins.
 pub(super) fn start_listing(inner: &Inner, gk: &GroupKind) {
     if let Some(shards) = &inner.shards {
-        shards
-            .state
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .start_listing(gk);
+        shards.state.write().start_listing(gk);
     }
 }
 
 /// The hash of a listed object to leave out, or None to keep it.
 pub(super) fn left_out(inner: &Inner, gk: &GroupKind, object: &DynamicObject) -> Option<u128> {
     let shards = inner.shards.as_ref()?;
-    let state = shards.state.read().unwrap_or_else(|p| p.into_inner());
+    let state = shards.state.read();
     if shards.admits(&state.held, gk, owner_of_object(object)) {
         return None;
     }
@@ -204,7 +200,7 @@ pub(super) fn finish_listing(
     let Some(shards) = &inner.shards else {
         return replace_kind(inner, gk, fresh);
     };
-    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    let mut state = shards.state.write();
     if !is_namespace(gk) {
         fresh.retain(|name, app, json| {
             let keep = shards.admits(&state.held, gk, held_owner(app, json).as_deref());
@@ -227,14 +223,14 @@ pub(super) fn apply_sharded(
     object: DynamicObject,
 ) -> Option<Changed> {
     let shards = inner.shards.as_ref()?;
-    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    let mut state = shards.state.write();
     let admitted = shards.admits(&state.held, gk, owner_of_object(&object));
     let hash = shards.hash(
         object.metadata.namespace.as_deref(),
         object.metadata.name.as_deref()?,
     );
     let elsewhere = &mut state.kinds.entry(gk.clone()).or_default().elsewhere;
-    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let mut objects = inner.objects.write();
     let held = objects.entry(gk.clone()).or_default();
     if admitted {
         let (name, stored) = keyed(kind, object)?;
@@ -262,14 +258,14 @@ pub(super) fn delete_sharded(
     object: &DynamicObject,
 ) -> Option<Changed> {
     let shards = inner.shards.as_ref()?;
-    let mut state = shards.state.write().unwrap_or_else(|p| p.into_inner());
+    let mut state = shards.state.write();
     let namespace = object.metadata.namespace.as_deref();
     let name = object.metadata.name.as_deref()?;
     if let Some(kind) = state.kinds.get_mut(gk) {
         kind.elsewhere.remove(&shards.hash(namespace, name));
     }
     let name = (namespace.map(Box::from), Box::from(name));
-    let mut objects = inner.objects.write().unwrap_or_else(|p| p.into_inner());
+    let mut objects = inner.objects.write();
     let held = objects.get_mut(gk)?;
     let app = held.app(&name).map(str::to_string);
     held.remove(&name)

@@ -17,13 +17,14 @@
 //! outgrow a quarter of what is held ([`compact_due`]).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use miniz_oxide::deflate::core::{
     CompressorOxide, TDEFLFlush, TDEFLStatus, compress_to_output, create_comp_flags_from_zip_params,
 };
 use miniz_oxide::inflate::TINFLStatus;
 use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+use parking_lot::Mutex;
 
 use super::Name;
 
@@ -246,7 +247,7 @@ impl KindObjects {
 /// `dictionary`: what follows the dictionary's own blocks, which a sync flush ends on
 /// a byte boundary. Inflating it after the dictionary gives `json` back.
 fn deflate(dictionary: &[u8], json: &[u8]) -> Option<Vec<u8>> {
-    let mut held = COMPRESSOR.lock().unwrap_or_else(|p| p.into_inner());
+    let mut held = COMPRESSOR.lock();
     let compressor = held.get_or_insert_with(|| {
         Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
             LEVEL, 0, 0,

@@ -15,9 +15,10 @@ pub use pin::{APPLIED_HISTORY, AppliedRevision, MIN_PREFIX, Pin, find_applied};
 pub use table::render_table;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use parking_lot::RwLock;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -436,7 +437,7 @@ impl Statuses {
     /// Changes the app's status; a new `last_pass` also enters its `history`.
     pub fn update(&self, name: &str, change: impl FnOnce(&mut AppStatus)) {
         {
-            let mut all = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            let mut all = self.inner.write();
             let status = all
                 .entry(name.to_string())
                 .or_insert_with(|| AppStatus::new(name));
@@ -454,10 +455,7 @@ impl Statuses {
     }
 
     pub fn remove(&self, name: &str) {
-        self.inner
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        self.inner.write().remove(name);
         let _ = self.changes.send(Some(name.to_string()));
     }
 
@@ -475,38 +473,20 @@ impl Statuses {
 
     /// Reads the app's status in place, without copying it.
     pub fn with<T>(&self, name: &str, read: impl FnOnce(&AppStatus) -> T) -> Option<T> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .map(read)
+        self.inner.read().get(name).map(read)
     }
 
     /// Maps every status in place, in name order.
     pub fn map_all<T>(&self, read: impl FnMut(&AppStatus) -> T) -> Vec<T> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(read)
-            .collect()
+        self.inner.read().values().map(read).collect()
     }
 
     pub fn get(&self, name: &str) -> Option<AppStatus> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+        self.inner.read().get(name).cloned()
     }
 
     pub fn all(&self) -> Vec<AppStatus> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.inner.read().values().cloned().collect()
     }
 }
 

@@ -88,7 +88,7 @@ impl SourceCache {
             url: source.url.clone(),
             message,
         };
-        let cluster = self.inner.secrets.lock().ok().and_then(|c| c.clone());
+        let cluster = self.inner.secrets.lock().clone();
         let cluster = cluster.ok_or_else(|| {
             cred_err(format!(
                 "credentials.secretRef names {secret}, and no cluster connection reads Secrets here"

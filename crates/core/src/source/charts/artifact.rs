@@ -20,7 +20,7 @@ use super::error::ChartError;
 use super::login::ChartLogin;
 use super::oci::{Descriptor, Expect, Reference, Registry, as_digest, tag_of};
 use super::version::{parse_constraint, parse_version};
-use super::{ChartStore, Expanded, poisoned};
+use super::{ChartStore, Expanded};
 use crate::source::{Revision, redact_url};
 
 /// Flux's layer media type for `flux push artifact` (fluxcd/pkg oci).
@@ -164,7 +164,7 @@ impl ChartStore {
     }
 
     fn cached(&self, digest: &str) -> Result<Option<Expanded>, ChartError> {
-        Ok(self.inner.cache.lock().map_err(|_| poisoned())?.get(digest))
+        Ok(self.inner.cache.lock().get(digest))
     }
 
     /// The manifest at `reference`; an unknown tag lists the tags there are.
@@ -210,7 +210,6 @@ impl ChartStore {
         self.inner
             .cache
             .lock()
-            .map_err(|_| poisoned())?
             .put(digest.to_string(), Arc::new(files));
         Ok(())
     }

@@ -147,7 +147,8 @@ mod tests {
     /// loopback) that records the `Authorization` headers it is sent.
     #[tokio::test]
     async fn a_login_is_not_sent_on_after_a_redirect_to_another_host() {
-        use std::sync::{Arc, Mutex};
+        use parking_lot::Mutex;
+        use std::sync::Arc;
         let _ = rustls::crypto::ring::default_provider().install_default();
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         let record = seen.clone();
@@ -155,7 +156,7 @@ mod tests {
             "/index.yaml",
             axum::routing::get(move |headers: axum::http::HeaderMap| async move {
                 if let Some(h) = headers.get("authorization") {
-                    record.lock().expect("lock").push(format!("{h:?}"));
+                    record.lock().push(format!("{h:?}"));
                 }
                 "apiVersion: v1\nentries: {}\n"
             }),
@@ -181,7 +182,7 @@ mod tests {
             .index(&repo, &login)
             .await
             .expect("the index, redirected");
-        assert_eq!(*seen.lock().expect("lock"), Vec::<String>::new());
+        assert_eq!(*seen.lock(), Vec::<String>::new());
     }
 
     fn secret(name: &str) -> CredentialsSecret {

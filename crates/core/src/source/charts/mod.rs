@@ -35,8 +35,8 @@ mod tls;
 mod version;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 pub use archive::{
     ArchiveProblem, MAX_ARCHIVE_BYTES, MAX_CHART_BYTES, MAX_CHART_FILE_BYTES, MAX_CHART_FILES,
@@ -53,6 +53,7 @@ pub use tls::ChartTls;
 
 use archive::ChartFile;
 use deps::{Origin, join, norm};
+use parking_lot::Mutex;
 use repo::{Fetcher, Index};
 
 use crate::outbound::OutboundPolicy;
@@ -184,10 +185,12 @@ impl ChartStore {
     /// From now on, requests reach only public addresses and `policy`'s networks:
     /// `tether serve`, where a chart's author (not the operator) names the repository.
     pub fn guard(&self, policy: Arc<OutboundPolicy>) {
-        if let Ok(mut slot) = self.inner.policy.lock() {
+        {
+            let mut slot = self.inner.policy.lock();
             *slot = Some(policy);
         }
-        if let Ok(mut fetcher) = self.inner.fetcher.lock() {
+        {
+            let mut fetcher = self.inner.fetcher.lock();
             *fetcher = None;
         }
     }
@@ -199,15 +202,15 @@ impl ChartStore {
 
     /// Expanded bytes the cache holds now.
     pub fn cached_bytes(&self) -> u64 {
-        self.inner.cache.lock().map(|c| c.used).unwrap_or(0)
+        self.inner.cache.lock().used
     }
 
     fn fetcher(&self) -> Result<Arc<Fetcher>, ChartError> {
-        let mut slot = self.inner.fetcher.lock().map_err(|_| poisoned())?;
+        let mut slot = self.inner.fetcher.lock();
         if let Some(fetcher) = slot.as_ref() {
             return Ok(fetcher.clone());
         }
-        let policy = self.inner.policy.lock().map_err(|_| poisoned())?.clone();
+        let policy = self.inner.policy.lock().clone();
         let fetcher = Fetcher::new(policy, self.inner.requests.clone()).map_err(|message| {
             ChartError::Unreachable {
                 repo: "(any)".into(),
@@ -339,11 +342,7 @@ impl ChartStore {
             "chart dependency fetched"
         );
         let files = Arc::new(files);
-        self.inner
-            .cache
-            .lock()
-            .map_err(|_| poisoned())?
-            .put(digest.clone(), files.clone());
+        self.inner.cache.lock().put(digest.clone(), files.clone());
         self.pin(repo, name, &entry.version, login, &digest)?;
         Ok((entry.version, digest, files))
     }
@@ -363,11 +362,7 @@ impl ChartStore {
             version.to_string(),
             login.fingerprint(),
         );
-        self.inner
-            .pinned
-            .lock()
-            .map_err(|_| poisoned())?
-            .insert(key, digest.to_string());
+        self.inner.pinned.lock().insert(key, digest.to_string());
         Ok(())
     }
 
@@ -386,17 +381,12 @@ impl ChartStore {
             version.to_string(),
             login.fingerprint(),
         );
-        let pinned = self.inner.pinned.lock().map_err(|_| poisoned())?;
+        let pinned = self.inner.pinned.lock();
         let Some(digest) = pinned.get(&key).cloned() else {
             return Ok(None);
         };
         drop(pinned);
-        let files = self
-            .inner
-            .cache
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(&digest);
+        let files = self.inner.cache.lock().get(&digest);
         Ok(files.map(|files| (digest, files)))
     }
 }
@@ -413,16 +403,6 @@ fn same_repository(source: &str, dependency: &str) -> bool {
         ))
     };
     origin(source).is_some_and(|o| Some(o) == origin(dependency))
-}
-
-/// A lock held by a thread that panicked: the store's state is a cache, so the
-/// pass fails retryably and the next one starts over.
-fn poisoned() -> ChartError {
-    ChartError::Unreachable {
-        repo: "(chart cache)".into(),
-        what: "lock".into(),
-        message: "poisoned by a panic".into(),
-    }
 }
 
 #[cfg(test)]

@@ -18,8 +18,9 @@
 //! or client certificate of its own.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderName, LINK, WWW_AUTHENTICATE};
 use serde::Deserialize;
@@ -30,7 +31,7 @@ use super::error::{ChartError, Checked};
 use super::login::ChartLogin;
 use super::repo::{Answer, Fetcher, listed};
 use super::version::{newest, parse_constraint, parse_version};
-use super::{ChartStore, Expanded, deps, poisoned};
+use super::{ChartStore, Expanded, deps};
 use crate::source::redact_url;
 
 /// The scheme of a chart repository that is an OCI registry.
@@ -220,11 +221,12 @@ pub struct Tokens(Mutex<HashMap<String, String>>);
 
 impl Tokens {
     fn get(&self, key: &str) -> Option<String> {
-        self.0.lock().ok()?.get(key).cloned()
+        self.0.lock().get(key).cloned()
     }
 
     fn put(&self, key: String, token: String) {
-        if let Ok(mut tokens) = self.0.lock() {
+        {
+            let mut tokens = self.0.lock();
             tokens.insert(key, token);
         }
     }
@@ -643,12 +645,7 @@ impl ChartStore {
             let versions: Vec<String> = tags.iter().map(|t| version_of(t)).collect();
             return Err(registry.unknown_version(constraint, &versions));
         };
-        let cached = self
-            .inner
-            .cache
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(&digest);
+        let cached = self.inner.cache.lock().get(&digest);
         let files = match cached {
             Some(files) => files,
             None => {
@@ -661,11 +658,7 @@ impl ChartStore {
                         problem,
                     })?;
                 let files = Arc::new(files);
-                self.inner
-                    .cache
-                    .lock()
-                    .map_err(|_| poisoned())?
-                    .put(digest.clone(), files.clone());
+                self.inner.cache.lock().put(digest.clone(), files.clone());
                 files
             }
         };

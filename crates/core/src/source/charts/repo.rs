@@ -6,10 +6,11 @@
 //! read under a size budget and a deadline.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
@@ -201,10 +202,7 @@ impl Fetcher {
             what: "HTTP client".into(),
             message,
         };
-        let mut trusting = self
-            .trusting
-            .lock()
-            .map_err(|_| failed("poisoned by a panic".into()))?;
+        let mut trusting = self.trusting.lock();
         if let Some(client) = trusting.get(&key) {
             return Ok(client.clone());
         }

@@ -26,8 +26,9 @@ mod status;
 mod template;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -134,13 +135,13 @@ fn schedule(state: &Arc<State>, queue: &Arc<Queue>, key: ObjectKey) {
     let Some(delay) = state.deployment_controller.delay() else {
         return;
     };
-    if !lock(&queue.pending).insert(key.clone()) {
+    if !queue.pending.lock().insert(key.clone()) {
         return;
     }
     let (state, queue) = (state.clone(), queue.clone());
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        lock(&queue.pending).remove(&key);
+        queue.pending.lock().remove(&key);
         let result = queue.one_at_a_time(|| sync(&state, &key)).await;
         match result {
             Ok(()) => {}
@@ -151,10 +152,6 @@ fn schedule(state: &Arc<State>, queue: &Arc<Queue>, key: ObjectKey) {
             }
         }
     });
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn resource(state: &State, plural: &str) -> Option<Arc<ResourceType>> {

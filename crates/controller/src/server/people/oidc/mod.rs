@@ -16,10 +16,11 @@ pub(crate) mod flow;
 pub(crate) mod jwt;
 pub mod session;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
+use parking_lot::RwLock;
 use serde_json::{Map, Value};
 
 use super::User;
@@ -321,11 +322,11 @@ impl Oidc {
     }
 
     fn read_keys<T>(&self, read: impl FnOnce(&Keys) -> T) -> T {
-        read(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
+        read(&self.keys.read())
     }
 
     fn store_keys(&self, set: KeySet, refetch: bool) -> KeySet {
-        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let mut keys = self.keys.write();
         keys.set = set.clone();
         if refetch {
             keys.refetched = Some(Instant::now());
