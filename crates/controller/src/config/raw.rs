@@ -246,7 +246,7 @@ pub struct Helm {
     /// Git repositories whose files value files name as `$NAME/path` (Argo CD's
     /// multi-source `$values`).
     #[serde(default, deserialize_with = "null_is_default")]
-    pub value_sources: Vec<S<super::value_sources::RawValueSource>>,
+    pub value_sources: Vec<S<RawValueSource>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -573,4 +573,14 @@ pub struct RawHealthCheck {
 pub struct DependencyCredential {
     pub url: Option<S<String>>,
     pub secret_ref: S<SecretNameRef>,
+}
+
+/// `source.helm.valueSources[]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawValueSource {
+    pub name: S<String>,
+    pub repo: S<String>,
+    #[serde(rename = "ref")]
+    pub reference: Option<S<String>>,
 }

@@ -9,27 +9,15 @@
 
 use std::collections::BTreeSet;
 
-use serde::Deserialize;
-
 use super::check::{Checker, dns1123_label, line_of};
 use super::model::{AppConfig, DEFAULT_REF};
-use super::raw::S;
+use super::raw::{RawValueSource, S};
 use tether_core::source::Source;
 use tether_diff::manifest::REF_PREFIX;
 
 /// A value source's name is a DNS-1123 label of at most this many characters, as
 /// Argo CD's `ref` names are short identifiers (`values`, `config`).
 const MAX_NAME_LEN: usize = 63;
-
-/// `source.helm.valueSources[]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawValueSource {
-    pub name: S<String>,
-    pub repo: S<String>,
-    #[serde(rename = "ref")]
-    pub reference: Option<S<String>>,
-}
 
 /// One Git repository whose files value files name as `$NAME/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
