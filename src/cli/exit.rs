@@ -174,6 +174,8 @@ pub enum Error {
     #[cfg(feature = "sandbox")]
     #[error("cannot start the sandbox: {0}")]
     Sandbox(#[source] SandboxError),
+    /// `tether sandbox` cannot write the kubeconfig that reaches it.
+    #[cfg(feature = "sandbox")]
     #[error("cannot write the kubeconfig to {}: {source}", path.display())]
     Kubeconfig {
         path: PathBuf,
