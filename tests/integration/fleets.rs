@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::app_crd::{app, app_yaml, exists, install_crd};
 use crate::serve::{Serve, configmap, origin, origin_http, refused, server_section};
 use crate::support::{TestSandbox, eventually};
+use tether_testkit::serve::synced_and_healthy;
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.fleets.example.com}\nspec:\n  group: fleets.example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
 
@@ -133,7 +134,15 @@ async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
     let path = sandbox.dir.path().join("fleets.yaml");
     std::fs::write(&path, chain(&server, &origin.url, false)).expect("write config");
     serve.signal("HUP");
-    let crs = serve.wait_healthy("crs").await;
+    // Synced and Healthy are written as the sync ends, its pass's record a moment
+    // later: wait for the record the order is read from.
+    let crs = serve
+        .wait_status(
+            "crs",
+            "crs's first pass is recorded Synced and Healthy",
+            |s| synced_and_healthy(s) && s["history"].as_array().is_some_and(|h| !h.is_empty()),
+        )
+        .await;
     let ops = serve.status("ops").await;
     let crds = serve.status("crds").await;
     sandbox
