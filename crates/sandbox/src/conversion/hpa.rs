@@ -40,18 +40,7 @@ pub(crate) fn hpa_v2_to_v1(object: Value) -> Value {
         .map(Vec::as_slice)
         .unwrap_or_default();
 
-    let mut out_spec = Map::new();
-    out_spec.insert(
-        "scaleTargetRef".into(),
-        spec.get("scaleTargetRef")
-            .cloned()
-            .unwrap_or_else(|| json!({"kind": "", "name": ""})),
-    );
-    copy(spec, &mut out_spec, "minReplicas");
-    out_spec.insert(
-        "maxReplicas".into(),
-        spec.get("maxReplicas").cloned().unwrap_or(json!(0)),
-    );
+    let mut out_spec = scale_spec(spec);
     // The first CPU metric answers for v1, if it targets a utilization.
     if let Some(cpu) = metrics.iter().find(|m| is_cpu(m, "resource")) {
         if let Some(target) = cpu.pointer("/resource/target/averageUtilization") {
@@ -63,7 +52,7 @@ pub(crate) fn hpa_v2_to_v1(object: Value) -> Value {
         .filter(|m| {
             !(is_cpu(m, "resource") && m.pointer("/resource/target/averageUtilization").is_some())
         })
-        .map(metric_spec_to_v1)
+        .map(|m| metric_to_v1(m, Half::Spec))
         .collect();
 
     let mut out_status = Map::new();
@@ -97,7 +86,12 @@ pub(crate) fn hpa_v2_to_v1(object: Value) -> Value {
     if !current.is_empty() {
         carried.push((
             CURRENT_METRICS_ANNOTATION,
-            Value::Array(current.iter().map(metric_status_to_v1).collect()),
+            Value::Array(
+                current
+                    .iter()
+                    .map(|m| metric_to_v1(m, Half::Status))
+                    .collect(),
+            ),
         ));
     }
     if let Some(behavior) = spec.get("behavior").filter(|b| b.is_object()) {
@@ -135,7 +129,7 @@ pub(crate) fn hpa_v1_to_v2(object: Value) -> Value {
         .filter(|v| !v.is_null());
     let cpu = |utilization: Value| json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": utilization}}});
     let mut metrics: Vec<Value> = match annotation(METRICS_ANNOTATION) {
-        Some(Value::Array(other)) => other.iter().map(metric_spec_to_v2).collect(),
+        Some(Value::Array(other)) => other.iter().map(|m| metric_to_v2(m, Half::Spec)).collect(),
         _ => Vec::new(),
     };
     // The CPU target follows the carried metrics (upstream appends it).
@@ -146,18 +140,7 @@ pub(crate) fn hpa_v1_to_v2(object: Value) -> Value {
         metrics.push(cpu(json!(DEFAULT_CPU_UTILIZATION)));
     }
 
-    let mut out_spec = Map::new();
-    out_spec.insert(
-        "scaleTargetRef".into(),
-        spec.get("scaleTargetRef")
-            .cloned()
-            .unwrap_or_else(|| json!({"kind": "", "name": ""})),
-    );
-    copy(spec, &mut out_spec, "minReplicas");
-    out_spec.insert(
-        "maxReplicas".into(),
-        spec.get("maxReplicas").cloned().unwrap_or(json!(0)),
-    );
+    let mut out_spec = scale_spec(spec);
     out_spec.insert("metrics".into(), Value::Array(metrics));
     if let Some(behavior) = annotation(BEHAVIOR_ANNOTATION).and_then(|b| behavior_from_internal(&b))
     {
@@ -176,9 +159,12 @@ pub(crate) fn hpa_v1_to_v2(object: Value) -> Value {
     );
     let current = match annotation(CURRENT_METRICS_ANNOTATION) {
         // The carried ones say more than the CPU figure: they win.
-        Some(Value::Array(carried)) => {
-            Value::Array(carried.iter().map(metric_status_to_v2).collect())
-        }
+        Some(Value::Array(carried)) => Value::Array(
+            carried
+                .iter()
+                .map(|m| metric_to_v2(m, Half::Status))
+                .collect(),
+        ),
         _ => match status
             .get("currentCPUUtilizationPercentage")
             .filter(|v| !v.is_null())
@@ -204,6 +190,23 @@ pub(crate) fn hpa_v1_to_v2(object: Value) -> Value {
         "status": out_status,
     });
     drop_round_trip_annotations(&mut out);
+    out
+}
+
+/// The spec fields both versions share, as Go writes them.
+fn scale_spec(spec: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert(
+        "scaleTargetRef".into(),
+        spec.get("scaleTargetRef")
+            .cloned()
+            .unwrap_or_else(|| json!({"kind": "", "name": ""})),
+    );
+    copy(spec, &mut out, "minReplicas");
+    out.insert(
+        "maxReplicas".into(),
+        spec.get("maxReplicas").cloned().unwrap_or(json!(0)),
+    );
     out
 }
 
@@ -271,11 +274,11 @@ pub(super) fn drop_round_trip_annotations(object: &mut Value) {
 }
 
 /// Builds an object of the present fields, in the given order.
-fn fields(pairs: Vec<(&str, Option<Value>)>) -> Value {
+fn fields<K: Into<String>>(pairs: Vec<(K, Option<Value>)>) -> Value {
     Value::Object(
         pairs
             .into_iter()
-            .filter_map(|(k, v)| v.filter(|v| !v.is_null()).map(|v| (k.to_string(), v)))
+            .filter_map(|(k, v)| v.filter(|v| !v.is_null()).map(|v| (k.into(), v)))
             .collect(),
     )
 }
@@ -289,111 +292,121 @@ fn quantity(value: &Value, pointer: &str) -> Option<Value> {
     Some(at(value, pointer).unwrap_or_else(|| json!("0")))
 }
 
-/// An autoscaling/v2 `MetricSpec` in autoscaling/v1's (v2beta1-shaped) `MetricSpec`.
-pub(super) fn metric_spec_to_v1(metric: &Value) -> Value {
+/// Which half of a metric a conversion carries: the spec's targets or the status's current
+/// values. The two share one shape but for their word and for which quantities Go writes
+/// even when zero.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Half {
+    Spec,
+    Status,
+}
+
+impl Half {
+    /// v1's field prefix and v2's field: `target` or `current`.
+    fn word(self) -> &'static str {
+        match self {
+            Half::Spec => "target",
+            Half::Status => "current",
+        }
+    }
+
+    /// A Resource metric's average and an External metric's value: pointers in the spec,
+    /// `resource.Quantity` values (written even when zero) in the status.
+    fn value_or_pointer(self, value: &Value, pointer: &str) -> Option<Value> {
+        match self {
+            Half::Spec => at(value, pointer),
+            Half::Status => quantity(value, pointer),
+        }
+    }
+}
+
+/// An autoscaling/v2 `MetricSpec` or `MetricStatus` in autoscaling/v1's (v2beta1-shaped)
+/// one.
+pub(super) fn metric_to_v1(metric: &Value, half: Half) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
+    let word = half.word();
+    let key = |name: &str| name.to_string();
+    // `targetValue` from `/target/value`, `currentAverageValue` from `/current/averageValue`.
+    let prefixed = |name: &str| format!("{word}{name}");
+    let pointer = |name: &str| format!("/{word}/{name}");
     let source = match kind {
         "Object" => metric.get("object").map(|o| {
-            (
-                "object",
-                fields(vec![
-                    (
-                        "target",
-                        Some(
-                            at(o, "/describedObject")
-                                .unwrap_or_else(|| json!({"kind": "", "name": ""})),
-                        ),
-                    ),
-                    (
-                        "metricName",
-                        Some(at(o, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("targetValue", quantity(o, "/target/value")),
-                    ("selector", at(o, "/metric/selector")),
-                    ("averageValue", at(o, "/target/averageValue")),
-                ]),
-            )
+            let pairs = vec![
+                (key("target"), Some(described_object(o, "/describedObject"))),
+                (key("metricName"), Some(name(o, "/metric/name"))),
+                (prefixed("Value"), quantity(o, &pointer("value"))),
+                (key("selector"), at(o, "/metric/selector")),
+                (key("averageValue"), at(o, &pointer("averageValue"))),
+            ];
+            ("object", fields(pairs))
         }),
         "Pods" => metric.get("pods").map(|p| {
-            (
-                "pods",
-                fields(vec![
-                    (
-                        "metricName",
-                        Some(at(p, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("targetAverageValue", quantity(p, "/target/averageValue")),
-                    ("selector", at(p, "/metric/selector")),
-                ]),
-            )
+            let pairs = vec![
+                (key("metricName"), Some(name(p, "/metric/name"))),
+                (
+                    prefixed("AverageValue"),
+                    quantity(p, &pointer("averageValue")),
+                ),
+                (key("selector"), at(p, "/metric/selector")),
+            ];
+            ("pods", fields(pairs))
         }),
-        "Resource" => metric.get("resource").map(|r| {
-            (
-                "resource",
-                fields(vec![
-                    ("name", Some(at(r, "/name").unwrap_or_else(|| json!("")))),
+        "Resource" | "ContainerResource" => {
+            let source = resource_source(kind);
+            metric.get(source).map(|r| {
+                let mut pairs = vec![
+                    (key("name"), Some(name(r, "/name"))),
                     (
-                        "targetAverageUtilization",
-                        at(r, "/target/averageUtilization"),
+                        prefixed("AverageUtilization"),
+                        at(r, &pointer("averageUtilization")),
                     ),
-                    ("targetAverageValue", at(r, "/target/averageValue")),
-                ]),
-            )
-        }),
-        "ContainerResource" => metric.get("containerResource").map(|r| {
-            (
-                "containerResource",
-                fields(vec![
-                    ("name", Some(at(r, "/name").unwrap_or_else(|| json!("")))),
                     (
-                        "targetAverageUtilization",
-                        at(r, "/target/averageUtilization"),
+                        prefixed("AverageValue"),
+                        half.value_or_pointer(r, &pointer("averageValue")),
                     ),
-                    ("targetAverageValue", at(r, "/target/averageValue")),
-                    (
-                        "container",
-                        Some(at(r, "/container").unwrap_or_else(|| json!(""))),
-                    ),
-                ]),
-            )
-        }),
+                ];
+                if source == "containerResource" {
+                    pairs.push((key("container"), Some(name(r, "/container"))));
+                }
+                (source, fields(pairs))
+            })
+        }
         "External" => metric.get("external").map(|e| {
-            (
-                "external",
-                fields(vec![
-                    (
-                        "metricName",
-                        Some(at(e, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("metricSelector", at(e, "/metric/selector")),
-                    ("targetValue", at(e, "/target/value")),
-                    ("targetAverageValue", at(e, "/target/averageValue")),
-                ]),
-            )
+            let pairs = vec![
+                (key("metricName"), Some(name(e, "/metric/name"))),
+                (key("metricSelector"), at(e, "/metric/selector")),
+                (
+                    prefixed("Value"),
+                    half.value_or_pointer(e, &pointer("value")),
+                ),
+                (prefixed("AverageValue"), at(e, &pointer("averageValue"))),
+            ];
+            ("external", fields(pairs))
         }),
         _ => None,
     };
-    let mut out = json!({"type": kind});
-    if let Some((name, source)) = source {
-        out[name] = source;
-    }
-    out
+    typed(kind, source)
 }
 
-/// autoscaling/v1's `MetricSpec` back in autoscaling/v2, the target's type chosen as
-/// upstream chooses it.
-pub(super) fn metric_spec_to_v2(metric: &Value) -> Value {
+/// autoscaling/v1's `MetricSpec` or `MetricStatus` back in autoscaling/v2; a spec's target
+/// type is chosen as upstream chooses it.
+pub(super) fn metric_to_v2(metric: &Value, half: Half) -> Value {
     let kind = metric["type"].as_str().unwrap_or_default();
-    let identifier = |m: &Value, name: &str, selector: &str| {
+    let word = half.word();
+    // `/targetValue`, `/currentAverageValue`, ...
+    let pointer = |name: &str| format!("/{word}{name}");
+    let identifier = |m: &Value, name_at: &str, selector: &str| {
         fields(vec![
-            ("name", Some(at(m, name).unwrap_or_else(|| json!("")))),
+            ("name", Some(name(m, name_at))),
             ("selector", at(m, selector)),
         ])
     };
-    let target =
+    // A `MetricTarget` names its type; a `MetricValueStatus` has none.
+    let value =
         |kind: &str, value: Option<Value>, average: Option<Value>, utilization: Option<Value>| {
+            let target_type = (half == Half::Spec).then(|| json!(kind));
             fields(vec![
-                ("type", Some(json!(kind))),
+                ("type", target_type),
                 ("value", value),
                 ("averageValue", average),
                 ("averageUtilization", utilization),
@@ -402,193 +415,90 @@ pub(super) fn metric_spec_to_v2(metric: &Value) -> Value {
     let source = match kind {
         "Object" => metric.get("object").map(|o| {
             let average = at(o, "/averageValue");
-            let kind = if average.is_some() { "AverageValue" } else { "Value" };
-            ("object", json!({
-                "describedObject": at(o, "/target").unwrap_or_else(|| json!({"kind": "", "name": ""})),
-                "target": target(kind, quantity(o, "/targetValue"), average, None),
-                "metric": identifier(o, "/metricName", "/selector"),
-            }))
+            let kind = if average.is_some() {
+                "AverageValue"
+            } else {
+                "Value"
+            };
+            let value = value(kind, quantity(o, &pointer("Value")), average, None);
+            let metric = identifier(o, "/metricName", "/selector");
+            let described = described_object(o, "/target");
+            // Each in Go's field order.
+            let source = match half {
+                Half::Spec => {
+                    json!({"describedObject": described, "target": value, "metric": metric})
+                }
+                Half::Status => {
+                    json!({"metric": metric, "current": value, "describedObject": described})
+                }
+            };
+            ("object", source)
         }),
         "Pods" => metric.get("pods").map(|p| {
-            ("pods", json!({
-                "metric": identifier(p, "/metricName", "/selector"),
-                "target": target("AverageValue", None, quantity(p, "/targetAverageValue"), None),
-            }))
+            let mut source = json!({"metric": identifier(p, "/metricName", "/selector")});
+            source[word] = value(
+                "AverageValue",
+                None,
+                quantity(p, &pointer("AverageValue")),
+                None,
+            );
+            ("pods", source)
         }),
         "Resource" | "ContainerResource" => {
-            let name = if kind == "Resource" { "resource" } else { "containerResource" };
-            metric.get(name).map(|r| {
-                let utilization = at(r, "/targetAverageUtilization");
-                let kind = if utilization.is_some() { "Utilization" } else { "AverageValue" };
-                let mut source = json!({
-                    "name": at(r, "/name").unwrap_or_else(|| json!("")),
-                    "target": target(kind, None, at(r, "/targetAverageValue"), utilization),
-                });
-                if name == "containerResource" {
-                    source["container"] = at(r, "/container").unwrap_or_else(|| json!(""));
+            let name_of = resource_source(kind);
+            metric.get(name_of).map(|r| {
+                let utilization = at(r, &pointer("AverageUtilization"));
+                let kind = if utilization.is_some() {
+                    "Utilization"
+                } else {
+                    "AverageValue"
+                };
+                let average = half.value_or_pointer(r, &pointer("AverageValue"));
+                let mut source = json!({"name": name(r, "/name")});
+                source[word] = value(kind, None, average, utilization);
+                if name_of == "containerResource" {
+                    source["container"] = name(r, "/container");
                 }
-                (name, source)
+                (name_of, source)
             })
         }
         "External" => metric.get("external").map(|e| {
-            let value = at(e, "/targetValue");
-            let kind = if value.is_some() { "Value" } else { "AverageValue" };
-            ("external", json!({
-                "metric": identifier(e, "/metricName", "/metricSelector"),
-                "target": target(kind, value, at(e, "/targetAverageValue"), None),
-            }))
+            let amount = half.value_or_pointer(e, &pointer("Value"));
+            let kind = if amount.is_some() {
+                "Value"
+            } else {
+                "AverageValue"
+            };
+            let mut source = json!({"metric": identifier(e, "/metricName", "/metricSelector")});
+            source[word] = value(kind, amount, at(e, &pointer("AverageValue")), None);
+            ("external", source)
         }),
         _ => None,
     };
-    let mut out = json!({"type": kind});
-    if let Some((name, source)) = source {
-        out[name] = source;
-    }
-    out
+    typed(kind, source)
 }
 
-/// An autoscaling/v2 `MetricStatus` in autoscaling/v1's `MetricStatus`.
-pub(super) fn metric_status_to_v1(metric: &Value) -> Value {
-    let kind = metric["type"].as_str().unwrap_or_default();
-    let source = match kind {
-        "Object" => metric.get("object").map(|o| {
-            (
-                "object",
-                fields(vec![
-                    (
-                        "target",
-                        Some(
-                            at(o, "/describedObject")
-                                .unwrap_or_else(|| json!({"kind": "", "name": ""})),
-                        ),
-                    ),
-                    (
-                        "metricName",
-                        Some(at(o, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("currentValue", quantity(o, "/current/value")),
-                    ("selector", at(o, "/metric/selector")),
-                    ("averageValue", at(o, "/current/averageValue")),
-                ]),
-            )
-        }),
-        "Pods" => metric.get("pods").map(|p| {
-            (
-                "pods",
-                fields(vec![
-                    (
-                        "metricName",
-                        Some(at(p, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("currentAverageValue", quantity(p, "/current/averageValue")),
-                    ("selector", at(p, "/metric/selector")),
-                ]),
-            )
-        }),
-        "Resource" => metric.get("resource").map(|r| {
-            (
-                "resource",
-                fields(vec![
-                    ("name", Some(at(r, "/name").unwrap_or_else(|| json!("")))),
-                    (
-                        "currentAverageUtilization",
-                        at(r, "/current/averageUtilization"),
-                    ),
-                    ("currentAverageValue", quantity(r, "/current/averageValue")),
-                ]),
-            )
-        }),
-        "ContainerResource" => metric.get("containerResource").map(|r| {
-            (
-                "containerResource",
-                fields(vec![
-                    ("name", Some(at(r, "/name").unwrap_or_else(|| json!("")))),
-                    (
-                        "currentAverageUtilization",
-                        at(r, "/current/averageUtilization"),
-                    ),
-                    ("currentAverageValue", quantity(r, "/current/averageValue")),
-                    (
-                        "container",
-                        Some(at(r, "/container").unwrap_or_else(|| json!(""))),
-                    ),
-                ]),
-            )
-        }),
-        "External" => metric.get("external").map(|e| {
-            (
-                "external",
-                fields(vec![
-                    (
-                        "metricName",
-                        Some(at(e, "/metric/name").unwrap_or_else(|| json!(""))),
-                    ),
-                    ("metricSelector", at(e, "/metric/selector")),
-                    ("currentValue", quantity(e, "/current/value")),
-                    ("currentAverageValue", at(e, "/current/averageValue")),
-                ]),
-            )
-        }),
-        _ => None,
-    };
-    let mut out = json!({"type": kind});
-    if let Some((name, source)) = source {
-        out[name] = source;
+/// The source field of a Resource or ContainerResource metric.
+fn resource_source(kind: &str) -> &'static str {
+    if kind == "Resource" {
+        "resource"
+    } else {
+        "containerResource"
     }
-    out
 }
 
-/// autoscaling/v1's `MetricStatus` back in autoscaling/v2.
-pub(super) fn metric_status_to_v2(metric: &Value) -> Value {
-    let kind = metric["type"].as_str().unwrap_or_default();
-    let identifier = |m: &Value, name: &str, selector: &str| {
-        fields(vec![
-            ("name", Some(at(m, name).unwrap_or_else(|| json!("")))),
-            ("selector", at(m, selector)),
-        ])
-    };
-    let current = |value: Option<Value>, average: Option<Value>, utilization: Option<Value>| {
-        fields(vec![
-            ("value", value),
-            ("averageValue", average),
-            ("averageUtilization", utilization),
-        ])
-    };
-    let source = match kind {
-        "Object" => metric.get("object").map(|o| {
-            ("object", json!({
-                "metric": identifier(o, "/metricName", "/selector"),
-                "current": current(quantity(o, "/currentValue"), at(o, "/averageValue"), None),
-                "describedObject": at(o, "/target").unwrap_or_else(|| json!({"kind": "", "name": ""})),
-            }))
-        }),
-        "Pods" => metric.get("pods").map(|p| {
-            ("pods", json!({
-                "metric": identifier(p, "/metricName", "/selector"),
-                "current": current(None, quantity(p, "/currentAverageValue"), None),
-            }))
-        }),
-        "Resource" | "ContainerResource" => {
-            let name = if kind == "Resource" { "resource" } else { "containerResource" };
-            metric.get(name).map(|r| {
-                let mut source = json!({
-                    "name": at(r, "/name").unwrap_or_else(|| json!("")),
-                    "current": current(None, quantity(r, "/currentAverageValue"), at(r, "/currentAverageUtilization")),
-                });
-                if name == "containerResource" {
-                    source["container"] = at(r, "/container").unwrap_or_else(|| json!(""));
-                }
-                (name, source)
-            })
-        }
-        "External" => metric.get("external").map(|e| {
-            ("external", json!({
-                "metric": identifier(e, "/metricName", "/metricSelector"),
-                "current": current(quantity(e, "/currentValue"), at(e, "/currentAverageValue"), None),
-            }))
-        }),
-        _ => None,
-    };
+/// A name Go writes even when empty.
+fn name(value: &Value, pointer: &str) -> Value {
+    at(value, pointer).unwrap_or_else(|| json!(""))
+}
+
+/// An object reference Go writes even when empty.
+fn described_object(value: &Value, pointer: &str) -> Value {
+    at(value, pointer).unwrap_or_else(|| json!({"kind": "", "name": ""}))
+}
+
+/// A metric of `kind` with its source, if it has one.
+fn typed(kind: &str, source: Option<(&str, Value)>) -> Value {
     let mut out = json!({"type": kind});
     if let Some((name, source)) = source {
         out[name] = source;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::hpa::{
     BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
 };
-use super::hpa::{metric_spec_to_v1, metric_spec_to_v2, metric_status_to_v1, metric_status_to_v2};
+use super::hpa::{Half, metric_to_v1, metric_to_v2};
 use super::*;
 
 fn annotation(object: &Value, key: &str) -> Value {
@@ -197,7 +197,7 @@ fn every_metric_type_round_trips_through_v1s_shape() {
     ]);
     for metric in metrics.as_array().unwrap() {
         assert_eq!(
-            &metric_spec_to_v2(&metric_spec_to_v1(metric)),
+            &metric_to_v2(&metric_to_v1(metric, Half::Spec), Half::Spec),
             metric,
             "{metric}"
         );
@@ -210,7 +210,7 @@ fn every_metric_type_round_trips_through_v1s_shape() {
     ]);
     for status in statuses.as_array().unwrap() {
         assert_eq!(
-            &metric_status_to_v2(&metric_status_to_v1(status)),
+            &metric_to_v2(&metric_to_v1(status, Half::Status), Half::Status),
             status,
             "{status}"
         );
