@@ -15,7 +15,7 @@ use tether_core::sync::desired::{
     read_snapshot,
 };
 
-use super::{ClusterArgs, Error, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
+use super::{ClusterArgs, Error, GitArgs, ManifestArgs, Outcome, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -27,21 +27,8 @@ pub struct DiffArgs {
     #[arg(long, conflicts_with_all = ["path", "repo"])]
     pub config: Option<PathBuf>,
 
-    /// Read the manifests from this Git repository instead of the local disk.
-    #[arg(long)]
-    pub repo: Option<String>,
-
     #[command(flatten)]
-    pub git: GitArgs,
-
-    #[command(flatten)]
-    pub chart: super::chart::ChartArgs,
-
-    #[command(flatten)]
-    pub render: RenderArgs,
-
-    #[command(flatten)]
-    pub verify: super::verify::VerifyArgs,
+    pub manifests: ManifestArgs,
 
     /// Compare with objects in this file or directory instead of a cluster (with
     /// --base: each rendered app's head, besides base against head).
@@ -188,7 +175,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
     if apps.len() > 1 && args.output == ReportFormat::Junit {
         return Err(Error::JunitForSeveralApps);
     }
-    let cache = args.git.cache().map_err(Error::Cache)?;
+    let cache = args.manifests.git.cache().map_err(Error::Cache)?;
     let mut reports = Vec::new();
     for app in apps {
         let rules = app.ignore_rules();
@@ -232,7 +219,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
             .map_err(Error::Values)?;
             let sops = match keys {
                 Some(keys) => keys.sops(),
-                None => sealed_without_keys(args, args.render.sops_keys()?),
+                None => sealed_without_keys(args, args.manifests.render.sops_keys()?),
             };
             let lookup = LookupEndpoint::start(&cluster)
                 .await
@@ -243,7 +230,7 @@ async fn run_config(args: &DiffArgs, path: &Path) -> Result<Outcome, Error> {
                 scopes: Some(&scopes),
                 renderers: &tether_diff::manifest::Renderers {
                     timeout: config.render_timeout,
-                    substitute: args.render.vars.substitution(own)?,
+                    substitute: args.manifests.render.vars.substitution(own)?,
                     sops,
                     ..app.renderers()
                 }
@@ -365,26 +352,21 @@ pub(super) async fn observe_online(
 
 async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
     let path = args.path.as_deref().unwrap_or(".");
-    let mut renderers = args
-        .render
-        .renderers(args.app.as_deref(), path, &args.namespace)?;
+    let (mut renderers, chart) =
+        args.manifests
+            .renderers(args.app.as_deref(), path, &args.namespace)?;
     renderers.sops = sealed_without_keys(args, renderers.sops);
-    let chart = args.chart.source(&args.git)?;
-    if let Some(source) = &chart {
-        renderers =
-            super::chart::renderers(source, renderers, args.app.as_deref(), &args.render.values)?;
-    }
     let read = ReadOptions {
         app: args.app.as_deref(),
         default_namespace: &args.namespace,
         scopes: None,
         renderers: &renderers,
     };
-    let policy = args.verify.policy()?;
+    let policy = args.manifests.verify.policy()?;
     let verdicts = Verdicts::default();
     match &args.live {
         Some(live) => {
-            let (repo, git) = (args.repo.as_deref(), &args.git);
+            let (repo, git) = (args.manifests.repo.as_deref(), &args.manifests.git);
             let check = policy.as_ref().map(|policy| Verification {
                 policy,
                 since: None,
@@ -418,7 +400,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 .await?;
             // Online, the server says which kinds are cluster-scoped.
             let scopes = cluster.scopes().await.map_err(Error::Connect)?;
-            let remote = args.repo.as_deref().or(args.chart.chart.as_deref());
+            let remote = args.manifests.remote();
             let (renderers, _lookup) =
                 for_cluster(&cluster, read.renderers.clone(), path, remote).await?;
             let read = ReadOptions {
@@ -434,7 +416,7 @@ async fn diff(args: &DiffArgs) -> Result<drift::DriftReport, Error> {
                 }
                 None => None,
             };
-            let (repo, git) = (args.repo.as_deref(), &args.git);
+            let (repo, git) = (args.manifests.repo.as_deref(), &args.manifests.git);
             let check = policy.as_ref().map(|policy| Verification {
                 policy,
                 since: since.as_deref(),
@@ -475,11 +457,11 @@ fn check_not_empty(args: &DiffArgs, desired: &Desired) -> Result<(), Error> {
     }
     let path = args.path.as_deref().unwrap_or(".");
     Err(Error::NoManifests {
-        path: match &args.repo {
+        path: match &args.manifests.repo {
             Some(repo) => format!(
                 "{}@{}:{path}",
                 tether_core::source::redact(repo),
-                args.git.reference
+                args.manifests.git.reference
             ),
             None => path.to_string(),
         },

@@ -168,6 +168,60 @@ impl RequestArgs {
                 })?;
         Ok(connected.with_timeout(self.request_timeout))
     }
+
+    /// Connects to the cluster `--kubeconfig` and `--context` name, as `diff`, `sync`
+    /// and `preview` do.
+    pub async fn connect_to(
+        &self,
+        cluster: &ClusterArgs,
+    ) -> Result<tether_core::cluster::Cluster, Error> {
+        self.connect(cluster, cluster.context.as_deref(), NO_CLUSTER_HINT)
+            .await
+    }
+}
+
+/// Where the manifests of `diff` and `sync` come from besides `--path`: a Git
+/// repository or a chart, how they render and how their commits are verified.
+#[derive(Debug, clap::Args)]
+pub struct ManifestArgs {
+    /// Read the manifests from this Git repository instead of the local disk.
+    #[arg(long)]
+    pub repo: Option<String>,
+
+    #[command(flatten)]
+    pub git: GitArgs,
+
+    #[command(flatten)]
+    pub chart: chart::ChartArgs,
+
+    #[command(flatten)]
+    pub render: RenderArgs,
+
+    #[command(flatten)]
+    pub verify: verify::VerifyArgs,
+}
+
+impl ManifestArgs {
+    /// The renderers of `path` for `app`, made for the chart when `--chart` names one,
+    /// with that chart's source.
+    fn renderers(
+        &self,
+        app: Option<&str>,
+        path: &str,
+        namespace: &str,
+    ) -> Result<(Renderers, Option<Source>), Error> {
+        let mut renderers = self.render.renderers(app, path, namespace)?;
+        let chart = self.chart.source(&self.git)?;
+        if let Some(source) = &chart {
+            renderers = chart::renderers(source, renderers, app, &self.render.values)?;
+        }
+        Ok((renderers, chart))
+    }
+
+    /// The remote the manifests come from (a Git or chart URL), if not the local disk.
+    fn remote(&self) -> Option<&str> {
+        self.repo.as_deref().or(self.chart.chart.as_deref())
+    }
 }
 
 /// `--request-timeout` as kubectl reads it: a duration, a bare number of seconds, or

@@ -34,7 +34,9 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
     let cwd = std::env::current_dir().map_err(Error::Output)?;
     let repo = LocalRepo::discover(&cwd).map_err(Error::Cache)?;
     let base = repo.resolve(base).map_err(Error::Cache)?;
-    let head = repo.resolve(&args.git.reference).map_err(Error::Cache)?;
+    let head = repo
+        .resolve(&args.manifests.git.reference)
+        .map_err(Error::Cache)?;
     let marker = marker(args, &repo, &cwd);
     let apps = match &args.config {
         Some(config) => config_apps(&repo, config, args)?,
@@ -47,7 +49,10 @@ pub(super) async fn run(args: &DiffArgs, base: &str) -> Result<Outcome, Error> {
                     .unwrap_or("root")
                     .to_string()
             });
-            let mut renderers = args.render.renderers(Some(&name), &path, &args.namespace)?;
+            let mut renderers =
+                args.manifests
+                    .render
+                    .renderers(Some(&name), &path, &args.namespace)?;
             renderers.sops = sealed_without_keys(args, renderers.sops);
             vec![PreviewApp {
                 renderers,
@@ -155,14 +160,7 @@ async fn compare_live(args: &DiffArgs, found: &mut Preview) -> Result<(), Error>
         }
         return Ok(());
     }
-    let cluster = args
-        .request
-        .connect(
-            &args.cluster,
-            args.cluster.context.as_deref(),
-            super::NO_CLUSTER_HINT,
-        )
-        .await?;
+    let cluster = args.request.connect_to(&args.cluster).await?;
     for app in &mut found.apps {
         let Some(manifests) = app.head.take() else {
             continue;
@@ -267,7 +265,7 @@ fn config_apps(repo: &LocalRepo, path: &Path, args: &DiffArgs) -> Result<Vec<Pre
     let only = args.app.as_deref();
     // The renderers' programs are the command line's (--helm, --kustomize and their
     // environment variables), as the job's machine has them.
-    let programs = args.render.renderers(None, ".", "")?;
+    let programs = args.manifests.render.renderers(None, ".", "")?;
     let config = Config::load(path).map_err(Error::Config)?;
     if let Some(name) = only
         && config.app(name).is_none()

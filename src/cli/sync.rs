@@ -8,7 +8,7 @@ use tether_core::sync::SyncOptions;
 use tether_core::sync::desired::{ReadOptions, Verification};
 use tether_core::sync::health::Judge;
 
-use super::{ClusterArgs, Error, Format, GitArgs, Outcome, RenderArgs, RequestArgs, write_stdout};
+use super::{ClusterArgs, Error, Format, ManifestArgs, Outcome, RequestArgs, write_stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
@@ -16,21 +16,8 @@ pub struct SyncArgs {
     #[arg(long, required_unless_present = "chart")]
     pub path: Option<String>,
 
-    /// Read the manifests from this Git repository instead of the local disk.
-    #[arg(long)]
-    pub repo: Option<String>,
-
     #[command(flatten)]
-    pub git: GitArgs,
-
-    #[command(flatten)]
-    pub chart: super::chart::ChartArgs,
-
-    #[command(flatten)]
-    pub render: RenderArgs,
-
-    #[command(flatten)]
-    pub verify: super::verify::VerifyArgs,
+    pub manifests: ManifestArgs,
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -109,25 +96,13 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         .map(tether_controller::config::Config::load)
         .transpose()
         .map_err(Error::Config)?;
-    let cluster = args
-        .request
-        .connect(
-            &args.cluster,
-            args.cluster.context.as_deref(),
-            super::NO_CLUSTER_HINT,
-        )
-        .await?;
+    let cluster = args.request.connect_to(&args.cluster).await?;
     let scopes = cluster.scopes().await.map_err(Error::Connect)?;
     let path = args.path.as_deref().unwrap_or(".");
-    let mut renderers = args
-        .render
+    let (renderers, chart) = args
+        .manifests
         .renderers(Some(&args.app), path, &args.namespace)?;
-    let chart = args.chart.source(&args.git)?;
-    if let Some(source) = &chart {
-        renderers =
-            super::chart::renderers(source, renderers, Some(&args.app), &args.render.values)?;
-    }
-    let remote = args.repo.as_deref().or(args.chart.chart.as_deref());
+    let remote = args.manifests.remote();
     let (renderers, _lookup) = super::diff::for_cluster(&cluster, renderers, path, remote).await?;
     let read = ReadOptions {
         app: Some(&args.app),
@@ -135,7 +110,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         scopes: Some(&scopes),
         renderers: &renderers,
     };
-    let policy = args.verify.policy()?;
+    let policy = args.manifests.verify.policy()?;
     let (app, namespace) = (&args.app, &args.inventory_namespace);
     let since = super::verify::since(policy.as_ref(), &cluster, app, namespace).await;
     let verdicts = tether_core::source::Verdicts::default();
@@ -144,7 +119,7 @@ pub(super) async fn run(args: SyncArgs) -> Result<Outcome, Error> {
         since: since.as_deref(),
         verdicts: &verdicts,
     });
-    let (repo, git) = (args.repo.as_deref(), &args.git);
+    let (repo, git) = (args.manifests.repo.as_deref(), &args.manifests.git);
     let desired = super::diff::desired(path, (repo, chart.as_ref()), git, &read, check).await?;
     let options = SyncOptions {
         inventory_namespace: &args.inventory_namespace,
