@@ -566,7 +566,7 @@ pub(crate) fn check_known_host_text(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const KEY_B64: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
@@ -648,19 +648,24 @@ mod tests {
         assert_eq!(format!("{inline:?}"), "inline");
     }
 
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+    /// A Secret's data of `pairs` (the chart login's tests use it too).
+    pub(crate) fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
             .collect()
     }
 
-    #[test]
-    fn a_secret_resolves_by_fluxs_keys() {
-        let secret = CredentialsSecret {
+    fn git_secret() -> CredentialsSecret {
+        CredentialsSecret {
             namespace: "t1".into(),
             name: "git".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_secret_resolves_by_fluxs_keys() {
+        let secret = git_secret();
         let basic = secret
             .auth(&data(&[("username", "u"), ("password", "p")]))
             .expect("basic");
@@ -699,10 +704,7 @@ mod tests {
 
     #[test]
     fn a_secret_missing_a_key_is_refused_naming_the_secret_and_key_only() {
-        let secret = CredentialsSecret {
-            namespace: "t1".into(),
-            name: "git".into(),
-        };
+        let secret = git_secret();
         let err = secret
             .auth(&data(&[("username", "s3cr3t-user")]))
             .expect_err("no password");

@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{MethodRouter, post};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -109,37 +109,33 @@ impl WebhookState {
 /// `POST /webhooks/{github,gitlab,gitea,gogs,bitbucket,azuredevops,generic}`.
 /// Bitbucket Cloud and Bitbucket Server / Data Center share `/webhooks/bitbucket`.
 pub fn webhook_router(state: WebhookState) -> Router {
-    Router::new()
-        .route("/webhooks/github", post(github))
-        .route("/webhooks/gitlab", post(gitlab))
-        .route("/webhooks/gitea", post(gitea))
-        .route("/webhooks/gogs", post(gogs))
-        .route("/webhooks/bitbucket", post(bitbucket))
-        .route("/webhooks/azuredevops", post(azuredevops))
-        .route("/webhooks/generic", post(generic))
+    ENDPOINTS
+        .iter()
+        .fold(Router::new(), |router, &(name, provider)| {
+            router.route(&format!("/webhooks/{name}"), endpoint(provider, name))
+        })
         .with_state(state)
 }
 
-async fn github(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Github, "github", &h, b).await
-}
-async fn gitlab(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Gitlab, "gitlab", &h, b).await
-}
-async fn gitea(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Gitea, "gitea", &h, b).await
-}
-async fn gogs(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Gitea, "gogs", &h, b).await
-}
-async fn bitbucket(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Bitbucket, "bitbucket", &h, b).await
-}
-async fn azuredevops(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::AzureDevops, "azuredevops", &h, b).await
-}
-async fn generic(State(s): State<WebhookState>, h: HeaderMap, b: Body) -> Response {
-    receive(&s, Provider::Generic, "generic", &h, b).await
+/// Each endpoint's name (in its path, logs and metrics) and the payloads it reads;
+/// Gogs sends Gitea's.
+const ENDPOINTS: [(&str, Provider); 7] = [
+    ("github", Provider::Github),
+    ("gitlab", Provider::Gitlab),
+    ("gitea", Provider::Gitea),
+    ("gogs", Provider::Gitea),
+    ("bitbucket", Provider::Bitbucket),
+    ("azuredevops", Provider::AzureDevops),
+    ("generic", Provider::Generic),
+];
+
+/// The handler of one endpoint.
+fn endpoint(provider: Provider, name: &'static str) -> MethodRouter<WebhookState> {
+    post(
+        move |State(s): State<WebhookState>, h: HeaderMap, b: Body| async move {
+            receive(&s, provider, name, &h, b).await
+        },
+    )
 }
 
 /// Why a delivery was refused.

@@ -336,74 +336,72 @@ mod tests {
         assert_eq!(health("apps", "DaemonSet", ds(2)), Health::Healthy);
     }
 
+    /// Asserts each case's health, a failure naming its case.
+    fn judge_all(cases: Vec<(&str, &str, Value, Health)>) {
+        for (group, kind, live, expected) in cases {
+            let got = health(group, kind, live.clone());
+            assert_eq!(got, expected, "{group}/{kind} {live}");
+        }
+    }
+
     #[test]
     fn jobs_claims_load_balancers_and_crds_follow_their_status() {
         let cond = |t: &str, s: &str| json!({"status": {"conditions": [{"type": t, "status": s}]}});
-        assert_eq!(health("batch", "Job", json!({})), Health::Progressing);
-        assert_eq!(
-            health("batch", "Job", cond("Complete", "True")),
-            Health::Healthy
-        );
-        assert_eq!(
-            health("batch", "Job", cond("Failed", "True")),
-            Health::Degraded
-        );
         let pvc = |phase: &str| json!({"status": {"phase": phase}});
-        assert_eq!(
-            health("", "PersistentVolumeClaim", pvc("Pending")),
-            Health::Progressing
-        );
-        assert_eq!(
-            health("", "PersistentVolumeClaim", pvc("Bound")),
-            Health::Healthy
-        );
-        assert_eq!(
-            health("", "PersistentVolumeClaim", pvc("Lost")),
-            Health::Degraded
-        );
-        let lb = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {}}});
-        assert_eq!(health("", "Service", lb), Health::Progressing);
-        let lb = json!({"spec": {"type": "LoadBalancer"},
-                        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}});
-        assert_eq!(health("", "Service", lb), Health::Healthy);
-        assert_eq!(
-            health("", "Service", json!({"spec": {"type": "ClusterIP"}})),
-            Health::Healthy
-        );
-        let crd = "CustomResourceDefinition";
-        let ext = "apiextensions.k8s.io";
-        assert_eq!(health(ext, crd, json!({})), Health::Progressing);
-        assert_eq!(
-            health(ext, crd, cond("Established", "True")),
-            Health::Healthy
-        );
-        assert_eq!(
-            health(ext, crd, cond("NamesAccepted", "False")),
-            Health::Degraded
-        );
+        let lb = |status: Value| json!({"spec": {"type": "LoadBalancer"}, "status": status});
+        let (crd, ext) = ("CustomResourceDefinition", "apiextensions.k8s.io");
+        judge_all(vec![
+            ("batch", "Job", json!({}), Health::Progressing),
+            ("batch", "Job", cond("Complete", "True"), Health::Healthy),
+            ("batch", "Job", cond("Failed", "True"), Health::Degraded),
+            (
+                "",
+                "PersistentVolumeClaim",
+                pvc("Pending"),
+                Health::Progressing,
+            ),
+            ("", "PersistentVolumeClaim", pvc("Bound"), Health::Healthy),
+            ("", "PersistentVolumeClaim", pvc("Lost"), Health::Degraded),
+            (
+                "",
+                "Service",
+                lb(json!({"loadBalancer": {}})),
+                Health::Progressing,
+            ),
+            (
+                "",
+                "Service",
+                lb(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})),
+                Health::Healthy,
+            ),
+            (
+                "",
+                "Service",
+                json!({"spec": {"type": "ClusterIP"}}),
+                Health::Healthy,
+            ),
+            (ext, crd, json!({}), Health::Progressing),
+            (ext, crd, cond("Established", "True"), Health::Healthy),
+            (ext, crd, cond("NamesAccepted", "False"), Health::Degraded),
+        ]);
     }
 
     #[test]
     fn any_kind_with_a_ready_condition_is_judged_by_it() {
         let ready = |s: &str| json!({"status": {"conditions": [{"type": "Ready", "status": s, "reason": "Reconciling"}]}});
-        assert_eq!(
-            health("example.com", "Widget", ready("True")),
-            Health::Healthy
-        );
-        assert_eq!(
-            health("example.com", "Widget", ready("False")),
-            Health::Degraded
-        );
-        assert_eq!(
-            health("example.com", "Widget", ready("Unknown")),
-            Health::Progressing
-        );
-        assert_eq!(
-            health("", "ConfigMap", json!({"data": {}})),
-            Health::Healthy
-        );
         let terminating = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
-        assert_eq!(health("", "ConfigMap", terminating), Health::Progressing);
+        judge_all(vec![
+            ("example.com", "Widget", ready("True"), Health::Healthy),
+            ("example.com", "Widget", ready("False"), Health::Degraded),
+            (
+                "example.com",
+                "Widget",
+                ready("Unknown"),
+                Health::Progressing,
+            ),
+            ("", "ConfigMap", json!({"data": {}}), Health::Healthy),
+            ("", "ConfigMap", terminating, Health::Progressing),
+        ]);
     }
 
     #[test]

@@ -595,12 +595,15 @@ mod tests {
         assert_eq!(status.resources.len(), 2);
     }
 
+    /// Three instants a second thousand apart, oldest first.
+    fn three_times() -> [DateTime<Utc>; 3] {
+        [1_000, 2_000, 3_000].map(|at| DateTime::from_timestamp(at, 0).unwrap())
+    }
+
     #[test]
     fn a_condition_moves_its_transition_time_only_when_its_status_changes() {
         let mut status = AppStatus::new("web");
-        let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
-        let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
-        let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
+        let [t0, t1, t2] = three_times();
         status.set_condition(Synced, True, "Synced", "", t0);
         status.set_condition(Synced, True, "Synced", "", t1);
         assert_eq!(status.conditions[0].last_transition_time, t0);
@@ -612,9 +615,7 @@ mod tests {
     #[test]
     fn a_condition_set_since_a_time_carries_that_time_even_when_already_false() {
         let mut status = AppStatus::new("web");
-        let t0 = DateTime::from_timestamp(1_000, 0).unwrap();
-        let t1 = DateTime::from_timestamp(2_000, 0).unwrap();
-        let t2 = DateTime::from_timestamp(3_000, 0).unwrap();
+        let [t0, t1, t2] = three_times();
         status.set_condition(SourceReady, True, "Fetched", "", t0);
         status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t1);
         assert_eq!(status.conditions[0].last_transition_time, t1);

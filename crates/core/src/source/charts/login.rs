@@ -272,19 +272,13 @@ fn entry_login(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::auth::tests::data;
 
     fn secret() -> CredentialsSecret {
         CredentialsSecret {
             namespace: "team".into(),
             name: "registry".into(),
         }
-    }
-
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
-            .collect()
     }
 
     #[test]

@@ -47,6 +47,39 @@ pub(super) fn view(value: &Value) -> Box<dyn Val + '_> {
 /// most expressions read a field or an index and never iterate.
 type Lent<'a> = OnceLock<Vec<Box<dyn Val + 'a>>>;
 
+/// The capabilities a map view and a list view both offer (`in`, `[ ]`, iteration,
+/// `size()`, zero test), each answered by the view itself. A macro, since they are
+/// methods of the `Val` trait's impl, which no function can supply.
+macro_rules! container_capabilities {
+    () => {
+        fn as_container(&self) -> Option<&dyn Container> {
+            Some(self)
+        }
+
+        fn as_indexer<'b, 'v>(&'b self) -> Option<&'b (dyn Indexer + 'v)>
+        where
+            Self: 'v,
+        {
+            Some(self)
+        }
+
+        fn as_iterable<'b, 'v>(&'b self) -> Option<&'b (dyn Iterable + 'v)>
+        where
+            Self: 'v,
+        {
+            Some(self)
+        }
+
+        fn as_sizer(&self) -> Option<&dyn Sizer> {
+            Some(self)
+        }
+
+        fn as_zeroer(&self) -> Option<&dyn Zeroer> {
+            Some(self)
+        }
+    };
+}
+
 /// A JSON object as a CEL map of string keys.
 #[derive(Debug)]
 struct JsonMap<'a> {
@@ -72,31 +105,7 @@ impl<'a> Val for JsonMap<'a> {
         &types::MAP_TYPE
     }
 
-    fn as_container(&self) -> Option<&dyn Container> {
-        Some(self)
-    }
-
-    fn as_indexer<'b, 'v>(&'b self) -> Option<&'b (dyn Indexer + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_iterable<'b, 'v>(&'b self) -> Option<&'b (dyn Iterable + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_sizer(&self) -> Option<&dyn Sizer> {
-        Some(self)
-    }
-
-    fn as_zeroer(&self) -> Option<&dyn Zeroer> {
-        Some(self)
-    }
+    container_capabilities!();
 
     /// Equal to any map (a literal, another view) with the same keys and equal values.
     fn equals(&self, other: &dyn Val) -> bool {
@@ -257,31 +266,7 @@ impl<'a> Val for JsonList<'a> {
         Some(self)
     }
 
-    fn as_container(&self) -> Option<&dyn Container> {
-        Some(self)
-    }
-
-    fn as_indexer<'b, 'v>(&'b self) -> Option<&'b (dyn Indexer + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_iterable<'b, 'v>(&'b self) -> Option<&'b (dyn Iterable + 'v)>
-    where
-        Self: 'v,
-    {
-        Some(self)
-    }
-
-    fn as_sizer(&self) -> Option<&dyn Sizer> {
-        Some(self)
-    }
-
-    fn as_zeroer(&self) -> Option<&dyn Zeroer> {
-        Some(self)
-    }
+    container_capabilities!();
 
     /// Equal to any list (a literal, another view) with pairwise equal elements.
     fn equals(&self, other: &dyn Val) -> bool {
