@@ -158,6 +158,16 @@ impl ResourceType {
         self.group == group && self.kind == kind
     }
 
+    /// The short names and categories both discovery documents list, when there are any.
+    fn add_names(&self, entry: &mut Value) {
+        if !self.short_names.is_empty() {
+            entry["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            entry["categories"] = json!(self.categories);
+        }
+    }
+
     /// The `APIResourceDiscovery` of this resource in aggregated discovery.
     fn aggregated_entry(&self) -> Value {
         let mut entry = json!({
@@ -167,12 +177,7 @@ impl ResourceType {
             "singularResource": self.singular,
             "verbs": self.verbs,
         });
-        if !self.short_names.is_empty() {
-            entry["shortNames"] = json!(self.short_names);
-        }
-        if !self.categories.is_empty() {
-            entry["categories"] = json!(self.categories);
-        }
+        self.add_names(&mut entry);
         let mut subresources = Vec::new();
         if self.has_scale {
             subresources.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
@@ -195,12 +200,7 @@ impl ResourceType {
             "kind": self.kind,
             "verbs": self.verbs,
         });
-        if !self.short_names.is_empty() {
-            main["shortNames"] = json!(self.short_names);
-        }
-        if !self.categories.is_empty() {
-            main["categories"] = json!(self.categories);
-        }
+        self.add_names(&mut main);
         let mut entries = vec![main];
         if self.has_status {
             entries.push(json!({"name": format!("{}/status", self.plural), "singularName": "", "namespaced": self.namespaced, "kind": self.kind, "verbs": ["get", "patch", "update"]}));

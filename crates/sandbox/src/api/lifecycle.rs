@@ -66,15 +66,7 @@ impl State {
     ) -> Result<(StatusCode, Value), ApiError> {
         let mut object = stored.value();
         let already_deleting = object.pointer("/metadata/deletionTimestamp").is_some();
-        let mut finalizers: Vec<String> = object
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .map(|f| {
-                f.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut finalizers = finalizers_of(&object);
         if already_deleting {
             return Ok((StatusCode::OK, object));
         }
@@ -185,15 +177,7 @@ impl State {
         key: &ObjectKey,
         object: &Value,
     ) {
-        let finalizers: Vec<String> = object
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .map(|f| {
-                f.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let finalizers = finalizers_of(object);
         if !finalizers
             .iter()
             .any(|f| f == "foregroundDeletion" || f == "orphan")
@@ -323,4 +307,17 @@ impl State {
             "items": deleted,
         })))
     }
+}
+
+/// The finalizers an object names.
+fn finalizers_of(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }

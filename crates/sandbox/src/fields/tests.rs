@@ -124,7 +124,7 @@ fn apply_to_nothing_creates_the_object_from_the_config() {
     let fx = fixture("apply/configmap-app-config.json");
     let config = request_body(&fx);
     let schema = schema_of(&config);
-    let got = apply(&schema, None, &config, &opts("tether", false, "v1", T18)).expect("apply");
+    let got = apply_by(&schema, None, &config, "tether", false).expect("apply");
     assert_eq!(got["data"], config["data"]);
     assert_eq!(got["metadata"]["labels"], json!({"app": "web"}));
     assert_eq!(got["metadata"]["name"], "app-config");
@@ -133,18 +133,13 @@ fn apply_to_nothing_creates_the_object_from_the_config() {
 /// Replays the recorded SSA sequence, each step from the recorded state before it.
 #[test]
 fn a_second_manager_changing_an_owned_field_conflicts() {
-    let live = response(&fixture("apply/deployment-web.json"));
-    let fx = fixture("ssa/conflict-without-force.json");
-    let config = request_body(&fx);
-    let schema = schema_of(&config);
-    let err = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("other", false, "apps/v1", T18),
-    )
-    .expect_err("a conflict");
-    let want = response(&fx);
+    let (err, want) = try_replay(
+        FIRST_APPLY,
+        "ssa/conflict-without-force.json",
+        "other",
+        false,
+    );
+    let err = err.expect_err("a conflict");
     assert_eq!(err.to_string(), want["message"].as_str().expect("message"));
     let ApplyError::Conflicts(conflicts) = err else {
         panic!("not a conflict");
@@ -159,87 +154,79 @@ fn a_second_manager_changing_an_owned_field_conflicts() {
     assert_eq!(conflicts[0].manager, "tether");
 }
 
-fn replay(before: &str, step: &str, manager: &str, force: bool) -> (Value, Value) {
+/// `config` applied over `live` by `manager` at the recorded time, in the config's
+/// apiVersion (`force`: taking the fields others own).
+fn apply_by(
+    schema: &Schema,
+    live: Option<&Value>,
+    config: &Value,
+    manager: &str,
+    force: bool,
+) -> Result<Value, ApplyError> {
+    let api_version = config["apiVersion"].as_str().unwrap_or_default();
+    apply(
+        schema,
+        live,
+        config,
+        &opts(manager, force, api_version, T18),
+    )
+}
+
+/// A recorded step's config applied over the recorded state `before`: the answer
+/// and the server's.
+fn try_replay(
+    before: &str,
+    step: &str,
+    manager: &str,
+    force: bool,
+) -> (Result<Value, ApplyError>, Value) {
     let live = response(&fixture(before));
     let fx = fixture(step);
     let config = request_body(&fx);
-    let schema = schema_of(&config);
-    let got = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts(manager, force, "apps/v1", T18),
-    )
-    .unwrap_or_else(|e| panic!("{step}: {e}"));
+    let got = apply_by(&schema_of(&config), Some(&live), &config, manager, force);
     (got, response(&fx))
 }
 
-#[test]
-fn force_moves_the_conflicting_field_to_the_forcing_manager() {
-    let (got, want) = replay(
-        "apply/deployment-web.json",
-        "ssa/other-manager-forced.json",
-        "other",
-        true,
-    );
-    assert_same_json(managed(&got), managed(&want), "managedFields");
-    assert_eq!(
-        got["spec"]["template"]["spec"]["containers"][0]["image"],
-        "nginx:1.26"
-    );
-    assert_eq!(got["spec"]["replicas"], want["spec"]["replicas"]);
+fn replay(before: &str, step: &str, manager: &str, force: bool) -> (Value, Value) {
+    let (got, want) = try_replay(before, step, manager, force);
+    (got.unwrap_or_else(|e| panic!("{step}: {e}")), want)
 }
 
-#[test]
-fn a_manager_setting_an_unowned_field_shares_the_object() {
-    let (got, want) = replay(
-        "ssa/other-manager-forced.json",
-        "ssa/other-manager-sets-replicas.json",
-        "hpa-like",
-        false,
-    );
-    assert_same_json(managed(&got), managed(&want), "managedFields");
-    assert_eq!(got["spec"]["replicas"], 4);
-}
+/// The recorded sequence's first apply, by tether.
+const FIRST_APPLY: &str = "apply/deployment-web.json";
+
+/// The recorded SSA sequence after [`FIRST_APPLY`]: each step's fixture, manager
+/// and force.
+const SSA_STEPS: [(&str, &str, bool); 4] = [
+    // Force moves the conflicting field to the forcing manager.
+    ("ssa/other-manager-forced.json", "other", true),
+    // A manager setting an unowned field shares the object.
+    ("ssa/other-manager-sets-replicas.json", "hpa-like", false),
+    // Reapplying with force takes the field back.
+    ("ssa/tether-reapplies.json", "tether", true),
+    // A dry-run apply computes the same answer.
+    ("ssa/dry-run.json", "tether", true),
+];
 
 #[test]
-fn reapplying_with_force_takes_the_field_back() {
-    let (got, want) = replay(
-        "ssa/other-manager-sets-replicas.json",
-        "ssa/tether-reapplies.json",
-        "tether",
-        true,
-    );
-    assert_same_json(managed(&got), managed(&want), "managedFields");
-    assert_eq!(got["spec"], want["spec"]);
-}
-
-#[test]
-fn a_dry_run_apply_computes_the_same_answer() {
-    let (got, want) = replay(
-        "ssa/tether-reapplies.json",
-        "ssa/dry-run.json",
-        "tether",
-        true,
-    );
-    assert_same_json(managed(&got), managed(&want), "managedFields");
-    assert_eq!(got["spec"], want["spec"]);
+fn each_ssa_step_from_the_recorded_state_before_it_answers_as_the_server() {
+    let mut before = FIRST_APPLY;
+    for (step, manager, force) in SSA_STEPS {
+        let (got, want) = replay(before, step, manager, force);
+        assert_same_json(managed(&got), managed(&want), step);
+        assert_eq!(got["spec"], want["spec"], "{step}");
+        before = step;
+    }
 }
 
 #[test]
 fn a_field_the_manager_omits_is_removed() {
-    let live = response(&fixture("apply/configmap-app-config.json"));
-    let fx = fixture("ssa/field-removed-when-manager-omits-it.json");
-    let config = request_body(&fx);
-    let schema = schema_of(&config);
-    let got = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("tether", true, "v1", T18),
-    )
-    .expect("apply");
-    let want = response(&fx);
+    let (got, want) = replay(
+        "apply/configmap-app-config.json",
+        "ssa/field-removed-when-manager-omits-it.json",
+        "tether",
+        true,
+    );
     assert_same_json(managed(&got), managed(&want), "managedFields");
     assert_eq!(got["data"], want["data"]);
 }
@@ -258,19 +245,10 @@ fn the_ssa_sequence_chains_on_its_own_results() {
         &opts("tether", true, "apps/v1", t15),
     )
     .expect("create");
-    for (step, manager, force) in [
-        ("ssa/other-manager-forced.json", "other", true),
-        ("ssa/other-manager-sets-replicas.json", "hpa-like", false),
-        ("ssa/tether-reapplies.json", "tether", true),
-    ] {
+    for (step, manager, force) in SSA_STEPS {
         let fx = fixture(step);
-        live = apply(
-            &schema,
-            Some(&live),
-            &request_body(&fx),
-            &opts(manager, force, "apps/v1", T18),
-        )
-        .unwrap_or_else(|e| panic!("{step}: {e}"));
+        live = apply_by(&schema, Some(&live), &request_body(&fx), manager, force)
+            .unwrap_or_else(|e| panic!("{step}: {e}"));
         assert_same_json(managed(&live), managed(&response(&fx)), step);
     }
     assert_eq!(live["spec"]["replicas"], 4);
@@ -285,13 +263,7 @@ fn applying_the_live_value_is_no_conflict_and_keeps_the_time() {
         "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}}
     });
     let schema = schema_of(&config);
-    let got = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("other", false, "apps/v1", T18),
-    )
-    .expect("no conflict");
+    let got = apply_by(&schema, Some(&live), &config, "other", false).expect("no conflict");
     let entries = managed(&got).as_array().expect("entries");
     assert_eq!(entries.len(), 2);
     // Unchanged object: the tether entry is untouched, the new one shares the image.
@@ -302,11 +274,12 @@ fn applying_the_live_value_is_no_conflict_and_keeps_the_time() {
             "k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
     );
     // Re-applying tether's own manifest changes nothing, not even its time.
-    let again = apply(
+    let again = apply_by(
         &schema,
         Some(&live),
         &request_body(&fixture("apply/deployment-web.json")),
-        &opts("tether", false, "apps/v1", T18),
+        "tether",
+        false,
     )
     .expect("re-apply");
     assert_eq!(managed(&again), managed(&live));
@@ -339,24 +312,12 @@ fn conflicts_with_several_fields_and_updaters_are_worded_like_the_server() {
         "metadata": {"name": "web", "labels": {"a": "2"}},
         "spec": {"replicas": 3, "minReadySeconds": 1}
     });
-    let err = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("tether", false, "apps/v1", T18),
-    )
-    .expect_err("conflicts");
+    let err = apply_by(&schema, Some(&live), &config, "tether", false).expect_err("conflicts");
     assert_eq!(
         err.to_string(),
         "Apply failed with 2 conflicts: conflicts with \"kubectl-edit\" using apps/v1:\n- .metadata.labels.a\n- .spec.replicas"
     );
-    let forced = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("tether", true, "apps/v1", T18),
-    )
-    .expect("forced");
+    let forced = apply_by(&schema, Some(&live), &config, "tether", true).expect("forced");
     let entries = managed(&forced).as_array().expect("entries");
     assert_eq!(entries[0]["manager"], "tether");
     assert_eq!(entries[1]["manager"], "kubectl-edit");
@@ -372,49 +333,39 @@ fn an_omitted_field_another_manager_owns_stays() {
     let schema = Schemas::builtin()
         .get("", "v1", "ConfigMap")
         .expect("ConfigMap");
-    let o = |m| opts(m, false, "v1", T18);
-    let both = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
-                      "data": {"a": "1", "b": "2"}});
-    let live = apply(&schema, None, &both, &o("first")).expect("first");
-    let live = apply(
-        &schema,
-        Some(&live),
-        &json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "c"}, "data": {"b": "2"}}),
-        &o("second"),
-    )
-    .expect("second");
-    let only_a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
-                        "data": {"a": "1"}});
-    let got = apply(&schema, Some(&live), &only_a, &o("first")).expect("shrink");
+    // ConfigMap `c` with `fields` besides its kind and name.
+    let cm = |fields: Value| {
+        let mut config =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        merge_json(&mut config, fields);
+        config
+    };
+    let both = cm(json!({"data": {"a": "1", "b": "2"}}));
+    let live = apply_by(&schema, None, &both, "first", false).expect("first");
+    let only_b = cm(json!({"data": {"b": "2"}}));
+    let live = apply_by(&schema, Some(&live), &only_b, "second", false).expect("second");
+    let only_a = cm(json!({"data": {"a": "1"}}));
+    let got = apply_by(&schema, Some(&live), &only_a, "first", false).expect("shrink");
     assert_eq!(got["data"], json!({"a": "1", "b": "2"}));
-    let got = apply(
-        &schema,
-        Some(&got),
-        &json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "c"}}),
-        &o("second"),
-    )
-    .expect("second drops b");
+    let got = apply_by(&schema, Some(&got), &cm(json!({})), "second", false).expect("drops b");
     assert_eq!(got["data"], json!({"a": "1"}));
     // Dropping every label removes the labels map, not just its keys.
-    let labelled = apply(
-        &schema,
-        None,
-        &json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "c", "labels": {"x": "y"}}}),
-        &o("first"),
-    )
-    .expect("labelled");
-    let bare = apply(
-        &schema,
-        Some(&labelled),
-        &json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "c"}}),
-        &o("first"),
-    )
-    .expect("bare");
+    let labels = cm(json!({"metadata": {"labels": {"x": "y"}}}));
+    let labelled = apply_by(&schema, None, &labels, "first", false).expect("labelled");
+    let bare = apply_by(&schema, Some(&labelled), &cm(json!({})), "first", false).expect("bare");
     assert_eq!(bare["metadata"], json!({"name": "c"}));
+}
+
+/// `patch` merged into `target`, objects key by key.
+fn merge_json(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge_json(target.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (target, patch) => *target = patch,
+    }
 }
 
 #[test]
@@ -426,7 +377,7 @@ fn set_lists_are_owned_by_value_and_atomic_values_whole() {
         "spec": {"selector": {"matchLabels": {"app": "web"}},
                  "template": {"spec": {"containers": [{"name": "c", "args": ["x"], "ports": []}]}}}
     });
-    let got = apply(&schema, None, &config, &opts("m", false, "apps/v1", T18)).expect("apply");
+    let got = apply_by(&schema, None, &config, "m", false).expect("apply");
     assert_same_json(
         &managed(&got)[0]["fieldsV1"],
         &json!({
@@ -439,13 +390,7 @@ fn set_lists_are_owned_by_value_and_atomic_values_whole() {
     // A second manager adding a finalizer merges into the set.
     let more = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "finalizers": ["e/f"]}});
-    let merged = apply(
-        &schema,
-        Some(&got),
-        &more,
-        &opts("n", false, "apps/v1", T18),
-    )
-    .expect("apply");
+    let merged = apply_by(&schema, Some(&got), &more, "n", false).expect("apply");
     assert_eq!(
         merged["metadata"]["finalizers"],
         json!(["a/b", "c/d", "e/f"])
@@ -463,20 +408,8 @@ fn keyed_lists_merge_in_the_configs_order_and_keep_live_only_items() {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                "spec": {"containers": containers}})
     };
-    let live = apply(
-        &schema,
-        None,
-        &c(&["a", "b", "c"]),
-        &opts("one", false, "v1", T18),
-    )
-    .expect("one");
-    let got = apply(
-        &schema,
-        Some(&live),
-        &c(&["c", "d", "a"]),
-        &opts("two", true, "v1", T18),
-    )
-    .expect("two");
+    let live = apply_by(&schema, None, &c(&["a", "b", "c"]), "one", false).expect("one");
+    let got = apply_by(&schema, Some(&live), &c(&["c", "d", "a"]), "two", true).expect("two");
     let names: Vec<&str> = got["spec"]["containers"]
         .as_array()
         .expect("containers")
@@ -531,13 +464,7 @@ fn apply_ignores_reset_fields_and_keeps_them_from_live() {
                       "status": {"replicas": 2}});
     let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
                         "spec": {"paused": true}, "status": {"replicas": 9}});
-    let got = apply(
-        &schema,
-        Some(&live),
-        &config,
-        &opts("m", false, "apps/v1", T18),
-    )
-    .expect("apply");
+    let got = apply_by(&schema, Some(&live), &config, "m", false).expect("apply");
     assert_eq!(got["status"], json!({"replicas": 2}));
     assert_eq!(
         managed(&got)[0]["fieldsV1"],
@@ -548,28 +475,17 @@ fn apply_ignores_reset_fields_and_keeps_them_from_live() {
 #[test]
 fn unknown_kinds_merge_maps_and_replace_lists() {
     let schema = Schema::untyped();
-    let live = apply(
-        &schema,
-        None,
-        &json!({"apiVersion": "x/v1", "kind": "Thing",
-        "metadata": {"name": "t"}, "spec": {"a": {"b": 1}, "list": [1, 2]}}),
-        &opts("m", false, "x/v1", T18),
-    )
-    .expect("create");
+    let thing = |spec: Value| json!({"apiVersion": "x/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": spec});
+    let first = thing(json!({"a": {"b": 1}, "list": [1, 2]}));
+    let live = apply_by(&schema, None, &first, "m", false).expect("create");
     assert_same_json(
         &managed(&live)[0]["fieldsV1"],
         // Every key of an untyped object is a map entry, so owned itself.
         &json!({"f:spec": {".": {}, "f:a": {".": {}, "f:b": {}}, "f:list": {}}}),
         "untyped field set",
     );
-    let got = apply(
-        &schema,
-        Some(&live),
-        &json!({"apiVersion": "x/v1", "kind": "Thing",
-        "metadata": {"name": "t"}, "spec": {"a": {"c": 2}, "list": [3]}}),
-        &opts("n", true, "x/v1", T18),
-    )
-    .expect("merge");
+    let second = thing(json!({"a": {"c": 2}, "list": [3]}));
+    let got = apply_by(&schema, Some(&live), &second, "n", true).expect("merge");
     assert_eq!(got["spec"], json!({"a": {"b": 1, "c": 2}, "list": [3]}));
 }
 

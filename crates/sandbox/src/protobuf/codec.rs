@@ -423,16 +423,7 @@ pub(crate) fn decode_into(
                 while let Some(raw) = next_of(&mut reader, tag)? {
                     items.push(decode_field(schema, message, field, raw)?.unwrap_or(Value::Null));
                 }
-                match object.entry(field.json) {
-                    Entry::Vacant(slot) => {
-                        slot.insert(Value::Array(items));
-                    }
-                    Entry::Occupied(mut slot) => {
-                        if let Value::Array(before) = slot.get_mut() {
-                            before.extend(items);
-                        }
-                    }
-                }
+                extend_field(object, field.json, Value::Array(items));
             }
             Label::Map => {
                 let mut map = Map::with_capacity(1 + reader.clone().run_of(tag)?);
@@ -448,20 +439,25 @@ pub(crate) fn decode_into(
                         None => break,
                     }
                 }
-                match object.entry(field.json) {
-                    Entry::Vacant(slot) => {
-                        slot.insert(Value::Object(map));
-                    }
-                    Entry::Occupied(mut slot) => {
-                        if let Value::Object(before) = slot.get_mut() {
-                            before.extend(map);
-                        }
-                    }
-                }
+                extend_field(object, field.json, Value::Object(map));
             }
         }
     }
     Ok(())
+}
+
+/// A repeated or map field's run, appended to what its earlier runs gave.
+fn extend_field(object: &mut Map<String, Value>, key: &str, run: Value) {
+    match object.entry(key) {
+        Entry::Vacant(slot) => {
+            slot.insert(run);
+        }
+        Entry::Occupied(mut slot) => match (slot.get_mut(), run) {
+            (Value::Array(before), Value::Array(items)) => before.extend(items),
+            (Value::Object(before), Value::Object(map)) => before.extend(map),
+            _ => {}
+        },
+    }
 }
 
 /// The next field if it is numbered `tag` (the reader moves past it), else `None` (the

@@ -157,34 +157,33 @@ fn a_binding_to_a_missing_role_gives_the_rbac_reason() {
 #[test]
 fn requests_are_read_as_request_info_reads_them() {
     let q = HashMap::new();
-    let watch: HashMap<String, String> = [("watch".to_string(), "true".to_string())].into();
     let of = |m: &Method, p: &str, q: &HashMap<String, String>| {
         Attributes::of_request(m, p, q).expect("a resource request")
     };
-    assert_eq!(
-        of(
-            &Method::PATCH,
-            "/apis/apps/v1/namespaces/t1/deployments/web",
-            &q
-        ),
-        attributes("patch", "apps", "deployments", "t1", "web")
-    );
-    assert_eq!(
-        of(&Method::GET, "/api/v1/namespaces/t1", &q),
-        attributes("get", "", "namespaces", "t1", "t1")
-    );
-    assert_eq!(
-        of(&Method::POST, "/api/v1/namespaces", &q),
-        attributes("create", "", "namespaces", "", "")
-    );
-    assert_eq!(
-        of(&Method::GET, "/apis/apps/v1/deployments", &watch),
-        attributes("watch", "apps", "deployments", "", "")
-    );
-    assert_eq!(
-        of(&Method::DELETE, "/api/v1/namespaces/t1/configmaps", &q),
-        attributes("deletecollection", "", "configmaps", "t1", "")
-    );
+    // Each request, and its attributes: verb, group, resource, namespace, name.
+    let cases = [
+        "PATCH /apis/apps/v1/namespaces/t1/deployments/web => patch,apps,deployments,t1,web",
+        "GET /api/v1/namespaces/t1 => get,,namespaces,t1,t1",
+        "POST /api/v1/namespaces => create,,namespaces,,",
+        "GET /apis/apps/v1/deployments?watch=true => watch,apps,deployments,,",
+        "DELETE /api/v1/namespaces/t1/configmaps => deletecollection,,configmaps,t1,",
+    ];
+    for case in cases {
+        let (request, expected) = case.split_once(" => ").expect("request => attributes");
+        let (method, request) = request.split_once(' ').expect("method and path");
+        let method = Method::from_bytes(method.as_bytes()).expect("a method");
+        let (path, query) = request.split_once('?').unwrap_or((request, ""));
+        let query: HashMap<String, String> = query
+            .split_once('=')
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into_iter()
+            .collect();
+        let [verb, group, resource, ns, name] = expected.split(',').collect::<Vec<_>>()[..] else {
+            panic!("{expected}: five attributes");
+        };
+        let expected = attributes(verb, group, resource, ns, name);
+        assert_eq!(of(&method, path, &query), expected, "{case}");
+    }
     let finalize = of(&Method::PUT, "/api/v1/namespaces/t1/finalize", &q);
     assert_eq!(
         (finalize.resource.as_str(), finalize.subresource.as_str()),

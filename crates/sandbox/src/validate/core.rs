@@ -6,10 +6,10 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::go_format::{go_quote, go_string_slice};
+use super::go_format::go_string_slice;
 use super::meta::validate_labels;
-use super::names::{config_key_errors, label_errors, port_name_errors, subdomain_errors};
-use super::pods::validate_protocol;
+use super::names::{config_key_errors, port_name_errors, subdomain_errors};
+use super::pods::{unique_label, validate_protocol};
 use super::{
     FieldError, MAX_DATA_BYTES, PORT_RANGE_MSG, SERVICE_CIDR_TEXT, sorted, str_at, strings,
 };
@@ -135,15 +135,7 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
         if ports.len() > 1 && name.is_empty() {
             errs.push(FieldError::required(&format!("{path}.name"), ""));
         } else if !name.is_empty() {
-            for msg in label_errors(name) {
-                errs.push(FieldError::invalid_str(&format!("{path}.name"), name, &msg));
-            }
-            if !names.insert(name.to_string()) {
-                errs.push(FieldError::duplicate(
-                    &format!("{path}.name"),
-                    &go_quote(name),
-                ));
-            }
+            unique_label(&format!("{path}.name"), name, &mut names, errs);
         }
         let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
         if !(1..=65535).contains(&port) {

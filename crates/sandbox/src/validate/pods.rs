@@ -127,15 +127,7 @@ pub(super) fn validate_container(
     if name.is_empty() {
         errs.push(FieldError::required(&format!("{path}.name"), ""));
     } else {
-        for msg in label_errors(name) {
-            errs.push(FieldError::invalid_str(&format!("{path}.name"), name, &msg));
-        }
-        if !names.insert(name.to_string()) {
-            errs.push(FieldError::duplicate(
-                &format!("{path}.name"),
-                &go_quote(name),
-            ));
-        }
+        unique_label(&format!("{path}.name"), name, names, errs);
     }
     let image = str_at(c, "image");
     if image.is_empty() {
@@ -252,5 +244,21 @@ pub(super) fn validate_protocol(holder: &Value, path: &str, errs: &mut Vec<Field
             errs.push(FieldError::not_supported(path, p, &PROTOCOLS))
         }
         _ => {}
+    }
+}
+
+/// A name (of a container, of a Service port) that must be a DNS label unique among
+/// its siblings' `names`.
+pub(super) fn unique_label(
+    path: &str,
+    name: &str,
+    names: &mut BTreeSet<String>,
+    errs: &mut Vec<FieldError>,
+) {
+    for msg in label_errors(name) {
+        errs.push(FieldError::invalid_str(path, name, &msg));
+    }
+    if !names.insert(name.to_string()) {
+        errs.push(FieldError::duplicate(path, &go_quote(name)));
     }
 }

@@ -7,6 +7,15 @@ use serde_json::{Map, Value};
 use super::{age_since, human_duration};
 use crate::registry::{self, ResourceType};
 
+/// Where a workload keeps its pod template.
+const POD_TEMPLATE: &str = "/spec/template/spec";
+
+/// `cells` followed by a workload's wide columns.
+fn with_wide(mut cells: Vec<Value>, wide: [Value; 3]) -> Vec<Value> {
+    cells.extend(wide);
+    cells
+}
+
 /// The cells after Name, in [`columns_of`]'s order.
 pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let int = |path: &str| o.pointer(path).and_then(Value::as_i64).unwrap_or(0);
@@ -38,34 +47,34 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
         };
         (join("name"), join("image"))
     };
+    // A workload's wide columns: its template's containers and images, its selector.
+    let wide = |template_at: &str, selector_at: &str| -> [Value; 3] {
+        let (containers, images) = template(template_at);
+        let selector = selector_text(o.pointer(selector_at));
+        [containers.into(), images.into(), selector.into()]
+    };
     let group = registry::storage_group(&resource.group, &resource.plural);
     match (group, resource.kind.as_str()) {
-        ("apps", "Deployment") => {
-            let (containers, images) = template("/spec/template/spec");
+        ("apps", "Deployment") => with_wide(
             vec![
                 format!("{}/{}", int("/status/readyReplicas"), int("/spec/replicas")).into(),
                 int("/status/updatedReplicas").into(),
                 int("/status/availableReplicas").into(),
                 age.into(),
-                containers.into(),
-                images.into(),
-                selector_text(o.pointer("/spec/selector")).into(),
-            ]
-        }
-        ("apps", "ReplicaSet") => {
-            let (containers, images) = template("/spec/template/spec");
+            ],
+            wide(POD_TEMPLATE, "/spec/selector"),
+        ),
+        ("apps", "ReplicaSet") => with_wide(
             vec![
                 int("/spec/replicas").into(),
                 int("/status/replicas").into(),
                 int("/status/readyReplicas").into(),
                 age.into(),
-                containers.into(),
-                images.into(),
-                selector_text(o.pointer("/spec/selector")).into(),
-            ]
-        }
+            ],
+            wide(POD_TEMPLATE, "/spec/selector"),
+        ),
         ("apps", "StatefulSet") => {
-            let (containers, images) = template("/spec/template/spec");
+            let (containers, images) = template(POD_TEMPLATE);
             vec![
                 format!("{}/{}", int("/status/readyReplicas"), int("/spec/replicas")).into(),
                 age.into(),
@@ -74,13 +83,12 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
             ]
         }
         ("apps", "DaemonSet") => {
-            let (containers, images) = template("/spec/template/spec");
             let node_selector = o
                 .pointer("/spec/template/spec/nodeSelector")
                 .and_then(Value::as_object)
                 .map(labels_text)
                 .unwrap_or_default();
-            vec![
+            let cells = vec![
                 int("/status/desiredNumberScheduled").into(),
                 int("/status/currentNumberScheduled").into(),
                 int("/status/numberReady").into(),
@@ -88,10 +96,8 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
                 int("/status/numberAvailable").into(),
                 or_none(node_selector).into(),
                 age.into(),
-                containers.into(),
-                images.into(),
-                selector_text(o.pointer("/spec/selector")).into(),
-            ]
+            ];
+            with_wide(cells, wide(POD_TEMPLATE, "/spec/selector"))
         }
         ("", "Pod") => {
             let statuses = o
@@ -169,13 +175,12 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
         ("", "Event") => event_cells(o, now),
         ("batch", "Job") => job_cells(o, now, age),
         ("batch", "CronJob") => {
-            let (containers, images) = template("/spec/jobTemplate/spec/template/spec");
             let last = o
                 .pointer("/status/lastScheduleTime")
                 .and_then(Value::as_str)
                 .map(|t| age_since(Some(t), now))
                 .unwrap_or_else(|| "<none>".into());
-            vec![
+            let cells = vec![
                 text("/spec/schedule").into(),
                 or_none(text("/spec/timeZone").to_string()).into(),
                 // `printBoolPtr`: a word, not a JSON boolean.
@@ -191,10 +196,12 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
                     .into(),
                 last.into(),
                 age.into(),
-                containers.into(),
-                images.into(),
-                selector_text(o.pointer("/spec/jobTemplate/spec/selector")).into(),
-            ]
+            ];
+            let job = "/spec/jobTemplate/spec";
+            with_wide(
+                cells,
+                wide(&format!("{job}/template/spec"), &format!("{job}/selector")),
+            )
         }
         ("networking.k8s.io", "Ingress") => ingress_cells(o, age),
         ("rbac.authorization.k8s.io", _) => {
