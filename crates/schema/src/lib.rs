@@ -590,7 +590,15 @@ pub struct Schemas {
 }
 
 macro_rules! embedded {
-    ($group:expr, $version:expr, $file:literal) => {
+    // The recorded document of a group version is named as its URL path is:
+    // `/api/v1` for the core group, `/apis/GROUP/VERSION` for the others.
+    ("", $version:literal) => {
+        embedded!(@file "", $version, concat!("api_", $version, ".json"))
+    };
+    ($group:literal, $version:literal) => {
+        embedded!(@file $group, $version, concat!("apis_", $group, "_", $version, ".json"))
+    };
+    (@file $group:expr, $version:expr, $file:expr) => {
         Embedded {
             group: $group,
             version: $version,
@@ -612,29 +620,17 @@ impl Schemas {
         static BUILTIN: OnceLock<Schemas> = OnceLock::new();
         BUILTIN.get_or_init(|| Schemas {
             documents: vec![
-                embedded!("", "v1", "api_v1.json"),
-                embedded!(
-                    "apiextensions.k8s.io",
-                    "v1",
-                    "apis_apiextensions.k8s.io_v1.json"
-                ),
-                embedded!("apps", "v1", "apis_apps_v1.json"),
-                embedded!("autoscaling", "v1", "apis_autoscaling_v1.json"),
-                embedded!("autoscaling", "v2", "apis_autoscaling_v2.json"),
-                embedded!("batch", "v1", "apis_batch_v1.json"),
-                embedded!(
-                    "coordination.k8s.io",
-                    "v1",
-                    "apis_coordination.k8s.io_v1.json"
-                ),
-                embedded!("events.k8s.io", "v1", "apis_events.k8s.io_v1.json"),
-                embedded!("networking.k8s.io", "v1", "apis_networking.k8s.io_v1.json"),
-                embedded!("policy", "v1", "apis_policy_v1.json"),
-                embedded!(
-                    "rbac.authorization.k8s.io",
-                    "v1",
-                    "apis_rbac.authorization.k8s.io_v1.json"
-                ),
+                embedded!("", "v1"),
+                embedded!("apiextensions.k8s.io", "v1"),
+                embedded!("apps", "v1"),
+                embedded!("autoscaling", "v1"),
+                embedded!("autoscaling", "v2"),
+                embedded!("batch", "v1"),
+                embedded!("coordination.k8s.io", "v1"),
+                embedded!("events.k8s.io", "v1"),
+                embedded!("networking.k8s.io", "v1"),
+                embedded!("policy", "v1"),
+                embedded!("rbac.authorization.k8s.io", "v1"),
             ],
         })
     }

@@ -27,10 +27,7 @@ pub(in crate::manifest) fn template_on_disk(
         .to_path_buf();
     // SOPS-encrypted values files (the helm-secrets layout) reach helm decrypted, from
     // a private folder removed after the render.
-    let private = tempfile::Builder::new()
-        .prefix("tether-render-")
-        .tempdir()
-        .map_err(io)?;
+    let private = super::scratch_dir("tether-render-").map_err(io)?;
     let mut value_files = Vec::new();
     for (i, file) in renderers.helm.value_files.iter().enumerate() {
         if let Some(path) = renderers.helm.ref_file(file, i, private.path(), at)? {

@@ -129,11 +129,7 @@ impl TreeView for MemTree<'_> {
         self.0.contains_key(path)
     }
     fn is_dir(&self, path: &str) -> bool {
-        let prefix = if path.is_empty() {
-            String::new()
-        } else {
-            format!("{path}/")
-        };
+        let prefix = dir_prefix(path);
         self.0
             .range(prefix.clone()..)
             .next()
@@ -342,11 +338,7 @@ impl FileTree {
 
     /// The paths of the files under `dir` (`""`: all of them).
     fn under<'a>(&'a self, dir: &str) -> impl Iterator<Item = &'a String> {
-        let prefix = if dir.is_empty() {
-            String::new()
-        } else {
-            format!("{dir}/")
-        };
+        let prefix = dir_prefix(dir);
         let exact = (!dir.is_empty()).then(|| self.0.get_key_value(dir).map(|(k, _)| k));
         self.0
             .range(prefix.clone()..)
@@ -453,11 +445,7 @@ pub fn render_tree<P: AsRef<str>>(
     }
 
     // A plain directory (or a single file).
-    let prefix = if path.is_empty() {
-        String::new()
-    } else {
-        format!("{path}/")
-    };
+    let prefix = dir_prefix(&path);
     let mut nested: BTreeSet<String> = BTreeSet::new();
     for (key, bytes) in &map {
         let rel = if *key == path {
@@ -515,33 +503,15 @@ fn template_in_copy(
     renderers: &Renderers,
 ) -> Result<Templated, ManifestError> {
     let at = in_repo(dir);
-    let io = |source| ManifestError::Io {
+    let mut copy = RenderCopy::new(&at, renderers)?;
+    let prefix = dir_prefix(dir);
+    for (key, bytes) in under(map, &prefix) {
+        copy.write(key, bytes)?;
+    }
+    let refs = scratch_dir("tether-ref-values-").map_err(|source| ManifestError::Io {
         at: at.clone(),
         source,
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix("tether-render-")
-        .tempdir()
-        .map_err(io)?;
-    let mut plaintext = Vec::new();
-    let mut write = |key: &str, bytes: &[u8]| {
-        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
-    };
-    let prefix = if dir.is_empty() {
-        String::new()
-    } else {
-        format!("{dir}/")
-    };
-    for (key, bytes) in map.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
-        write(key, bytes)?;
-    }
-    let refs = tempfile::Builder::new()
-        .prefix("tether-ref-values-")
-        .tempdir()
-        .map_err(io)?;
+    })?;
     let mut value_files = Vec::new();
     for (i, file) in renderers.helm.value_files.iter().enumerate() {
         if let Some(path) = renderers.helm.ref_file(file, i, refs.path(), &at)? {
@@ -560,9 +530,9 @@ fn template_in_copy(
                 at: at.clone(),
                 file: file.clone(),
             })?;
-        value_files.push(write(&key, bytes)?);
+        value_files.push(copy.write(&key, bytes)?);
     }
-    let chart = tmp.path().join(dir);
+    let chart = copy.dir.path().join(dir);
     let out = renderers
         .helm
         .template(
@@ -573,7 +543,7 @@ fn template_in_copy(
             &at,
         )
         .and_then(|out| post_rendered(out, renderers, &at));
-    drop(tmp);
+    let mut plaintext = copy.finish();
     drop(refs);
     out.map_err(|e| {
         let values = renderers
@@ -597,6 +567,48 @@ fn under<'a>(
     map.range(prefix.to_string()..)
         .take_while(move |(key, _)| key.starts_with(prefix))
         .map(|(key, bytes)| (key.as_str(), *bytes))
+}
+
+/// A private copy of the part of the revision a renderer reads, removed when finished,
+/// and the plaintext of the SOPS files written into it decrypted (errors mask it).
+struct RenderCopy<'r> {
+    dir: tempfile::TempDir,
+    at: &'r Location,
+    renderers: &'r Renderers,
+    plaintext: Vec<String>,
+}
+
+impl<'r> RenderCopy<'r> {
+    fn new(at: &'r Location, renderers: &'r Renderers) -> Result<Self, ManifestError> {
+        let dir = scratch_dir("tether-render-").map_err(|source| ManifestError::Io {
+            at: at.clone(),
+            source,
+        })?;
+        Ok(RenderCopy {
+            dir,
+            at,
+            renderers,
+            plaintext: Vec::new(),
+        })
+    }
+
+    /// Writes file `key` of the revision into the copy: its path there.
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<PathBuf, ManifestError> {
+        let root = self.dir.path();
+        write_in_copy(
+            root,
+            key,
+            bytes,
+            self.at,
+            self.renderers,
+            &mut self.plaintext,
+        )
+    }
+
+    /// Removes the copy: the plaintext it held.
+    fn finish(self) -> Vec<String> {
+        self.plaintext
+    }
 }
 
 /// Writes one file of the revision into the private copy at `root`, refusing a path
@@ -652,6 +664,20 @@ fn post_rendered(
 }
 
 /// A directory of the revision as errors name it.
+/// The prefix of the paths under `dir` (`""`: the whole tree).
+fn dir_prefix(dir: &str) -> String {
+    if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    }
+}
+
+/// A private folder a render writes into, removed when dropped.
+pub(super) fn scratch_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix(prefix).tempdir()
+}
+
 fn in_repo(dir: &str) -> Location {
     Location::file(if dir.is_empty() { "." } else { dir })
 }
@@ -680,40 +706,21 @@ fn build_in_copy(
 ) -> Result<Vec<u8>, ManifestError> {
     let at = at.clone();
     let used = closure(tree, dir, renderers.allow_remote_bases)?;
-    let io = |source| ManifestError::Io {
-        at: at.clone(),
-        source,
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix("tether-render-")
-        .tempdir()
-        .map_err(io)?;
-    let mut plaintext = Vec::new();
-    let mut write = |key: &str, bytes: &[u8]| {
-        write_in_copy(tmp.path(), key, bytes, &at, renderers, &mut plaintext)
-    };
+    let mut copy = RenderCopy::new(&at, renderers)?;
     for d in &used.dirs {
-        let prefix = if d.is_empty() {
-            String::new()
-        } else {
-            format!("{d}/")
-        };
-        for (key, bytes) in map.range(prefix.clone()..) {
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            write(key, bytes)?;
+        for (key, bytes) in under(map, &dir_prefix(d)) {
+            copy.write(key, bytes)?;
         }
     }
     for f in &used.files {
         if let Some(bytes) = map.get(f) {
-            write(f, bytes)?;
+            copy.write(f, bytes)?;
         }
     }
     let out = renderers
         .kustomize
-        .build(&tmp.path().join(dir), renderers.timeout, &at);
-    drop(tmp);
+        .build(&copy.dir.path().join(dir), renderers.timeout, &at);
+    let plaintext = copy.finish();
     out.map_err(|e| {
         let prefixes: Vec<String> = used.dirs.iter().map(|d| join(d, "")).collect();
         let files = prefixes.iter().flat_map(|p| under(map, p)).chain(
