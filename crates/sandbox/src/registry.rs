@@ -264,17 +264,18 @@ impl Registry {
         version: &str,
         plural: &str,
     ) -> Option<Arc<ResourceType>> {
+        self.served(group, version, plural).cloned()
+    }
+
+    fn served(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
         self.all()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
-            .cloned()
     }
 
     /// Whether a resource is served for a custom resource definition (None: not served),
     /// without copying it out: asked of every request that names protobuf.
     pub(crate) fn is_custom(&self, group: &str, version: &str, plural: &str) -> Option<bool> {
-        self.all()
-            .find(|t| t.group == group && t.version == version && t.plural == plural)
-            .map(|t| t.custom)
+        self.served(group, version, plural).map(|t| t.custom)
     }
 
     /// The resource of a kind, in a version.

@@ -427,6 +427,17 @@ pub(crate) fn credential_material(url: &str, auth: &Auth) -> Result<Vec<u8>, Sou
     let read_file = |path: &Path| {
         std::fs::read(path).map_err(|e| cred_err(format!("cannot read {}: {e}", path.display())))
     };
+    // An absent secret (a key without a passphrase) reads as empty.
+    let read_optional = |secret: &Option<SecretRef>| {
+        Ok::<_, SourceError>(
+            secret
+                .as_ref()
+                .map(read)
+                .transpose()?
+                .unwrap_or_default()
+                .into_bytes(),
+        )
+    };
     let parts: Vec<Vec<u8>> = match auth {
         Auth::None => vec![b"none".to_vec()],
         Auth::Token { token, username } => vec![
@@ -449,12 +460,7 @@ pub(crate) fn credential_material(url: &str, auth: &Auth) -> Result<Vec<u8>, Sou
             username.clone().unwrap_or_default().into_bytes(),
             read_file(private_key)?,
             read_file(known_hosts)?,
-            passphrase
-                .as_ref()
-                .map(read)
-                .transpose()?
-                .unwrap_or_default()
-                .into_bytes(),
+            read_optional(passphrase)?,
         ],
         Auth::SshInline {
             identity,
@@ -464,12 +470,7 @@ pub(crate) fn credential_material(url: &str, auth: &Auth) -> Result<Vec<u8>, Sou
             b"ssh-inline".to_vec(),
             read(identity)?.into_bytes(),
             known_hosts.clone().into_bytes(),
-            passphrase
-                .as_ref()
-                .map(read)
-                .transpose()?
-                .unwrap_or_default()
-                .into_bytes(),
+            read_optional(passphrase)?,
         ],
         // Resolved into one of the above before any fetch; never keyed unresolved.
         Auth::Secret(secret) => vec![b"secret".to_vec(), secret.to_string().into_bytes()],

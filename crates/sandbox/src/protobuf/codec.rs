@@ -94,13 +94,7 @@ fn encode_fields(
                 // that no value is looked up again by its key.
                 let mut sorted: Vec<(&String, &Value)> = entries.iter().collect();
                 sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                let value_field = Field {
-                    tag: 2,
-                    json: field.json,
-                    ty: field.ty,
-                    label: Label::Optional,
-                    keep_zero: true,
-                };
+                let value_field = map_value(field);
                 for (key, value) in sorted {
                     wire::put_nested(out, field.tag, |entry| {
                         wire::put_bytes(entry, 1, key.as_bytes());
@@ -446,6 +440,18 @@ pub(crate) fn decode_into(
     Ok(())
 }
 
+/// The value of a map field's entry: field 2 of the entry message, written even when
+/// zero.
+fn map_value(field: &Field) -> Field {
+    Field {
+        tag: 2,
+        json: field.json,
+        ty: field.ty,
+        label: Label::Optional,
+        keep_zero: true,
+    }
+}
+
 /// A repeated or map field's run, appended to what its earlier runs gave.
 fn extend_field(object: &mut Map<String, Value>, key: &str, run: Value) {
     match object.entry(key) {
@@ -484,13 +490,7 @@ fn decode_entry(
 ) -> Result<(String, Value), ProtobufError> {
     let mut key = String::new();
     let mut value = None;
-    let value_field = Field {
-        tag: 2,
-        json: field.json,
-        ty: field.ty,
-        label: Label::Optional,
-        keep_zero: true,
-    };
+    let value_field = map_value(field);
     let mut reader = Reader::new(bytes);
     while let Some((tag, raw)) = reader.next_field()? {
         match tag {

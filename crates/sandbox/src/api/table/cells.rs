@@ -10,6 +10,24 @@ use crate::registry::{self, ResourceType};
 /// Where a workload keeps its pod template.
 const POD_TEMPLATE: &str = "/spec/template/spec";
 
+/// The names and the images of the containers of the pod template at `prefix`, each
+/// joined with commas.
+fn containers_and_images(o: &Value, prefix: &str) -> (String, String) {
+    let containers = o
+        .pointer(&format!("{prefix}/containers"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let join = |field: &str| {
+        containers
+            .iter()
+            .filter_map(|c| c[field].as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (join("name"), join("image"))
+}
+
 /// `cells` followed by a workload's wide columns.
 fn with_wide(mut cells: Vec<Value>, wide: [Value; 3]) -> Vec<Value> {
     cells.extend(wide);
@@ -32,21 +50,7 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
             .and_then(Value::as_str),
         now,
     );
-    let template = |prefix: &str| {
-        let containers = o
-            .pointer(&format!("{prefix}/containers"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let join = |field: &str| {
-            containers
-                .iter()
-                .filter_map(|c| c[field].as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        (join("name"), join("image"))
-    };
+    let template = |prefix: &str| containers_and_images(o, prefix);
     // A workload's wide columns: its template's containers and images, its selector.
     let wide = |template_at: &str, selector_at: &str| -> [Value; 3] {
         let (containers, images) = template(template_at);
@@ -491,25 +495,14 @@ fn job_cells(o: &Value, now: DateTime<Utc>, age: String) -> Vec<Value> {
         (Some(start), None) => human_duration(now - start),
         _ => String::new(),
     };
-    let containers = o
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let join = |field: &str| {
-        containers
-            .iter()
-            .filter_map(|c| c[field].as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let (containers, images) = containers_and_images(o, POD_TEMPLATE);
     vec![
         status.into(),
         completions.into(),
         duration.into(),
         age.into(),
-        join("name").into(),
-        join("image").into(),
+        containers.into(),
+        images.into(),
         selector_text(o.pointer("/spec/selector")).into(),
     ]
 }
