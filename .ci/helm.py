@@ -239,13 +239,15 @@ def lint(args: list[str]) -> None:
     print(f"{report.get('total_charts_linted', 0)} chart(s) linted, 0 chart(s) failed")
 
 
-def package(args: list[str]) -> None:
-    destination = "."
+def one_positional(args: list[str], flags: tuple[str, ...], usage: str) -> tuple[str, str | None]:
+    """The one positional argument of `args` and the value of the one flag (any of its
+    spellings in `flags`) that takes a value, if given; any other flag is an error."""
+    value: str | None = None
     positional: list[str] = []
     i = 0
     while i < len(args):
-        if args[i] in ("-d", "--destination") and i + 1 < len(args):
-            destination = args[i + 1]
+        if args[i] in flags and i + 1 < len(args):
+            value = args[i + 1]
             i += 2
             continue
         if args[i].startswith("-"):
@@ -253,27 +255,19 @@ def package(args: list[str]) -> None:
         positional.append(args[i])
         i += 1
     if len(positional) != 1:
-        raise SystemExit("Error: usage: helm package CHART [-d DIR]")
-    path = helm.package(positional[0], destination=destination)
+        raise SystemExit(f"Error: usage: {usage}")
+    return positional[0], value
+
+
+def package(args: list[str]) -> None:
+    chart, destination = one_positional(args, ("-d", "--destination"), "helm package CHART [-d DIR]")
+    path = helm.package(chart, destination=destination or ".")
     print(f"Successfully packaged chart and saved it to: {path}")
 
 
 def repo_index(args: list[str]) -> None:
-    url: str | None = None
-    positional: list[str] = []
-    i = 0
-    while i < len(args):
-        if args[i] == "--url" and i + 1 < len(args):
-            url = args[i + 1]
-            i += 2
-            continue
-        if args[i].startswith("-"):
-            raise SystemExit(f"Error: unknown flag: {args[i]}")
-        positional.append(args[i])
-        i += 1
-    if len(positional) != 1:
-        raise SystemExit("Error: usage: helm repo index DIR [--url URL]")
-    helm.repo_index_generate(positional[0], base_url=url)
+    directory, url = one_positional(args, ("--url",), "helm repo index DIR [--url URL]")
+    helm.repo_index_generate(directory, base_url=url)
 
 
 def push(args: list[str]) -> None:
