@@ -10,14 +10,20 @@
 //! `cargo bench --bench apps` prints a table and writes
 //! `target/bench-results/apps.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use tether_sandbox::{Sandbox, SandboxOptions};
-use tether_testkit::git::{HttpGit, git};
+use tether_sandbox::SandboxOptions;
+
+#[path = "shared/sandbox.rs"]
+mod shared_sandbox;
+use shared_sandbox::sandbox_with_namespaces;
+use tether_testkit::bench::ready_count;
+use tether_testkit::git::{GitRepo, HttpGit};
+use tether_testkit::proc::proc_status_mib;
 
 const APPS: usize = 1_000;
 const OBJECTS_PER_APP: usize = 10;
@@ -33,23 +39,18 @@ const OBJECTS_NAMESPACE: &str = "fleet-objects";
 
 /// The repository: `apps/<i>/cm-<j>.yaml`, served from disk (`file://`).
 fn repository(dir: &Path) -> String {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    git(dir, &["init", "-q", "-b", "main"]);
+    let repo = GitRepo::init(dir.to_path_buf());
     for app in 0..APPS {
-        let path = dir.join(format!("apps/{app}"));
-        std::fs::create_dir_all(&path).expect("mkdir");
         for j in 0..OBJECTS_PER_APP {
-            std::fs::write(
-                path.join(format!("cm-{j}.yaml")),
-                format!(
+            repo.write(
+                &format!("apps/{app}/cm-{j}.yaml"),
+                &format!(
                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a{app}-cm-{j}\n  namespace: {OBJECTS_NAMESPACE}\ndata:\n  key: v{j}\n"
                 ),
-            )
-            .expect("write manifest");
+            );
         }
     }
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", "fleet"]);
+    repo.commit("fleet");
     format!("file://{}", dir.display())
 }
 
@@ -64,37 +65,6 @@ fn spec(url: &str, app: usize) -> Value {
         "destination": {"namespace": OBJECTS_NAMESPACE},
         "sync": {"automated": true, "prune": true},
     })
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("VmRSS");
-    kib / 1024.0
-}
-
-async fn sandbox_with_namespaces(dir: &Path) -> (Sandbox, PathBuf, kube::Client) {
-    let sandbox = Sandbox::start(SandboxOptions::default())
-        .await
-        .expect("sandbox starts");
-    let kubeconfig = dir.join("kubeconfig");
-    sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let client = sandbox.client().await.expect("client");
-    let namespaces = dynamic(&client, "", "v1", "Namespace", "namespaces", None);
-    for name in [APPS_NAMESPACE, OBJECTS_NAMESPACE] {
-        let ns = serde_json::from_value(
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-        )
-        .expect("namespace");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("create namespace");
-    }
-    (sandbox, kubeconfig, client)
 }
 
 /// [`DEPLOYER`] in the Apps' namespace, bound to a ClusterRole of `*` rules.
@@ -185,7 +155,9 @@ async fn main() {
     let app_url = http.url("fleet.git");
 
     // 1. Apps.
-    let (sandbox, kubeconfig, client) = sandbox_with_namespaces(dir.path()).await;
+    let namespaces = [APPS_NAMESPACE, OBJECTS_NAMESPACE].map(String::from);
+    let (sandbox, kubeconfig, client) =
+        sandbox_with_namespaces(SandboxOptions::default(), dir.path(), namespaces).await;
     let crd: Value = serde_saphyr::from_str(tether_controller::config::APP_CRD_YAML).expect("CRD");
     let crds = dynamic(
         &client,
@@ -234,11 +206,7 @@ async fn main() {
     let created = started.elapsed();
     let all_ready = loop {
         let listed = apps.list(&Default::default()).await.expect("list Apps");
-        let count = listed
-            .items
-            .iter()
-            .filter(|a| tether_testkit::serve::ready(&serde_json::to_value(a).unwrap_or_default()))
-            .count();
+        let count = ready_count(&listed.items);
         if count == APPS {
             break started.elapsed();
         }
@@ -261,14 +229,16 @@ async fn main() {
     let requests = sandbox.requests();
     let steady_total = requests.total();
     let steady_writes = requests.writes();
-    let crd_rss = rss_mib(crd_pid);
+    let crd_rss = proc_status_mib(crd_pid, "VmRSS");
     let _ = crd_serve.kill().await;
     sandbox.stop().await;
 
     // 3. The same load from a configuration file.
     let file_dir = dir.path().join("file");
     std::fs::create_dir_all(&file_dir).expect("mkdir");
-    let (file_sandbox, file_kubeconfig, _) = sandbox_with_namespaces(&file_dir).await;
+    let namespaces = [APPS_NAMESPACE, OBJECTS_NAMESPACE].map(String::from);
+    let (file_sandbox, file_kubeconfig, _) =
+        sandbox_with_namespaces(SandboxOptions::default(), &file_dir, namespaces).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a port")
@@ -306,7 +276,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     tokio::time::sleep(WARM_UP).await;
-    let file_rss = rss_mib(file_pid);
+    let file_rss = proc_status_mib(file_pid, "VmRSS");
     let _ = file_serve.kill().await;
     file_sandbox.stop().await;
 

@@ -15,6 +15,7 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::bench::ready_count;
 use tether_testkit::git::{HttpGit, git};
 
 const APPS: usize = 1_000;
@@ -175,11 +176,7 @@ async fn main() {
         if listed.items.len() == APPS && all_created.is_none() {
             all_created = Some(started.elapsed());
         }
-        let count = listed
-            .items
-            .iter()
-            .filter(|a| tether_testkit::serve::ready(&serde_json::to_value(a).unwrap_or_default()))
-            .count();
+        let count = ready_count(&listed.items);
         if count == APPS {
             break started.elapsed();
         }

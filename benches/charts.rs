@@ -29,10 +29,14 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path as UrlPath, State};
 use serde_json::json;
 use tether_core::source::charts::DEFAULT_CHART_CACHE_BYTES;
-use tether_core::source::{Revision, Source, SourceCache};
-use tether_core::sync::desired::{RenderCache, read_revision};
-use tether_diff::manifest::{HelmInputs, ManifestSet, Renderers};
+use tether_core::source::{Source, SourceCache};
+use tether_core::sync::desired::RenderCache;
+use tether_diff::manifest::{HelmInputs, Renderers};
 use tether_testkit::figures::{ms, verdict};
+
+#[path = "shared/render_stage.rs"]
+mod render_stage;
+use render_stage::stage;
 use tether_testkit::git::git;
 use tether_testkit::render::{counting_wrapper, helm_program, processes};
 
@@ -143,19 +147,7 @@ fn git_repository(root: &Path, repo_url: &str) -> PathBuf {
 
 fn commit(dir: &Path, subject: &str) {
     git(dir, &["add", "-A"]);
-    git(
-        dir,
-        &[
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@example.com",
-            "commit",
-            "-q",
-            "-m",
-            subject,
-        ],
-    );
+    git(dir, &["commit", "-q", "-m", subject]);
 }
 
 /// A distribution registry on loopback storing under `root`, killed when dropped.
@@ -235,21 +227,6 @@ async fn oci_source(
     stage(&mut cache, &sources, &source, &polled, renderers).await;
     let (r2, p2) = count();
     ((r1 - r0, p1 - p0, cold), (r2 - r1, p2 - p1))
-}
-
-async fn stage(
-    cache: &mut RenderCache,
-    sources: &SourceCache,
-    source: &Source,
-    revision: &Revision,
-    renderers: &Renderers,
-) -> ManifestSet {
-    cache
-        .manifests(&revision.sha, || async {
-            read_revision(sources, source, revision, "default", None, renderers, None).await
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::main(flavor = "multi_thread")]

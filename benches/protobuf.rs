@@ -30,6 +30,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tether_sandbox::protobuf;
 use tether_sandbox::{Sandbox, SandboxOptions};
+use tether_testkit::bench::deployment;
 use tether_testkit::figures::median;
 
 /// Requests of each kind, verb and format: medians of this many, interleaved.
@@ -61,27 +62,6 @@ fn config_map(i: usize) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": format!("cm-{i}"), "labels": {"app": "web", "i": i.to_string()}},
         "data": {"log-level": "info", "index": i.to_string(), "greeting": "hello, world"}})
-}
-
-fn deployment(i: usize) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": format!("web-{i}"), "labels": {"app": "web"}},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web", "i": i.to_string()}},
-            "template": {
-                "metadata": {"labels": {"app": "web", "i": i.to_string()}},
-                "spec": {"containers": [{
-                    "name": "web", "image": "nginx:1.25",
-                    "ports": [{"name": "http", "containerPort": 8080}],
-                    "env": [{"name": "MODE", "value": "production"}],
-                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}}
-                }]}
-            }
-        }
-    })
 }
 
 fn client(kubeconfig: &str) -> reqwest::Client {

@@ -21,10 +21,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_core::source::{Revision, Source, SourceCache};
-use tether_core::sync::desired::{DesiredError, RenderCache, read_revision};
-use tether_diff::manifest::{HelmInputs, KustomizeCommand, ManifestSet, Renderers};
+use tether_core::source::{Source, SourceCache};
+use tether_core::sync::desired::RenderCache;
+use tether_diff::manifest::{HelmInputs, KustomizeCommand, Renderers};
 use tether_testkit::figures::{median, ms};
+
+#[path = "shared/render_stage.rs"]
+mod render_stage;
+use render_stage::stage;
 use tether_testkit::git::git;
 use tether_testkit::render::{counting_wrapper, helm_program, processes};
 
@@ -107,19 +111,7 @@ fn repository(root: &Path) {
     write(root, "values/production.yaml", "color: green\n");
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "-A"]);
-    git(
-        root,
-        &[
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@example.com",
-            "commit",
-            "-q",
-            "-m",
-            "apps",
-        ],
-    );
+    git(root, &["commit", "-q", "-m", "apps"]);
 }
 
 /// One app's figures.
@@ -132,23 +124,6 @@ struct Figures {
     cold_processes: usize,
     warm: Duration,
     warm_processes: usize,
-}
-
-/// The render stage as a pass runs it: the kept manifests for a commit already
-/// rendered, else `read_revision` of the commit.
-async fn stage(
-    cache: &mut RenderCache,
-    sources: &SourceCache,
-    source: &Source,
-    revision: &Revision,
-    renderers: &Renderers,
-) -> ManifestSet {
-    cache
-        .manifests(&revision.sha, || async {
-            read_revision(sources, source, revision, "default", None, renderers, None).await
-        })
-        .await
-        .unwrap_or_else(|e: DesiredError| panic!("{}: {e}", source.path))
 }
 
 async fn measure(

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::json;
+use tether_testkit::bench::deployment;
 use tether_testkit::figures::median;
+use tether_testkit::proc::proc_status;
 
 const STARTS: usize = 20;
 const LIST_OBJECTS: usize = 10_000;
@@ -125,37 +127,6 @@ async fn create_all(sandbox: &Running, path: &str, bodies: Vec<serde_json::Value
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn deployment(i: usize) -> serde_json::Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": format!("web-{i}"), "labels": {"app": "web", "tier": "front"}},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web", "i": i.to_string()}},
-            "template": {
-                "metadata": {"labels": {"app": "web", "i": i.to_string()}},
-                "spec": {"containers": [{
-                    "name": "web", "image": "nginx:1.25",
-                    "ports": [{"name": "http", "containerPort": 8080}],
-                    "env": [{"name": "MODE", "value": "production"}],
-                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}}
-                }]}
-            }
-        }
-    })
-}
-
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -208,8 +179,14 @@ fn main() {
 
     // 3. Memory held by 10,000 Deployments.
     let (sandbox, _) = start(dir.path());
-    let idle_kib = rss_kib(sandbox.child.id());
-    let deployments = (0..DEPLOYMENTS).map(deployment).collect();
+    let idle_kib = proc_status(sandbox.child.id(), "VmRSS") as u64;
+    // The shared Deployment with the `tier` label this bench's figures were taken with.
+    let tiered = |i| {
+        let mut deployment = deployment(i);
+        deployment["metadata"]["labels"]["tier"] = "front".into();
+        deployment
+    };
+    let deployments = (0..DEPLOYMENTS).map(tiered).collect();
     let fill_started = Instant::now();
     runtime.block_on(create_all(
         &sandbox,
@@ -217,7 +194,7 @@ fn main() {
         deployments,
     ));
     let fill = fill_started.elapsed();
-    let full_kib = rss_kib(sandbox.child.id());
+    let full_kib = proc_status(sandbox.child.id(), "VmRSS") as u64;
     drop(sandbox);
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;

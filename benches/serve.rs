@@ -27,6 +27,8 @@
 
 mod heal;
 mod serve_git;
+#[path = "shared/sandbox.rs"]
+mod shared_sandbox;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,11 +36,12 @@ use std::time::{Duration, Instant};
 
 use heal::{Row, apply_floor, tamper, uid, until_event, watch_object};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use serve_git::{commit, configmap, init_repo, namespace, signed_push, write_app};
-use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, Sandbox, SandboxOptions};
+use shared_sandbox::sandbox_with_namespaces;
+use tether_sandbox::{DEFAULT_CONTROLLER_DELAY, SandboxOptions};
 use tether_testkit::figures::{ms, percentile, verdict};
 use tether_testkit::free_port;
 use tether_testkit::git::{GitDaemon, git};
@@ -202,26 +205,13 @@ async fn main() {
         )
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let sandbox = Sandbox::start(SandboxOptions {
+    let options = SandboxOptions {
         simulate_controllers: Some(DEFAULT_CONTROLLER_DELAY),
         ..SandboxOptions::default()
-    })
-    .await
-    .expect("sandbox starts");
-    let kubeconfig = dir.path().join("kubeconfig");
-    sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let client = sandbox.client().await.expect("client");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for app in 0..apps {
-        let ns: Namespace = serde_json::from_value(
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(app)}}),
-        )
-        .expect("namespace");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("create namespace");
-    }
+    };
+    let namespaces = (0..apps).map(namespace);
+    let (sandbox, kubeconfig, client) =
+        sandbox_with_namespaces(options, dir.path(), namespaces).await;
 
     // The webhook app has a repository of its own: a push to it moves that app only
     // (a monorepo push would wake all 100 apps, another figure).

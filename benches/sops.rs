@@ -9,8 +9,7 @@
 //! `cargo bench --bench sops [-- --quick]` prints a table, writes
 //! `target/bench-results/sops.json`, and exits non-zero when it printed a FAIL.
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use age::secrecy::ExposeSecret;
 use serde_json::json;
@@ -19,6 +18,7 @@ use tether_diff::manifest::{
     ManifestErrors, ManifestSet, ParseOptions, Renderers, SopsKeys, render_tree,
 };
 use tether_sops::{Format, Keys, Recipients, Rule, encrypt};
+use tether_testkit::figures::{median, ms, write_results};
 
 /// Secrets in the app.
 const SECRETS: usize = 200;
@@ -33,11 +33,6 @@ fn secret(i: usize) -> serde_json::Value {
         "type": "Opaque",
         "stringData": {"username": format!("user-{i}"), "password": format!("password-{i}-{}", "x".repeat(24)), "url": format!("postgres://db-{i}:5432/app")},
     })
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 type Files = Vec<(String, Vec<u8>)>;
@@ -100,7 +95,7 @@ async fn main() {
         render(&clear, &plain);
         cold_clear.push(started.elapsed());
     }
-    let (enc, clr) = (median(cold_encrypted), median(cold_clear));
+    let (enc, clr) = (median(&cold_encrypted), median(&cold_clear));
     let added_per_secret = enc.saturating_sub(clr) / SECRETS as u32;
 
     // Warm passes: the same commit again. Only the render closure decrypts.
@@ -129,9 +124,9 @@ async fn main() {
         warms.push(started.elapsed());
         assert_eq!(set.objects.len(), SECRETS);
     }
-    let warm = median(warms);
+    let warm = median(&warms);
     let ok = warm_decrypts == 0 && renders == 1;
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+
     println!(
         "SOPS render stage: {SECRETS} Secrets, age, {RECIPIENTS} recipients (medians; runs: {runs}, warm runs: {warm_runs}{})",
         if quick { ", --quick" } else { "" }
@@ -158,10 +153,6 @@ async fn main() {
         warm_decrypts,
         if ok { "ok" } else { "FAIL" }
     );
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
     let figures = json!({
         "quick": quick,
         "secrets": SECRETS,
@@ -173,11 +164,7 @@ async fn main() {
         "warm_decryptions": warm_decrypts,
         "ok": ok,
     });
-    std::fs::write(
-        out.join("sops.json"),
-        serde_json::to_string_pretty(&figures).expect("json"),
-    )
-    .expect("write sops.json");
+    write_results(env!("CARGO_MANIFEST_DIR"), "sops.json", &figures);
     if !ok {
         std::process::exit(1);
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tether_core::source::signature::{ObjectKind, TrustedKeys, verify_object};
 use tether_core::source::{Source, SourceCache, Verdicts, VerifyMode, VerifyPolicy};
-use tether_testkit::figures::{median, ms, verdict};
+use tether_testkit::figures::{median, ms, verdict, write_results};
 use tether_testkit::git::{GitRepo, git};
 use tether_testkit::signing::Signer;
 
@@ -106,10 +106,6 @@ async fn main() {
         new_verdicts,
         verdict(ok)
     );
-    let out: PathBuf = [env!("CARGO_MANIFEST_DIR"), "target", "bench-results"]
-        .iter()
-        .collect();
-    std::fs::create_dir_all(&out).expect("mkdir bench-results");
     let figures = json!({
         "quick": quick,
         "pgp_per_commit_ms": ms(pgp),
@@ -120,11 +116,7 @@ async fn main() {
         "warm_new_verdicts": new_verdicts,
         "ok": ok,
     });
-    std::fs::write(
-        out.join("verify.json"),
-        serde_json::to_string_pretty(&figures).expect("json"),
-    )
-    .expect("write verify.json");
+    write_results(env!("CARGO_MANIFEST_DIR"), "verify.json", &figures);
     if !ok {
         std::process::exit(1);
     }

@@ -96,27 +96,11 @@ pub(super) async fn until_synced(
 
 /// A sandbox with one namespace per app, its kubeconfig and a client.
 pub(super) async fn sandbox(dir: &Path, apps: usize) -> (Sandbox, PathBuf, kube::Client) {
-    let sandbox = Sandbox::start(SandboxOptions {
+    let options = SandboxOptions {
         simulate_controllers: Some(DEFAULT_CONTROLLER_DELAY),
         ..SandboxOptions::default()
-    })
-    .await
-    .expect("sandbox starts");
-    let kubeconfig = dir.join("kubeconfig");
-    sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let client = sandbox.client().await.expect("client");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for app in 0..apps {
-        let ns: Namespace = serde_json::from_value(
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(app)}}),
-        )
-        .expect("namespace");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("create namespace");
-    }
-    (sandbox, kubeconfig, client)
+    };
+    sandbox_with_namespaces(options, dir, (0..apps).map(namespace)).await
 }
 
 /// Requests by verb, watches apart from the rest.

@@ -21,10 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use tether_sandbox::{
     DEFAULT_CONTROLLER_DELAY, RequestCounts, Sandbox, SandboxOptions, WRITE_VERBS,
@@ -37,10 +35,13 @@ use tether_testkit::proc::{clock_ticks_per_second, proc_stat_ticks, proc_status}
 mod figures;
 mod git;
 mod replicas;
+#[path = "../shared/sandbox.rs"]
+mod shared_sandbox;
 
 use figures::*;
 use git::*;
 use replicas::*;
+use shared_sandbox::sandbox_with_namespaces;
 
 /// The full run: issue #18's 1,000 apps / 100,000 objects.
 const APPS: usize = 1_000;

@@ -9,6 +9,7 @@
 //! binary, its HTTP API and the sandbox, and use this crate only for the real parts
 //! around it.
 
+pub mod bench;
 pub mod figures;
 pub mod git;
 pub mod proc;
