@@ -537,21 +537,8 @@ fn reply_response(format: protobuf::Format, reply: Result<Reply, ApiError>) -> R
 fn answer_error(format: protobuf::Format, err: &ApiError) -> Response<Body> {
     if format == protobuf::Format::Protobuf && !matches!(err, ApiError::PageNotFound) {
         if let Ok(bytes) = protobuf::encode_object(&err.status()) {
-            let mut answer = response(
-                err.code(),
-                protobuf::MEDIA_TYPE,
-                api::full_body(bytes.into()),
-            );
-            if matches!(
-                err,
-                ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_)
-            ) {
-                answer.headers_mut().insert(
-                    http::header::RETRY_AFTER,
-                    http::HeaderValue::from_static("1"),
-                );
-            }
-            return answer;
+            let body = api::full_body(bytes.into());
+            return with_retry_after(err, response(err.code(), protobuf::MEDIA_TYPE, body));
         }
     }
     error_response(err)
@@ -600,7 +587,15 @@ fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
 
 fn error_response(err: &ApiError) -> Response<Body> {
     let (body, content_type) = err.body();
-    let mut response = response(err.code(), content_type, api::full_body(body));
+    with_retry_after(
+        err,
+        response(err.code(), content_type, api::full_body(body)),
+    )
+}
+
+/// An overloaded or unavailable server's answer says when to come back, as
+/// kube-apiserver's `Retry-After: 1` does.
+fn with_retry_after(err: &ApiError, mut response: Response<Body>) -> Response<Body> {
     if matches!(
         err,
         ApiError::ServiceUnavailable(_) | ApiError::TooManyRequests(_)
@@ -611,4 +606,18 @@ fn error_response(err: &ApiError) -> Response<Body> {
         );
     }
     response
+}
+
+/// The strings of a JSON array; none when it is absent or not an array, and its other
+/// items skipped.
+pub(crate) fn strings(value: Option<&serde_json::Value>) -> Vec<String> {
+    value
+        .and_then(serde_json::Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -535,16 +535,7 @@ fn types_from_document(group: &str, version: &str, document: &Value) -> Vec<Arc<
         .filter(|r| r["name"].as_str().is_some_and(|n| !n.contains('/')))
         .map(|r| {
             let plural = r["name"].as_str().unwrap_or_default().to_string();
-            let strings = |field: &str| -> Vec<String> {
-                r[field]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|s| s.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
+            let strings = |field: &str| crate::strings(r.get(field));
             Arc::new(ResourceType {
                 group: group.to_string(),
                 version: version.to_string(),
@@ -575,16 +566,7 @@ pub(crate) fn custom_resource_of(crd: &Value) -> Option<CustomResource> {
         .map(str::to_string)
         .unwrap_or_else(|| kind.to_lowercase());
     let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let strings = |value: &Value| -> Vec<String> {
-        value
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings = |value: &Value| crate::strings(Some(value));
     let mut types = Vec::new();
     let mut schemas = BTreeMap::new();
     let mut printer_columns = BTreeMap::new();

@@ -71,14 +71,7 @@ impl LabelSelector {
             .flatten()
         {
             let key = expression["key"].as_str()?.to_string();
-            let values: Vec<String> = expression["values"]
-                .as_array()
-                .map(|v| {
-                    v.iter()
-                        .filter_map(|s| s.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let values = crate::strings(expression.get("values"));
             requirements.push(match expression["operator"].as_str()? {
                 "In" => Requirement::In(key, values),
                 "NotIn" => Requirement::NotIn(key, values),

@@ -18,6 +18,7 @@ use super::{Reply, Request, State, Target};
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
+use crate::strings;
 
 /// Whether the resource is a review: created to be answered, never stored.
 pub(super) fn is_review(resource: &ResourceType) -> bool {
@@ -143,18 +144,6 @@ fn requested_attributes(review: &Value) -> Result<Option<Attributes>, ApiError> 
             name: field("name"),
         }
     }))
-}
-
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn user_json(user: &UserInfo) -> Value {

@@ -311,13 +311,5 @@ impl State {
 
 /// The finalizers an object names.
 fn finalizers_of(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|f| {
-            f.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::strings(object.pointer("/metadata/finalizers"))
 }

@@ -87,15 +87,7 @@ impl State {
         check_kind(&body)?;
         let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
         let seconds = expiration_seconds(&spec, &name)?;
-        let audiences: Vec<String> = spec
-            .get("audiences")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(|a| a.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let audiences = crate::strings(spec.get("audiences"));
         let now = Utc::now();
         let (token, credential) =
             self.tokens

@@ -36,13 +36,13 @@ pub(crate) fn answer(resource: &ResourceType, value: Value) -> Value {
     to_served(resource, value)
 }
 
+fn group_version_kind(resource: &ResourceType) -> (&str, &str, &str) {
+    (&resource.group, &resource.version, &resource.kind)
+}
+
 /// An object as written in `resource`'s version, in its storage version.
 pub(crate) fn to_storage(resource: &ResourceType, object: Value) -> Value {
-    match (
-        resource.group.as_str(),
-        resource.version.as_str(),
-        resource.kind.as_str(),
-    ) {
+    match group_version_kind(resource) {
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => hpa_v1_to_v2(object),
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             let mut object = object;
@@ -56,11 +56,7 @@ pub(crate) fn to_storage(resource: &ResourceType, object: Value) -> Value {
 
 /// A stored object as served in `resource`'s version.
 pub(crate) fn to_served(resource: &ResourceType, object: Value) -> Value {
-    match (
-        resource.group.as_str(),
-        resource.version.as_str(),
-        resource.kind.as_str(),
-    ) {
+    match group_version_kind(resource) {
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => hpa_v2_to_v1(object),
         ("events.k8s.io", "v1", "Event") => event_to_events(object),
         _ => object,

@@ -145,15 +145,7 @@ impl Defaulter {
                 }
             }
         }
-        let ips: Vec<String> = spec
-            .get("clusterIPs")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let ips = crate::strings(spec.get("clusterIPs"));
         let mut primary = str_of(spec, "clusterIP").to_string();
         if primary.is_empty()
             && let Some(first) = ips.first()

@@ -72,12 +72,7 @@ pub(crate) fn encode_enveloped(
     let schema = Schema::get()?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
-    let index = schema
-        .kind(api_version, kind)
-        .ok_or_else(|| ProtobufError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
+    let index = schema.known_kind(api_version, kind)?;
     let mut out = Vec::with_capacity(capacity + api_version.len() + kind.len() + 24);
     out.extend_from_slice(MAGIC);
     put_type_meta(&mut out, api_version, kind);
@@ -115,12 +110,7 @@ pub(crate) fn encode_list<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<Vec<u8>, ProtobufError> {
     let schema = Schema::get()?;
-    let list = schema
-        .kind(api_version, kind)
-        .ok_or_else(|| ProtobufError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
+    let list = schema.known_kind(api_version, kind)?;
     let message = &schema.messages[list];
     let field = |name: &str| {
         message

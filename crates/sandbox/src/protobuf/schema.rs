@@ -290,6 +290,15 @@ impl Schema {
     pub(crate) fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
         self.kinds.get(&format!("{api_version}/{kind}")).copied()
     }
+
+    /// [`Self::kind`], or the error that names a kind with no message.
+    pub(super) fn known_kind(&self, api_version: &str, kind: &str) -> Result<usize, ProtobufError> {
+        self.kind(api_version, kind)
+            .ok_or_else(|| ProtobufError::UnknownKind {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            })
+    }
 }
 
 /// Scalar fields whose zero is written in JSON: Go pointers (`replicas: 0`,

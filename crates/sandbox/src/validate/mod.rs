@@ -26,6 +26,8 @@ use serde::Serialize;
 use serde::ser::SerializeStruct;
 use serde_json::{Map, Value};
 
+use crate::strings;
+
 use self::core::{validate_config_map, validate_pvc_spec, validate_secret, validate_service};
 use crd::validate_crd;
 pub(crate) use go_format::go_quote;
@@ -593,16 +595,6 @@ fn non_empty(v: Option<&Value>) -> Option<&Value> {
 
 fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Map entries in key order, as the real server reports them (Go iterates maps in

@@ -13,11 +13,7 @@ const POD_TEMPLATE: &str = "/spec/template/spec";
 /// The names and the images of the containers of the pod template at `prefix`, each
 /// joined with commas.
 fn containers_and_images(o: &Value, prefix: &str) -> (String, String) {
-    let containers = o
-        .pointer(&format!("{prefix}/containers"))
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let containers = array_at(o, &format!("{prefix}/containers"));
     let join = |field: &str| {
         containers
             .iter()
@@ -26,6 +22,14 @@ fn containers_and_images(o: &Value, prefix: &str) -> (String, String) {
             .join(",")
     };
     (join("name"), join("image"))
+}
+
+/// The items of the array at `pointer`; none when it is absent.
+fn array_at<'a>(o: &'a Value, pointer: &str) -> &'a [Value] {
+    o.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 /// `cells` followed by a workload's wide columns.
@@ -104,11 +108,7 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
             with_wide(cells, wide(POD_TEMPLATE, "/spec/selector"))
         }
         ("", "Pod") => {
-            let statuses = o
-                .pointer("/status/containerStatuses")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let statuses = array_at(o, "/status/containerStatuses");
             let total = o
                 .pointer("/spec/containers")
                 .and_then(Value::as_array)
@@ -312,19 +312,11 @@ pub(super) fn builtin_cells(resource: &ResourceType, o: &Value, now: DateTime<Ut
 /// `formatHPAMetrics`: each metric's current value (`<unknown>` until measured) over
 /// its target, two at most.
 pub(super) fn hpa_targets(o: &Value) -> String {
-    let specs = o
-        .pointer("/spec/metrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let specs = array_at(o, "/spec/metrics");
     if specs.is_empty() {
         return "<none>".into();
     }
-    let statuses = o
-        .pointer("/status/currentMetrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let statuses = array_at(o, "/status/currentMetrics");
     let quantity = |v: Option<&Value>| match v {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Number(n)) => Some(n.to_string()),
@@ -583,11 +575,7 @@ pub(super) fn service_external_ip(o: &Value) -> String {
 
 /// `makePortString`: `port[:nodePort]/protocol`, comma-separated.
 pub(super) fn service_ports(o: &Value) -> String {
-    let ports = o
-        .pointer("/spec/ports")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let ports = array_at(o, "/spec/ports");
     if ports.is_empty() {
         return "<none>".into();
     }
