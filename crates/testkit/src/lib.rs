@@ -1,9 +1,10 @@
 //! What tether's integration tests and benchmarks share (`publish = false`): real Git
 //! repositories and servers (`git daemon`, git's smart HTTP), a free loopback port,
-//! the arithmetic of figures, renderer processes counted, and a process's CPU time and
-//! memory from `/proc`, signing keys made by the real gpg and ssh-keygen, a CA of
-//! the test's own with an HTTPS folder that asks for its client certificates, and
-//! `tether serve` started from its binary as a user starts it.
+//! the arithmetic of figures and the objects benches measure with, renderer processes
+//! counted, and a process's CPU time and memory from `/proc`, signing keys made by the
+//! real gpg and ssh-keygen, a CA of the test's own with an HTTPS folder that asks for
+//! its client certificates, and `tether serve` started from its binary as a user
+//! starts it.
 //!
 //! Nothing here knows tether: tests and benches drive tether as users do, through its
 //! binary, its HTTP API and the sandbox, and use this crate only for the real parts

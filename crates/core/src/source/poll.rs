@@ -486,6 +486,11 @@ mod tests {
         }
     }
 
+    /// The sources a push of `reference` to `urls` wakes.
+    fn pushed(triggers: &Triggers, urls: &[String], reference: &str) -> Vec<Source> {
+        triggers.push(urls, &PushedRef::parse(reference))
+    }
+
     #[test]
     fn pushes_match_by_repository_and_ref() {
         let triggers = Triggers::new();
@@ -502,20 +507,13 @@ mod tests {
         }
         let urls = vec!["https://github.com/Org/App.git".to_string()];
         assert_eq!(
-            triggers.push(&urls, &PushedRef::parse("refs/heads/main")),
+            pushed(&triggers, &urls, "refs/heads/main"),
             vec![main.clone()]
         );
-        assert_eq!(
-            triggers.push(&urls, &PushedRef::parse("refs/tags/v1.0")),
-            vec![tag]
-        );
-        assert!(
-            triggers
-                .push(&urls, &PushedRef::parse("refs/heads/dev"))
-                .is_empty()
-        );
+        assert_eq!(pushed(&triggers, &urls, "refs/tags/v1.0"), vec![tag]);
+        assert!(pushed(&triggers, &urls, "refs/heads/dev").is_empty());
         let ssh = vec!["ssh://git@github.com/org/other.git".to_string()];
-        assert_eq!(triggers.push(&ssh, &PushedRef::parse("main")), vec![other]);
+        assert_eq!(pushed(&triggers, &ssh, "main"), vec![other]);
     }
 
     #[test]
@@ -524,15 +522,8 @@ mod tests {
         let head = Source::new("https://git.example.com/team/app", "HEAD", "");
         triggers.register(&head);
         let urls = vec!["git@git.example.com:team/app.git".to_string()];
-        assert_eq!(
-            triggers.push(&urls, &PushedRef::parse("refs/heads/trunk")),
-            vec![head]
-        );
-        assert!(
-            triggers
-                .push(&urls, &PushedRef::parse("refs/tags/v1"))
-                .is_empty()
-        );
+        assert_eq!(pushed(&triggers, &urls, "refs/heads/trunk"), vec![head]);
+        assert!(pushed(&triggers, &urls, "refs/tags/v1").is_empty());
     }
 
     #[test]

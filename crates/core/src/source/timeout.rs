@@ -200,35 +200,20 @@ mod tests {
 
     #[test]
     fn libgit2_socket_timeouts_become_typed_timeouts() {
-        let read = git2::Error::new(
-            git2::ErrorCode::Timeout,
-            git2::ErrorClass::Net,
-            "could not read from socket: timed out",
-        );
-        assert!(matches!(
-            socket_timeout("git://h/r", &read),
-            Some(SourceError::Timeout {
-                timeout: TimeoutKind::Read,
-                ..
-            })
-        ));
-        let connect = git2::Error::new(
-            git2::ErrorCode::GenericError,
-            git2::ErrorClass::Net,
-            "failed to connect to h: Operation timed out",
-        );
-        assert!(matches!(
-            socket_timeout("git://h/r", &connect),
-            Some(SourceError::Timeout {
-                timeout: TimeoutKind::Connect,
-                ..
-            })
-        ));
-        let refused = git2::Error::new(
-            git2::ErrorCode::GenericError,
-            git2::ErrorClass::Os,
-            "failed to connect to h: Connection refused",
-        );
-        assert!(socket_timeout("git://h/r", &refused).is_none());
+        use git2::ErrorClass::{Net, Os};
+        use git2::ErrorCode::{GenericError as Generic, Timeout};
+        let timeout_of = |error: git2::Error| match socket_timeout("git://h/r", &error) {
+            Some(SourceError::Timeout { timeout, .. }) => Some(timeout),
+            other => {
+                assert!(other.is_none(), "{error}: {other:?}");
+                None
+            }
+        };
+        let read = git2::Error::new(Timeout, Net, "could not read from socket: timed out");
+        assert_eq!(timeout_of(read), Some(TimeoutKind::Read));
+        let connect = git2::Error::new(Generic, Net, "failed to connect to h: Operation timed out");
+        assert_eq!(timeout_of(connect), Some(TimeoutKind::Connect));
+        let refused = git2::Error::new(Generic, Os, "failed to connect to h: Connection refused");
+        assert_eq!(timeout_of(refused), None);
     }
 }

@@ -336,6 +336,14 @@ fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
+/// The refs of a push that moved several: the array at `changes`, each item naming
+/// its ref at `name`. None when the payload has no such array.
+fn pushed_refs(v: &Value, changes: &str, name: &str) -> Option<Vec<PushedRef>> {
+    let changes = v.pointer(changes)?.as_array()?;
+    let refs = changes.iter().filter_map(|c| str_at(c, name));
+    Some(refs.map(PushedRef::parse).collect())
+}
+
 fn urls_at(v: &Value, pointers: &[&str]) -> Vec<PushedRepo> {
     pointers
         .iter()
@@ -457,15 +465,8 @@ fn gitlab_event(headers: &HeaderMap, v: &Value) -> Result<Event, Rejection> {
         // A system hook's push of several refs at once (or of tags): each change
         // names its ref, the project names the repository.
         "repository_update" => {
-            let changes = v
-                .pointer("/changes")
-                .and_then(Value::as_array)
+            let pushed = pushed_refs(v, "/changes", "/ref")
                 .ok_or_else(|| bad("GitLab", "repository_update"))?;
-            let pushed = changes
-                .iter()
-                .filter_map(|c| str_at(c, "/ref"))
-                .map(PushedRef::parse)
-                .collect();
             let repos = urls_at(v, GITLAB_REPO_URLS);
             if repos.is_empty() {
                 return Err(bad("GitLab", "repository_update"));

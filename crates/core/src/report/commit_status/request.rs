@@ -24,39 +24,33 @@ const GITHUB_API_VERSION: &str = "2022-11-28";
 const AZURE_DEVOPS_API_VERSION: &str = "7.1";
 
 impl CommitState {
-    /// GitHub's and Gitea's `state`.
-    fn github(self) -> &'static str {
+    /// This state as a provider spells it, out of its words for success, pending and
+    /// failure.
+    fn spelled(self, [success, pending, failure]: [&'static str; 3]) -> &'static str {
         match self {
-            CommitState::Success => "success",
-            CommitState::Pending => "pending",
-            CommitState::Failure => "failure",
+            CommitState::Success => success,
+            CommitState::Pending => pending,
+            CommitState::Failure => failure,
         }
     }
 
+    /// GitHub's and Gitea's `state`.
+    fn github(self) -> &'static str {
+        self.spelled(["success", "pending", "failure"])
+    }
+
     fn gitlab(self) -> &'static str {
-        match self {
-            CommitState::Success => "success",
-            CommitState::Pending => "running",
-            CommitState::Failure => "failed",
-        }
+        self.spelled(["success", "running", "failed"])
     }
 
     /// Bitbucket Cloud's and Bitbucket Server's build `state`.
     fn bitbucket(self) -> &'static str {
-        match self {
-            CommitState::Success => "SUCCESSFUL",
-            CommitState::Pending => "INPROGRESS",
-            CommitState::Failure => "FAILED",
-        }
+        self.spelled(["SUCCESSFUL", "INPROGRESS", "FAILED"])
     }
 
     /// Azure DevOps' `GitStatusState`.
     fn azure_devops(self) -> &'static str {
-        match self {
-            CommitState::Success => "succeeded",
-            CommitState::Pending => "pending",
-            CommitState::Failure => "failed",
-        }
+        self.spelled(["succeeded", "pending", "failed"])
     }
 }
 

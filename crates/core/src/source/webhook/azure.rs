@@ -11,7 +11,7 @@ use axum::http::HeaderMap;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::{Event, Rejection, WebhookSecret, bad, header, str_at, urls_at};
+use super::{Event, Rejection, WebhookSecret, bad, header, pushed_refs, str_at, urls_at};
 use crate::source::provider::AzureRepo;
 use crate::source::{PushedRef, PushedRepo};
 
@@ -60,15 +60,8 @@ pub(super) fn event(v: &Value) -> Result<Event, Rejection> {
         str_at(v, "/eventType").ok_or_else(|| Rejection::BadPayload("missing eventType".into()))?;
     match event {
         "git.push" => {
-            let updates = v
-                .pointer("/resource/refUpdates")
-                .and_then(Value::as_array)
+            let pushed = pushed_refs(v, "/resource/refUpdates", "/name")
                 .ok_or_else(|| bad("Azure DevOps", "git.push"))?;
-            let pushed = updates
-                .iter()
-                .filter_map(|u| str_at(u, "/name"))
-                .map(PushedRef::parse)
-                .collect();
             let repos = repos(v).ok_or_else(|| bad("Azure DevOps", "git.push"))?;
             Ok(Event::Push { repos, pushed })
         }
