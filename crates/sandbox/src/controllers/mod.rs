@@ -233,11 +233,15 @@ fn desired_status(resource: &ResourceKey, object: &Value) -> Option<Value> {
             if current.get("completionTime").is_some() || current.get("failed").is_some() {
                 return None;
             }
-            if broken {
-                let backoff = object
-                    .pointer("/spec/backoffLimit")
+            // Kubernetes' defaults: a backoff limit of 6, one completion.
+            let spec = |field: &str, default: i64| {
+                object
+                    .pointer(&format!("/spec/{field}"))
                     .and_then(Value::as_i64)
-                    .unwrap_or(6);
+                    .unwrap_or(default)
+            };
+            if broken {
+                let backoff = spec("backoffLimit", 6);
                 json!({
                     "startTime": now,
                     "failed": backoff + 1,
@@ -247,10 +251,7 @@ fn desired_status(resource: &ResourceKey, object: &Value) -> Option<Value> {
                     ],
                 })
             } else {
-                let completions = object
-                    .pointer("/spec/completions")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
+                let completions = spec("completions", 1);
                 json!({
                     "startTime": now,
                     "completionTime": now,

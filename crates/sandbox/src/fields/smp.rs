@@ -97,24 +97,20 @@ fn merge_object(
             retain = Some(keys);
             continue;
         }
-        if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
-            let order = value
+        let list = || {
+            value
                 .as_array()
                 .ok_or_else(|| PatchError::InvalidDirective {
                     directive: key.clone(),
                     reason: "must be a list".into(),
-                })?;
-            orders.push((field.to_string(), order.clone()));
+                })
+        };
+        if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
+            orders.push((field.to_string(), list()?.clone()));
             continue;
         }
         if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
-            let values = value
-                .as_array()
-                .ok_or_else(|| PatchError::InvalidDirective {
-                    directive: key.clone(),
-                    reason: "must be a list".into(),
-                })?;
-            deletions.push((field.to_string(), values.clone()));
+            deletions.push((field.to_string(), list()?.clone()));
             continue;
         }
         if value.is_null() {

@@ -12,6 +12,7 @@ use super::names::{config_key_errors, port_name_errors, subdomain_errors};
 use super::pods::{unique_label, validate_protocol};
 use super::{
     FieldError, MAX_DATA_BYTES, PORT_RANGE_MSG, SERVICE_CIDR_TEXT, sorted, str_at, strings,
+    supported_unless_empty,
 };
 
 pub(super) fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
@@ -101,9 +102,7 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
     let ty = str_at(spec, "type");
     let cluster_ip = str_at(spec, "clusterIP");
     let headless = cluster_ip == "None";
-    if !ty.is_empty() && !SERVICE_TYPES.contains(&ty) {
-        errs.push(FieldError::not_supported("spec.type", ty, &SERVICE_TYPES));
-    }
+    supported_unless_empty("spec.type", ty, &SERVICE_TYPES, errs);
     if ty == "ExternalName" {
         if !cluster_ip.is_empty() {
             errs.push(FieldError::forbidden(
@@ -180,13 +179,12 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
         }
     }
     let affinity = str_at(spec, "sessionAffinity");
-    if !affinity.is_empty() && affinity != "None" && affinity != "ClientIP" {
-        errs.push(FieldError::not_supported(
-            "spec.sessionAffinity",
-            affinity,
-            &["ClientIP", "None"],
-        ));
-    }
+    supported_unless_empty(
+        "spec.sessionAffinity",
+        affinity,
+        &["ClientIP", "None"],
+        errs,
+    );
     validate_labels(spec.get("selector"), "spec.selector", errs);
     if !cluster_ip.is_empty() && !headless && ty != "ExternalName" {
         match cluster_ip.parse::<IpAddr>() {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{FieldError, str_at};
+use super::{FieldError, str_at, supported_unless_empty};
 
 pub(super) fn validate_crd(obj: &Value, errs: &mut Vec<FieldError>) {
     let spec = obj.get("spec").unwrap_or(&Value::Null);
@@ -30,13 +30,7 @@ pub(super) fn validate_crd(obj: &Value, errs: &mut Vec<FieldError>) {
         ));
     }
     let scope = str_at(spec, "scope");
-    if !scope.is_empty() && scope != "Cluster" && scope != "Namespaced" {
-        errs.push(FieldError::not_supported(
-            "spec.scope",
-            scope,
-            &["Cluster", "Namespaced"],
-        ));
-    }
+    supported_unless_empty("spec.scope", scope, &["Cluster", "Namespaced"], errs);
     if plural.is_empty() {
         errs.push(FieldError::required("spec.names.plural", ""));
     }

@@ -163,6 +163,14 @@ impl fmt::Display for FieldError {
     }
 }
 
+/// An optional enum field: empty, or one of `supported` (in the order the API server
+/// lists them in its message).
+fn supported_unless_empty(path: &str, value: &str, supported: &[&str], errs: &mut Vec<FieldError>) {
+    if !value.is_empty() && !supported.contains(&value) {
+        errs.push(FieldError::not_supported(path, value, supported));
+    }
+}
+
 impl FieldError {
     fn new(field: &str, reason: FieldErrorReason, value: Option<&str>, detail: &str) -> Self {
         let mut message = reason.label().to_string();

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::go_format::go_quote;
 use super::meta::{validate_annotations, validate_labels};
 use super::names::{label_errors, port_name_errors};
-use super::{FieldError, PORT_RANGE_MSG, str_at};
+use super::{FieldError, PORT_RANGE_MSG, str_at, supported_unless_empty};
 
 pub(super) const RESTART_POLICIES: [&str; 3] = ["Always", "OnFailure", "Never"];
 
@@ -88,21 +88,14 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         }
     }
     let restart = str_at(spec, "restartPolicy");
-    if !restart.is_empty() && !RESTART_POLICIES.contains(&restart) {
-        errs.push(FieldError::not_supported(
-            &format!("{path}.restartPolicy"),
-            restart,
-            &RESTART_POLICIES,
-        ));
-    }
+    supported_unless_empty(
+        &format!("{path}.restartPolicy"),
+        restart,
+        &RESTART_POLICIES,
+        errs,
+    );
     let dns = str_at(spec, "dnsPolicy");
-    if !dns.is_empty() && !DNS_POLICIES.contains(&dns) {
-        errs.push(FieldError::not_supported(
-            &format!("{path}.dnsPolicy"),
-            dns,
-            &DNS_POLICIES,
-        ));
-    }
+    supported_unless_empty(&format!("{path}.dnsPolicy"), dns, &DNS_POLICIES, errs);
     if let Some(grace) = spec
         .get("terminationGracePeriodSeconds")
         .and_then(Value::as_i64)

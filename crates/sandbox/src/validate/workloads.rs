@@ -8,7 +8,7 @@ use super::pods::validate_pod_template;
 use super::selectors::{selector_matches, selector_size, validate_selector_labels};
 use super::{
     CRON_JOB_NAME_MAX, FieldError, SELECTOR_MISMATCH_MSG, is_zero_intstr, str_at,
-    validate_nonnegative,
+    supported_unless_empty, validate_nonnegative,
 };
 
 pub(super) fn validate_workload(kind: &str, spec: &Value, errs: &mut Vec<FieldError>) {
@@ -87,13 +87,12 @@ pub(super) fn validate_workload(kind: &str, spec: &Value, errs: &mut Vec<FieldEr
     if kind == "Deployment" {
         let strategy = spec.get("strategy").unwrap_or(&Value::Null);
         let ty = str_at(strategy, "type");
-        if !ty.is_empty() && ty != "RollingUpdate" && ty != "Recreate" {
-            errs.push(FieldError::not_supported(
-                "spec.strategy.type",
-                ty,
-                &["Recreate", "RollingUpdate"],
-            ));
-        }
+        supported_unless_empty(
+            "spec.strategy.type",
+            ty,
+            &["Recreate", "RollingUpdate"],
+            errs,
+        );
         if ty == "Recreate" && strategy.get("rollingUpdate").is_some_and(|r| !r.is_null()) {
             errs.push(FieldError::forbidden(
                 "spec.strategy.rollingUpdate",
@@ -136,13 +135,12 @@ pub(super) fn validate_job_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         ));
     }
     let mode = str_at(spec, "completionMode");
-    if !mode.is_empty() && mode != "NonIndexed" && mode != "Indexed" {
-        errs.push(FieldError::not_supported(
-            &format!("{path}.completionMode"),
-            mode,
-            &["NonIndexed", "Indexed"],
-        ));
-    }
+    supported_unless_empty(
+        &format!("{path}.completionMode"),
+        mode,
+        &["NonIndexed", "Indexed"],
+        errs,
+    );
 }
 
 pub(super) fn validate_cron_job(obj: &Value, errs: &mut Vec<FieldError>) {
@@ -162,13 +160,12 @@ pub(super) fn validate_cron_job(obj: &Value, errs: &mut Vec<FieldError>) {
         errs.push(FieldError::required("spec.schedule", ""));
     }
     let policy = str_at(spec, "concurrencyPolicy");
-    if !policy.is_empty() && !["Allow", "Forbid", "Replace"].contains(&policy) {
-        errs.push(FieldError::not_supported(
-            "spec.concurrencyPolicy",
-            policy,
-            &["Allow", "Forbid", "Replace"],
-        ));
-    }
+    supported_unless_empty(
+        "spec.concurrencyPolicy",
+        policy,
+        &["Allow", "Forbid", "Replace"],
+        errs,
+    );
     for key in [
         "successfulJobsHistoryLimit",
         "failedJobsHistoryLimit",

@@ -353,6 +353,15 @@ fn age_since(timestamp: Option<&str>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// `<whole><unit>`, followed by `<rest><rest_unit>` unless the rest is zero (`5m`, `5m30s`).
+fn with_rest(whole: i64, unit: &str, rest: i64, rest_unit: &str) -> String {
+    if rest == 0 {
+        format!("{whole}{unit}")
+    } else {
+        format!("{whole}{unit}{rest}{rest_unit}")
+    }
+}
+
 /// `duration.HumanDuration` of apimachinery: two significant units at most.
 pub(super) fn human_duration(d: chrono::TimeDelta) -> String {
     let seconds = d.num_seconds();
@@ -367,24 +376,14 @@ pub(super) fn human_duration(d: chrono::TimeDelta) -> String {
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
+        return with_rest(minutes, "m", seconds % 60, "s");
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
     let hours = minutes / 60;
     if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
+        return with_rest(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
