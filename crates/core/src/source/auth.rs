@@ -579,12 +579,16 @@ pub(super) mod tests {
         (dir, path)
     }
 
+    fn key_bytes() -> Vec<u8> {
+        base64::engine::general_purpose::STANDARD
+            .decode(KEY_B64)
+            .expect("b64")
+    }
+
     #[test]
     fn a_listed_host_key_is_accepted() {
         let (_d, path) = known_hosts(&format!("# c\ngithub.com,1.2.3.4 ssh-ed25519 {KEY_B64}\n"));
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(KEY_B64)
-            .expect("b64");
+        let key = key_bytes();
         assert!(check_known_host(&path, "github.com", None, &key).is_ok());
         assert!(check_known_host(&path, "1.2.3.4", None, &key).is_ok());
     }
@@ -592,9 +596,7 @@ pub(super) mod tests {
     #[test]
     fn an_unknown_host_or_changed_key_is_refused() {
         let (_d, path) = known_hosts(&format!("github.com ssh-ed25519 {KEY_B64}\n"));
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(KEY_B64)
-            .expect("b64");
+        let key = key_bytes();
         let err = check_known_host(&path, "gitlab.com", None, &key).expect_err("unknown host");
         assert!(err.contains("not in"), "{err}");
         let err = check_known_host(&path, "github.com", None, b"other").expect_err("changed");

@@ -96,7 +96,7 @@ impl LocalRepo {
         revision: &Revision,
         path: &str,
     ) -> Result<Vec<SourceFile>, SourceError> {
-        let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
+        let oid = commit_id(revision)?;
         read::read_tree(
             &self.repo,
             oid,
@@ -114,7 +114,12 @@ impl LocalRepo {
         revision: &Revision,
         path: &str,
     ) -> Result<Option<String>, SourceError> {
-        let oid = Oid::from_str(&revision.sha).map_err(git_err)?;
+        let oid = commit_id(revision)?;
         read::object_id(&self.repo, oid, path)
     }
+}
+
+/// The commit `revision` names.
+fn commit_id(revision: &Revision) -> Result<Oid, SourceError> {
+    Oid::from_str(&revision.sha).map_err(git_err)
 }

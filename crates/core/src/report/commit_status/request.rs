@@ -5,7 +5,7 @@ use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{CONTEXT_PREFIX, CommitState, StatusReport};
+use super::{CONTEXT_PREFIX, CommitState, CommitStatusTarget, StatusReport};
 use crate::report::delivery::{DeliveryError, Post};
 use crate::source::Provider;
 
@@ -51,6 +51,13 @@ impl CommitState {
     /// Azure DevOps' `GitStatusState`.
     fn azure_devops(self) -> &'static str {
         self.spelled(["succeeded", "pending", "failed"])
+    }
+}
+
+/// The status's link (`target`'s `targetUrl`), when it has one, as the body's `key`.
+fn link(body: &mut Value, key: &str, target: &CommitStatusTarget) {
+    if let Some(link) = &target.target_url {
+        body[key] = link.clone().into();
     }
 }
 
@@ -112,9 +119,7 @@ impl StatusReport {
             "description": self.description(),
             "context": t.context,
         });
-        if let Some(link) = &t.target_url {
-            body["target_url"] = link.clone().into();
-        }
+        link(&mut body, "target_url", t);
         let url = format!(
             "{}/repos/{}/statuses/{}",
             t.api_url,
@@ -133,9 +138,7 @@ impl StatusReport {
             "name": t.context,
             "description": self.description(),
         });
-        if let Some(link) = &t.target_url {
-            body["target_url"] = link.clone().into();
-        }
+        link(&mut body, "target_url", t);
         let url = format!(
             "{}/projects/{}/statuses/{}",
             t.api_url,
@@ -215,9 +218,7 @@ impl StatusReport {
             "description": self.description(),
             "context": {"genre": genre, "name": name},
         });
-        if let Some(link) = &t.target_url {
-            body["targetUrl"] = link.clone().into();
-        }
+        link(&mut body, "targetUrl", t);
         let mut parts = t.repository.splitn(3, '/').map(encode_segment);
         let (org, project, repo) = (
             parts.next().unwrap_or_default(),
