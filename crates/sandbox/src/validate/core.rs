@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use super::go_format::go_string_slice;
 use super::meta::validate_labels;
-use super::names::{config_key_errors, port_name_errors, subdomain_errors};
-use super::pods::{unique_label, validate_protocol};
+use super::names::{config_key_errors, label_errors, port_name_errors, subdomain_errors};
+use super::pods::{unique_name, validate_protocol};
 use super::{
-    FieldError, MAX_DATA_BYTES, PORT_RANGE_MSG, SERVICE_CIDR_TEXT, sorted, str_at, strings,
-    supported_unless_empty,
+    FieldError, MAX_DATA_BYTES, PORT_RANGE_MSG, SERVICE_CIDR_TEXT, invalid_each, sorted, str_at,
+    strings, supported_unless_empty,
 };
 
 pub(super) fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
@@ -22,9 +22,7 @@ pub(super) fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
     if let Some(data) = data {
         for (key, value) in sorted(data) {
             let path = format!("data[{key}]");
-            for msg in config_key_errors(key) {
-                errs.push(FieldError::invalid_str(&path, key, &msg));
-            }
+            invalid_each(&path, key, config_key_errors(key), errs);
             if binary.is_some_and(|b| b.contains_key(key)) {
                 errs.push(FieldError::invalid_str(
                     &path,
@@ -37,13 +35,12 @@ pub(super) fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     if let Some(binary) = binary {
         for (key, value) in sorted(binary) {
-            for msg in config_key_errors(key) {
-                errs.push(FieldError::invalid_str(
-                    &format!("binaryData[{key}]"),
-                    key,
-                    &msg,
-                ));
-            }
+            invalid_each(
+                &format!("binaryData[{key}]"),
+                key,
+                config_key_errors(key),
+                errs,
+            );
             // Stored base64: the decoded size is three quarters of the text.
             total += value.as_str().map_or(0, |s| s.len() / 4 * 3);
         }
@@ -58,9 +55,7 @@ pub(super) fn validate_secret(obj: &Value, errs: &mut Vec<FieldError>) {
     let mut total = 0;
     if let Some(data) = data {
         for (key, value) in sorted(data) {
-            for msg in config_key_errors(key) {
-                errs.push(FieldError::invalid_str(&format!("data[{key}]"), key, &msg));
-            }
+            invalid_each(&format!("data[{key}]"), key, config_key_errors(key), errs);
             total += value.as_str().map_or(0, |s| s.len() / 4 * 3);
         }
     }
@@ -114,9 +109,12 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
         if external.is_empty() {
             errs.push(FieldError::required("spec.externalName", ""));
         } else {
-            for msg in subdomain_errors(external.trim_end_matches('.')) {
-                errs.push(FieldError::invalid_str("spec.externalName", external, &msg));
-            }
+            invalid_each(
+                "spec.externalName",
+                external,
+                subdomain_errors(external.trim_end_matches('.')),
+                errs,
+            );
         }
     }
     let ports = spec
@@ -134,7 +132,8 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
         if ports.len() > 1 && name.is_empty() {
             errs.push(FieldError::required(&format!("{path}.name"), ""));
         } else if !name.is_empty() {
-            unique_label(&format!("{path}.name"), name, &mut names, errs);
+            let problems = label_errors(name);
+            unique_name(&format!("{path}.name"), name, problems, &mut names, errs);
         }
         let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
         if !(1..=65535).contains(&port) {
@@ -157,13 +156,7 @@ pub(super) fn validate_service(spec: &Value, errs: &mut Vec<FieldError>) {
                 }
             }
             Some(Value::String(s)) => {
-                for msg in port_name_errors(s) {
-                    errs.push(FieldError::invalid_str(
-                        &format!("{path}.targetPort"),
-                        s,
-                        &msg,
-                    ));
-                }
+                invalid_each(&format!("{path}.targetPort"), s, port_name_errors(s), errs);
             }
             _ => {}
         }

@@ -6,7 +6,7 @@ use super::names::{
     dns1035_errors, label_errors, label_value_errors, path_segment_errors, qualified_name_errors,
     subdomain_errors,
 };
-use super::{ANNOTATIONS_MAX_BYTES, FieldError, sorted, str_at, strings};
+use super::{ANNOTATIONS_MAX_BYTES, FieldError, invalid_each, sorted, str_at, strings};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum NameRule {
@@ -51,13 +51,12 @@ pub(super) fn validate_object_meta(
 ) {
     let generate_name = str_at(meta, "generateName");
     if !generate_name.is_empty() {
-        for msg in name_errors(rule, generate_name, true) {
-            errs.push(FieldError::invalid_str(
-                &format!("{path}.generateName"),
-                generate_name,
-                &msg,
-            ));
-        }
+        invalid_each(
+            &format!("{path}.generateName"),
+            generate_name,
+            name_errors(rule, generate_name, true),
+            errs,
+        );
     }
     let name = str_at(meta, "name");
     if name.is_empty() {
@@ -66,22 +65,24 @@ pub(super) fn validate_object_meta(
             "name or generateName is required",
         ));
     } else {
-        for msg in name_errors(rule, name, false) {
-            errs.push(FieldError::invalid_str(&format!("{path}.name"), name, &msg));
-        }
+        invalid_each(
+            &format!("{path}.name"),
+            name,
+            name_errors(rule, name, false),
+            errs,
+        );
     }
     let namespace = str_at(meta, "namespace");
     if namespaced {
         if namespace.is_empty() {
             errs.push(FieldError::required(&format!("{path}.namespace"), ""));
         } else {
-            for msg in label_errors(namespace) {
-                errs.push(FieldError::invalid_str(
-                    &format!("{path}.namespace"),
-                    namespace,
-                    &msg,
-                ));
-            }
+            invalid_each(
+                &format!("{path}.namespace"),
+                namespace,
+                label_errors(namespace),
+                errs,
+            );
         }
     } else if !namespace.is_empty() {
         errs.push(FieldError::forbidden(
@@ -105,13 +106,12 @@ pub(super) fn validate_object_meta(
         errs,
     );
     for f in strings(meta.get("finalizers")) {
-        for msg in qualified_name_errors(&f) {
-            errs.push(FieldError::invalid_str(
-                &format!("{path}.finalizers"),
-                &f,
-                &msg,
-            ));
-        }
+        invalid_each(
+            &format!("{path}.finalizers"),
+            &f,
+            qualified_name_errors(&f),
+            errs,
+        );
     }
 }
 
@@ -120,13 +120,9 @@ pub(super) fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec
         return;
     };
     for (key, value) in sorted(labels) {
-        for msg in qualified_name_errors(key) {
-            errs.push(FieldError::invalid_str(path, key, &msg));
-        }
+        invalid_each(path, key, qualified_name_errors(key), errs);
         let value = value.as_str().unwrap_or("");
-        for msg in label_value_errors(value) {
-            errs.push(FieldError::invalid_str(path, value, &msg));
-        }
+        invalid_each(path, value, label_value_errors(value), errs);
     }
 }
 
@@ -141,9 +137,7 @@ pub(super) fn validate_annotations(
     let mut total = 0;
     for (key, value) in sorted(annotations) {
         // Annotation keys are qualified names whose case does not matter.
-        for msg in qualified_name_errors(&key.to_lowercase()) {
-            errs.push(FieldError::invalid_str(path, key, &msg));
-        }
+        invalid_each(path, key, qualified_name_errors(&key.to_lowercase()), errs);
         total += key.len() + value.as_str().map_or(0, str::len);
     }
     if total > ANNOTATIONS_MAX_BYTES {

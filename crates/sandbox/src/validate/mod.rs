@@ -163,6 +163,15 @@ impl fmt::Display for FieldError {
     }
 }
 
+/// One Invalid error at `path` for each of `messages` about `value`.
+fn invalid_each(path: &str, value: &str, messages: Vec<String>, errs: &mut Vec<FieldError>) {
+    errs.extend(
+        messages
+            .iter()
+            .map(|msg| FieldError::invalid_str(path, value, msg)),
+    );
+}
+
 /// An optional enum field: empty, or one of `supported` (in the order the API server
 /// lists them in its message).
 fn supported_unless_empty(path: &str, value: &str, supported: &[&str], errs: &mut Vec<FieldError>) {

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::names::subdomain_errors;
-use super::{FieldError, str_at};
+use super::{FieldError, invalid_each, str_at};
 
 pub(super) const PATH_TYPES: [&str; 3] = ["Exact", "ImplementationSpecific", "Prefix"];
 
@@ -21,13 +21,12 @@ pub(super) fn validate_ingress(spec: &Value, errs: &mut Vec<FieldError>) {
         let host = str_at(rule, "host");
         if !host.is_empty() {
             let checked = host.strip_prefix("*.").unwrap_or(host);
-            for msg in subdomain_errors(checked) {
-                errs.push(FieldError::invalid_str(
-                    &format!("spec.rules[{i}].host"),
-                    host,
-                    &msg,
-                ));
-            }
+            invalid_each(
+                &format!("spec.rules[{i}].host"),
+                host,
+                subdomain_errors(checked),
+                errs,
+            );
         }
         let paths = rule
             .get("http")

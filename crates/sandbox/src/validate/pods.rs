@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::go_format::go_quote;
 use super::meta::{validate_annotations, validate_labels};
 use super::names::{label_errors, port_name_errors};
-use super::{FieldError, PORT_RANGE_MSG, str_at, supported_unless_empty};
+use super::{FieldError, PORT_RANGE_MSG, invalid_each, str_at, supported_unless_empty};
 
 pub(super) const RESTART_POLICIES: [&str; 3] = ["Always", "OnFailure", "Never"];
 
@@ -45,19 +45,8 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         if name.is_empty() {
             errs.push(FieldError::required(&format!("{vpath}.name"), ""));
         } else {
-            for msg in label_errors(name) {
-                errs.push(FieldError::invalid_str(
-                    &format!("{vpath}.name"),
-                    name,
-                    &msg,
-                ));
-            }
-            if !volume_names.insert(name.to_string()) {
-                errs.push(FieldError::duplicate(
-                    &format!("{vpath}.name"),
-                    &go_quote(name),
-                ));
-            }
+            let path = format!("{vpath}.name");
+            unique_name(&path, name, label_errors(name), &mut volume_names, errs);
         }
     }
     // Containers first, then init containers, whose names must differ from all.
@@ -120,7 +109,13 @@ pub(super) fn validate_container(
     if name.is_empty() {
         errs.push(FieldError::required(&format!("{path}.name"), ""));
     } else {
-        unique_label(&format!("{path}.name"), name, names, errs);
+        unique_name(
+            &format!("{path}.name"),
+            name,
+            label_errors(name),
+            names,
+            errs,
+        );
     }
     let image = str_at(c, "image");
     if image.is_empty() {
@@ -138,19 +133,9 @@ pub(super) fn validate_container(
             let ppath = format!("{path}.ports[{i}]");
             let port_name = str_at(p, "name");
             if !port_name.is_empty() {
-                for msg in port_name_errors(port_name) {
-                    errs.push(FieldError::invalid_str(
-                        &format!("{ppath}.name"),
-                        port_name,
-                        &msg,
-                    ));
-                }
-                if !port_names.insert(port_name.to_string()) {
-                    errs.push(FieldError::duplicate(
-                        &format!("{ppath}.name"),
-                        &go_quote(port_name),
-                    ));
-                }
+                let problems = port_name_errors(port_name);
+                let path = format!("{ppath}.name");
+                unique_name(&path, port_name, problems, &mut port_names, errs);
             }
             match p.get("containerPort").and_then(Value::as_i64) {
                 None | Some(0) => {
@@ -240,17 +225,16 @@ pub(super) fn validate_protocol(holder: &Value, path: &str, errs: &mut Vec<Field
     }
 }
 
-/// A name (of a container, of a Service port) that must be a DNS label unique among
-/// its siblings' `names`.
-pub(super) fn unique_label(
+/// A name (of a volume, a container, a port) unique among its siblings' `names`,
+/// each of `problems` (its format's) an Invalid error.
+pub(super) fn unique_name(
     path: &str,
     name: &str,
+    problems: Vec<String>,
     names: &mut BTreeSet<String>,
     errs: &mut Vec<FieldError>,
 ) {
-    for msg in label_errors(name) {
-        errs.push(FieldError::invalid_str(path, name, &msg));
-    }
+    invalid_each(path, name, problems, errs);
     if !names.insert(name.to_string()) {
         errs.push(FieldError::duplicate(path, &go_quote(name)));
     }

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::go_format::go_string_slice;
 use super::names::{path_segment_errors, subdomain_errors};
-use super::{FieldError, str_at, strings};
+use super::{FieldError, invalid_each, str_at, strings};
 
 pub(super) fn validate_rules(obj: &Value, namespaced: bool, errs: &mut Vec<FieldError>) {
     let rules = obj.get("rules").and_then(Value::as_array);
@@ -69,9 +69,7 @@ pub(super) fn validate_binding(obj: &Value, cluster: bool, errs: &mut Vec<FieldE
     if name.is_empty() {
         errs.push(FieldError::required("roleRef.name", ""));
     } else {
-        for msg in path_segment_errors(name, false) {
-            errs.push(FieldError::invalid_str("roleRef.name", name, &msg));
-        }
+        invalid_each("roleRef.name", name, path_segment_errors(name, false), errs);
     }
     let subjects = obj.get("subjects").and_then(Value::as_array);
     for (i, s) in subjects.into_iter().flatten().enumerate() {
@@ -83,13 +81,12 @@ pub(super) fn validate_binding(obj: &Value, cluster: bool, errs: &mut Vec<FieldE
         match str_at(s, "kind") {
             "ServiceAccount" => {
                 if !sname.is_empty() {
-                    for msg in subdomain_errors(sname) {
-                        errs.push(FieldError::invalid_str(
-                            &format!("{path}.name"),
-                            sname,
-                            &msg,
-                        ));
-                    }
+                    invalid_each(
+                        &format!("{path}.name"),
+                        sname,
+                        subdomain_errors(sname),
+                        errs,
+                    );
                 }
                 if cluster && str_at(s, "namespace").is_empty() {
                     errs.push(FieldError::required(&format!("{path}.namespace"), ""));
