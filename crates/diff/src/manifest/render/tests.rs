@@ -18,12 +18,12 @@ fn names(set: &ManifestSet) -> Vec<String> {
 
 /// The errors of rendering `repo` at `app` with the default renderers.
 fn app_errors(repo: &[(String, Vec<u8>)]) -> Vec<String> {
-    errors(render_tree(
-        repo,
-        "app",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ))
+    render_errors(repo, "app", &Renderers::default())
+}
+
+/// The errors of rendering `repo` at `path` with `renderers`.
+fn render_errors(repo: &[(String, Vec<u8>)], path: &str, renderers: &Renderers) -> Vec<String> {
+    errors(render_tree(repo, path, renderers, &ParseOptions::default()))
 }
 
 fn errors(result: Result<ManifestSet, ManifestErrors>) -> Vec<String> {
@@ -87,12 +87,7 @@ fn base_and_overlays_at_the_root_are_refused_instead_of_rendered_twice() {
         ("base/cm.yaml", CM_A),
         ("overlays/prod/kustomization.yaml", OVERLAY_K),
     ]);
-    let errs = errors(render_tree(
-        &repo,
-        "",
-        &Renderers::default(),
-        &ParseOptions::default(),
-    ));
+    let errs = render_errors(&repo, "", &Renderers::default());
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].starts_with("base: this kustomization is also built by overlays/prod"));
 }
@@ -151,12 +146,7 @@ fn a_missing_renderer_and_a_failing_build_name_the_kustomization() {
         kustomize: KustomizeCommand::standalone("tether-no-such-kustomize"),
         ..Renderers::default()
     };
-    let errs = errors(render_tree(
-        &repo,
-        "app",
-        &missing,
-        &ParseOptions::default(),
-    ));
+    let errs = render_errors(&repo, "app", &missing);
     assert_eq!(
         errs,
         [
@@ -262,12 +252,7 @@ fn a_chart_takes_values_files_then_inline_values_then_set() {
         },
         ..renderers.clone()
     };
-    let errs = errors(render_tree(
-        &repo,
-        "web",
-        &missing,
-        &ParseOptions::default(),
-    ));
+    let errs = render_errors(&repo, "web", &missing);
     assert_eq!(
         errs,
         ["web: the values file \"nope.yaml\" is not in the chart's revision"]
@@ -322,12 +307,7 @@ fn a_values_file_anywhere_in_the_revision_is_read_and_one_outside_it_refused() {
 
     let escaping = helm_with(&["../../../etc/passwd"]);
     assert_eq!(
-        errors(render_tree(
-            &repo,
-            "charts/web",
-            &escaping,
-            &ParseOptions::default()
-        )),
+        render_errors(&repo, "charts/web", &escaping),
         ["charts/web: valueFiles names \"../../../etc/passwd\", which is outside the repository"]
     );
 }
@@ -437,12 +417,7 @@ fn only_paths_naming_something_inside_the_revision_are_accepted() {
                 allow_remote_bases,
                 ..Renderers::default()
             };
-            let errs = errors(render_tree(
-                &repo,
-                "app",
-                &renderers,
-                &ParseOptions::default(),
-            ));
+            let errs = render_errors(&repo, "app", &renderers);
             assert_eq!(
                 errs,
                 [format!(
@@ -649,12 +624,7 @@ fn a_charts_sops_encrypted_values_file_is_decrypted_before_it_renders() {
         "the work tree keeps the ciphertext"
     );
 
-    let errs = errors(render_tree(
-        &repo,
-        "web",
-        &helm_with(&["secrets.yaml"]),
-        &ParseOptions::default(),
-    ));
+    let errs = render_errors(&repo, "web", &helm_with(&["secrets.yaml"]));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("web/secrets.yaml"), "{errs:?}");
 }
@@ -705,13 +675,7 @@ fn values_from_sit_between_the_files_and_the_inline_values_and_a_secrets_never_s
         r#"{"password": "s3cret-from-a-secret"}"#,
         true,
     );
-    let errs = errors(render_tree(
-        &repo,
-        "web",
-        &renderers,
-        &ParseOptions::default(),
-    ))
-    .join("\n");
+    let errs = render_errors(&repo, "web", &renderers).join("\n");
     assert!(errs.contains("cannot use"), "{errs}");
     assert!(!errs.contains("s3cret-from-a-secret"), "{errs}");
     let shown = format!("{:?}", renderers.helm);
@@ -769,12 +733,7 @@ fn post_renderers_patch_the_charts_output_and_a_target_selecting_nothing_is_name
     assert_eq!(by_kind("ConfigMap")["data"]["patched"], "yes");
 
     renderers.post_renderers[0]["patches"][1]["target"]["name"] = "nope".into();
-    let errs = errors(render_tree(
-        &repo,
-        "web",
-        &renderers,
-        &ParseOptions::default(),
-    ));
+    let errs = render_errors(&repo, "web", &renderers);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
         errs[0].starts_with("web: postRenderers[0].kustomize.patches[1]: target ")
