@@ -595,16 +595,18 @@ mod tests {
         assert_eq!(status.resources.len(), 2);
     }
 
-    /// Three instants a second thousand apart, oldest first.
-    fn three_times() -> [DateTime<Utc>; 3] {
-        [1_000, 2_000, 3_000].map(|at| DateTime::from_timestamp(at, 0).unwrap())
+    /// App `web` with condition `ty` True (for `reason`) since the first of three
+    /// instants a thousand seconds apart, and the instants.
+    fn true_since_first(ty: ConditionType, reason: &str) -> (AppStatus, [DateTime<Utc>; 3]) {
+        let times = [1_000, 2_000, 3_000].map(|at| DateTime::from_timestamp(at, 0).unwrap());
+        let mut status = AppStatus::new("web");
+        status.set_condition(ty, True, reason, "", times[0]);
+        (status, times)
     }
 
     #[test]
     fn a_condition_moves_its_transition_time_only_when_its_status_changes() {
-        let mut status = AppStatus::new("web");
-        let [t0, t1, t2] = three_times();
-        status.set_condition(Synced, True, "Synced", "", t0);
+        let (mut status, [t0, t1, t2]) = true_since_first(Synced, "Synced");
         status.set_condition(Synced, True, "Synced", "", t1);
         assert_eq!(status.conditions[0].last_transition_time, t0);
         status.set_condition(Synced, False, "OutOfSync", "2 objects differ", t2);
@@ -614,9 +616,7 @@ mod tests {
 
     #[test]
     fn a_condition_set_since_a_time_carries_that_time_even_when_already_false() {
-        let mut status = AppStatus::new("web");
-        let [t0, t1, t2] = three_times();
-        status.set_condition(SourceReady, True, "Fetched", "", t0);
+        let (mut status, [_, t1, t2]) = true_since_first(SourceReady, "Fetched");
         status.set_condition_since(SourceReady, False, "FetchFailed", "refused", t1);
         assert_eq!(status.conditions[0].last_transition_time, t1);
         // A new failure streak the worker saw no success between: its own start.
