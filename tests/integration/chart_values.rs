@@ -9,12 +9,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
-use crate::substitute::{apply, data};
-use crate::support::{TestSandbox, eventually};
+use crate::substitute::data;
+use crate::support::eventually;
 
 /// A Secret value that must reach the cluster and nothing else.
 const PASSWORD: &str = "pw-Fr0m-a-s3cret-value";
@@ -60,11 +60,7 @@ fn secret(name: &str, namespace: &str, key: &str, value: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fail_by_name() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["vals", "team-vals", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["vals", "team-vals", "tether-system"]).await;
     sandbox
         .trusted_service_account("team-vals", "deployer")
         .await;
@@ -73,11 +69,14 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     repo.publish(&chart(&root.join("build")));
 
     // File apps read tether's own namespace: one Secret missing, one unparsable.
-    apply(
-        &sandbox,
-        &secret("broken-values", "tether-system", "values.yaml", UNPARSABLE),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&secret(
+            "broken-values",
+            "tether-system",
+            "values.yaml",
+            UNPARSABLE,
+        ))
+        .await;
     let entry = |name: &str, helm: &str| {
         format!(
             "- name: {name}\n  source: {{repo: \"{}\", chart: web, version: \"1.0.0\", interval: 1h, helm: {{{helm}}}}}\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
@@ -103,25 +102,21 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     let serve = serve_with_helm(&sandbox, "chart-values", &config).await;
 
     // The App: value files of the chart < ConfigMap < Secret at a path < inline.
-    apply(
-        &sandbox,
-        &values_cm(
+    sandbox
+        .kubectl_apply(&values_cm(
             "web-values",
             "team-vals",
             "greeting: from-configmap\ncolor: from-configmap",
-        ),
-    )
-    .await;
-    apply(
-        &sandbox,
-        &secret("web-db", "team-vals", "password", PASSWORD),
-    )
-    .await;
+        ))
+        .await;
+    sandbox
+        .kubectl_apply(&secret("web-db", "team-vals", "password", PASSWORD))
+        .await;
     let spec = format!(
         "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    chart: web\n    version: \"1.0.0\"\n    interval: 1h\n    helm:\n      releaseName: web\n      values: {{color: inline}}\n      valuesFrom:\n      - {{kind: ConfigMap, name: web-values}}\n      - {{kind: Secret, name: web-db, valuesKey: password, targetPath: db.password}}\n      - {{kind: ConfigMap, name: not-yet, optional: true}}\n      postRenderers:\n      - kustomize:\n          patches:\n          - target: {{kind: ConfigMap, name: web}}\n            patch: '[{{op: add, path: /data/patched, value: \"yes\"}}]'\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
         repo.url
     );
-    apply(&sandbox, &app_yaml("web", "team-vals", &spec)).await;
+    apply_app(&sandbox, "web", "team-vals", &spec).await;
     let first = serve
         .wait_status("team-vals.web", "the App's first pass", |s| {
             s["sync"] == "Synced" || s["lastPass"]["error"].is_string()
@@ -141,12 +136,12 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
 
     // A changed ConfigMap, and an optional one appearing, are a new desired state:
     // applied without a new chart version.
-    apply(
-        &sandbox,
-        &values_cm("web-values", "team-vals", "greeting: changed"),
-    )
-    .await;
-    apply(&sandbox, &values_cm("not-yet", "team-vals", "size: late")).await;
+    sandbox
+        .kubectl_apply(&values_cm("web-values", "team-vals", "greeting: changed"))
+        .await;
+    sandbox
+        .kubectl_apply(&values_cm("not-yet", "team-vals", "size: late"))
+        .await;
     eventually("the changed values applied", || async {
         let d = data(&sandbox, "cm", "web", "vals").await;
         (d["greeting"] == "changed" && d["size"] == "late").then_some(())

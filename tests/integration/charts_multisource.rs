@@ -10,12 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app, app_yaml, install_crd};
+use crate::app_crd::{app, app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
 use crate::monorepo::counters;
 use crate::serve::server_section;
-use crate::substitute::{apply, data};
+use crate::substitute::data;
 use crate::support::{GitDaemon, GitRepo, HttpGit, TestSandbox, eventually};
 
 /// Chart `web` 1.0.0: a ConfigMap of three values, with a values file of its own.
@@ -249,11 +249,7 @@ fn pushed_sha(repo: &GitRepo) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenants() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["multi-app", "team-m"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["multi-app", "team-m"]).await;
     sandbox.trusted_service_account("team-m", "deployer").await;
     let root = sandbox.dir.path();
     let charts = HelmRepo::start(root.join("charts")).await;
@@ -277,13 +273,11 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
             charts.url
         )
     };
-    apply(
+    apply_app(
         &sandbox,
-        &app_yaml(
-            "web",
-            "team-m",
-            &spec("web", "\"$values/envs/prod.yaml\"", &http.url("values.git")),
-        ),
+        "web",
+        "team-m",
+        &spec("web", "\"$values/envs/prod.yaml\"", &http.url("values.git")),
     )
     .await;
     let synced = serve
@@ -299,16 +293,14 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
     );
 
     // Another tenant's private repository: its host refuses this tenant.
-    apply(
+    apply_app(
         &sandbox,
-        &app_yaml(
+        "theirs",
+        "team-m",
+        &spec(
             "theirs",
-            "team-m",
-            &spec(
-                "theirs",
-                "\"$values/envs/prod.yaml\"",
-                &guarded.url("secret.git"),
-            ),
+            "\"$values/envs/prod.yaml\"",
+            &guarded.url("secret.git"),
         ),
     )
     .await;
@@ -345,11 +337,7 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
             "spec.source.helm.valueFiles[0]: \"$values/../srv/x.yaml\" must be $NAME/path",
         ),
     ] {
-        apply(
-            &sandbox,
-            &app_yaml(name, "team-m", &spec(name, files, repo)),
-        )
-        .await;
+        apply_app(&sandbox, name, "team-m", &spec(name, files, repo)).await;
         let message = eventually(&format!("{name} refused"), || async {
             let object = app(&sandbox, name, "team-m").await;
             object["status"]["conditions"]

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::app_crd::{app_yaml, exists, install_crd, wait_app_synced};
+use crate::app_crd::{app_sandbox, apply_app, exists, wait_app_synced};
 use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{origin, server_section};
@@ -283,11 +283,7 @@ pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String
 /// A sandbox for the registry tests: the `oci` namespace for file apps, `team` for
 /// App objects acting as its `deployer` ServiceAccount, and the App CRD.
 pub(crate) async fn oci_sandbox() -> TestSandbox {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["oci", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["oci", "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     sandbox
 }
@@ -361,13 +357,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"{pinned}\", helm: {{releaseName: shop}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("shop", "team", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "shop", "team", &spec).await;
     let want = format!("web@2.0.0@{pinned}");
     wait_app_synced(&sandbox, "shop", "team", |r| r == want).await;
     assert!(exists(&sandbox, "cm", "shop-2-0-0", "oci").await);
@@ -477,13 +467,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
     );
     let serve = serve_with_helm(&sandbox, "chart-oci-login", &config).await;
     for (name, secret) in [("private", "registry"), ("denied", "stale")] {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, "team", &private_spec(&repo, name, secret))),
-            )
-            .await
-            .ok();
+        apply_app(&sandbox, name, "team", &private_spec(&repo, name, secret)).await;
     }
 
     let (_, digest) = registry.manifest_as("web", "1.0.0", Some(PASSWORD)).await;
@@ -506,17 +490,13 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
     )
     .expect("write");
     registry.push_archive_as(&tar_chart(&stack, "0.1.0", &build.join("stack")), PASSWORD);
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml(
-                "stack",
-                "team",
-                &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
-            )),
-        )
-        .await
-        .ok();
+    apply_app(
+        &sandbox,
+        "stack",
+        "team",
+        &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
+    )
+    .await;
     serve.wait_synced("team.stack").await;
     assert_eq!(
         greeting(&sandbox, "stack-1-0-0").await.as_deref(),
@@ -569,17 +549,13 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         sandbox.kubectl(&args).await.ok();
     }
     for (name, secret) in [("helmsrc", "helm-login"), ("helmca", "helm-ca")] {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(
-                    name,
-                    "team",
-                    &private_spec(&helm_repo.url, name, secret),
-                )),
-            )
-            .await
-            .ok();
+        apply_app(
+            &sandbox,
+            name,
+            "team",
+            &private_spec(&helm_repo.url, name, secret),
+        )
+        .await;
     }
     serve
         .wait_status("team.helmsrc", "the Helm repository's chart syncs", |s| {

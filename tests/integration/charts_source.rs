@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app_yaml, exists, install_crd};
+use crate::app_crd::{app_sandbox, apply_app, exists};
 use crate::charts_deps::HelmRepo;
 use crate::serve::{Serve, server_section};
 use crate::support::TestSandbox;
@@ -87,11 +87,7 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
 
 #[tokio::test]
 async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearly() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["charts", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["charts", "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
@@ -161,13 +157,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", chart: web, version: \"1.0.1\", helm: {{releaseName: shop}}}}\n  destination: {{namespace: charts}}\n  sync: {{automated: true}}\n",
         repo.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("shop", "team", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "shop", "team", &spec).await;
     crate::app_crd::wait_app_synced(&sandbox, "shop", "team", |r| {
         r.starts_with("web@1.0.1@sha256:")
     })

@@ -8,7 +8,7 @@
 //! turned away by the server; a Secret whose CA is no PEM is refused naming the Secret
 //! and the key. Nothing of a failed source is applied, and no key reaches the log.
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::{run_helm, tar_chart};
 use crate::charts_oci::OciRegistry;
 use crate::charts_source::{chart, serve_with_helm};
@@ -40,11 +40,7 @@ async fn exists(sandbox: &TestSandbox, name: &str) -> bool {
 
 #[tokio::test]
 async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_keys() {
-    let sandbox = TestSandbox::start().await;
-    for ns in [NAMESPACE, "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&[NAMESPACE, "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
@@ -122,13 +118,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("bad-ca", https.url.as_str(), "~1.0", Some("bad-ca")),
     ];
     for (name, repo, version, secret) in apps {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, "team", &spec(repo, version, name, secret))),
-            )
-            .await
-            .ok();
+        apply_app(&sandbox, name, "team", &spec(repo, version, name, secret)).await;
     }
 
     for (app, revision, object) in [

@@ -249,9 +249,7 @@ fn app_spec(source: &str, release: &str, values: &str) -> String {
 }
 
 async fn start(sandbox: &TestSandbox) {
-    for ns in [NAMESPACE, "team"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&[NAMESPACE, "team"]).await;
     install_crd(sandbox).await;
     sandbox.trusted_service_account("team", "deployer").await;
 }
@@ -426,10 +424,7 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
         let yaml = app_yaml("edge", "team", &app_spec(&source, "edge", values));
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply("").await;
@@ -518,10 +513,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_as_an_app_obje
         let yaml = app_yaml("edge", "team", &app_spec(&source, "edge", values));
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply("").await;

@@ -133,10 +133,7 @@ async fn make_pods(
             },
             "spec": {"containers": [{"name": "web", "image": "nginxinc/nginx-unprivileged:1.27"}]},
         });
-        sandbox
-            .kubectl_with_stdin(&["apply", "-f", "-"], Some(&pod.to_string()))
-            .await
-            .ok();
+        sandbox.kubectl_apply(&pod.to_string()).await;
         sandbox
             .kubectl(&[
                 "patch",

@@ -192,10 +192,7 @@ async fn tether_sync_judges_health_by_the_cel_rules_of_its_configuration() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("gadgets").await;
     for yaml in [CRD, GADGET] {
-        sandbox
-            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-            .await
-            .ok();
+        sandbox.kubectl_apply(yaml).await;
     }
     // Its operator (kubectl here) reports a failure.
     set_status(&sandbox, r#"{"phase": "Failed", "message": "disk full"}"#).await;

@@ -128,12 +128,8 @@ async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
 
 async fn install_crd(sandbox: &TestSandbox) {
     sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(tether_controller::config::APP_CRD_YAML),
-        )
-        .await
-        .ok();
+        .kubectl_apply(tether_controller::config::APP_CRD_YAML)
+        .await;
 }
 
 /// An App in `t1` acting as a ServiceAccount with no rights: every pass fails, and
@@ -142,10 +138,7 @@ async fn failing_app(sandbox: &TestSandbox, repo: &str, url: &str) {
     let spec = format!(
         "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", ref: main, path: web, interval: 1h}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n  notifications:\n  - {{type: webhook, url: \"{url}\", events: [syncFailed], minInterval: 0s}}\n"
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&spec))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&spec).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,12 +147,10 @@ async fn an_apps_notification_to_loopback_is_refused_unless_the_operator_allows_
     sandbox.namespace("t1").await;
     install_crd(&sandbox).await;
     sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n"),
+        .kubectl_apply(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n",
         )
-        .await
-        .ok();
+        .await;
     let origin = origin_http(&sandbox, &[("web/cm.yaml", &configmap("web", "t1", "v1"))]);
     let internal = Recorder::start().await;
     let url = format!("{}/internal/admin/reset", internal.base);

@@ -77,10 +77,7 @@ async fn fixture(name: &str, first: TestUser) -> Fixture {
     for namespace in ["team-a", "team-b"] {
         sandbox.trusted_service_account(namespace, "deployer").await;
     }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    sandbox.kubectl_apply(RBAC).await;
     let origin = origin_http(
         &sandbox,
         &[

@@ -8,7 +8,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{apply_app, install_crd};
 use crate::serve::{Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
@@ -138,10 +138,7 @@ pub(crate) async fn teams(sandbox: &TestSandbox) {
     for namespace in ["team-a", "team-b"] {
         sandbox.trusted_service_account(namespace, "deployer").await;
     }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    sandbox.kubectl_apply(RBAC).await;
 }
 
 /// The Apps team-a/web and team-b/api, auto-syncing `apps/web` and `apps/api` of the
@@ -151,13 +148,7 @@ pub(crate) async fn team_apps(sandbox: &TestSandbox, origin: &str) {
         let spec = format!(
             "  serviceAccountName: deployer\n  source: {{repo: \"{origin}\", ref: main, path: apps/{name}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n"
         );
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, namespace, &spec)),
-            )
-            .await
-            .ok();
+        apply_app(sandbox, name, namespace, &spec).await;
     }
 }
 

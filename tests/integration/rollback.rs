@@ -10,7 +10,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{apply_app, install_crd};
 use crate::people::{RBAC, action_notes, token};
 use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
@@ -105,10 +105,7 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team-a", "deployer").await;
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    sandbox.kubectl_apply(RBAC).await;
     let origin = origin_http(
         &sandbox,
         &[("apps/web/config.yaml", &configmap("web", "live", "one"))],
@@ -291,13 +288,7 @@ async fn start_app(sandbox: &TestSandbox, origin: &Origin, config: &str) -> Serv
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, selfHeal: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("web", "team-a", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(sandbox, "web", "team-a", &spec).await;
     status_when(&serve, "the app runs", |s| s["name"] == APP).await;
     serve
 }

@@ -468,9 +468,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["held", "frozen", "flaky"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&["held", "frozen", "flaky"]).await;
     let origin = origin(
         &sandbox,
         &[

@@ -9,10 +9,10 @@ use age::secrecy::ExposeSecret;
 use base64::Engine;
 use tether_sops::Recipients;
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::serve::{Serve, origin_http, server_section};
 use crate::sops::{encrypted_secret, gpg_key, password_in as password};
-use crate::support::{TestSandbox, eventually, tether};
+use crate::support::{eventually, tether};
 
 const AGE_PLAIN: &str = "served-age-plain-Vb3nQ8";
 const PGP_PLAIN: &str = "served-pgp-plain-Hm5tR1";
@@ -34,20 +34,9 @@ fn key_secret(namespace: &str, entries: &[(&str, &str)]) -> String {
     )
 }
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_no_plaintext() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["vault-f", "vault-t", "vault-a", "team-s", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["vault-f", "vault-t", "vault-a", "team-s", "tether-system"]).await;
     sandbox.trusted_service_account("team-s", "deployer").await;
 
     let identity = age::x25519::Identity::generate();
@@ -109,11 +98,9 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
         status.contains("Secret tether-system/sops-keys not found"),
         "{status}"
     );
-    apply(
-        &sandbox,
-        &key_secret("tether-system", &[("age.agekey", &age_key)]),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&key_secret("tether-system", &[("age.agekey", &age_key)]))
+        .await;
     eventually("the file app's Secrets decrypted", || async {
         (password(&sandbox, "db", "vault-f").await.as_deref() == Some(AGE_PLAIN)).then_some(())
     })
@@ -146,12 +133,14 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     assert_eq!(password(&sandbox, "api", "vault-t").await, None);
 
     // The App: its key Secret opens the age file only.
-    apply(&sandbox, &key_secret("team-s", &[("age.agekey", &age_key)])).await;
+    sandbox
+        .kubectl_apply(&key_secret("team-s", &[("age.agekey", &age_key)]))
+        .await;
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/tenant, interval: 1h}}\n  destination: {{namespace: vault-a}}\n  sync: {{automated: true}}\n  decryption: {{provider: sops, secretRef: {{name: sops-keys}}}}\n",
         origin.url
     );
-    apply(&sandbox, &app_yaml("web", "team-s", &spec)).await;
+    apply_app(&sandbox, "web", "team-s", &spec).await;
     let status = serve
         .wait_status("team-s.web", "the missing PGP key reported", |s| {
             s.to_string().contains("no key that opens it")
@@ -167,11 +156,12 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     );
 
     // A changed key Secret is a new desired state: the revision is tried again.
-    apply(
-        &sandbox,
-        &key_secret("team-s", &[("age.agekey", &age_key), ("ci.asc", &pgp_key)]),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&key_secret(
+            "team-s",
+            &[("age.agekey", &age_key), ("ci.asc", &pgp_key)],
+        ))
+        .await;
     eventually("the App's Secrets decrypted", || async {
         (password(&sandbox, "api", "vault-a").await.as_deref() == Some(PGP_PLAIN)).then_some(())
     })

@@ -497,3 +497,42 @@ pub fn action_of(report: &Value, object: &str) -> String {
 // Real git servers and repositories: the test kit's, shared with the benches.
 
 pub use tether_testkit::git::{GitDaemon, GitRepo, HttpGit, git};
+
+// ---------------------------------------------------------------------------------
+// App objects and their conditions, as the serve-facing tests read them.
+
+impl TestSandbox {
+    /// `kubectl apply -f -` of `yaml`, failing the test with kubectl's output unless it
+    /// succeeds.
+    pub async fn kubectl_apply(&self, yaml: &str) -> KubectlOutput {
+        self.kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await
+            .ok()
+    }
+
+    /// Creates the namespaces `names`, failing the test if one cannot be.
+    pub async fn namespaces(&self, names: &[&str]) {
+        for name in names {
+            self.namespace(name).await;
+        }
+    }
+}
+
+/// The condition of type `kind` in `status` (an App object's `status`, or an app's
+/// status as tether's status API answers it); `null` while it has none, as a poll
+/// reads it.
+pub fn find_condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// [`find_condition`], failing the test (showing the status) when there is none.
+#[track_caller]
+pub fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+    match find_condition(status, kind) {
+        Value::Null => panic!("no {kind} condition: {status}"),
+        found => found,
+    }
+}

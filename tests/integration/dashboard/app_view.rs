@@ -353,16 +353,10 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["team-s", "live-s"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&["team-s", "live-s"]).await;
     sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(tether_controller::config::APP_CRD_YAML),
-        )
-        .await
-        .ok();
+        .kubectl_apply(tether_controller::config::APP_CRD_YAML)
+        .await;
     let origin = origin_http(
         &sandbox,
         &[(
@@ -381,10 +375,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: team-s\nspec:\n  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live-s}}\n  sync: {{automated: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&app).await;
     let serve = Serve::start(&sandbox, "dashboard-app-suspend", &config, &[]).await;
     let id = "team-s.web";
     let status = |serve: &Serve| {

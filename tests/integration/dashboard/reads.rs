@@ -18,10 +18,7 @@ async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() 
         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: deployer\n  namespace: t1\n\
         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployer}\n\
         subjects:\n- kind: ServiceAccount\n  name: deployer\n  namespace: t1\n";
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(rbac))
-        .await
-        .ok();
+    sandbox.kubectl_apply(rbac).await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\n\
         spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n\
         \x20   metadata:\n      labels: {app: web}\n    spec:\n      containers:\n\

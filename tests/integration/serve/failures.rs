@@ -3,6 +3,7 @@
 //! and a broken kustomize overlay.
 
 use super::*;
+use crate::support::condition;
 
 /// Issue #12: Kubernetes sends SIGKILL 30 s after SIGTERM, so a pass stuck on a slow
 /// API server must not hold the stop: passes in flight get what `shutdownTimeout`
@@ -129,11 +130,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     assert!(source["reason"].is_string(), "{failing}");
     assert!(source["message"].is_string(), "{failing}");
     assert!(source["lastSuccess"].is_string(), "{failing}");
-    let condition = failing["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == "SourceReady"))
-        .unwrap_or_else(|| panic!("no SourceReady: {failing}"))
-        .clone();
+    let condition = condition(&failing, "SourceReady");
     assert_eq!(condition["status"], "False", "{condition}");
     assert_eq!(condition["reason"], source["reason"], "{failing}");
     let since_time = chrono::DateTime::parse_from_rfc3339(&since).expect("an RFC 3339 time");
@@ -233,15 +230,6 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
         Some("2")
     );
     assert_eq!(serve.stop().await, Some(0));
-}
-
-/// The condition of `kind` in an app's status.
-fn condition(status: &Value, kind: &str) -> Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .unwrap_or_else(|| panic!("no {kind} condition: {status}"))
-        .clone()
 }
 
 /// Issue #12: an app stalled on a refusal a retry cannot fix (its namespace is missing)
