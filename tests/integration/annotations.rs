@@ -417,17 +417,8 @@ async fn flux_ssa_if_not_present_creates_once_and_never_updates() {
     assert_eq!(action(&created, "ConfigMap/seed"), "created");
 
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "seed",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"edited"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "seed", "default", r#"{"data":{"key":"edited"}}"#)
+        .await;
     let dir = app_dir(&sandbox, "once", &[("s.yaml", once("2"))]);
     let report = sync_ok(&sandbox, &dir, "once", &[]).await;
     assert_eq!(action(&report, "ConfigMap/seed"), "skipped", "{report}");
@@ -567,17 +558,13 @@ async fn flux_reconcile_disabled_and_ssa_ignore_are_reported_never_applied_nor_p
         .await
         .ok();
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "paused-live",
-            "--type",
-            "merge",
-            "-p",
+            "default",
             r#"{"data":{"key":"by-hand"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     let dir = app_dir(&sandbox, "paused", &base);
     let report = sync_ok(&sandbox, &dir, "paused", &[]).await;
     assert_eq!(

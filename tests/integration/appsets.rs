@@ -400,18 +400,13 @@ async fn a_generated_app_edited_or_deleted_by_hand_is_restored_at_once() {
     .await;
 
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "tapp",
             "web-dev",
-            "-n",
             "hand",
-            "--type=merge",
-            "-p",
             r#"{"spec":{"source":{"path":"edited"}}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     eventually("the edit is undone", || async {
         let (path, _) = path_and_uid(&sandbox, "web-dev", "hand").await?;
         (path == "dev").then_some(())

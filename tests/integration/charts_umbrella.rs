@@ -18,7 +18,7 @@ use crate::app_crd::{app_yaml, exists, install_crd};
 use crate::charts_deps::{HelmRepo, run_helm};
 use crate::charts_oci::OciRegistry;
 use crate::charts_source::{path_with_helm, serve_with_helm};
-use crate::serve::{Serve, origin, origin_http, server_section};
+use crate::serve::{Serve, borrowed, origin, origin_http, server_section};
 use crate::support::{Run, TestSandbox, eventually, tether_with_env};
 use tether_testkit::serve::synced_at;
 
@@ -335,18 +335,8 @@ async fn assert_heals(sandbox: &TestSandbox, release: &str) {
         .await
         .ok();
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            &cache,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"data":{"maxmemory":"1gb"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", &cache, NAMESPACE, r#"{"data":{"maxmemory":"1gb"}}"#)
+        .await;
     eventually("the deleted and the edited objects are healed", || async {
         let local = get(sandbox, "cm", &local).await?;
         let cache = get(sandbox, "cm", &cache).await?;
@@ -454,14 +444,6 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
     assert_pruned(&sandbox, "widgets.platform.tether.test", "edge-widget").await;
     assert!(get(&sandbox, "cm", "edge-platform").await.is_some());
     assert_eq!(serve.stop().await, Some(0));
-}
-
-/// A chart's files as the Git helpers take them.
-fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
-    files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect()
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tether_sandbox::SandboxOptions;
 
 use crate::dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
-use crate::serve::{Origin, Serve, origin, origin_http};
+use crate::serve::{Origin, Serve, borrowed, origin, origin_http};
 use crate::support::TestSandbox;
 use crate::webdriver::Browser;
 
@@ -73,11 +73,7 @@ fn quickstart(sandbox: &TestSandbox) -> (Origin, String) {
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(sandbox, &files);
+    let origin = origin(sandbox, &borrowed(&files));
     let token_file = sandbox.dir.path().join("api-token");
     std::fs::write(&token_file, TOKEN).expect("write the token");
     let config = format!(

@@ -103,11 +103,7 @@ async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
         })
         .await;
     assert!(crs["lastPass"].is_null(), "{crs}");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table
         .lines()

@@ -102,11 +102,7 @@ async fn a_custom_resource_is_judged_by_its_apps_cel_rule() {
         g["healthMessage"], "disk full [failed (status.phase == 'Failed') holds]",
         "{status}"
     );
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url, "--app", "gadgets"])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&["--app", "gadgets"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("Gadget/g1: disk full [failed (status.phase == 'Failed') holds]"),

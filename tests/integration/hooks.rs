@@ -594,19 +594,13 @@ async fn serve_runs_hooks_only_on_a_pass_that_writes() {
 
     // A pass that writes (healing an edit) runs it again: a new instance.
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "settings",
-            "-n",
             "default",
-            "--type",
-            "merge",
-            "-p",
             r#"{"data":{"key":"tampered"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     crate::support::eventually("the healing pass ran the hook again", || async {
         job_uid(&sandbox, "migrate")
             .await

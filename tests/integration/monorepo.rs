@@ -278,18 +278,13 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
 
     // A live change of an app that took the commit without a pass is still healed.
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "shared",
-            "-n",
             "mono-front",
-            "--type=merge",
-            "-p",
             "{\"data\":{\"key\":\"edited\"}}",
-        ])
-        .await
-        .ok();
+        )
+        .await;
     eventually("the live edit is healed", || async {
         (data(&sandbox, "shared", "mono-front", "key")
             .await

@@ -174,19 +174,7 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     assert_eq!(live_value(&sandbox).await, "one");
     // A hand edit is healed toward the pinned revision, not Git's head.
     let edit = r#"{"data":{"key":"edited"}}"#;
-    sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "web",
-            "-n",
-            "live",
-            "--type=merge",
-            "-p",
-            edit,
-        ])
-        .await
-        .ok();
+    sandbox.kubectl_merge_patch("cm", "web", "live", edit).await;
     live_becomes(&sandbox, "one").await;
 
     // `tether unpin` with the operator's own token: Git's head is applied again.

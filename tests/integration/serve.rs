@@ -357,19 +357,8 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
 
     // Live drift is healed: an edited field, then a deleted object.
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "web",
-            "-n",
-            "live",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"tampered"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "web", "live", r#"{"data":{"key":"tampered"}}"#)
+        .await;
     eventually("the edit is healed", || async {
         (data_key(&sandbox, "web", "live").await.as_deref() == Some("v1")).then_some(())
     })
@@ -414,12 +403,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     .await;
 
     // The HTTP surface.
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/web/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "web").await;
     let missing = reqwest::get(format!("{}/api/v1/apps/nope", serve.url))
         .await
         .expect("answer");
@@ -452,11 +436,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     assert_eq!(listed["apps"][0]["name"], "web");
 
     // `tether status` prints it.
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     assert!(table.contains("web") && table.contains("Synced"), "{table}");
@@ -628,19 +608,8 @@ async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
     // The leader stops (releasing its Lease): the follower takes over and heals.
     assert_eq!(first.stop().await, Some(0));
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "team",
-            "-n",
-            "team",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"drift"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "team", "team", r#"{"data":{"key":"drift"}}"#)
+        .await;
     eventually("the new leader heals the drift", || async {
         (data_key(&sandbox, "team", "team").await.as_deref() == Some("1")).then_some(())
     })
@@ -683,8 +652,43 @@ async fn serve_once(sandbox: &TestSandbox, config: &Path) -> std::process::Outpu
         .expect("tether serve runs")
 }
 
+/// Files of owned strings as the Git helpers ([`origin`], [`origin_http`]) take them.
+pub(crate) fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
+    files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect()
+}
+
+/// Asks the service at `url` for a manual sync of `app` (`POST /api/v1/apps/{app}/sync`),
+/// failing the test unless it is accepted.
+pub(crate) async fn manual_sync(url: &str, app: &str) -> reqwest::Response {
+    let answer = reqwest::Client::new()
+        .post(format!("{url}/api/v1/apps/{app}/sync"))
+        .send()
+        .await
+        .expect("the status API answers");
+    assert_eq!(
+        answer.status(),
+        reqwest::StatusCode::ACCEPTED,
+        "manual sync of {app}"
+    );
+    answer
+}
+
 /// The waits every test of a served app repeats, on `tether_testkit`'s predicates.
 impl Serve {
+    /// `tether status --server URL [extra]` against this service: what it printed and
+    /// how it ended.
+    pub(crate) async fn tether_status(&self, extra: &[&str]) -> std::process::Output {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+            .args(["status", "--server", &self.url])
+            .args(extra)
+            .output()
+            .await
+            .expect("tether status runs")
+    }
+
     /// Waits until `app` is Synced; returns its status.
     pub(crate) async fn wait_synced(&self, app: &str) -> Value {
         let what = format!("{app} is Synced");

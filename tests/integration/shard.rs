@@ -20,7 +20,7 @@ use tether_testkit::free_port;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::{configmap, origin, origin_http};
+use crate::serve::{borrowed, configmap, manual_sync, origin, origin_http};
 use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 
 mod cache;
@@ -308,11 +308,7 @@ async fn setup_with(
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = serve_origin(&sandbox, &files);
+    let origin = serve_origin(&sandbox, &borrowed(&files));
     (sandbox, origin)
 }
 
@@ -349,12 +345,7 @@ async fn check_status_from_every_replica(replicas: &[&Replica]) {
         assert_eq!(one["shard"], shard_of("app-0", SHARDS));
         assert_eq!(one["automation"]["acting"], true, "{one}");
         // A manual sync asked of any replica reaches the holder's worker.
-        let accepted = reqwest::Client::new()
-            .post(format!("{}/api/v1/apps/app-0/sync", replica.url))
-            .send()
-            .await
-            .expect("the status API answers");
-        assert_eq!(accepted.status(), reqwest::StatusCode::ACCEPTED);
+        let accepted = manual_sync(&replica.url, "app-0").await;
         let body: Value = accepted.json().await.expect("JSON");
         assert_eq!(body["status"], "accepted", "{body}");
     }

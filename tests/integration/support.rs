@@ -510,6 +510,29 @@ impl TestSandbox {
             .ok()
     }
 
+    /// `kubectl patch KIND NAME -n NAMESPACE --type=merge -p PATCH`: a hand edit of a
+    /// live object, failing the test with kubectl's output unless it succeeds.
+    pub async fn kubectl_merge_patch(
+        &self,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+        patch: &str,
+    ) -> KubectlOutput {
+        self.kubectl(&[
+            "patch",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            patch,
+        ])
+        .await
+        .ok()
+    }
+
     /// Creates the namespaces `names`, failing the test if one cannot be.
     pub async fn namespaces(&self, names: &[&str]) {
         for name in names {

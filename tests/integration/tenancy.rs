@@ -11,7 +11,7 @@ use serde_json::Value;
 use tether_core::cluster::{Bookkeeping, Cluster, ClusterError, ServiceAccount};
 use tether_sandbox::RequestCounts;
 
-use crate::serve::{Serve, origin, server_section};
+use crate::serve::{Serve, manual_sync, origin, server_section};
 use crate::support::{TestSandbox, eventually, find_condition};
 
 const POLL: &str = "1h";
@@ -53,15 +53,6 @@ fn writes(counts: &RequestCounts) -> u64 {
         .iter()
         .map(|verb| counts.verb(verb))
         .sum()
-}
-
-async fn manual_sync(serve: &Serve, app: &str) {
-    let answer = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/{app}/sync", serve.url))
-        .send()
-        .await
-        .expect("the status API answers");
-    assert_eq!(answer.status(), reqwest::StatusCode::ACCEPTED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +110,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
         .kubectl_apply(&deployer_role("get, list, watch"))
         .await;
     sandbox.sandbox.reset_requests();
-    manual_sync(&serve, "web").await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "web stalls on the refused dry run", |s| {
             find_condition(s, "Stalled")["message"]
@@ -151,7 +142,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
     sandbox
         .kubectl_apply(&deployer_role("get, list, watch, patch"))
         .await;
-    manual_sync(&serve, "web").await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "web syncs once granted", |s| {
             find_condition(s, "Ready")["status"] == "True"
@@ -185,7 +176,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
     // namespaces is refused (the Role is t1's), so the object is read by name.
     let finished = status["lastPass"]["finishedAt"].clone();
     sandbox.sandbox.reset_requests();
-    manual_sync(&serve, "web").await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "another pass", |s| {
             s["lastPass"]["finishedAt"] != finished

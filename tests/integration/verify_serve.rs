@@ -124,18 +124,8 @@ async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows()
     }
     // The last verified revision is still healed.
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "file-cm",
-            "-n",
-            "live",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"value":"drifted"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "file-cm", "live", r#"{"data":{"value":"drifted"}}"#)
+        .await;
     wait_value(&sandbox, "file-cm", "one").await;
     assert_eq!(value(&sandbox, "object-cm").await, "one");
     let table = serve.status("file").await.to_string();

@@ -200,19 +200,13 @@ async fn tether_diff_names_the_manager_that_changed_each_field() {
     let in_sync = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
     assert_eq!(in_sync.code, Some(0), "{in_sync:?}");
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "configmap",
             "settings",
-            "-n",
             "who",
-            "--type",
-            "merge",
-            "-p",
             r#"{"data":{"level":"debug"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
 
     let drift = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
     assert_eq!(drift.code, Some(1), "{drift:?}");

@@ -81,12 +81,7 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
     };
     let last = finished(&serve.status("shop").await).expect("shop has passed once");
     let before = provider.seen().len();
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "shop").await;
     let passed = serve
         .wait_status("shop", "a pass after the manual sync", |s| {
             finished(s).is_some_and(|at| at != last)

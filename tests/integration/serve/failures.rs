@@ -23,11 +23,7 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(&sandbox, &files);
+    let origin = origin(&sandbox, &borrowed(&files));
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}  shutdownTimeout: 4s\napps:\n- name: slow\n  source: {{repo: \"{}\", ref: main, path: slow, interval: {POLL}}}\n  destination: {{namespace: slow}}\n  sync: {{automated: true}}\n",
@@ -166,11 +162,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
         })
         .await;
     assert_eq!(stale["source"]["failingSince"], since.as_str(), "{stale}");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table
@@ -270,12 +262,7 @@ async fn a_stalled_app_is_retried_by_a_manual_sync_after_the_cluster_is_fixed() 
     // Fixed in the cluster; the revision is the same, so the stall holds until asked.
     sandbox.namespace("later").await;
     assert_eq!(data_key(&sandbox, "web", "later").await, None);
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/web/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "web").await;
     let synced = serve
         .wait_status("web", "web leaves Stalled and syncs", |s| {
             s["sync"] == "Synced" && s["lastPass"]["result"] == "Succeeded"
@@ -335,12 +322,7 @@ async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one
     assert_eq!(rendered(&serve.log()), 1, "{}", serve.log());
 
     // Another pass at the same commit reads the parsed objects it kept.
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "shop").await;
     serve
         .wait_status("shop", "a second pass ran", |s| {
             s["lastPass"]["finishedAt"] != first_pass && s["lastPass"]["result"] == "Succeeded"

@@ -19,11 +19,7 @@ async fn a_storm_of_live_changes_heals_a_bounded_number_of_apps_at_once() {
             (format!("{name}/cm.yaml"), configmap(&name, "storm", "1"))
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(&sandbox, &files);
+    let origin = origin(&sandbox, &borrowed(&files));
     let server = server_section(sandbox.dir.path());
     let apps: String = (0..APPS)
         .map(|i| {
@@ -319,19 +315,9 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
     .await;
 
     let began = std::time::Instant::now();
-    let edited = sandbox
-        .kubectl(&[
-            "patch",
-            "configmap",
-            "cm",
-            "-n",
-            "quick",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"key":"edited"}}"#,
-        ])
+    sandbox
+        .kubectl_merge_patch("configmap", "cm", "quick", r#"{"data":{"key":"edited"}}"#)
         .await;
-    assert_eq!(edited.code, 0, "{}", edited.stderr);
     eventually("the edit is healed", || async {
         (data_key(&sandbox, "cm", "quick").await.as_deref() == Some("git")).then_some(())
     })
