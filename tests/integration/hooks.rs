@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tether_sandbox::SandboxOptions;
 
+use crate::serve::get_text;
 use crate::support::{Run, TestSandbox, app_dir, json, tether};
 
 /// A sandbox whose simulated controllers complete Jobs.
@@ -536,12 +537,7 @@ async fn job_uid(sandbox: &TestSandbox, name: &str) -> Option<String> {
 
 /// The count of the app's succeeded passes, from `tether serve`'s metrics.
 async fn passes(serve: &crate::serve::Serve, app: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = get_text(format!("{}/metrics", serve.url)).await;
     let series = format!("tether_reconcile_passes_total{{app=\"{app}\",result=\"Succeeded\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, get_text, origin, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Every app: (name, path, namespace).
@@ -77,12 +77,7 @@ async fn per_app(serve: &Serve, counter: &str) -> BTreeMap<String, u64> {
 /// The value of a counter's series (`tether_<counter>_total{app=...}`) for each of
 /// `apps` (0 for an app without one yet).
 pub(crate) async fn counters(serve: &Serve, counter: &str, apps: &[&str]) -> BTreeMap<String, u64> {
-    let text = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = get_text(format!("{}/metrics", serve.url)).await;
     let mut found = BTreeMap::new();
     for name in apps {
         let prefix = format!("tether_{counter}_total{{app=\"{name}\"");

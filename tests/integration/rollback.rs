@@ -11,8 +11,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::app_crd::{apply_app, install_crd};
-use crate::people::{RBAC, action_notes, token};
-use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
+use crate::people::{APP_ROLES, RBAC, action_notes, token};
+use crate::serve::{
+    Origin, Serve, configmap, origin_http, server_section_with_token, tether_client,
+};
 use crate::support::{TestSandbox, eventually};
 
 const API_TOKEN: &str = "operator-break-glass";
@@ -79,16 +81,7 @@ fn pinned_condition(status: &Value) -> Option<(String, String)> {
 
 /// `tether rollback|unpin ARGS --server URL --token-file FILE`.
 async fn cli(serve: &Serve, token_file: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(args)
-        .args(["--server", &serve.url, "--token-file"])
-        .arg(token_file)
-        .output()
-        .await
-        .expect("tether runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
+    tether_client(&serve.url, args, ("--token-file", token_file)).await
 }
 
 async fn start(sandbox: &TestSandbox, config: &str) -> Serve {
@@ -105,19 +98,15 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team-a", "deployer").await;
+    sandbox.kubectl_apply(APP_ROLES).await;
     sandbox.kubectl_apply(RBAC).await;
     let origin = origin_http(
         &sandbox,
         &[("apps/web/config.yaml", &configmap("web", "live", "one"))],
     );
     let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, API_TOKEN).expect("write the token");
-    let config = format!(
-        "{}  apiToken: {{secretFile: {}}}\napps: []\n",
-        server_section(dir),
-        token_file.display()
-    );
+    let server = server_section_with_token(dir, API_TOKEN);
+    let config = format!("{server}apps: []\n");
     let mut serve = start_app(&sandbox, &origin, &config).await;
     live_becomes(&sandbox, "one").await;
     let first = status_when(&serve, "the first commit is applied", |s| {

@@ -153,12 +153,7 @@ impl Serve {
     }
 
     pub(crate) async fn status(&self, app: &str) -> Value {
-        reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
-            .await
-            .expect("status answers")
-            .json()
-            .await
-            .expect("status is JSON")
+        get_json(format!("{}/api/v1/apps/{app}", self.url)).await
     }
 
     /// Waits until `check` holds for the app's status.
@@ -283,6 +278,18 @@ pub(crate) fn server_section(dir: &Path) -> String {
     format!(
         "server:\n  listen: 127.0.0.1:0\n  webhooks:\n    generic: {{secretFile: {}}}\n",
         secret_file(dir)
+    )
+}
+
+/// [`server_section`] with an API token: `token` written to the file `api-token` in
+/// `dir`, which `server.apiToken` names.
+pub(crate) fn server_section_with_token(dir: &Path, token: &str) -> String {
+    let file = dir.join("api-token");
+    std::fs::write(&file, token).expect("write the token");
+    format!(
+        "{}  apiToken: {{secretFile: {}}}\n",
+        server_section(dir),
+        file.display()
     )
 }
 
@@ -412,12 +419,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
         .await
         .expect("readyz");
     assert_eq!(ready.status(), reqwest::StatusCode::OK);
-    let metrics = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(format!("{}/metrics", serve.url)).await;
     for series in [
         "tether_reconcile_passes_total{app=\"web\",result=\"Succeeded\"}",
         "tether_app_sync_status{app=\"web\",status=\"Synced\"} 1",
@@ -427,12 +429,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     ] {
         assert!(metrics.contains(series), "{series} missing:\n{metrics}");
     }
-    let listed: Value = reqwest::get(format!("{}/api/v1/apps", serve.url))
-        .await
-        .expect("apps")
-        .json()
-        .await
-        .expect("JSON");
+    let listed: Value = get_json(format!("{}/api/v1/apps", serve.url)).await;
     assert_eq!(listed["apps"][0]["name"], "web");
 
     // `tether status` prints it.
@@ -658,6 +655,56 @@ pub(crate) fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect()
+}
+
+/// `tether ARGS --server URL FLAG FILE`: a client of the service at `url` with its
+/// credential (`--kubeconfig` or `--token-file`), none from the environment; its exit
+/// code and what it printed (stdout, then stderr).
+pub(crate) async fn tether_client(
+    url: &str,
+    args: &[&str],
+    (flag, file): (&str, &Path),
+) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(args)
+        .args(["--server", url, flag])
+        .arg(file)
+        .env_remove("TETHER_API_TOKEN")
+        .output()
+        .await
+        .expect("tether runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// The body of `GET url` as text (whatever the status), failing the test (naming the
+/// URL) if there is none.
+pub(crate) async fn get_text(url: String) -> String {
+    reqwest::get(&url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+/// The body of `GET url` as JSON, failing the test (naming the URL) if it is not.
+pub(crate) async fn get_json(url: String) -> Value {
+    let text = get_text(url.clone()).await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {text}"))
+}
+
+/// The body of `GET url` as text, or None while the service does not answer: for
+/// polls.
+pub(crate) async fn try_get_text(url: String) -> Option<String> {
+    reqwest::get(url).await.ok()?.text().await.ok()
+}
+
+/// The body of `GET url` as JSON, or None while the service does not answer with
+/// JSON: for polls.
+pub(crate) async fn try_get_json(url: String) -> Option<Value> {
+    reqwest::get(url).await.ok()?.json().await.ok()
 }
 
 /// Asks the service at `url` for a manual sync of `app` (`POST /api/v1/apps/{app}/sync`),

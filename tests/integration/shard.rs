@@ -20,7 +20,9 @@ use tether_testkit::free_port;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::{borrowed, configmap, manual_sync, origin, origin_http};
+use crate::serve::{
+    borrowed, configmap, get_json, manual_sync, origin, origin_http, try_get_json, try_get_text,
+};
 use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 
 mod cache;
@@ -316,12 +318,7 @@ async fn setup_with(
 async fn check_status_from_every_replica(replicas: &[&Replica]) {
     for replica in replicas {
         let body: Value = eventually("every app Synced from this replica", || async {
-            let body: Value = reqwest::get(format!("{}/api/v1/apps", replica.url))
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let body: Value = try_get_json(format!("{}/api/v1/apps", replica.url)).await?;
             let apps = body["apps"].as_array()?;
             (apps.len() == APPS && apps.iter().all(|a| a["sync"] == "Synced")).then_some(body)
         })
@@ -335,12 +332,7 @@ async fn check_status_from_every_replica(replicas: &[&Replica]) {
         }
         assert_eq!(owners.len(), replicas.len(), "owners {owners:?}");
         // One app, asked of a replica that does not hold it, as its holder says it.
-        let one: Value = reqwest::get(format!("{}/api/v1/apps/app-0", replica.url))
-            .await
-            .expect("the status API answers")
-            .json()
-            .await
-            .expect("JSON");
+        let one: Value = get_json(format!("{}/api/v1/apps/app-0", replica.url)).await;
         assert_eq!(one["sync"], "Synced", "{one}");
         assert_eq!(one["shard"], shard_of("app-0", SHARDS));
         assert_eq!(one["automation"]["acting"], true, "{one}");
@@ -603,12 +595,7 @@ async fn a_joining_replica_takes_its_share_while_apps_drift_without_two_writers(
 
 /// Which shards a `tether serve` process says it holds, from its `/metrics`.
 async fn owned_shards(url: &str) -> Option<BTreeSet<u32>> {
-    let text = reqwest::get(format!("{url}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let text = try_get_text(format!("{url}/metrics")).await?;
     let mut owned = BTreeSet::new();
     let mut seen = 0;
     for line in text.lines() {

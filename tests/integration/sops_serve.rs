@@ -10,7 +10,7 @@ use base64::Engine;
 use tether_sops::Recipients;
 
 use crate::app_crd::{app_sandbox, apply_app};
-use crate::serve::{Serve, origin_http, server_section};
+use crate::serve::{Serve, get_text, origin_http, server_section};
 use crate::sops::{encrypted_secret, gpg_key, password_in as password};
 use crate::support::{eventually, tether};
 
@@ -184,20 +184,10 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     ]);
     for app in ["files", "tampered", "team-s.web"] {
         shown.push(("status API", serve.status(app).await.to_string()));
-        let tree = reqwest::get(format!("{}/api/v1/apps/{app}/tree", serve.url))
-            .await
-            .expect("tree answers")
-            .text()
-            .await
-            .expect("text");
+        let tree = get_text(format!("{}/api/v1/apps/{app}/tree", serve.url)).await;
         shown.push(("dashboard tree", tree));
     }
-    let page = reqwest::get(format!("{}/", serve.url))
-        .await
-        .expect("dashboard answers")
-        .text()
-        .await
-        .expect("text");
+    let page = get_text(format!("{}/", serve.url)).await;
     shown.push(("dashboard", page));
     for plain in [AGE_PLAIN, PGP_PLAIN] {
         let b64 = base64::engine::general_purpose::STANDARD.encode(plain);

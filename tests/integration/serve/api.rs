@@ -105,13 +105,10 @@ async fn the_status_api_asks_for_the_configured_token() {
         &sandbox,
         &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
     );
-    let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token");
-    let server = server_section(dir);
+    let server = server_section_with_token(sandbox.dir.path(), &format!("{TOKEN}\n"));
+    let token_file = sandbox.dir.path().join("api-token");
     let config = format!(
-        "{server}  apiToken: {{secretFile: {}}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
-        token_file.display(),
+        "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     let serve = Serve::start(&sandbox, "guarded", &config, &[]).await;

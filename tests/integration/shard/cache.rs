@@ -177,12 +177,7 @@ async fn a_sharded_cache_holds_its_shards_apps_and_says_not_known_of_the_others(
 
 /// `tether_cache_objects` on a replica's /metrics.
 async fn cache_objects(replica: &Replica) -> Option<usize> {
-    let text = reqwest::get(format!("{}/metrics", replica.url))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let text = try_get_text(format!("{}/metrics", replica.url)).await?;
     text.lines()
         .find_map(|l| l.strip_prefix("tether_cache_objects "))
         .and_then(|n| n.trim().parse().ok())
