@@ -150,33 +150,32 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
 
     // A Secret that is not there stops the app before anything renders, named.
     let status = serve
-        .wait_status("missing", "the missing Secret reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text("missing", "the missing Secret reported", "ValuesFailed")
+        .await;
     assert!(
         status.contains("source.helm.valuesFrom[0]: Secret tether-system/absent-values not found"),
         "{status}"
     );
     // A Secret whose values do not parse: named, its text shown nowhere.
     let status = serve
-        .wait_status("unparsable", "the unparsable Secret reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "unparsable",
+            "the unparsable Secret reported",
+            "ValuesFailed",
+        )
+        .await;
     assert!(
         status.contains("Secret tether-system/broken-values key values.yaml: is not YAML"),
         "{status}"
     );
     // A post-renderer's patch whose target selects nothing: named, nothing applied.
     let bad = serve
-        .wait_status("badtarget", "the patch without a target reported", |s| {
-            s.to_string().contains("ManifestInvalid")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "badtarget",
+            "the patch without a target reported",
+            "ManifestInvalid",
+        )
+        .await;
     assert!(
         bad.contains("postRenderers[0].kustomize.patches[0]: target")
             && bad.contains("selects no object the chart rendered"),

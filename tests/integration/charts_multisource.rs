@@ -225,11 +225,8 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         ),
     ] {
         let status = serve
-            .wait_status(name, &format!("{name} reported"), |s| {
-                s.to_string().contains(reason)
-            })
-            .await
-            .to_string();
+            .wait_status_text(name, &format!("{name} reported"), reason)
+            .await;
         assert!(says.iter().all(|s| status.contains(s)), "{name}: {status}");
     }
     for name in ["missing", "unreachable", "escape"] {
@@ -305,11 +302,12 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
     )
     .await;
     let refused = serve
-        .wait_status("team-m.theirs", "the private repository refused", |s| {
-            s.to_string().contains("no revision fetched yet")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-m.theirs",
+            "the private repository refused",
+            "no revision fetched yet",
+        )
+        .await;
     assert!(refused.contains("secret.git"), "{refused}");
     assert!(!refused.contains("pw-0f-another-tenant"), "{refused}");
 

@@ -383,11 +383,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         "a manifest fetched twice"
     );
 
-    let missing = serve
-        .wait_status("missing", "missing fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let missing = serve.wait_source_failed("missing").await;
     assert_eq!(
         missing["source"]["reason"], "ChartVersionNotFound",
         "{missing}"
@@ -402,9 +398,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         "{missing}"
     );
 
-    let bad = serve
-        .wait_status("bad", "bad fails", |s| s["source"]["ready"] == false)
-        .await;
+    let bad = serve.wait_source_failed("bad").await;
     assert_eq!(bad["source"]["reason"], "DigestMismatch", "{bad}");
     assert!(
         bad["source"]["message"]
@@ -504,11 +498,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         "web 1.0.0 fetched with the login, rendered in the stack release"
     );
 
-    let denied = serve
-        .wait_status("team.denied", "the App with a stale login fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let denied = serve.wait_source_failed("team.denied").await;
     assert_eq!(
         denied["source"]["reason"], "AuthenticationFailed",
         "{denied}"
@@ -558,22 +548,13 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         .await;
     }
     serve
-        .wait_status("team.helmsrc", "the Helm repository's chart syncs", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.3@sha256:"))
-        })
+        .wait_synced_from("team.helmsrc", "web@1.0.3@sha256:")
         .await;
     assert_eq!(
         greeting(&sandbox, "helmsrc-1-0-3").await.as_deref(),
         Some("default")
     );
-    let refused = serve
-        .wait_status("team.helmca", "a Secret with a bad CA is refused", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let refused = serve.wait_source_failed("team.helmca").await;
     assert!(
         refused["source"]["message"]
             .as_str()

@@ -119,14 +119,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     let serve = serve_with_helm(&sandbox, "chart-source", &config).await;
 
     // The newest version of the range (not 2.0.0), with the app's values.
-    let synced = serve
-        .wait_status("web", "web 1.0.0 is Synced", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.0@sha256:"))
-        })
-        .await;
+    let synced = serve.wait_synced_from("web", "web@1.0.0@sha256:").await;
     assert_eq!(synced["source"]["ready"], true, "{synced}");
     assert_eq!(
         config_maps(&sandbox).await,
@@ -136,14 +129,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     // A version published within the range is taken at the next poll; the old
     // version's object is pruned.
     repo.publish(&chart(&build, "web", "1.0.1"));
-    let moved = serve
-        .wait_status("web", "web 1.0.1 is Synced", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.1@sha256:"))
-        })
-        .await;
+    let moved = serve.wait_synced_from("web", "web@1.0.1@sha256:").await;
     assert_eq!(moved["revision"]["subject"], "chart web 1.0.1", "{moved}");
     crate::support::eventually("web-1-0-0 is pruned", || async {
         (config_maps(&sandbox).await == [("web-1-0-1".to_string(), "hello".to_string())])
@@ -174,11 +160,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     .await;
     assert_eq!(repo.archives(), archives, "an archive fetched twice");
 
-    let missing = serve
-        .wait_status("missing", "missing fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let missing = serve.wait_source_failed("missing").await;
     assert_eq!(
         missing["source"]["reason"], "ChartVersionNotFound",
         "{missing}"
@@ -191,9 +173,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         "{missing}"
     );
 
-    let bad = serve
-        .wait_status("bad", "bad fails", |s| s["source"]["ready"] == false)
-        .await;
+    let bad = serve.wait_source_failed("bad").await;
     assert_eq!(bad["source"]["reason"], "DigestMismatch", "{bad}");
     assert!(
         bad["source"]["message"]

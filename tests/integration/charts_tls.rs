@@ -128,12 +128,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("stack-mtls", "stack@0.1.0@sha256:", "stack-mtls-1-0-0"),
     ] {
         serve
-            .wait_status(&format!("team.{app}"), &format!("{app} is Synced"), |s| {
-                s["sync"] == "Synced"
-                    && s["revision"]["sha"]
-                        .as_str()
-                        .is_some_and(|r| r.starts_with(revision))
-            })
+            .wait_synced_from(&format!("team.{app}"), revision)
             .await;
         assert!(exists(&sandbox, object).await, "{object} applied");
     }
@@ -144,11 +139,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("untrusted", "invalid peer certificate: UnknownIssuer"),
         ("no-client-cert", "CertificateRequired"),
     ] {
-        let failed = serve
-            .wait_status(&format!("team.{app}"), &format!("{app} fails"), |s| {
-                s["source"]["ready"] == false
-            })
-            .await;
+        let failed = serve.wait_source_failed(&format!("team.{app}")).await;
         assert!(
             failed["source"]["message"]
                 .as_str()
@@ -156,11 +147,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
             "{failed}"
         );
     }
-    let bad = serve
-        .wait_status("team.bad-ca", "bad-ca fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let bad = serve.wait_source_failed("team.bad-ca").await;
     assert!(
         bad["source"]["message"]
             .as_str()

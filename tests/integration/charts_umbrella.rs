@@ -369,9 +369,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
     let serve = serve_with_helm(&sandbox, "umbrella-helm", &config).await;
 
     serve
-        .wait_status("platform", "platform 1.0.0 is Synced", |s| {
-            synced_at(s, |r| r.starts_with("platform@1.0.0@sha256:"))
-        })
+        .wait_synced_from("platform", "platform@1.0.0@sha256:")
         .await;
     assert_rendered(&sandbox, "platform").await;
     let clean = diff(&sandbox, &["--config", &file, "--app", "platform"]).await;
@@ -387,9 +385,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
     );
     parts.charts.publish(&parts.vendored("1.0.1", "1.1.0"));
     serve
-        .wait_status("platform", "platform 1.0.1 is Synced", |s| {
-            synced_at(s, |r| r.starts_with("platform@1.0.1@sha256:"))
-        })
+        .wait_synced_from("platform", "platform@1.0.1@sha256:")
         .await;
     assert_pruned(&sandbox, "serviceaccount", "platform-cache").await;
     let clean = diff(&sandbox, &["--config", &file, "--app", "platform"]).await;

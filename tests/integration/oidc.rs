@@ -434,34 +434,25 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
     let browser = Browser::start().await;
     browser.goto(&format!("{}/", fixture.serve.url)).await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page",
             "return document.getElementById('oidc-login') !== null",
-            json!([]),
         )
         .await;
     browser.click("#oidc-login").await;
     // Through the issuer and back to the dashboard: team-a's app, not team-b's.
     browser
-        .wait_for(
+        .wait_until(
             "the dashboard with team-a's app",
             "return document.querySelector('tr[data-app=\"team-a.web\"]') !== null",
-            json!([]),
         )
         .await;
     let rows = browser
-        .eval(
-            "return [...document.querySelectorAll('tr[data-app]')].map(r => r.dataset.app)",
-            json!([]),
-        )
+        .run("return [...document.querySelectorAll('tr[data-app]')].map(r => r.dataset.app)")
         .await;
     assert_eq!(rows, json!(["team-a.web"]));
     let who = browser
-        .wait_for(
-            "who is logged in",
-            "const w = document.getElementById('who'); return w && !w.hidden ? w.textContent : null",
-            json!([]),
-        )
+        .wait_until("who is logged in", "const w = document.getElementById('who'); return w && !w.hidden ? w.textContent : null")
         .await;
     assert_eq!(who, "oidc:jane@example.com");
     // Sync from the app's page is refused, saying what is missing.
@@ -469,19 +460,14 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
         .goto(&format!("{}/#/apps/team-a.web", fixture.serve.url))
         .await;
     browser
-        .wait_for(
+        .wait_until(
             "the app's page",
             "return document.getElementById('sync') !== null",
-            json!([]),
         )
         .await;
     browser.click("#sync").await;
     let notice = browser
-        .wait_for(
-            "the refusal",
-            "const n = document.getElementById('notice'); return n && n.textContent.includes('refused') ? n.textContent : null",
-            json!([]),
-        )
+        .wait_until("the refusal", "const n = document.getElementById('notice'); return n && n.textContent.includes('refused') ? n.textContent : null")
         .await;
     assert!(
         notice
@@ -492,18 +478,16 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
     // Logging out leads back to the login page, and the dashboard asks again.
     browser.click("#logout").await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page again",
             "return document.getElementById('oidc-login') !== null",
-            json!([]),
         )
         .await;
     browser.goto(&format!("{}/", fixture.serve.url)).await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page, not the dashboard",
             "return location.pathname === '/login'",
-            json!([]),
         )
         .await;
     assert_eq!(fixture.issuer.exchanges(), 1);

@@ -736,6 +736,30 @@ impl Serve {
             .expect("tether status runs")
     }
 
+    /// Waits until `app`'s status, as JSON text, contains `needle`; returns that text.
+    pub(crate) async fn wait_status_text(&self, app: &str, what: &str, needle: &str) -> String {
+        self.wait_status(app, what, |s| s.to_string().contains(needle))
+            .await
+            .to_string()
+    }
+
+    /// Waits until `app` is Synced at a revision starting with `prefix` (a chart's
+    /// `name@version@`); returns its status.
+    pub(crate) async fn wait_synced_from(&self, app: &str, prefix: &str) -> Value {
+        let what = format!("{app} is Synced at {prefix}…");
+        self.wait_status(app, &what, |s| {
+            tether_testkit::serve::synced_at(s, |r| r.starts_with(prefix))
+        })
+        .await
+    }
+
+    /// Waits until `app`'s source fails (`source.ready` false); returns its status.
+    pub(crate) async fn wait_source_failed(&self, app: &str) -> Value {
+        let what = format!("{app}'s source fails");
+        self.wait_status(app, &what, |s| s["source"]["ready"] == false)
+            .await
+    }
+
     /// Waits until `app` is Synced; returns its status.
     pub(crate) async fn wait_synced(&self, app: &str) -> Value {
         let what = format!("{app} is Synced");

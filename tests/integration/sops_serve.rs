@@ -89,11 +89,12 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
 
     // The file app: its key Secret is missing at first, which stops it, named.
     let status = serve
-        .wait_status("files", "the missing key Secret reported", |s| {
-            s.to_string().contains("DecryptionFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "files",
+            "the missing key Secret reported",
+            "DecryptionFailed",
+        )
+        .await;
     assert!(
         status.contains("Secret tether-system/sops-keys not found"),
         "{status}"
@@ -123,11 +124,8 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
 
     // A tampered file fails its revision, named, and nothing of it is applied.
     let status = serve
-        .wait_status("tampered", "the MAC mismatch reported", |s| {
-            s.to_string().contains("MAC mismatch")
-        })
-        .await
-        .to_string();
+        .wait_status_text("tampered", "the MAC mismatch reported", "MAC mismatch")
+        .await;
     assert!(status.contains("ManifestInvalid"), "{status}");
     assert!(status.contains("db.enc.yaml"), "{status}");
     assert_eq!(password(&sandbox, "api", "vault-t").await, None);
@@ -142,11 +140,12 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     );
     apply_app(&sandbox, "web", "team-s", &spec).await;
     let status = serve
-        .wait_status("team-s.web", "the missing PGP key reported", |s| {
-            s.to_string().contains("no key that opens it")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-s.web",
+            "the missing PGP key reported",
+            "no key that opens it",
+        )
+        .await;
     assert!(status.contains("api.enc.yaml"), "{status}");
     assert!(status.contains("PGP"), "{status}");
     assert_eq!(

@@ -116,11 +116,8 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
 
     // An undefined variable stops the app before anything is applied.
     let status = serve
-        .wait_status("broken", "the undefined variable reported", |s| {
-            s.to_string().contains("\\\"nope\\\"")
-        })
-        .await
-        .to_string();
+        .wait_status_text("broken", "the undefined variable reported", "\\\"nope\\\"")
+        .await;
     assert!(status.contains("ManifestInvalid"), "{status}");
     assert!(
         status.contains("apps/broken/config.yaml, document 1"),
@@ -135,11 +132,12 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
     );
     apply_app(&sandbox, "web", "team-v", &spec).await;
     let status = serve
-        .wait_status("team-v.web", "the missing ConfigMap reported", |s| {
-            s.to_string().contains("VariablesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-v.web",
+            "the missing ConfigMap reported",
+            "VariablesFailed",
+        )
+        .await;
     assert!(
         status.contains("ConfigMap team-v/cluster-vars not found"),
         "{status}"

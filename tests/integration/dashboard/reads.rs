@@ -102,13 +102,12 @@ async fn a_thousand_apps_fit_the_page_budget() {
     let browser = Browser::start().await;
     browser.goto(&format!("http://{address}/")).await;
     browser
-        .wait_for(
+        .wait_until(
             "the app list",
             "return performance.getEntriesByName('apps-rendered').length > 0",
-            json!([]),
         )
         .await;
-    let figures = browser.eval(FIGURES, json!([])).await;
+    let figures = browser.run(FIGURES).await;
     browser
         .screenshot(&screenshot_path("dashboard-apps.png"))
         .await;
@@ -127,27 +126,21 @@ async fn a_thousand_apps_fit_the_page_budget() {
     // Search and filter narrow the list.
     browser.type_into("#search", "service-0421").await;
     browser
-        .wait_for(
+        .wait_until(
             "one app left",
             "return document.querySelectorAll('#app-rows tr[data-app]').length === 1",
-            json!([]),
         )
         .await;
     browser
-        .eval(
+        .run(
             "const s = document.getElementById('search'); s.value = ''; \
              s.dispatchEvent(new Event('input')); \
              const f = document.getElementById('filter'); f.value = 'OutOfSync'; \
              f.dispatchEvent(new Event('change'))",
-            json!([]),
         )
         .await;
     let shown = browser
-        .wait_for(
-            "the out-of-sync apps",
-            "const n = document.querySelectorAll('#app-rows tr[data-app]').length; return n < 1000 && n",
-            json!([]),
-        )
+        .wait_until("the out-of-sync apps", "const n = document.querySelectorAll('#app-rows tr[data-app]').length; return n < 1000 && n")
         .await;
     assert_eq!(shown, 100);
     let client = reqwest::Client::new();
@@ -167,12 +160,9 @@ async fn a_thousand_apps_fit_the_page_budget() {
     }
     // Every control has a label a screen reader can name.
     let unlabelled = browser
-        .eval(
-            "return [...document.querySelectorAll('input, select, button')]\
+        .run("return [...document.querySelectorAll('input, select, button')]\
                .filter(e => !(e.labels?.length || e.getAttribute('aria-label') || e.textContent.trim()))\
-               .map(e => e.outerHTML)",
-            json!([]),
-        )
+               .map(e => e.outerHTML)")
         .await;
     assert_eq!(unlabelled, json!([]));
     drop(browser);

@@ -115,9 +115,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     assert!(synced["source"].get("failingSince").is_none(), "{synced}");
 
     daemon.stop();
-    let failing = serve
-        .wait_status("web", "the source fails", |s| s["source"]["ready"] == false)
-        .await;
+    let failing = serve.wait_source_failed("web").await;
     let source = &failing["source"];
     let since = source["failingSince"]
         .as_str()
