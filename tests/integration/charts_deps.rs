@@ -17,7 +17,7 @@ use tether_core::source::{Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, DesiredInput, ReadOptions, read_desired};
 use tether_diff::manifest::{HelmInputs, Renderers};
 
-use crate::support::{GitDaemon, GitRepo, TestSandbox, json, tether};
+use crate::support::{GitDaemon, GitRepo, TestSandbox, json, resource_fields, tether};
 
 /// A Helm repository: a folder of archives and their `index.yaml`, served over HTTP
 /// on loopback, counting the requests it answers.
@@ -278,13 +278,7 @@ async fn a_git_chart_with_dependencies_from_a_helm_repository_and_file_syncs_and
     .await;
     assert_eq!(on.code, Some(1), "{on:?}");
     let report = json(&on);
-    let missing: Vec<&str> = report["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["status"] == "Missing")
-        .filter_map(|r| r["name"].as_str())
-        .collect();
+    let missing = resource_fields(&report, "name", |r| r["status"] == "Missing");
     assert_eq!(missing, ["web-extra-0-1-1"], "{report}");
 }
 

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use crate::app_crd::{app_sandbox, apply_app, exists, wait_app_synced};
 use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
-use crate::serve::{origin, server_section};
+use crate::serve::{cm_value, origin, server_section};
 use crate::support::{TestSandbox, eventually};
 use tether_testkit::tls::TestPki;
 
@@ -266,18 +266,7 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
 
 /// The `greeting` of ConfigMap `name` in namespace `oci`, if it exists.
 pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            "oci",
-            "-o",
-            "jsonpath={.data.greeting}",
-        ])
-        .await;
-    (out.code == 0).then_some(out.stdout)
+    cm_value(sandbox, name, "oci", "greeting").await
 }
 
 /// A sandbox for the registry tests: the `oci` namespace for file apps, `team` for

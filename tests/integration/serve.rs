@@ -317,19 +317,24 @@ async fn identity(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<
     })
 }
 
-pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+/// The value at `key` of the ConfigMap `namespace/name`, as kubectl's jsonpath reads
+/// it (empty for a key it lacks); None while the ConfigMap is not there.
+pub(crate) async fn cm_value(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+    key: &str,
+) -> Option<String> {
+    let jsonpath = format!("jsonpath={{.data.{key}}}");
     let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.data.key}",
-        ])
+        .kubectl(&["get", "cm", name, "-n", namespace, "-o", &jsonpath])
         .await;
     (out.code == 0).then_some(out.stdout)
+}
+
+/// The value at `key` of the ConfigMap `namespace/name` (see [`cm_value`]).
+pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+    cm_value(sandbox, name, namespace, "key").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -541,6 +541,36 @@ impl TestSandbox {
     }
 }
 
+/// What `tether <command> --path DIR --app APP -o json [extra]` reported, failing the
+/// test (showing both streams) unless it exited with `code`.
+pub async fn app_report(
+    sandbox: &TestSandbox,
+    command: &str,
+    dir: &Path,
+    app: &str,
+    extra: &[&str],
+    code: i32,
+) -> Value {
+    let run = tether_app(sandbox, command, dir, app, extra).await;
+    assert_eq!(run.code, Some(code), "{}{}", run.stdout, run.stderr);
+    json(&run)
+}
+
+/// The `field` of each entry of a report's `resources` that `keep` keeps, in order.
+pub fn resource_fields<'r>(
+    report: &'r Value,
+    field: &str,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<&'r str> {
+    report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| keep(r))
+        .filter_map(|r| r[field].as_str())
+        .collect()
+}
+
 /// The condition of type `kind` in `status` (an App object's `status`, or an app's
 /// status as tether's status API answers it); `null` while it has none, as a poll
 /// reads it.
