@@ -301,15 +301,9 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
     );
     assert_eq!(broken["status"]["observedGeneration"], 1);
     // The MESSAGE column shows why.
-    let table = sandbox
-        .kubectl(&["get", "tapp", "broken", "-n", "team-b"])
-        .await
-        .ok();
-    assert!(
-        table.stdout.contains("spec.source.interval"),
-        "{}",
-        table.stdout
-    );
+    let table = sandbox.kubectl(&["get", "tapp", "broken", "-n", "team-b"]);
+    let table = table.await.ok().stdout;
+    assert!(table.contains("spec.source.interval"), "{table}");
 
     // Orphan (the default): the objects stay.
     sandbox

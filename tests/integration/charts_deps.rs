@@ -17,7 +17,7 @@ use tether_core::source::{Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, DesiredInput, ReadOptions, read_desired};
 use tether_diff::manifest::{HelmInputs, Renderers};
 
-use crate::support::{GitDaemon, GitRepo, TestSandbox, json, resource_fields, tether};
+use crate::support::{GitDaemon, GitRepo, TestSandbox, json, resource_fields, run_ok, tether};
 
 /// A Helm repository: a folder of archives and their `index.yaml`, served over HTTP
 /// on loopback, counting the requests it answers.
@@ -136,15 +136,7 @@ fn path(p: &Path) -> &str {
 }
 
 pub(crate) fn run_helm(args: &[&str]) {
-    let out = std::process::Command::new(crate::chart::helm())
-        .args(args)
-        .output()
-        .expect("helm runs");
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(std::process::Command::new(crate::chart::helm()).args(args));
 }
 
 /// The chart folder `chart` archived by `tar` into `into` as `NAME-VERSION.tgz`

@@ -17,7 +17,7 @@ use crate::app_crd::{app_sandbox, apply_app, exists, wait_app_synced};
 use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
 use crate::serve::{cm_value, origin, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::support::{TestSandbox, eventually, run_ok};
 use tether_testkit::tls::TestPki;
 
 /// The registry's accept header for a Helm chart's manifest.
@@ -55,17 +55,10 @@ impl OciRegistry {
         std::fs::create_dir_all(dir).expect("mkdir");
         let htpasswd = dir.join("htpasswd");
         // bcrypt from the system's libcrypt (Python's crypt module).
-        let out = Command::new("python3")
+        let out = run_ok(Command::new("python3")
             .args(["-W", "ignore", "-c"])
             .arg("import crypt, sys; print(sys.argv[1] + ':' + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))")
-            .args([USER, password])
-            .output()
-            .expect("python3 runs");
-        assert!(
-            out.status.success(),
-            "bcrypt: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .args([USER, password]));
         std::fs::write(&htpasswd, &out.stdout).expect("write htpasswd");
         let auth = format!(
             "auth:\n  htpasswd: {{realm: tether-test, path: {}}}\n",

@@ -533,6 +533,22 @@ impl TestSandbox {
         .ok()
     }
 
+    /// Applies the CustomResourceDefinition in `file` (server-side, as large CRDs need)
+    /// and waits until `crd/NAME` is Established, failing the test unless both succeed.
+    pub async fn apply_crd(&self, file: &str, name: &str) {
+        self.kubectl(&["apply", "--server-side", "-f", file])
+            .await
+            .ok();
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{name}"),
+            "--timeout=10s",
+        ])
+        .await
+        .ok();
+    }
+
     /// Creates the namespaces `names`, failing the test if one cannot be.
     pub async fn namespaces(&self, names: &[&str]) {
         for name in names {
@@ -569,6 +585,21 @@ pub fn resource_fields<'r>(
         .filter(|r| keep(r))
         .filter_map(|r| r[field].as_str())
         .collect()
+}
+
+/// Runs `command` (a tool the test needs: helm, gpg, python3) to its end, failing the
+/// test with the command line and its stderr unless it succeeds; its output.
+#[track_caller]
+pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?} does not run: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// The condition of type `kind` in `status` (an App object's `status`, or an app's
