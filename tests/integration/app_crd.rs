@@ -58,11 +58,9 @@ pub(crate) fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
 }
 
 pub(crate) async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
-    let out = sandbox
-        .kubectl(&["get", "tapp", name, "-n", namespace, "-o", "json"])
+    sandbox
+        .kubectl_json(&["get", "tapp", name, "-n", namespace, "-o", "json"])
         .await
-        .ok();
-    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
 }
 
 pub(crate) async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> bool {
@@ -153,8 +151,8 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
         assert_eq!(condition["status"], "True", "{condition}");
     }
     // The status was written by its own field manager.
-    let out = sandbox
-        .kubectl(&[
+    let object = sandbox
+        .kubectl_json(&[
             "get",
             "tapp",
             "web",
@@ -164,9 +162,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
             "json",
             "--show-managed-fields",
         ])
-        .await
-        .ok();
-    let object: Value = serde_json::from_str(&out.stdout).expect("kubectl prints JSON");
+        .await;
     let managers: Vec<&str> = object["metadata"]["managedFields"]
         .as_array()
         .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())

@@ -16,11 +16,9 @@ use crate::support::{TestSandbox, eventually};
 const POLL: &str = "1h";
 
 pub(crate) async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
-    let out = sandbox
-        .kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
+    sandbox
+        .kubectl_json(&["get", kind, name, "-n", namespace, "-o", "json"])
         .await
-        .ok();
-    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
 }
 
 /// The names of the Apps in `namespace`.

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use serde_json::Value;
 use tether_core::outbound::OutboundPolicy;
 use tether_core::source::{Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, DesiredInput, ReadOptions, read_desired};
@@ -224,11 +223,8 @@ fn args<'a>(url: &'a str, helm: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 async fn config_maps(sandbox: &TestSandbox) -> Vec<String> {
     let listed = sandbox
-        .kubectl(&["get", "configmaps", "-n", "default", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let listed: Value = serde_json::from_str(&listed).expect("JSON");
+        .kubectl_json(&["get", "configmaps", "-n", "default", "-o", "json"])
+        .await;
     let mut names: Vec<String> = listed["items"]
         .as_array()
         .into_iter()

@@ -35,11 +35,8 @@ pub(crate) fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
 /// The ConfigMaps of namespace `charts`, by name, with their greeting.
 async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
     let listed = sandbox
-        .kubectl(&["get", "configmaps", "-n", "charts", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+        .kubectl_json(&["get", "configmaps", "-n", "charts", "-o", "json"])
+        .await;
     let mut found: Vec<(String, String)> = listed["items"]
         .as_array()
         .into_iter()

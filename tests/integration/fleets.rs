@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::app_crd::{app, app_sandbox, app_yaml, exists};
-use crate::serve::{Serve, configmap, origin, origin_http, refused, server_section};
+use crate::serve::{Serve, configmap, origin_http, refused, server_section, with_origin};
 use crate::support::{TestSandbox, condition, eventually};
 use tether_testkit::serve::synced_and_healthy;
 
@@ -75,16 +75,15 @@ pub(crate) fn first_pass(status: &Value) -> DateTime<Utc> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("fleet").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "fleet",
         &[
             ("crds/crd.yaml", CRD),
             ("ops/operator.yaml", &configmap("operator", "fleet", "1")),
             ("crs/widget.yaml", WIDGET),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "fleets", &chain(&server, &origin.url, true), &[]).await;
 

@@ -65,11 +65,8 @@ pub(crate) fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
 /// The Jobs in `default`, by name, with their uid.
 async fn jobs(sandbox: &TestSandbox) -> Vec<(String, String)> {
     let list = sandbox
-        .kubectl(&["get", "jobs", "-n", "default", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let list: Value = serde_json::from_str(&list).expect("kubectl prints JSON");
+        .kubectl_json(&["get", "jobs", "-n", "default", "-o", "json"])
+        .await;
     let mut out: Vec<(String, String)> = list["items"]
         .as_array()
         .into_iter()
@@ -187,11 +184,8 @@ async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
         })
         .collect();
     let settings = sandbox
-        .kubectl(&["get", "cm", "settings", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let settings: Value = serde_json::from_str(&settings).expect("kubectl prints JSON");
+        .kubectl_json(&["get", "cm", "settings", "-o", "json"])
+        .await;
     let applied = version_of(&settings);
     assert!(
         added[0].0.starts_with("migrate-") && added[0].1 < applied,

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::notify::Recorder;
-use crate::serve::{Serve, configmap, origin, origin_http, server_section};
+use crate::serve::{Serve, configmap, origin_http, server_section, with_origin};
 use crate::support::{TestSandbox, eventually};
 
 const POLL: &str = "1h";
@@ -21,12 +21,11 @@ async fn automation_reason(serve: &Serve) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("guarded").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "guarded",
         &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",

@@ -339,15 +339,14 @@ pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_syncs_heals_follows_webhooks_and_prunes() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "live",
         &[
             ("apps/web/config.yaml", &configmap("web", "live", "v1")),
             ("apps/web/extra.yaml", &configmap("extra", "live", "x")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
@@ -563,12 +562,8 @@ async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("team").await;
-    let origin = origin(
-        &sandbox,
-        &[("team/cm.yaml", &configmap("team", "team", "1"))],
-    );
+    let (sandbox, origin) =
+        with_origin("team", &[("team/cm.yaml", &configmap("team", "team", "1"))]).await;
     let config = |dir: &Path| {
         let server = server_section(dir);
         format!(
@@ -652,6 +647,15 @@ async fn serve_once(sandbox: &TestSandbox, config: &Path) -> std::process::Outpu
         .output()
         .await
         .expect("tether serve runs")
+}
+
+/// A sandbox with the namespace `namespace`, and a repository served by `git daemon`
+/// holding `files` ([`origin`]): where most tests of a served app begin.
+pub(crate) async fn with_origin(namespace: &str, files: &[(&str, &str)]) -> (TestSandbox, Origin) {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace(namespace).await;
+    let origin = origin(&sandbox, files);
+    (sandbox, origin)
 }
 
 /// Files of owned strings as the Git helpers ([`origin`], [`origin_http`]) take them.

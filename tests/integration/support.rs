@@ -549,6 +549,14 @@ impl TestSandbox {
         .ok();
     }
 
+    /// Runs kubectl (`-o json` among `args`), failing the test unless it succeeds and
+    /// prints JSON; what it printed.
+    pub async fn kubectl_json(&self, args: &[&str]) -> Value {
+        let out = self.kubectl(args).await.ok();
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}):\n{}", out.stdout))
+    }
+
     /// Creates the namespaces `names`, failing the test if one cannot be.
     pub async fn namespaces(&self, names: &[&str]) {
         for name in names {
@@ -600,6 +608,17 @@ pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// How a process the test ran itself ended and what it printed.
+impl From<std::process::Output> for Run {
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
 }
 
 /// The condition of type `kind` in `status` (an App object's `status`, or an app's

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tether_core::cluster::{Bookkeeping, Cluster, ClusterError, ServiceAccount};
 use tether_sandbox::RequestCounts;
 
-use crate::serve::{Serve, manual_sync, origin, server_section};
+use crate::serve::{Serve, manual_sync, origin, server_section, with_origin};
 use crate::support::{TestSandbox, eventually, find_condition};
 
 const POLL: &str = "1h";
@@ -150,7 +150,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
         .await;
     assert_eq!(status["sync"], "Synced", "{status}");
     let deployment = sandbox
-        .kubectl(&[
+        .kubectl_json(&[
             "get",
             "deployment",
             "web",
@@ -160,9 +160,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
             "json",
             "--show-managed-fields",
         ])
-        .await
-        .ok();
-    let deployment: Value = serde_json::from_str(&deployment.stdout).expect("JSON");
+        .await;
     assert_eq!(
         deployment["metadata"]["managedFields"][0]["manager"], "tether",
         "{deployment}"
@@ -192,9 +190,8 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_service_account_makes_an_app_naming_none_act_as_it() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    let origin = origin(&sandbox, &[("app/cm.yaml", &configmap("settings", "t1"))]);
+    let (sandbox, origin) =
+        with_origin("t1", &[("app/cm.yaml", &configmap("settings", "t1"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: plain\n  source: {{repo: \"{}\", ref: main, path: app, interval: {POLL}}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
@@ -402,9 +399,7 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_whose_kubeconfig_secret_is_missing_is_stalled_and_the_others_run() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(&sandbox, &[("ok/cm.yaml", &configmap("ok", "live"))]);
+    let (sandbox, origin) = with_origin("live", &[("ok/cm.yaml", &configmap("ok", "live"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n\

@@ -384,8 +384,8 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
     );
     assert_eq!(post(&serve, "suspend").await, reqwest::StatusCode::OK);
     let spec_suspend = || async {
-        let out = sandbox
-            .kubectl(&[
+        let object = sandbox
+            .kubectl_json(&[
                 "get",
                 "tapp",
                 "web",
@@ -395,9 +395,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
                 "json",
                 "--show-managed-fields",
             ])
-            .await
-            .ok();
-        let object: Value = serde_json::from_str(&out.stdout).expect("JSON");
+            .await;
         let by_tether = object["metadata"]["managedFields"]
             .as_array()
             .is_some_and(|m| {

@@ -99,12 +99,11 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_api_asks_for_the_configured_token() {
     const TOKEN: &str = "api-t0ken-value";
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("guarded").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "guarded",
         &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
-    );
+    )
+    .await;
     let server = server_section_with_token(sandbox.dir.path(), &format!("{TOKEN}\n"));
     let token_file = sandbox.dir.path().join("api-token");
     let config = format!(

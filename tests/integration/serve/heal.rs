@@ -94,9 +94,8 @@ fn web_deployment(namespace: &str) -> String {
 /// run precedes it, and the pass the heal's own write wakes writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("heal").await;
-    let origin = origin(&sandbox, &[("heal/web.yaml", &web_deployment("heal"))]);
+    let (sandbox, origin) =
+        with_origin("heal", &[("heal/web.yaml", &web_deployment("heal"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: heal\n  source: {{repo: \"{}\", ref: main, path: heal, interval: {POLL}}}\n  destination: {{namespace: heal}}\n  sync: {{automated: true, selfHeal: true}}\n",
@@ -196,9 +195,8 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
 /// reported failed and retried, and nothing is written meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("held").await;
-    let origin = origin(&sandbox, &[("held/web.yaml", &web_deployment("held"))]);
+    let (sandbox, origin) =
+        with_origin("held", &[("held/web.yaml", &web_deployment("held"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: held\n  source: {{repo: \"{}\", ref: main, path: held, interval: {POLL}}}\n  destination: {{namespace: held}}\n  sync: {{automated: true, selfHeal: true, force: false}}\n",
@@ -346,15 +344,14 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
 /// the API server sees no request but the open watches, and no write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resync_makes_no_request_and_no_write() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("still").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "still",
         &[
             ("still/cm.yaml", &configmap("cm", "still", "git")),
             ("still/web.yaml", &web_deployment("still")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}resyncInterval: 1s\napps:\n- name: still\n  source: {{repo: \"{}\", ref: main, path: still, interval: {POLL}}}\n  destination: {{namespace: still}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
