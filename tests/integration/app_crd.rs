@@ -414,18 +414,17 @@ async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
     assert!(exists(&sandbox, "cm", "late", "live").await);
 }
 
+/// The ServiceAccount `t1/deployer`, with no RBAC: what an App acting as it may do is
+/// what the test grants.
+pub(crate) const SERVICE_ACCOUNT_T1: &str =
+    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n";
+
 /// An App acts as the ServiceAccount it names, of its own namespace: without RBAC for
 /// its Deployment it stalls with the server's Forbidden message, shown on the App.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    install_crd(&sandbox).await;
-    sandbox
-        .kubectl_apply(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n",
-        )
-        .await;
+    let sandbox = app_sandbox(&["t1"]).await;
+    sandbox.kubectl_apply(SERVICE_ACCOUNT_T1).await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
     let origin = origin_http(&sandbox, &[("web/web.yaml", deployment)]);
     let server = server_section(sandbox.dir.path());

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::app_crd::{SERVICE_ACCOUNT_T1, app_sandbox};
 use crate::notify::Recorder;
 use crate::serve::{Serve, configmap, origin_http, server_section, with_origin};
 use crate::support::{TestSandbox, eventually};
@@ -125,12 +126,6 @@ async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
     assert!(serve.log().contains("refused an API request"));
 }
 
-async fn install_crd(sandbox: &TestSandbox) {
-    sandbox
-        .kubectl_apply(tether_controller::config::APP_CRD_YAML)
-        .await;
-}
-
 /// An App in `t1` acting as a ServiceAccount with no rights: every pass fails, and
 /// each failure is a `syncFailed` notification to `url`.
 async fn failing_app(sandbox: &TestSandbox, repo: &str, url: &str) {
@@ -142,14 +137,8 @@ async fn failing_app(sandbox: &TestSandbox, repo: &str, url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_notification_to_loopback_is_refused_unless_the_operator_allows_it() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    install_crd(&sandbox).await;
-    sandbox
-        .kubectl_apply(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n",
-        )
-        .await;
+    let sandbox = app_sandbox(&["t1"]).await;
+    sandbox.kubectl_apply(SERVICE_ACCOUNT_T1).await;
     let origin = origin_http(&sandbox, &[("web/cm.yaml", &configmap("web", "t1", "v1"))]);
     let internal = Recorder::start().await;
     let url = format!("{}/internal/admin/reset", internal.base);

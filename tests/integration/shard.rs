@@ -204,6 +204,14 @@ async fn identity_of(sandbox: &TestSandbox, replica: &Replica) -> String {
         .unwrap_or_else(|| panic!("{} has no member Lease", replica.user))
 }
 
+/// The apps among `apps` whose shard `user` holds (`held`: the holder of each shard).
+fn held_by(apps: &[String], held: &[String], user: &str) -> Vec<String> {
+    apps.iter()
+        .filter(|app| held[shard_of(app, SHARDS) as usize] == user)
+        .cloned()
+        .collect()
+}
+
 /// Waits until the shards are held by exactly `replicas`, each with its fair share.
 async fn wait_for_split(sandbox: &TestSandbox, replicas: &[&Replica]) -> Vec<String> {
     let users: Vec<String> = replicas.iter().map(|r| r.user.clone()).collect();
@@ -372,11 +380,7 @@ async fn split_heal_and_takeover(count: usize) {
 
     // Kill the first replica: its shards move, its apps (drifted at once) are healed.
     let victim = replicas[0].user.clone();
-    let orphaned: Vec<String> = apps
-        .iter()
-        .filter(|app| held[shard_of(app, SHARDS) as usize] == victim)
-        .cloned()
-        .collect();
+    let orphaned = held_by(&apps, &held, &victim);
     assert!(!orphaned.is_empty(), "{victim} held no app");
     let victim_identity = identity_of(&sandbox, &replicas[0]).await;
     sandbox.sandbox.reset_requests();

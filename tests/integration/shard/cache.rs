@@ -273,11 +273,7 @@ async fn each_replica_caches_its_apps_objects_only_and_a_takeover_recreates_noth
     println!("objects cached per replica: {counts:?} ({APPS} apps, {namespaces} namespaces)");
 
     let victim = replicas[0].user.clone();
-    let orphaned: Vec<String> = apps
-        .iter()
-        .filter(|app| held[shard_of(app, SHARDS) as usize] == victim)
-        .cloned()
-        .collect();
+    let orphaned = held_by(&apps, &held, &victim);
     let uids = configmap_uids(&sandbox).await;
     sandbox.sandbox.reset_requests();
     replicas[0].kill();
