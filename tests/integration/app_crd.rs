@@ -151,18 +151,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
         assert_eq!(condition["status"], "True", "{condition}");
     }
     // The status was written by its own field manager.
-    let object = sandbox
-        .kubectl_json(&[
-            "get",
-            "tapp",
-            "web",
-            "-n",
-            "team-a",
-            "-o",
-            "json",
-            "--show-managed-fields",
-        ])
-        .await;
+    let object = sandbox.get_with_managers("tapp", "web", "team-a").await;
     let managers: Vec<&str> = object["metadata"]["managedFields"]
         .as_array()
         .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())

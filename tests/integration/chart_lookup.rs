@@ -232,39 +232,37 @@ async fn the_lookup_endpoint_reads_as_the_apps_identity_and_refuses_writes_watch
 /// checksum of that Secret; with `steal` it renders another namespace's Secret into
 /// a ConfigMap.
 fn grafana_chart(root: &Path) -> PathBuf {
-    let dir = root.join("grafana");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        (
-            "Chart.yaml",
-            "apiVersion: v2\nname: grafana\nversion: 1.0.0\n",
-        ),
-        ("values.yaml", "steal: false\n"),
-        (
-            "templates/secret.yaml",
-            "{{- $secret := (lookup \"v1\" \"Secret\" .Release.Namespace (printf \"%s-admin\" .Release.Name)) | default dict }}\n\
+    crate::charts_source::write_chart(
+        root.join("grafana"),
+        &[
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: grafana\nversion: 1.0.0\n",
+            ),
+            ("values.yaml", "steal: false\n"),
+            (
+                "templates/secret.yaml",
+                "{{- $secret := (lookup \"v1\" \"Secret\" .Release.Namespace (printf \"%s-admin\" .Release.Name)) | default dict }}\n\
              {{- $data := (get $secret \"data\") | default dict }}\n\
              {{- $password := (get $data \"admin-password\") | default (randAlphaNum 40 | b64enc) }}\n\
              apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-admin\ntype: Opaque\ndata:\n\
              \x20 admin-password: {{ $password | quote }}\n",
-        ),
-        (
-            "templates/deployment.yaml",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n\
+            ),
+            (
+                "templates/deployment.yaml",
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n\
              \x20 selector: {matchLabels: {app: grafana}}\n  template:\n    metadata:\n      labels: {app: grafana}\n\
              \x20     annotations:\n        checksum/secret: {{ include (print $.Template.BasePath \"/secret.yaml\") . | sha256sum }}\n\
              \x20   spec:\n      containers:\n      - name: grafana\n        image: grafana/grafana:11.0.0\n",
-        ),
-        (
-            "templates/stolen.yaml",
-            "{{- if .Values.steal }}\n{{- $s := lookup \"v1\" \"Secret\" \"other\" \"stolen\" }}\n\
+            ),
+            (
+                "templates/stolen.yaml",
+                "{{- if .Values.steal }}\n{{- $s := lookup \"v1\" \"Secret\" \"other\" \"stolen\" }}\n\
              apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-stolen\n\
              data:\n  found: {{ $s | toJson | quote }}\n{{- end }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+            ),
+        ],
+    )
 }
 
 async fn admin_password(sandbox: &TestSandbox, namespace: &str) -> String {

@@ -21,28 +21,30 @@ const PASSWORD: &str = "pw-Fr0m-a-s3cret-value";
 /// The text of a Secret that does not parse: shown nowhere either.
 const UNPARSABLE: &str = "a: [unclosed Unp4rsable-s3cret";
 
+/// Chart `web` 1.0.0's Chart.yaml.
+pub(crate) const WEB_CHART: &str = "apiVersion: v2\nname: web\nversion: 1.0.0\n";
+
+/// Chart `web`'s ConfigMap, named after the release, of its values greeting, color and
+/// size.
+pub(crate) const WEB_VALUES_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n";
+
 /// Chart `web` 1.0.0: a ConfigMap of its values, and a Secret of `db.password`.
 fn chart(root: &Path) -> PathBuf {
-    let dir = root.join("web");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
-        (
-            "values.yaml",
-            "greeting: chart\ncolor: chart\nsize: chart\ndb: {password: none}\n",
-        ),
-        (
-            "templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n",
-        ),
-        (
-            "templates/secret.yaml",
-            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\nstringData:\n  password: {{ .Values.db.password | quote }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+    crate::charts_source::write_chart(
+        root.join("web"),
+        &[
+            ("Chart.yaml", crate::chart_values::WEB_CHART),
+            (
+                "values.yaml",
+                "greeting: chart\ncolor: chart\nsize: chart\ndb: {password: none}\n",
+            ),
+            ("templates/cm.yaml", crate::chart_values::WEB_VALUES_CM),
+            (
+                "templates/secret.yaml",
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\nstringData:\n  password: {{ .Values.db.password | quote }}\n",
+            ),
+        ],
+    )
 }
 
 fn values_cm(name: &str, namespace: &str, values: &str) -> String {

@@ -160,20 +160,17 @@ pub(crate) fn tar_chart(chart: &Path, version: &str, into: &Path) -> PathBuf {
 /// A chart folder `name` at `version` under `root`, rendering one ConfigMap named
 /// after the release, the chart's name (an alias's, when aliased) and its version.
 fn sub_chart(root: &Path, name: &str, version: &str) -> PathBuf {
-    let dir = root.join(format!("{name}-{version}"));
-    let dir = dir.join(name);
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        format!("apiVersion: v2\nname: {name}\nversion: {version}\n"),
+    let chart = format!("apiVersion: v2\nname: {name}\nversion: {version}\n");
+    crate::charts_source::write_chart(
+        root.join(format!("{name}-{version}")).join(name),
+        &[
+            ("Chart.yaml", &chart),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  from: repo\n",
+            ),
+        ],
     )
-    .expect("write");
-    std::fs::write(
-        dir.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  from: repo\n",
-    )
-    .expect("write");
-    dir
 }
 
 /// The umbrella chart's Chart.yaml: `sub` from the repository by a range, again under

@@ -20,23 +20,18 @@ use crate::support::{GitDaemon, GitRepo, HttpGit, TestSandbox, eventually};
 
 /// Chart `web` 1.0.0: a ConfigMap of three values, with a values file of its own.
 fn chart(root: &Path) -> PathBuf {
-    let dir = root.join("web");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
-        (
-            "values.yaml",
-            "greeting: chart\ncolor: chart\nsize: chart\n",
-        ),
-        ("values-big.yaml", "size: big\ncolor: chart-file\n"),
-        (
-            "templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+    crate::charts_source::write_chart(
+        root.join("web"),
+        &[
+            ("Chart.yaml", crate::chart_values::WEB_CHART),
+            (
+                "values.yaml",
+                "greeting: chart\ncolor: chart\nsize: chart\n",
+            ),
+            ("values-big.yaml", "size: big\ncolor: chart-file\n"),
+            ("templates/cm.yaml", crate::chart_values::WEB_VALUES_CM),
+        ],
+    )
 }
 
 /// A Git repository `name` under `root` holding `envs/prod.yaml`, and a symlink

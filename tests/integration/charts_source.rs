@@ -13,23 +13,31 @@ use crate::charts_deps::HelmRepo;
 use crate::serve::{Serve, server_section};
 use crate::support::TestSandbox;
 
+/// The chart folder `dir` (with its `templates/`) holding `files` (relative path,
+/// text); returns `dir`.
+pub(crate) fn write_chart(dir: PathBuf, files: &[(&str, &str)]) -> PathBuf {
+    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    dir
+}
+
 /// A chart folder `name` at `version`: one ConfigMap named after the release and the
 /// version, holding the `greeting` value.
 pub(crate) fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
-    let dir = root.join(format!("{name}-{version}")).join(name);
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        format!("apiVersion: v2\nname: {name}\nversion: {version}\n"),
+    let chart = format!("apiVersion: v2\nname: {name}\nversion: {version}\n");
+    write_chart(
+        root.join(format!("{name}-{version}")).join(name),
+        &[
+            ("Chart.yaml", &chart),
+            ("values.yaml", "greeting: default\n"),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+            ),
+        ],
     )
-    .expect("write");
-    std::fs::write(dir.join("values.yaml"), "greeting: default\n").expect("write");
-    std::fs::write(
-        dir.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
-    )
-    .expect("write");
-    dir
 }
 
 /// The ConfigMaps of namespace `charts`, by name, with their greeting.

@@ -557,6 +557,22 @@ impl TestSandbox {
             .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}):\n{}", out.stdout))
     }
 
+    /// `kubectl get KIND NAME -n NAMESPACE -o json --show-managed-fields`: the object
+    /// with who wrote which field, failing the test unless kubectl succeeds.
+    pub async fn get_with_managers(&self, kind: &str, name: &str, namespace: &str) -> Value {
+        self.kubectl_json(&[
+            "get",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await
+    }
+
     /// Creates the namespaces `names`, failing the test if one cannot be.
     pub async fn namespaces(&self, names: &[&str]) {
         for name in names {

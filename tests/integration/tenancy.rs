@@ -149,18 +149,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
         })
         .await;
     assert_eq!(status["sync"], "Synced", "{status}");
-    let deployment = sandbox
-        .kubectl_json(&[
-            "get",
-            "deployment",
-            "web",
-            "-n",
-            "t1",
-            "-o",
-            "json",
-            "--show-managed-fields",
-        ])
-        .await;
+    let deployment = sandbox.get_with_managers("deployment", "web", "t1").await;
     assert_eq!(
         deployment["metadata"]["managedFields"][0]["manager"], "tether",
         "{deployment}"

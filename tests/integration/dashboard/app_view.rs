@@ -384,18 +384,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
     );
     assert_eq!(post(&serve, "suspend").await, reqwest::StatusCode::OK);
     let spec_suspend = || async {
-        let object = sandbox
-            .kubectl_json(&[
-                "get",
-                "tapp",
-                "web",
-                "-n",
-                "team-s",
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ])
-            .await;
+        let object = sandbox.get_with_managers("tapp", "web", "team-s").await;
         let by_tether = object["metadata"]["managedFields"]
             .as_array()
             .is_some_and(|m| {
