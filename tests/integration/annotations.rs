@@ -10,7 +10,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{TestSandbox, app_dir, resource, tether_app as run};
+use crate::support::{
+    TestSandbox, app_dir, app_report, resource, resource_fields, tether_app as run,
+};
 
 /// A ConfigMap in `default` with `annotations` (YAML lines under `annotations:`) and
 /// one data key.
@@ -30,9 +32,7 @@ fn configmap(name: &str, annotations: &[(&str, &str)], value: &str) -> String {
 
 /// Syncs and requires exit 0.
 async fn sync_ok(sandbox: &TestSandbox, dir: &Path, app: &str, extra: &[&str]) -> Value {
-    let out = run(sandbox, "sync", dir, app, extra).await;
-    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
-    serde_json::from_str(&out.stdout).expect("JSON")
+    app_report(sandbox, "sync", dir, app, extra, 0).await
 }
 
 fn action<'r>(report: &'r Value, object: &str) -> &'r str {
@@ -384,16 +384,8 @@ async fn ignore_extraneous_is_not_drift_and_is_pruned_only_with_prune() {
 
     // An object without it is drift when it leaves Git.
     let dir = app_dir(&sandbox, "extraneous", &stay);
-    let diff = run(&sandbox, "diff", &dir, "extraneous", &[]).await;
-    assert_eq!(diff.code, Some(1), "{}{}", diff.stdout, diff.stderr);
-    let diff: Value = serde_json::from_str(&diff.stdout).expect("JSON");
-    let extra: Vec<&str> = diff["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["status"] == "Extra")
-        .filter_map(|r| r["name"].as_str())
-        .collect();
+    let diff = app_report(&sandbox, "diff", &dir, "extraneous", &[], 1).await;
+    let extra = resource_fields(&diff, "name", |r| r["status"] == "Extra");
     assert_eq!(extra, ["plain"], "{diff}");
 
     // Asked to prune, tether prunes it as Argo CD does.
@@ -417,17 +409,8 @@ async fn flux_ssa_if_not_present_creates_once_and_never_updates() {
     assert_eq!(action(&created, "ConfigMap/seed"), "created");
 
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "seed",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"edited"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "seed", "default", r#"{"data":{"key":"edited"}}"#)
+        .await;
     let dir = app_dir(&sandbox, "once", &[("s.yaml", once("2"))]);
     let report = sync_ok(&sandbox, &dir, "once", &[]).await;
     assert_eq!(action(&report, "ConfigMap/seed"), "skipped", "{report}");
@@ -567,17 +550,13 @@ async fn flux_reconcile_disabled_and_ssa_ignore_are_reported_never_applied_nor_p
         .await
         .ok();
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "paused-live",
-            "--type",
-            "merge",
-            "-p",
+            "default",
             r#"{"data":{"key":"by-hand"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     let dir = app_dir(&sandbox, "paused", &base);
     let report = sync_ok(&sandbox, &dir, "paused", &[]).await;
     assert_eq!(

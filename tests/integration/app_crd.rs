@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::serve::{Serve, configmap, origin_http, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::support::{KubectlOutput, TestSandbox, condition, eventually, find_condition};
 
 /// Long enough that only webhooks and spec changes move an app during a test.
 const POLL: &str = "1h";
@@ -32,10 +32,23 @@ pub(crate) async fn install_crd(sandbox: &TestSandbox) {
             tether_controller::reconcile::appset::APPSET_CRD_YAML
         )
     );
+    sandbox.kubectl_apply(&text).await;
+}
+
+/// A sandbox with the namespaces `namespaces` and the App CRD installed: where a test
+/// applies App objects.
+pub(crate) async fn app_sandbox(namespaces: &[&str]) -> TestSandbox {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespaces(namespaces).await;
+    install_crd(&sandbox).await;
     sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&text))
-        .await
-        .ok();
+}
+
+/// `kubectl apply` of the App `namespace/name` with `spec` (see [`app_yaml`]).
+pub(crate) async fn apply_app(sandbox: &TestSandbox, name: &str, namespace: &str, spec: &str) {
+    sandbox
+        .kubectl_apply(&app_yaml(name, namespace, spec))
+        .await;
 }
 
 pub(crate) fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
@@ -45,11 +58,9 @@ pub(crate) fn app_yaml(name: &str, namespace: &str, spec: &str) -> String {
 }
 
 pub(crate) async fn app(sandbox: &TestSandbox, name: &str, namespace: &str) -> Value {
-    let out = sandbox
-        .kubectl(&["get", "tapp", name, "-n", namespace, "-o", "json"])
+    sandbox
+        .kubectl_json(&["get", "tapp", name, "-n", namespace, "-o", "json"])
         .await
-        .ok();
-    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
 }
 
 pub(crate) async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> bool {
@@ -58,6 +69,27 @@ pub(crate) async fn exists(sandbox: &TestSandbox, kind: &str, name: &str, namesp
         .await
         .code
         == 0
+}
+
+/// `kubectl wait --for=condition=CONDITION tapp/NAME -n NAMESPACE --timeout=TIMEOUT`,
+/// its output for the caller to check.
+pub(crate) async fn wait_app(
+    sandbox: &TestSandbox,
+    condition: &str,
+    name: &str,
+    namespace: &str,
+    timeout: &str,
+) -> KubectlOutput {
+    sandbox
+        .kubectl(&[
+            "wait",
+            &format!("--for=condition={condition}"),
+            &format!("tapp/{name}"),
+            "-n",
+            namespace,
+            &format!("--timeout={timeout}"),
+        ])
+        .await
 }
 
 async fn writes_and_requests(sandbox: &TestSandbox) -> (u64, u64) {
@@ -70,11 +102,7 @@ async fn writes_and_requests(sandbox: &TestSandbox) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_on_delete() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-a", "plain"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["live", "team-a", "plain"]).await;
     sandbox.trusted_service_account("team-a", "deployer").await;
     let origin = origin_http(
         &sandbox,
@@ -98,22 +126,8 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
             origin.url
         )
     };
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("web", "team-a", &spec("apps/web"))),
-        )
-        .await
-        .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "tapp/web",
-            "-n",
-            "team-a",
-            "--timeout=20s",
-        ])
+    apply_app(&sandbox, "web", "team-a", &spec("apps/web")).await;
+    wait_app(&sandbox, "Ready", "web", "team-a", "20s")
         .await
         .ok();
     assert!(exists(&sandbox, "cm", "web", "live").await);
@@ -133,27 +147,11 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
         serde_json::json!(["tether.dev/finalizer"])
     );
     for kind in ["Ready", "SourceReady", "Synced", "Healthy"] {
-        let condition = status["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-            .unwrap_or_else(|| panic!("no {kind} condition: {status}"));
+        let condition = condition(status, kind);
         assert_eq!(condition["status"], "True", "{condition}");
     }
     // The status was written by its own field manager.
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "tapp",
-            "web",
-            "-n",
-            "team-a",
-            "-o",
-            "json",
-            "--show-managed-fields",
-        ])
-        .await
-        .ok();
-    let object: Value = serde_json::from_str(&out.stdout).expect("kubectl prints JSON");
+    let object = sandbox.get_with_managers("tapp", "web", "team-a").await;
     let managers: Vec<&str> = object["metadata"]["managedFields"]
         .as_array()
         .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())
@@ -198,13 +196,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
     );
 
     // A changed spec bumps the generation; the status follows it.
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("web", "team-a", &spec("apps/web2"))),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "web", "team-a", &spec("apps/web2")).await;
     let object = eventually("observedGeneration follows the spec", || async {
         let object = app(&sandbox, "web", "team-a").await;
         (object["status"]["observedGeneration"] == 2 && object["status"]["sync"] == "Synced")
@@ -257,11 +249,7 @@ async fn an_applied_app_syncs_shows_its_columns_follows_spec_and_git_and_prunes_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-b"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["live", "team-b"]).await;
     sandbox.trusted_service_account("team-b", "deployer").await;
     let origin = origin_http(
         &sandbox,
@@ -280,38 +268,15 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
         app_yaml("kept", "team-b", &kept),
         app_yaml("broken", "team-b", &broken)
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&both))
+    sandbox.kubectl_apply(&both).await;
+    wait_app(&sandbox, "Ready", "kept", "team-b", "20s")
         .await
         .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "tapp/kept",
-            "-n",
-            "team-b",
-            "--timeout=20s",
-        ])
-        .await
-        .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Stalled",
-            "tapp/broken",
-            "-n",
-            "team-b",
-            "--timeout=20s",
-        ])
+    wait_app(&sandbox, "Stalled", "broken", "team-b", "20s")
         .await
         .ok();
     let broken = app(&sandbox, "broken", "team-b").await;
-    let ready = broken["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .expect("a Ready condition");
+    let ready = condition(&broken["status"], "Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "SpecInvalid");
     let message = ready["message"].as_str().unwrap_or_default();
@@ -321,15 +286,9 @@ async fn an_orphaned_app_leaves_its_objects_and_a_spec_the_parser_refuses_stalls
     );
     assert_eq!(broken["status"]["observedGeneration"], 1);
     // The MESSAGE column shows why.
-    let table = sandbox
-        .kubectl(&["get", "tapp", "broken", "-n", "team-b"])
-        .await
-        .ok();
-    assert!(
-        table.stdout.contains("spec.source.interval"),
-        "{}",
-        table.stdout
-    );
+    let table = sandbox.kubectl(&["get", "tapp", "broken", "-n", "team-b"]);
+    let table = table.await.ok().stdout;
+    assert!(table.contains("spec.source.interval"), "{table}");
 
     // Orphan (the default): the objects stay.
     sandbox
@@ -383,17 +342,11 @@ async fn a_bad_app_is_refused_by_the_crd_schema_and_by_its_cel_rules() {
     );
     assert!(!exists(&sandbox, "tapp", "bad", "team-c").await);
     // The same entry with what it lacked is taken.
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml(
-                "bad",
-                "team-c",
-                "  source: {repo: r}\n  ignoreDifferences:\n  - kind: Deployment\n    jsonPointers: [/spec/replicas]\n",
-            )),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox,
+            "bad",
+            "team-c",
+            "  source: {repo: r}\n  ignoreDifferences:\n  - kind: Deployment\n    jsonPointers: [/spec/replicas]\n",
+        ).await;
     let object = app(&sandbox, "bad", "team-c").await;
     assert_eq!(object["spec"]["deletionPolicy"], "Orphan", "defaulted");
 }
@@ -403,9 +356,7 @@ async fn a_bad_app_is_refused_by_the_crd_schema_and_by_its_cel_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-d"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&["live", "team-d"]).await;
     let origin = origin_http(
         &sandbox,
         &[("apps/late/config.yaml", &configmap("late", "live", "l"))],
@@ -445,41 +396,24 @@ async fn a_crd_installed_after_serve_starts_is_picked_up_without_polling() {
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/late, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("late", "team-d", &spec)),
-        )
-        .await
-        .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "tapp/late",
-            "-n",
-            "team-d",
-            "--timeout=8s",
-        ])
+    apply_app(&sandbox, "late", "team-d", &spec).await;
+    wait_app(&sandbox, "Ready", "late", "team-d", "8s")
         .await
         .ok();
     assert!(exists(&sandbox, "cm", "late", "live").await);
 }
 
+/// The ServiceAccount `t1/deployer`, with no RBAC: what an App acting as it may do is
+/// what the test grants.
+pub(crate) const SERVICE_ACCOUNT_T1: &str =
+    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n";
+
 /// An App acts as the ServiceAccount it names, of its own namespace: without RBAC for
 /// its Deployment it stalls with the server's Forbidden message, shown on the App.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    install_crd(&sandbox).await;
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n"),
-        )
-        .await
-        .ok();
+    let sandbox = app_sandbox(&["t1"]).await;
+    sandbox.kubectl_apply(SERVICE_ACCOUNT_T1).await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
     let origin = origin_http(&sandbox, &[("web/web.yaml", deployment)]);
     let server = server_section(sandbox.dir.path());
@@ -488,27 +422,11 @@ async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden()
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: web, interval: {POLL}}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app_yaml("web", "t1", &spec)))
-        .await
-        .ok();
-    let out = sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Stalled",
-            "tapp/web",
-            "-n",
-            "t1",
-            "--timeout=20s",
-        ])
-        .await;
+    apply_app(&sandbox, "web", "t1", &spec).await;
+    let out = wait_app(&sandbox, "Stalled", "web", "t1", "20s").await;
     assert_eq!(out.code, 0, "{}\n{}", out.stderr, serve.log());
     let object = app(&sandbox, "web", "t1").await;
-    let ready = object["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .expect("a Ready condition");
+    let ready = condition(&object["status"], "Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "Forbidden", "{ready}");
     assert!(
@@ -523,11 +441,7 @@ async fn an_app_acts_as_its_namespaces_service_account_and_stalls_on_forbidden()
 /// The Ready condition's reason and message.
 async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str) -> (String, String, String) {
     let object = app(sandbox, name, namespace).await;
-    let condition = object["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or_default();
+    let condition = find_condition(&object["status"], "Ready");
     let text = |key: &str| condition[key].as_str().unwrap_or_default().to_string();
     (text("status"), text("reason"), text("message"))
 }
@@ -540,11 +454,7 @@ async fn ready(sandbox: &TestSandbox, name: &str, namespace: &str) -> (String, S
 async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
     const RIGHT: &str = "s3cret-Right-pass";
     const WRONG: &str = "w0ng-Wrong-pass";
-    let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-s"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["live", "team-s"]).await;
     let _origin = origin_http(
         &sandbox,
         &[(
@@ -568,13 +478,7 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
          sync: {{automated: true}}\n",
         http.url("apps.git")
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("private", "team-s", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "private", "team-s", &spec).await;
 
     // No Secret yet: the source fails, naming the Secret.
     let (_, reason, message) = eventually("SourceFailed for the missing Secret", || async {
@@ -592,10 +496,7 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
              stringData:\n  username: tether\n  password: {password}\n"
         )
     };
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret(WRONG)))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&secret(WRONG)).await;
     let (_, reason, message) = eventually("SourceFailed for the wrong password", || async {
         let r = ready(&sandbox, "private", "team-s").await;
         (r.0 == "False" && r.2.contains("refused")).then_some(r)
@@ -605,19 +506,8 @@ async fn an_app_reads_its_git_credentials_from_a_secret_at_each_poll() {
     assert!(!message.contains(WRONG), "{message}");
 
     // The right one, at the next poll, without a restart.
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret(RIGHT)))
-        .await
-        .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "tapp/private",
-            "-n",
-            "team-s",
-            "--timeout=20s",
-        ])
+    sandbox.kubectl_apply(&secret(RIGHT)).await;
+    wait_app(&sandbox, "Ready", "private", "team-s", "20s")
         .await
         .ok();
     assert!(exists(&sandbox, "cm", "private", "live").await);

@@ -8,26 +8,17 @@
 
 use serde_json::Value;
 
-use crate::app_crd::{exists, install_crd};
+use crate::app_crd::{app_sandbox, exists, install_crd};
 use crate::serve::{Serve, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Long enough that only webhooks and spec changes move an AppSet during a test.
 const POLL: &str = "1h";
 
-pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
 pub(crate) async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: &str) -> Value {
-    let out = sandbox
-        .kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
+    sandbox
+        .kubectl_json(&["get", kind, name, "-n", namespace, "-o", "json"])
         .await
-        .ok();
-    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
 }
 
 /// The names of the Apps in `namespace`.
@@ -84,11 +75,7 @@ fn teams_appset(url: &str, deletion: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_git_directories_appset_stamps_an_app_per_team_and_follows_pushes() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["platform", "live"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["platform", "live"]).await;
     sandbox
         .trusted_service_account("platform", "deployer")
         .await;
@@ -102,7 +89,9 @@ async fn a_git_directories_appset_stamps_an_app_per_team_and_follows_pushes() {
     );
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "appsets", &format!("{server}apps: []\n"), &[]).await;
-    apply(&sandbox, &teams_appset(&origin.url, "delete")).await;
+    sandbox
+        .kubectl_apply(&teams_appset(&origin.url, "delete"))
+        .await;
 
     let appset = ready(&sandbox, "teams", "platform", "True").await;
     assert_eq!(appset["status"]["appCount"], 2, "{appset}");
@@ -158,7 +147,9 @@ async fn a_git_directories_appset_stamps_an_app_per_team_and_follows_pushes() {
     .await;
 
     // Under `deletion: orphan` (the default) the App stays, owned by no one.
-    apply(&sandbox, &teams_appset(&origin.url, "orphan")).await;
+    sandbox
+        .kubectl_apply(&teams_appset(&origin.url, "orphan"))
+        .await;
     origin.repo.remove("teams/a/cm.yaml");
     origin.repo.commit("no team a");
     assert!(serve.push(&origin.url).await.is_success());
@@ -190,11 +181,7 @@ async fn a_git_directories_appset_stamps_an_app_per_team_and_follows_pushes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_by_clusters_matrix_stamps_an_app_per_pair_syncing_through_its_secret() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["fleet", "east", "west"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["fleet", "east", "west"]).await;
     sandbox.trusted_service_account("fleet", "deployer").await;
     // Two clusters (both this sandbox, as the user its kubeconfig names), and a
     // kubeconfig Secret that is not labelled as a cluster.
@@ -207,9 +194,7 @@ async fn a_list_by_clusters_matrix_stamps_an_app_per_pair_syncing_through_its_se
         ("west", "{tether.dev/cluster: \"true\", region: west}"),
         ("unlabelled", "{region: north}"),
     ] {
-        apply(
-            &sandbox,
-            &format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: fleet\n  labels: {labels}\ndata:\n  value: {kubeconfig}\n"),
+        sandbox.kubectl_apply(&format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: fleet\n  labels: {labels}\ndata:\n  value: {kubeconfig}\n"),
         )
         .await;
     }
@@ -230,7 +215,7 @@ async fn a_list_by_clusters_matrix_stamps_an_app_per_pair_syncing_through_its_se
          \x20     destination: {{namespace: '{{{{metadata.labels.region}}}}'}}\n      sync: {{automated: true}}\n",
         origin.url
     );
-    apply(&sandbox, &appset).await;
+    sandbox.kubectl_apply(&appset).await;
     let appset = ready(&sandbox, "fleet", "fleet", "True").await;
     assert_eq!(appset["status"]["appCount"], 4, "{appset}");
     assert_eq!(
@@ -275,12 +260,12 @@ async fn an_invalid_template_or_a_duplicate_name_fails_clearly_and_creates_nothi
              \x20   spec:\n      source: {{repo: \"https://git.example/r.git\", interval: '{interval}'}}\n"
         )
     };
-    apply(
-        &sandbox,
-        &appset("bad-interval", "web-{{env}}", "{{every}}"),
-    )
-    .await;
-    apply(&sandbox, &appset("same-name", "web", "1m")).await;
+    sandbox
+        .kubectl_apply(&appset("bad-interval", "web-{{env}}", "{{every}}"))
+        .await;
+    sandbox
+        .kubectl_apply(&appset("same-name", "web", "1m"))
+        .await;
     let bad = ready(&sandbox, "bad-interval", "team-x", "False").await;
     let condition = &bad["status"]["conditions"][0];
     assert_eq!(condition["reason"], "TemplateInvalid", "{condition}");
@@ -330,7 +315,7 @@ async fn a_git_files_generator_reads_a_private_repository_with_its_namespaces_se
          \x20 template:\n    metadata: {{name: 'web-{{{{env}}}}'}}\n\
          \x20   spec:\n      source: {{repo: \"{url}\", ref: main, path: '{{{{path}}}}', interval: {POLL}}}\n"
     );
-    apply(&sandbox, &appset).await;
+    sandbox.kubectl_apply(&appset).await;
     // No Secret yet: the repository cannot be read, and the status names the Secret.
     let failing = ready(&sandbox, "envs", "team-s", "False").await;
     let condition = &failing["status"]["conditions"][0];
@@ -344,9 +329,7 @@ async fn a_git_files_generator_reads_a_private_repository_with_its_namespaces_se
     );
     assert!(apps(&sandbox, "team-s").await.is_empty());
 
-    apply(
-        &sandbox,
-        &format!(
+    sandbox.kubectl_apply(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-creds\n  namespace: team-s\nstringData:\n  username: tether\n  password: {PASSWORD}\n"
         ),
     )
@@ -405,7 +388,9 @@ async fn a_generated_app_edited_or_deleted_by_hand_is_restored_at_once() {
     install_crd(&sandbox).await;
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "hand", &format!("{server}apps: []\n"), &[]).await;
-    apply(&sandbox, &list_appset("web", "hand", &["dev"], "orphan")).await;
+    sandbox
+        .kubectl_apply(&list_appset("web", "hand", &["dev"], "orphan"))
+        .await;
     ready(&sandbox, "web", "hand", "True").await;
     let (_, uid) = eventually("web-dev is generated", || async {
         path_and_uid(&sandbox, "web-dev", "hand").await
@@ -413,18 +398,13 @@ async fn a_generated_app_edited_or_deleted_by_hand_is_restored_at_once() {
     .await;
 
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "tapp",
             "web-dev",
-            "-n",
             "hand",
-            "--type=merge",
-            "-p",
             r#"{"spec":{"source":{"path":"edited"}}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     eventually("the edit is undone", || async {
         let (path, _) = path_and_uid(&sandbox, "web-dev", "hand").await?;
         (path == "dev").then_some(())
@@ -458,7 +438,9 @@ async fn deleting_an_appset_deletes_its_apps_unless_the_deletion_orphans_them() 
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "gone", &format!("{server}apps: []\n"), &[]).await;
     for (name, deletion) in [("drop", "delete"), ("keep", "orphan"), ("held", "orphan")] {
-        apply(&sandbox, &list_appset(name, "gone", &["a", "b"], deletion)).await;
+        sandbox
+            .kubectl_apply(&list_appset(name, "gone", &["a", "b"], deletion))
+            .await;
         ready(&sandbox, name, "gone", "True").await;
     }
     let all = ["drop-a", "drop-b", "held-a", "held-b", "keep-a", "keep-b"];

@@ -7,7 +7,7 @@
 
 use crate::app_crd::exists;
 use crate::appsets::configmap;
-use crate::serve::{Serve, origin, refused, server_section};
+use crate::serve::{Serve, refused, server_section, with_origin};
 use crate::support::{TestSandbox, eventually};
 
 /// A Git-directories appSet over `dirs` of `url`, its apps syncing to `live`.
@@ -31,17 +31,16 @@ async fn applied(sandbox: &TestSandbox, names: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_policy() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "live",
         &[
             ("teams/a/cm.yaml", &configmap("a")),
             ("teams/b/cm.yaml", &configmap("b")),
             ("extras/p/cm.yaml", &configmap("p")),
             ("extras/q/cm.yaml", &configmap("q")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}resyncInterval: 1h\napps: []\nappSets:\n{}{}",
@@ -96,9 +95,7 @@ async fn file_app_sets_stamp_apps_per_directory_follow_pushes_and_prune_per_poli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_template_or_a_taken_name_is_refused_naming_the_app_set_and_nothing_applied() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(&sandbox, &[("teams/a/cm.yaml", &configmap("a"))]);
+    let (sandbox, origin) = with_origin("live", &[("teams/a/cm.yaml", &configmap("a"))]).await;
     let server = server_section(sandbox.dir.path());
 
     let typo = format!(

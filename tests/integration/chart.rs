@@ -241,8 +241,7 @@ async fn get(sandbox: &TestSandbox, kind: &str, name: &str, namespace: Option<&s
     if let Some(namespace) = namespace {
         args.extend(["-n", namespace]);
     }
-    let out = sandbox.kubectl(&args).await.ok();
-    serde_json::from_str(&out.stdout).expect("kubectl prints JSON")
+    sandbox.kubectl_json(&args).await
 }
 
 /// Renders, creates the namespaces, applies, and returns the sandbox.

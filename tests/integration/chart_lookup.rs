@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use tether_core::cluster::lookup::LookupEndpoint;
 use tether_core::cluster::{Cluster, ServiceAccount};
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
-use crate::substitute::apply;
 use crate::support::{TestSandbox, http_client, tether_with_env};
 
 /// Data of a Secret in another namespace that a tenant's chart tries to read.
@@ -63,14 +62,12 @@ async fn kubectl_via(sandbox: &TestSandbox, kubeconfig: &Path, args: &[&str]) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lookup_endpoint_reads_as_the_apps_identity_and_refuses_writes_watches_and_the_rest() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["team", "other"] {
-        sandbox.namespace(ns).await;
-    }
-    apply(&sandbox, NO_SECRETS_RBAC).await;
-    apply(&sandbox, &secret("stolen", "other", STOLEN)).await;
-    apply(
-        &sandbox,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine\n  namespace: team\ndata:\n  a: b\n",
+    sandbox.namespaces(&["team", "other"]).await;
+    sandbox.kubectl_apply(NO_SECRETS_RBAC).await;
+    sandbox
+        .kubectl_apply(&secret("stolen", "other", STOLEN))
+        .await;
+    sandbox.kubectl_apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine\n  namespace: team\ndata:\n  a: b\n",
     )
     .await;
     let own = Cluster::connect(Some(&sandbox.kubeconfig), None)
@@ -235,39 +232,37 @@ async fn the_lookup_endpoint_reads_as_the_apps_identity_and_refuses_writes_watch
 /// checksum of that Secret; with `steal` it renders another namespace's Secret into
 /// a ConfigMap.
 fn grafana_chart(root: &Path) -> PathBuf {
-    let dir = root.join("grafana");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        (
-            "Chart.yaml",
-            "apiVersion: v2\nname: grafana\nversion: 1.0.0\n",
-        ),
-        ("values.yaml", "steal: false\n"),
-        (
-            "templates/secret.yaml",
-            "{{- $secret := (lookup \"v1\" \"Secret\" .Release.Namespace (printf \"%s-admin\" .Release.Name)) | default dict }}\n\
+    crate::charts_source::write_chart(
+        root.join("grafana"),
+        &[
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: grafana\nversion: 1.0.0\n",
+            ),
+            ("values.yaml", "steal: false\n"),
+            (
+                "templates/secret.yaml",
+                "{{- $secret := (lookup \"v1\" \"Secret\" .Release.Namespace (printf \"%s-admin\" .Release.Name)) | default dict }}\n\
              {{- $data := (get $secret \"data\") | default dict }}\n\
              {{- $password := (get $data \"admin-password\") | default (randAlphaNum 40 | b64enc) }}\n\
              apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-admin\ntype: Opaque\ndata:\n\
              \x20 admin-password: {{ $password | quote }}\n",
-        ),
-        (
-            "templates/deployment.yaml",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n\
+            ),
+            (
+                "templates/deployment.yaml",
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n\
              \x20 selector: {matchLabels: {app: grafana}}\n  template:\n    metadata:\n      labels: {app: grafana}\n\
              \x20     annotations:\n        checksum/secret: {{ include (print $.Template.BasePath \"/secret.yaml\") . | sha256sum }}\n\
              \x20   spec:\n      containers:\n      - name: grafana\n        image: grafana/grafana:11.0.0\n",
-        ),
-        (
-            "templates/stolen.yaml",
-            "{{- if .Values.steal }}\n{{- $s := lookup \"v1\" \"Secret\" \"other\" \"stolen\" }}\n\
+            ),
+            (
+                "templates/stolen.yaml",
+                "{{- if .Values.steal }}\n{{- $s := lookup \"v1\" \"Secret\" \"other\" \"stolen\" }}\n\
              apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-stolen\n\
              data:\n  found: {{ $s | toJson | quote }}\n{{- end }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+            ),
+        ],
+    )
 }
 
 async fn admin_password(sandbox: &TestSandbox, namespace: &str) -> String {
@@ -313,13 +308,11 @@ fn changes(report: &serde_json::Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grafanas_password_is_found_by_lookup_so_renders_after_a_sync_do_not_drift() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["web", "cli", "team", "other", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
-    apply(&sandbox, NO_SECRETS_RBAC).await;
-    apply(&sandbox, &secret("stolen", "other", STOLEN)).await;
+    let sandbox = app_sandbox(&["web", "cli", "team", "other", "tether-system"]).await;
+    sandbox.kubectl_apply(NO_SECRETS_RBAC).await;
+    sandbox
+        .kubectl_apply(&secret("stolen", "other", STOLEN))
+        .await;
     let root = sandbox.dir.path();
     let repo = HelmRepo::start(root.join("repo")).await;
     let chart = grafana_chart(&root.join("build"));
@@ -449,7 +442,7 @@ async fn grafanas_password_is_found_by_lookup_so_renders_after_a_sync_do_not_dri
         "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    chart: grafana\n    version: \"1.0.0\"\n    interval: 1h\n    helm:\n      values: {{steal: true}}\n  destination: {{namespace: team}}\n  sync: {{automated: true}}\n",
         repo.url
     );
-    apply(&sandbox, &app_yaml("thief", "team", &spec)).await;
+    apply_app(&sandbox, "thief", "team", &spec).await;
     let refused = serve
         .wait_status("team.thief", "the thief's pass", |s| {
             s["sync"] == "Synced" || s["lastPass"]["error"].is_string()

@@ -9,40 +9,42 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
-use crate::substitute::{apply, data};
-use crate::support::{TestSandbox, eventually};
+use crate::substitute::data;
+use crate::support::eventually;
 
 /// A Secret value that must reach the cluster and nothing else.
 const PASSWORD: &str = "pw-Fr0m-a-s3cret-value";
 /// The text of a Secret that does not parse: shown nowhere either.
 const UNPARSABLE: &str = "a: [unclosed Unp4rsable-s3cret";
 
+/// Chart `web` 1.0.0's Chart.yaml.
+pub(crate) const WEB_CHART: &str = "apiVersion: v2\nname: web\nversion: 1.0.0\n";
+
+/// Chart `web`'s ConfigMap, named after the release, of its values greeting, color and
+/// size.
+pub(crate) const WEB_VALUES_CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n";
+
 /// Chart `web` 1.0.0: a ConfigMap of its values, and a Secret of `db.password`.
 fn chart(root: &Path) -> PathBuf {
-    let dir = root.join("web");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
-        (
-            "values.yaml",
-            "greeting: chart\ncolor: chart\nsize: chart\ndb: {password: none}\n",
-        ),
-        (
-            "templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n",
-        ),
-        (
-            "templates/secret.yaml",
-            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\nstringData:\n  password: {{ .Values.db.password | quote }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+    crate::charts_source::write_chart(
+        root.join("web"),
+        &[
+            ("Chart.yaml", crate::chart_values::WEB_CHART),
+            (
+                "values.yaml",
+                "greeting: chart\ncolor: chart\nsize: chart\ndb: {password: none}\n",
+            ),
+            ("templates/cm.yaml", crate::chart_values::WEB_VALUES_CM),
+            (
+                "templates/secret.yaml",
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\nstringData:\n  password: {{ .Values.db.password | quote }}\n",
+            ),
+        ],
+    )
 }
 
 fn values_cm(name: &str, namespace: &str, values: &str) -> String {
@@ -60,11 +62,7 @@ fn secret(name: &str, namespace: &str, key: &str, value: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fail_by_name() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["vals", "team-vals", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["vals", "team-vals", "tether-system"]).await;
     sandbox
         .trusted_service_account("team-vals", "deployer")
         .await;
@@ -73,11 +71,14 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     repo.publish(&chart(&root.join("build")));
 
     // File apps read tether's own namespace: one Secret missing, one unparsable.
-    apply(
-        &sandbox,
-        &secret("broken-values", "tether-system", "values.yaml", UNPARSABLE),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&secret(
+            "broken-values",
+            "tether-system",
+            "values.yaml",
+            UNPARSABLE,
+        ))
+        .await;
     let entry = |name: &str, helm: &str| {
         format!(
             "- name: {name}\n  source: {{repo: \"{}\", chart: web, version: \"1.0.0\", interval: 1h, helm: {{{helm}}}}}\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
@@ -103,25 +104,21 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     let serve = serve_with_helm(&sandbox, "chart-values", &config).await;
 
     // The App: value files of the chart < ConfigMap < Secret at a path < inline.
-    apply(
-        &sandbox,
-        &values_cm(
+    sandbox
+        .kubectl_apply(&values_cm(
             "web-values",
             "team-vals",
             "greeting: from-configmap\ncolor: from-configmap",
-        ),
-    )
-    .await;
-    apply(
-        &sandbox,
-        &secret("web-db", "team-vals", "password", PASSWORD),
-    )
-    .await;
+        ))
+        .await;
+    sandbox
+        .kubectl_apply(&secret("web-db", "team-vals", "password", PASSWORD))
+        .await;
     let spec = format!(
         "  serviceAccountName: deployer\n  source:\n    repo: \"{}\"\n    chart: web\n    version: \"1.0.0\"\n    interval: 1h\n    helm:\n      releaseName: web\n      values: {{color: inline}}\n      valuesFrom:\n      - {{kind: ConfigMap, name: web-values}}\n      - {{kind: Secret, name: web-db, valuesKey: password, targetPath: db.password}}\n      - {{kind: ConfigMap, name: not-yet, optional: true}}\n      postRenderers:\n      - kustomize:\n          patches:\n          - target: {{kind: ConfigMap, name: web}}\n            patch: '[{{op: add, path: /data/patched, value: \"yes\"}}]'\n  destination: {{namespace: vals}}\n  sync: {{automated: true}}\n",
         repo.url
     );
-    apply(&sandbox, &app_yaml("web", "team-vals", &spec)).await;
+    apply_app(&sandbox, "web", "team-vals", &spec).await;
     let first = serve
         .wait_status("team-vals.web", "the App's first pass", |s| {
             s["sync"] == "Synced" || s["lastPass"]["error"].is_string()
@@ -141,12 +138,12 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
 
     // A changed ConfigMap, and an optional one appearing, are a new desired state:
     // applied without a new chart version.
-    apply(
-        &sandbox,
-        &values_cm("web-values", "team-vals", "greeting: changed"),
-    )
-    .await;
-    apply(&sandbox, &values_cm("not-yet", "team-vals", "size: late")).await;
+    sandbox
+        .kubectl_apply(&values_cm("web-values", "team-vals", "greeting: changed"))
+        .await;
+    sandbox
+        .kubectl_apply(&values_cm("not-yet", "team-vals", "size: late"))
+        .await;
     eventually("the changed values applied", || async {
         let d = data(&sandbox, "cm", "web", "vals").await;
         (d["greeting"] == "changed" && d["size"] == "late").then_some(())
@@ -155,33 +152,32 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
 
     // A Secret that is not there stops the app before anything renders, named.
     let status = serve
-        .wait_status("missing", "the missing Secret reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text("missing", "the missing Secret reported", "ValuesFailed")
+        .await;
     assert!(
         status.contains("source.helm.valuesFrom[0]: Secret tether-system/absent-values not found"),
         "{status}"
     );
     // A Secret whose values do not parse: named, its text shown nowhere.
     let status = serve
-        .wait_status("unparsable", "the unparsable Secret reported", |s| {
-            s.to_string().contains("ValuesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "unparsable",
+            "the unparsable Secret reported",
+            "ValuesFailed",
+        )
+        .await;
     assert!(
         status.contains("Secret tether-system/broken-values key values.yaml: is not YAML"),
         "{status}"
     );
     // A post-renderer's patch whose target selects nothing: named, nothing applied.
     let bad = serve
-        .wait_status("badtarget", "the patch without a target reported", |s| {
-            s.to_string().contains("ManifestInvalid")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "badtarget",
+            "the patch without a target reported",
+            "ManifestInvalid",
+        )
+        .await;
     assert!(
         bad.contains("postRenderers[0].kustomize.patches[0]: target")
             && bad.contains("selects no object the chart rendered"),

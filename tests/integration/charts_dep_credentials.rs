@@ -8,7 +8,7 @@
 //! and applies nothing; the public repository never sees a login, the private one
 //! only its own; no password reaches the log or a status.
 
-use crate::app_crd::{app_yaml, exists};
+use crate::app_crd::{apply_app, exists};
 use crate::charts_deps::HelmRepo;
 use crate::charts_oci::{OciRegistry, USER, base64_login, oci_sandbox};
 use crate::charts_source::{chart, serve_with_helm};
@@ -103,13 +103,7 @@ async fn a_git_umbrellas_dependencies_on_other_hosts_take_their_own_credentials_
         private.url
     );
     for (name, credentials) in [("stack", Some(credentials.as_str())), ("bare", None)] {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, "team", &spec(&git.url, name, credentials))),
-            )
-            .await
-            .ok();
+        apply_app(&sandbox, name, "team", &spec(&git.url, name, credentials)).await;
     }
 
     for (app, release) in [("filestack", "filestack"), ("team.stack", "stack")] {

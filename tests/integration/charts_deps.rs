@@ -11,13 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use serde_json::Value;
 use tether_core::outbound::OutboundPolicy;
 use tether_core::source::{Source, SourceCache};
 use tether_core::sync::desired::{DesiredError, DesiredInput, ReadOptions, read_desired};
 use tether_diff::manifest::{HelmInputs, Renderers};
 
-use crate::support::{GitDaemon, GitRepo, TestSandbox, json, tether};
+use crate::support::{GitDaemon, GitRepo, TestSandbox, json, resource_fields, run_ok, tether};
 
 /// A Helm repository: a folder of archives and their `index.yaml`, served over HTTP
 /// on loopback, counting the requests it answers.
@@ -136,15 +135,7 @@ fn path(p: &Path) -> &str {
 }
 
 pub(crate) fn run_helm(args: &[&str]) {
-    let out = std::process::Command::new(crate::chart::helm())
-        .args(args)
-        .output()
-        .expect("helm runs");
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(std::process::Command::new(crate::chart::helm()).args(args));
 }
 
 /// The chart folder `chart` archived by `tar` into `into` as `NAME-VERSION.tgz`
@@ -169,20 +160,17 @@ pub(crate) fn tar_chart(chart: &Path, version: &str, into: &Path) -> PathBuf {
 /// A chart folder `name` at `version` under `root`, rendering one ConfigMap named
 /// after the release, the chart's name (an alias's, when aliased) and its version.
 fn sub_chart(root: &Path, name: &str, version: &str) -> PathBuf {
-    let dir = root.join(format!("{name}-{version}"));
-    let dir = dir.join(name);
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        format!("apiVersion: v2\nname: {name}\nversion: {version}\n"),
+    let chart = format!("apiVersion: v2\nname: {name}\nversion: {version}\n");
+    crate::charts_source::write_chart(
+        root.join(format!("{name}-{version}")).join(name),
+        &[
+            ("Chart.yaml", &chart),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  from: repo\n",
+            ),
+        ],
     )
-    .expect("write");
-    std::fs::write(
-        dir.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  from: repo\n",
-    )
-    .expect("write");
-    dir
 }
 
 /// The umbrella chart's Chart.yaml: `sub` from the repository by a range, again under
@@ -232,11 +220,8 @@ fn args<'a>(url: &'a str, helm: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 async fn config_maps(sandbox: &TestSandbox) -> Vec<String> {
     let listed = sandbox
-        .kubectl(&["get", "configmaps", "-n", "default", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let listed: Value = serde_json::from_str(&listed).expect("JSON");
+        .kubectl_json(&["get", "configmaps", "-n", "default", "-o", "json"])
+        .await;
     let mut names: Vec<String> = listed["items"]
         .as_array()
         .into_iter()
@@ -278,13 +263,7 @@ async fn a_git_chart_with_dependencies_from_a_helm_repository_and_file_syncs_and
     .await;
     assert_eq!(on.code, Some(1), "{on:?}");
     let report = json(&on);
-    let missing: Vec<&str> = report["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["status"] == "Missing")
-        .filter_map(|r| r["name"].as_str())
-        .collect();
+    let missing = resource_fields(&report, "name", |r| r["status"] == "Missing");
     assert_eq!(missing, ["web-extra-0-1-1"], "{report}");
 }
 

@@ -10,33 +10,28 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app, app_yaml, install_crd};
+use crate::app_crd::{app, app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
 use crate::charts_source::serve_with_helm;
 use crate::monorepo::counters;
 use crate::serve::server_section;
-use crate::substitute::{apply, data};
+use crate::substitute::data;
 use crate::support::{GitDaemon, GitRepo, HttpGit, TestSandbox, eventually};
 
 /// Chart `web` 1.0.0: a ConfigMap of three values, with a values file of its own.
 fn chart(root: &Path) -> PathBuf {
-    let dir = root.join("web");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for (file, text) in [
-        ("Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"),
-        (
-            "values.yaml",
-            "greeting: chart\ncolor: chart\nsize: chart\n",
-        ),
-        ("values-big.yaml", "size: big\ncolor: chart-file\n"),
-        (
-            "templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n  color: {{ .Values.color | quote }}\n  size: {{ .Values.size | quote }}\n",
-        ),
-    ] {
-        std::fs::write(dir.join(file), text).expect("write");
-    }
-    dir
+    crate::charts_source::write_chart(
+        root.join("web"),
+        &[
+            ("Chart.yaml", crate::chart_values::WEB_CHART),
+            (
+                "values.yaml",
+                "greeting: chart\ncolor: chart\nsize: chart\n",
+            ),
+            ("values-big.yaml", "size: big\ncolor: chart-file\n"),
+            ("templates/cm.yaml", crate::chart_values::WEB_VALUES_CM),
+        ],
+    )
 }
 
 /// A Git repository `name` under `root` holding `envs/prod.yaml`, and a symlink
@@ -225,11 +220,8 @@ async fn value_files_of_another_git_repository_sync_follow_its_commits_and_fail_
         ),
     ] {
         let status = serve
-            .wait_status(name, &format!("{name} reported"), |s| {
-                s.to_string().contains(reason)
-            })
-            .await
-            .to_string();
+            .wait_status_text(name, &format!("{name} reported"), reason)
+            .await;
         assert!(says.iter().all(|s| status.contains(s)), "{name}: {status}");
     }
     for name in ["missing", "unreachable", "escape"] {
@@ -249,11 +241,7 @@ fn pushed_sha(repo: &GitRepo) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenants() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["multi-app", "team-m"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["multi-app", "team-m"]).await;
     sandbox.trusted_service_account("team-m", "deployer").await;
     let root = sandbox.dir.path();
     let charts = HelmRepo::start(root.join("charts")).await;
@@ -277,13 +265,11 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
             charts.url
         )
     };
-    apply(
+    apply_app(
         &sandbox,
-        &app_yaml(
-            "web",
-            "team-m",
-            &spec("web", "\"$values/envs/prod.yaml\"", &http.url("values.git")),
-        ),
+        "web",
+        "team-m",
+        &spec("web", "\"$values/envs/prod.yaml\"", &http.url("values.git")),
     )
     .await;
     let synced = serve
@@ -299,25 +285,24 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
     );
 
     // Another tenant's private repository: its host refuses this tenant.
-    apply(
+    apply_app(
         &sandbox,
-        &app_yaml(
+        "theirs",
+        "team-m",
+        &spec(
             "theirs",
-            "team-m",
-            &spec(
-                "theirs",
-                "\"$values/envs/prod.yaml\"",
-                &guarded.url("secret.git"),
-            ),
+            "\"$values/envs/prod.yaml\"",
+            &guarded.url("secret.git"),
         ),
     )
     .await;
     let refused = serve
-        .wait_status("team-m.theirs", "the private repository refused", |s| {
-            s.to_string().contains("no revision fetched yet")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-m.theirs",
+            "the private repository refused",
+            "no revision fetched yet",
+        )
+        .await;
     assert!(refused.contains("secret.git"), "{refused}");
     assert!(!refused.contains("pw-0f-another-tenant"), "{refused}");
 
@@ -345,11 +330,7 @@ async fn an_app_object_takes_value_files_of_its_repositories_and_no_other_tenant
             "spec.source.helm.valueFiles[0]: \"$values/../srv/x.yaml\" must be $NAME/path",
         ),
     ] {
-        apply(
-            &sandbox,
-            &app_yaml(name, "team-m", &spec(name, files, repo)),
-        )
-        .await;
+        apply_app(&sandbox, name, "team-m", &spec(name, files, repo)).await;
         let message = eventually(&format!("{name} refused"), || async {
             let object = app(&sandbox, name, "team-m").await;
             object["status"]["conditions"]

@@ -13,11 +13,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::app_crd::{app_yaml, exists, install_crd, wait_app_synced};
+use crate::app_crd::{app_sandbox, apply_app, exists, wait_app_synced};
 use crate::charts_deps::{HelmRepo, run_helm, tar_chart};
 use crate::charts_source::{chart, serve_with_helm};
-use crate::serve::{origin, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::serve::{cm_value, origin, server_section};
+use crate::support::{TestSandbox, eventually, run_ok};
 use tether_testkit::tls::TestPki;
 
 /// The registry's accept header for a Helm chart's manifest.
@@ -55,17 +55,10 @@ impl OciRegistry {
         std::fs::create_dir_all(dir).expect("mkdir");
         let htpasswd = dir.join("htpasswd");
         // bcrypt from the system's libcrypt (Python's crypt module).
-        let out = Command::new("python3")
+        let out = run_ok(Command::new("python3")
             .args(["-W", "ignore", "-c"])
             .arg("import crypt, sys; print(sys.argv[1] + ':' + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))")
-            .args([USER, password])
-            .output()
-            .expect("python3 runs");
-        assert!(
-            out.status.success(),
-            "bcrypt: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .args([USER, password]));
         std::fs::write(&htpasswd, &out.stdout).expect("write htpasswd");
         let auth = format!(
             "auth:\n  htpasswd: {{realm: tether-test, path: {}}}\n",
@@ -266,28 +259,13 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
 
 /// The `greeting` of ConfigMap `name` in namespace `oci`, if it exists.
 pub(crate) async fn greeting(sandbox: &TestSandbox, name: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            "oci",
-            "-o",
-            "jsonpath={.data.greeting}",
-        ])
-        .await;
-    (out.code == 0).then_some(out.stdout)
+    cm_value(sandbox, name, "oci", "greeting").await
 }
 
 /// A sandbox for the registry tests: the `oci` namespace for file apps, `team` for
 /// App objects acting as its `deployer` ServiceAccount, and the App CRD.
 pub(crate) async fn oci_sandbox() -> TestSandbox {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["oci", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["oci", "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     sandbox
 }
@@ -361,13 +339,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", chart: web, version: \"{pinned}\", helm: {{releaseName: shop}}}}\n  destination: {{namespace: oci}}\n  sync: {{automated: true}}\n"
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("shop", "team", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "shop", "team", &spec).await;
     let want = format!("web@2.0.0@{pinned}");
     wait_app_synced(&sandbox, "shop", "team", |r| r == want).await;
     assert!(exists(&sandbox, "cm", "shop-2-0-0", "oci").await);
@@ -393,11 +365,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         "a manifest fetched twice"
     );
 
-    let missing = serve
-        .wait_status("missing", "missing fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let missing = serve.wait_source_failed("missing").await;
     assert_eq!(
         missing["source"]["reason"], "ChartVersionNotFound",
         "{missing}"
@@ -412,9 +380,7 @@ async fn a_chart_from_an_oci_registry_syncs_follows_its_range_and_fails_clearly(
         "{missing}"
     );
 
-    let bad = serve
-        .wait_status("bad", "bad fails", |s| s["source"]["ready"] == false)
-        .await;
+    let bad = serve.wait_source_failed("bad").await;
     assert_eq!(bad["source"]["reason"], "DigestMismatch", "{bad}");
     assert!(
         bad["source"]["message"]
@@ -477,13 +443,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
     );
     let serve = serve_with_helm(&sandbox, "chart-oci-login", &config).await;
     for (name, secret) in [("private", "registry"), ("denied", "stale")] {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, "team", &private_spec(&repo, name, secret))),
-            )
-            .await
-            .ok();
+        apply_app(&sandbox, name, "team", &private_spec(&repo, name, secret)).await;
     }
 
     let (_, digest) = registry.manifest_as("web", "1.0.0", Some(PASSWORD)).await;
@@ -506,17 +466,13 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
     )
     .expect("write");
     registry.push_archive_as(&tar_chart(&stack, "0.1.0", &build.join("stack")), PASSWORD);
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml(
-                "stack",
-                "team",
-                &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
-            )),
-        )
-        .await
-        .ok();
+    apply_app(
+        &sandbox,
+        "stack",
+        "team",
+        &chart_spec(&repo, "stack", "0.1.0", "stack", "registry"),
+    )
+    .await;
     serve.wait_synced("team.stack").await;
     assert_eq!(
         greeting(&sandbox, "stack-1-0-0").await.as_deref(),
@@ -524,11 +480,7 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         "web 1.0.0 fetched with the login, rendered in the stack release"
     );
 
-    let denied = serve
-        .wait_status("team.denied", "the App with a stale login fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let denied = serve.wait_source_failed("team.denied").await;
     assert_eq!(
         denied["source"]["reason"], "AuthenticationFailed",
         "{denied}"
@@ -569,35 +521,22 @@ async fn a_registry_behind_a_login_takes_a_dockerconfigjson_secret_and_names_a_r
         sandbox.kubectl(&args).await.ok();
     }
     for (name, secret) in [("helmsrc", "helm-login"), ("helmca", "helm-ca")] {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(
-                    name,
-                    "team",
-                    &private_spec(&helm_repo.url, name, secret),
-                )),
-            )
-            .await
-            .ok();
+        apply_app(
+            &sandbox,
+            name,
+            "team",
+            &private_spec(&helm_repo.url, name, secret),
+        )
+        .await;
     }
     serve
-        .wait_status("team.helmsrc", "the Helm repository's chart syncs", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.3@sha256:"))
-        })
+        .wait_synced_from("team.helmsrc", "web@1.0.3@sha256:")
         .await;
     assert_eq!(
         greeting(&sandbox, "helmsrc-1-0-3").await.as_deref(),
         Some("default")
     );
-    let refused = serve
-        .wait_status("team.helmca", "a Secret with a bad CA is refused", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let refused = serve.wait_source_failed("team.helmca").await;
     assert!(
         refused["source"]["message"]
             .as_str()

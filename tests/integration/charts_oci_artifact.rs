@@ -12,7 +12,7 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::app_crd::{app_yaml, wait_app_synced};
+use crate::app_crd::{apply_app, wait_app_synced};
 use crate::charts_oci::{OciRegistry, greeting, oci_sandbox};
 use crate::charts_source::serve_with_helm;
 use crate::serve::server_section;
@@ -253,13 +253,7 @@ async fn an_oci_artifact_of_manifests_syncs_follows_its_range_and_refuses_bad_la
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{oci: \"oci://{host}/manifests/app\", digest: \"{first}\", path: deploy}}\n  destination: {{namespace: team}}\n  sync: {{automated: true}}\n"
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("pinned", "team", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "pinned", "team", &spec).await;
     wait_app_synced(&sandbox, "pinned", "team", |r| r == first).await;
     let pinned = sandbox
         .kubectl(&[

@@ -8,38 +8,43 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::app_crd::{app_yaml, exists, install_crd};
+use crate::app_crd::{app_sandbox, apply_app, exists};
 use crate::charts_deps::HelmRepo;
 use crate::serve::{Serve, server_section};
 use crate::support::TestSandbox;
 
+/// The chart folder `dir` (with its `templates/`) holding `files` (relative path,
+/// text); returns `dir`.
+pub(crate) fn write_chart(dir: PathBuf, files: &[(&str, &str)]) -> PathBuf {
+    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    dir
+}
+
 /// A chart folder `name` at `version`: one ConfigMap named after the release and the
 /// version, holding the `greeting` value.
 pub(crate) fn chart(root: &Path, name: &str, version: &str) -> PathBuf {
-    let dir = root.join(format!("{name}-{version}")).join(name);
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        format!("apiVersion: v2\nname: {name}\nversion: {version}\n"),
+    let chart = format!("apiVersion: v2\nname: {name}\nversion: {version}\n");
+    write_chart(
+        root.join(format!("{name}-{version}")).join(name),
+        &[
+            ("Chart.yaml", &chart),
+            ("values.yaml", "greeting: default\n"),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+            ),
+        ],
     )
-    .expect("write");
-    std::fs::write(dir.join("values.yaml"), "greeting: default\n").expect("write");
-    std::fs::write(
-        dir.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version | replace \".\" \"-\" }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
-    )
-    .expect("write");
-    dir
 }
 
 /// The ConfigMaps of namespace `charts`, by name, with their greeting.
 async fn config_maps(sandbox: &TestSandbox) -> Vec<(String, String)> {
     let listed = sandbox
-        .kubectl(&["get", "configmaps", "-n", "charts", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+        .kubectl_json(&["get", "configmaps", "-n", "charts", "-o", "json"])
+        .await;
     let mut found: Vec<(String, String)> = listed["items"]
         .as_array()
         .into_iter()
@@ -87,11 +92,7 @@ fn app(name: &str, repo: &str, chart: &str, version: &str) -> String {
 
 #[tokio::test]
 async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearly() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["charts", "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["charts", "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
@@ -123,14 +124,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     let serve = serve_with_helm(&sandbox, "chart-source", &config).await;
 
     // The newest version of the range (not 2.0.0), with the app's values.
-    let synced = serve
-        .wait_status("web", "web 1.0.0 is Synced", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.0@sha256:"))
-        })
-        .await;
+    let synced = serve.wait_synced_from("web", "web@1.0.0@sha256:").await;
     assert_eq!(synced["source"]["ready"], true, "{synced}");
     assert_eq!(
         config_maps(&sandbox).await,
@@ -140,14 +134,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     // A version published within the range is taken at the next poll; the old
     // version's object is pruned.
     repo.publish(&chart(&build, "web", "1.0.1"));
-    let moved = serve
-        .wait_status("web", "web 1.0.1 is Synced", |s| {
-            s["sync"] == "Synced"
-                && s["revision"]["sha"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("web@1.0.1@sha256:"))
-        })
-        .await;
+    let moved = serve.wait_synced_from("web", "web@1.0.1@sha256:").await;
     assert_eq!(moved["revision"]["subject"], "chart web 1.0.1", "{moved}");
     crate::support::eventually("web-1-0-0 is pruned", || async {
         (config_maps(&sandbox).await == [("web-1-0-1".to_string(), "hello".to_string())])
@@ -161,13 +148,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", chart: web, version: \"1.0.1\", helm: {{releaseName: shop}}}}\n  destination: {{namespace: charts}}\n  sync: {{automated: true}}\n",
         repo.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("shop", "team", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "shop", "team", &spec).await;
     crate::app_crd::wait_app_synced(&sandbox, "shop", "team", |r| {
         r.starts_with("web@1.0.1@sha256:")
     })
@@ -184,11 +165,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
     .await;
     assert_eq!(repo.archives(), archives, "an archive fetched twice");
 
-    let missing = serve
-        .wait_status("missing", "missing fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let missing = serve.wait_source_failed("missing").await;
     assert_eq!(
         missing["source"]["reason"], "ChartVersionNotFound",
         "{missing}"
@@ -201,9 +178,7 @@ async fn a_chart_from_a_helm_repository_syncs_follows_its_range_and_fails_clearl
         "{missing}"
     );
 
-    let bad = serve
-        .wait_status("bad", "bad fails", |s| s["source"]["ready"] == false)
-        .await;
+    let bad = serve.wait_source_failed("bad").await;
     assert_eq!(bad["source"]["reason"], "DigestMismatch", "{bad}");
     assert!(
         bad["source"]["message"]

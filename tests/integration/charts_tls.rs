@@ -8,7 +8,7 @@
 //! turned away by the server; a Secret whose CA is no PEM is refused naming the Secret
 //! and the key. Nothing of a failed source is applied, and no key reaches the log.
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::{run_helm, tar_chart};
 use crate::charts_oci::OciRegistry;
 use crate::charts_source::{chart, serve_with_helm};
@@ -40,11 +40,7 @@ async fn exists(sandbox: &TestSandbox, name: &str) -> bool {
 
 #[tokio::test]
 async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_keys() {
-    let sandbox = TestSandbox::start().await;
-    for ns in [NAMESPACE, "team"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&[NAMESPACE, "team"]).await;
     sandbox.trusted_service_account("team", "deployer").await;
     let root = sandbox.dir.path();
     let build = root.join("build");
@@ -122,13 +118,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("bad-ca", https.url.as_str(), "~1.0", Some("bad-ca")),
     ];
     for (name, repo, version, secret) in apps {
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, "team", &spec(repo, version, name, secret))),
-            )
-            .await
-            .ok();
+        apply_app(&sandbox, name, "team", &spec(repo, version, name, secret)).await;
     }
 
     for (app, revision, object) in [
@@ -138,12 +128,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("stack-mtls", "stack@0.1.0@sha256:", "stack-mtls-1-0-0"),
     ] {
         serve
-            .wait_status(&format!("team.{app}"), &format!("{app} is Synced"), |s| {
-                s["sync"] == "Synced"
-                    && s["revision"]["sha"]
-                        .as_str()
-                        .is_some_and(|r| r.starts_with(revision))
-            })
+            .wait_synced_from(&format!("team.{app}"), revision)
             .await;
         assert!(exists(&sandbox, object).await, "{object} applied");
     }
@@ -154,11 +139,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
         ("untrusted", "invalid peer certificate: UnknownIssuer"),
         ("no-client-cert", "CertificateRequired"),
     ] {
-        let failed = serve
-            .wait_status(&format!("team.{app}"), &format!("{app} fails"), |s| {
-                s["source"]["ready"] == false
-            })
-            .await;
+        let failed = serve.wait_source_failed(&format!("team.{app}")).await;
         assert!(
             failed["source"]["message"]
                 .as_str()
@@ -166,11 +147,7 @@ async fn chart_sources_behind_their_own_ca_and_mutual_tls_sync_with_fluxs_tls_ke
             "{failed}"
         );
     }
-    let bad = serve
-        .wait_status("team.bad-ca", "bad-ca fails", |s| {
-            s["source"]["ready"] == false
-        })
-        .await;
+    let bad = serve.wait_source_failed("team.bad-ca").await;
     assert!(
         bad["source"]["message"]
             .as_str()

@@ -18,7 +18,7 @@ use crate::app_crd::{app_yaml, exists, install_crd};
 use crate::charts_deps::{HelmRepo, run_helm};
 use crate::charts_oci::OciRegistry;
 use crate::charts_source::{path_with_helm, serve_with_helm};
-use crate::serve::{Serve, origin, origin_http, server_section};
+use crate::serve::{Serve, borrowed, origin, origin_http, server_section};
 use crate::support::{Run, TestSandbox, eventually, tether_with_env};
 use tether_testkit::serve::synced_at;
 
@@ -249,9 +249,7 @@ fn app_spec(source: &str, release: &str, values: &str) -> String {
 }
 
 async fn start(sandbox: &TestSandbox) {
-    for ns in [NAMESPACE, "team"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&[NAMESPACE, "team"]).await;
     install_crd(sandbox).await;
     sandbox.trusted_service_account("team", "deployer").await;
 }
@@ -337,18 +335,8 @@ async fn assert_heals(sandbox: &TestSandbox, release: &str) {
         .await
         .ok();
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            &cache,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"data":{"maxmemory":"1gb"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", &cache, NAMESPACE, r#"{"data":{"maxmemory":"1gb"}}"#)
+        .await;
     eventually("the deleted and the edited objects are healed", || async {
         let local = get(sandbox, "cm", &local).await?;
         let cache = get(sandbox, "cm", &cache).await?;
@@ -381,9 +369,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
     let serve = serve_with_helm(&sandbox, "umbrella-helm", &config).await;
 
     serve
-        .wait_status("platform", "platform 1.0.0 is Synced", |s| {
-            synced_at(s, |r| r.starts_with("platform@1.0.0@sha256:"))
-        })
+        .wait_synced_from("platform", "platform@1.0.0@sha256:")
         .await;
     assert_rendered(&sandbox, "platform").await;
     let clean = diff(&sandbox, &["--config", &file, "--app", "platform"]).await;
@@ -399,9 +385,7 @@ async fn a_published_umbrella_chart_syncs_diffs_clean_heals_and_prunes_from_a_he
     );
     parts.charts.publish(&parts.vendored("1.0.1", "1.1.0"));
     serve
-        .wait_status("platform", "platform 1.0.1 is Synced", |s| {
-            synced_at(s, |r| r.starts_with("platform@1.0.1@sha256:"))
-        })
+        .wait_synced_from("platform", "platform@1.0.1@sha256:")
         .await;
     assert_pruned(&sandbox, "serviceaccount", "platform-cache").await;
     let clean = diff(&sandbox, &["--config", &file, "--app", "platform"]).await;
@@ -426,10 +410,7 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
         let yaml = app_yaml("edge", "team", &app_spec(&source, "edge", values));
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply("").await;
@@ -459,14 +440,6 @@ async fn a_published_umbrella_chart_syncs_heals_and_prunes_as_an_app_object_from
     assert_pruned(&sandbox, "widgets.platform.tether.test", "edge-widget").await;
     assert!(get(&sandbox, "cm", "edge-platform").await.is_some());
     assert_eq!(serve.stop().await, Some(0));
-}
-
-/// A chart's files as the Git helpers take them.
-fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
-    files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect()
 }
 
 #[tokio::test]
@@ -518,10 +491,7 @@ async fn a_git_umbrella_chart_without_vendored_dependencies_syncs_as_an_app_obje
         let yaml = app_yaml("edge", "team", &app_spec(&source, "edge", values));
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply("").await;

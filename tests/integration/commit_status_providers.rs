@@ -6,7 +6,6 @@
 //! Each request is recorded and asserted: method, path, query, headers and body.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -21,7 +20,6 @@ use tether_core::report::commit_status::{
     CommitState, CommitStatusConfig, CommitStatusError, CommitStatusReporter, CommitStatusTarget,
     StatusReport,
 };
-use tether_core::report::delivery::DeliveryOptions;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const TOKEN: &str = "pat-52h7x0q";
@@ -142,16 +140,6 @@ async fn provider_server() -> (String, Log) {
     (base, log)
 }
 
-fn options() -> DeliveryOptions {
-    DeliveryOptions {
-        attempts: 3,
-        attempt_timeout: Duration::from_secs(5),
-        initial_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(100),
-        ..DeliveryOptions::default()
-    }
-}
-
 fn target(yaml: &str, repo_url: &str) -> Arc<CommitStatusTarget> {
     let config: CommitStatusConfig = serde_saphyr::from_str(yaml).expect("config");
     Arc::new(config.resolve("shop", repo_url).expect("resolves"))
@@ -172,7 +160,7 @@ async fn azure_devops_gets_the_statuses_api_request_with_a_pat() {
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).expect("write");
-    let reporter = CommitStatusReporter::start(options()).expect("reporter");
+    let reporter = CommitStatusReporter::start(crate::notify::fast()).expect("reporter");
     // The repository comes from the app's ssh URL; the API is the test server.
     let yaml = format!(
         "provider: azuredevops\napiUrl: {base}\ntokenFile: {}\ntargetUrl: https://tether.local/apps/shop\n",
@@ -217,7 +205,7 @@ async fn azure_devops_gets_the_statuses_api_request_with_a_pat() {
 #[tokio::test]
 async fn bitbucket_server_gets_the_repository_build_status_with_a_bearer_token() {
     let (base, log) = provider_server().await;
-    let reporter = CommitStatusReporter::start(options()).expect("reporter");
+    let reporter = CommitStatusReporter::start(crate::notify::fast()).expect("reporter");
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("write");

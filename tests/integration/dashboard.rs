@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tether_sandbox::SandboxOptions;
 
 use crate::dashboard_load::{FIGURES, NoWorkers, many_app_statuses};
-use crate::serve::{Origin, Serve, origin, origin_http};
+use crate::serve::{Origin, Serve, borrowed, origin, origin_http};
 use crate::support::TestSandbox;
 use crate::webdriver::Browser;
 
@@ -73,11 +73,7 @@ fn quickstart(sandbox: &TestSandbox) -> (Origin, String) {
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(sandbox, &files);
+    let origin = origin(sandbox, &borrowed(&files));
     let token_file = sandbox.dir.path().join("api-token");
     std::fs::write(&token_file, TOKEN).expect("write the token");
     let config = format!(
@@ -133,10 +129,7 @@ async fn make_pods(
             },
             "spec": {"containers": [{"name": "web", "image": "nginxinc/nginx-unprivileged:1.27"}]},
         });
-        sandbox
-            .kubectl_with_stdin(&["apply", "-f", "-"], Some(&pod.to_string()))
-            .await
-            .ok();
+        sandbox.kubectl_apply(&pod.to_string()).await;
         sandbox
             .kubectl(&[
                 "patch",
@@ -201,33 +194,18 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     browser.goto(&format!("{}/", serve.url)).await;
 
     // The API needs the token: the page asks for it, and a wrong one is refused.
-    browser
-        .wait_for(
-            "the token prompt",
-            "return document.getElementById('token-dialog').open",
-            json!([]),
-        )
-        .await;
-    browser.type_into("#token-input", "not-the-token").await;
-    browser.click("#token-save").await;
+    browser.wait_token_prompt().await;
+    browser.enter_token("not-the-token").await;
     let refused = browser
-        .wait_for(
-            "the wrong token refused",
-            "const m = document.getElementById('token-message'); \
-             return document.getElementById('token-dialog').open && m.classList.contains('error') && m.textContent",
-            json!([]),
-        )
+        .wait_until("the wrong token refused", "const m = document.getElementById('token-message'); \
+             return document.getElementById('token-dialog').open && m.classList.contains('error') && m.textContent")
         .await;
     assert!(refused.as_str().unwrap().contains("refused"), "{refused}");
     let rows = browser
-        .eval(
-            "return document.querySelectorAll('tr[data-app]').length",
-            json!([]),
-        )
+        .run("return document.querySelectorAll('tr[data-app]').length")
         .await;
     assert_eq!(rows, 0, "nothing is shown without the token");
-    browser.type_into("#token-input", TOKEN).await;
-    browser.click("#token-save").await;
+    browser.enter_token(TOKEN).await;
 
     // The apps view: the quickstart's app, Synced and Healthy.
     let sync = browser.wait_for("hello's row", CELL, json!([APP, 1])).await;
@@ -236,17 +214,16 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     let revision = browser.eval(CELL, json!([APP, 3])).await;
     assert!(revision.as_str().unwrap().contains("first"), "{revision}");
     browser
-        .wait_for(
+        .wait_until(
             "the live stream connected",
             "return document.getElementById('live').textContent === 'live'",
-            json!([]),
         )
         .await;
     browser
         .screenshot(&screenshot_path("dashboard-apps-quickstart.png"))
         .await;
     // Marks this page load: a reload would lose it.
-    browser.eval("window.__sameLoad = true", json!([])).await;
+    browser.run("window.__sameLoad = true").await;
 
     // A live change: the row turns OutOfSync without a reload, within the allowance
     // of the status changing.
@@ -279,9 +256,7 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     println!("dashboard: the page showed OutOfSync {lag:?} after the status API did");
     assert!(lag < LIVE_ALLOWANCE, "the event took {lag:?}");
     assert_eq!(
-        browser
-            .eval("return window.__sameLoad === true", json!([]))
-            .await,
+        browser.run("return window.__sameLoad === true").await,
         true,
         "the page changed without a reload"
     );
@@ -296,12 +271,11 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
         .await;
     browser.keys("\u{E007}").await;
     let change = browser
-        .wait_for(
+        .wait_until(
             "the drifted field",
             "const row = [...document.querySelectorAll('#drift tbody tr')]\
                .find(r => r.querySelector('th').innerText.trim() === 'spec.replicas'); \
              return row ? [...row.children].map(c => c.innerText.trim()) : null",
-            json!([]),
         )
         .await;
     let cells: Vec<&str> = change
@@ -321,10 +295,7 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     assert_eq!(by["manager"], "kubectl", "{api}");
     assert_eq!(by["operation"], "Update", "{api}");
     let diff = browser
-        .eval(
-            "return document.querySelector('#drift pre.diff').innerText",
-            json!([]),
-        )
+        .run("return document.querySelector('#drift pre.diff').innerText")
         .await;
     // The object's unified diff, live to desired, as `tether diff` prints it.
     let diff = diff.as_str().unwrap();
@@ -346,12 +317,9 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
         .await;
     // Dark, as the system asks.
     let background = "return getComputedStyle(document.body).backgroundColor";
-    assert_eq!(
-        browser.eval(background, json!([])).await,
-        "rgb(255, 255, 255)"
-    );
+    assert_eq!(browser.run(background).await, "rgb(255, 255, 255)");
     browser.color_scheme("dark").await;
-    assert_eq!(browser.eval(background, json!([])).await, "rgb(13, 17, 23)");
+    assert_eq!(browser.run(background).await, "rgb(13, 17, 23)");
     browser
         .screenshot(&screenshot_path("dashboard-app-dark.png"))
         .await;
@@ -360,10 +328,9 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     // Suspend and resume from the page.
     browser.click("#suspend").await;
     browser
-        .wait_for(
+        .wait_until(
             "the app suspended",
             "const b = document.getElementById('suspend'); return b && b.textContent === 'Resume'",
-            json!([]),
         )
         .await;
     assert_eq!(
@@ -372,22 +339,20 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
     );
     browser.click("#suspend").await;
     browser
-        .wait_for(
+        .wait_until(
             "the app resumed",
             "const b = document.getElementById('suspend'); return b && b.textContent === 'Suspend'",
-            json!([]),
         )
         .await;
 
     // Sync with the token: applied, and the page shows it.
     browser.click("#sync").await;
     browser
-        .wait_for(
+        .wait_until(
             "the app Synced again",
             "const h = document.querySelector('main h1'); \
              return h && h.innerText.includes('Synced') && !h.innerText.includes('OutOfSync') \
                && document.getElementById('drift-count').textContent === '0'",
-            json!([]),
         )
         .await;
     let replicas = sandbox
@@ -404,10 +369,7 @@ async fn the_dashboard_shows_drift_live_with_its_author_and_syncs_with_a_token()
         .ok();
     assert_eq!(replicas.stdout, "2");
     let history = browser
-        .eval(
-            "return document.querySelectorAll('#history tbody tr').length",
-            json!([]),
-        )
+        .run("return document.querySelectorAll('#history tbody tr').length")
         .await;
     assert!(history.as_u64().unwrap() >= 2, "passes listed: {history}");
     assert!(

@@ -8,9 +8,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::app_crd::{app, app_yaml, exists, install_crd};
-use crate::serve::{Serve, configmap, origin, origin_http, refused, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::app_crd::{app, app_sandbox, app_yaml, exists};
+use crate::serve::{Serve, configmap, origin_http, refused, server_section, with_origin};
+use crate::support::{TestSandbox, condition, eventually};
 use tether_testkit::serve::synced_and_healthy;
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.fleets.example.com}\nspec:\n  group: fleets.example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
@@ -31,13 +31,6 @@ fn chain(server: &str, url: &str, suspended: bool) -> String {
         app("ops", "  dependsOn: [crds]\n", false),
         app("crs", "  dependsOn: [ops]\n", false),
     )
-}
-
-pub(crate) fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-        .unwrap_or_else(|| panic!("no {kind} condition: {status}"))
 }
 
 pub(crate) fn time(value: &Value) -> DateTime<Utc> {
@@ -82,16 +75,15 @@ pub(crate) fn first_pass(status: &Value) -> DateTime<Utc> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("fleet").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "fleet",
         &[
             ("crds/crd.yaml", CRD),
             ("ops/operator.yaml", &configmap("operator", "fleet", "1")),
             ("crs/widget.yaml", WIDGET),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "fleets", &chain(&server, &origin.url, true), &[]).await;
 
@@ -110,11 +102,7 @@ async fn a_chain_of_three_waits_says_why_and_wakes_in_dependency_order() {
         })
         .await;
     assert!(crs["lastPass"].is_null(), "{crs}");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table
         .lines()
@@ -191,11 +179,7 @@ async fn a_configuration_with_a_dependency_cycle_is_refused_naming_the_chain() {
 /// objects stay until the dependent's deletion is done (reverse order).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apps_depend_across_namespaces_and_are_deleted_in_reverse_order() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["platform", "team-a", "live"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["platform", "team-a", "live"]).await;
     sandbox
         .trusted_service_account("platform", "deployer")
         .await;
@@ -218,10 +202,7 @@ async fn apps_depend_across_namespaces_and_are_deleted_in_reverse_order() {
     let apply = |yaml: String| {
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply(app_yaml(

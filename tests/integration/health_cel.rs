@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::serve::{Serve, configmap, origin, refused, server_section};
+use crate::serve::{Serve, configmap, refused, server_section, with_origin};
 use crate::support::{TestSandbox, app_dir, json, resource, sync_app};
 
 pub(crate) const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.health.example.com}\nspec:\n  group: health.example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
@@ -60,12 +60,11 @@ pub(crate) async fn set_status(sandbox: &TestSandbox, status: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_is_judged_by_its_apps_cel_rule() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("gadgets").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "gadgets",
         &[("crds/crd.yaml", CRD), ("gadgets/gadget.yaml", GADGET)],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let serve = Serve::start(&sandbox, "health", &config(&server, &origin.url), &[]).await;
 
@@ -102,11 +101,7 @@ async fn a_custom_resource_is_judged_by_its_apps_cel_rule() {
         g["healthMessage"], "disk full [failed (status.phase == 'Failed') holds]",
         "{status}"
     );
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url, "--app", "gadgets"])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&["--app", "gadgets"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("Gadget/g1: disk full [failed (status.phase == 'Failed') holds]"),
@@ -135,15 +130,14 @@ async fn a_rule_that_does_not_compile_refuses_the_configuration_naming_the_app()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_expr_holds_the_dependent_until_it_is_true() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("ready").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "ready",
         &[
             ("db/cm.yaml", &configmap("db", "ready", "1")),
             ("web/cm.yaml", &configmap("web", "ready", "1")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let expr = "dep.revision.subject.startsWith('release')";
     let app = |name: &str| {
@@ -192,10 +186,7 @@ async fn tether_sync_judges_health_by_the_cel_rules_of_its_configuration() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("gadgets").await;
     for yaml in [CRD, GADGET] {
-        sandbox
-            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-            .await
-            .ok();
+        sandbox.kubectl_apply(yaml).await;
     }
     // Its operator (kubectl here) reports a failure.
     set_status(&sandbox, r#"{"phase": "Failed", "message": "disk full"}"#).await;

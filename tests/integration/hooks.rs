@@ -4,13 +4,13 @@
 //! app's objects, delete policies, a failed PreSync hook applying nothing, SyncFail,
 //! `generateName` for hooks only, and hooks kept out of the inventory and the diff.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 use tether_sandbox::SandboxOptions;
 
-use crate::support::{Run, TestSandbox, app_dir, json, tether};
+use crate::serve::get_text;
+use crate::support::{TestSandbox, app_dir, app_report, json, resource_fields, tether, tether_app};
 
 /// A sandbox whose simulated controllers complete Jobs.
 pub(crate) async fn sandbox() -> TestSandbox {
@@ -44,16 +44,6 @@ fn configmap(name: &str, value: &str) -> String {
     )
 }
 
-async fn run(sandbox: &TestSandbox, command: &str, dir: &Path, app: &str) -> Run {
-    let dir = dir.to_str().expect("utf-8");
-    tether(
-        sandbox,
-        command,
-        &["--path", dir, "--app", app, "-o", "json"],
-    )
-    .await
-}
-
 /// The report's hooks as `(phase, name, action, deleted)`, in the order they ran.
 pub(crate) fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
     report["hooks"]
@@ -75,11 +65,8 @@ pub(crate) fn hooks(report: &Value) -> Vec<(String, String, String, bool)> {
 /// The Jobs in `default`, by name, with their uid.
 async fn jobs(sandbox: &TestSandbox) -> Vec<(String, String)> {
     let list = sandbox
-        .kubectl(&["get", "jobs", "-n", "default", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let list: Value = serde_json::from_str(&list).expect("kubectl prints JSON");
+        .kubectl_json(&["get", "jobs", "-n", "default", "-o", "json"])
+        .await;
     let mut out: Vec<(String, String)> = list["items"]
         .as_array()
         .into_iter()
@@ -158,9 +145,7 @@ async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
     };
     let dir = app_dir(&sandbox, "hooked", &files("1"));
     let before = resource_version(&sandbox).await;
-    let out = run(&sandbox, "sync", &dir, "hooked").await;
-    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "hooked", &[], 0).await;
     let ran = hooks(&report);
     assert_eq!(ran.len(), 3, "{report}");
     assert_eq!(ran[0].0, "PreSync");
@@ -175,12 +160,7 @@ async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
     );
     assert!(ran.iter().all(|h| h.2 == "succeeded"), "{ran:?}");
     // Hooks are not app objects: only the ConfigMap is in the report's resources.
-    let resources: Vec<&str> = report["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["name"].as_str())
-        .collect();
+    let resources = resource_fields(&report, "name", |_| true);
     assert_eq!(resources, ["settings"]);
 
     // Creation order, from the sandbox's own history: the PreSync Jobs, then the
@@ -204,11 +184,8 @@ async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
         })
         .collect();
     let settings = sandbox
-        .kubectl(&["get", "cm", "settings", "-o", "json"])
-        .await
-        .ok()
-        .stdout;
-    let settings: Value = serde_json::from_str(&settings).expect("kubectl prints JSON");
+        .kubectl_json(&["get", "cm", "settings", "-o", "json"])
+        .await;
     let applied = version_of(&settings);
     assert!(
         added[0].0.starts_with("migrate-") && added[0].1 < applied,
@@ -250,23 +227,14 @@ async fn pre_sync_and_post_sync_jobs_run_in_order_with_their_delete_policies() {
         inventory.contains("\"settings\"") && !inventory.contains("Job"),
         "{inventory}"
     );
-    let diff = run(&sandbox, "diff", &dir, "hooked").await;
-    assert_eq!(diff.code, Some(0), "{}{}", diff.stdout, diff.stderr);
-    let diff = json(&diff);
-    let kinds: Vec<&str> = diff["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["kind"].as_str())
-        .collect();
+    let diff = app_report(&sandbox, "diff", &dir, "hooked", &[], 0).await;
+    let kinds = resource_fields(&diff, "kind", |_| true);
     assert_eq!(kinds, ["ConfigMap"], "{diff}");
 
     // The next sync: BeforeHookCreation replaces each PreSync Job (a new instance of
     // the generateName hook, a new uid for the named one); nothing is pruned.
     let dir = app_dir(&sandbox, "hooked", &files("2"));
-    let out = run(&sandbox, "sync", &dir, "hooked").await;
-    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "hooked", &[], 0).await;
     assert_eq!(report["summary"]["pruned"], 0, "{report}");
     let second = jobs(&sandbox).await;
     assert_eq!(second.len(), 2, "{second:?}");
@@ -307,9 +275,7 @@ async fn a_failed_pre_sync_hook_applies_nothing_and_sync_fail_runs() {
             ),
         ],
     );
-    let out = run(&sandbox, "sync", &dir, "failing").await;
-    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "failing", &[], 1).await;
     let ran = hooks(&report);
     assert_eq!(ran.len(), 2, "{report}");
     assert_eq!(
@@ -357,9 +323,7 @@ async fn a_pre_sync_hook_runs_in_a_namespace_the_revision_creates() {
             ),
         ],
     );
-    let out = run(&sandbox, "sync", &dir, "fresh").await;
-    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "fresh", &[], 0).await;
     assert_eq!(
         hooks(&report),
         vec![(
@@ -417,9 +381,7 @@ async fn a_hook_failed_policy_deletes_a_failed_sync_hook() {
             ),
         ],
     );
-    let out = run(&sandbox, "sync", &dir, "checked").await;
-    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "checked", &[], 1).await;
     // tether's annotation wins: a Sync hook, run after the app's objects.
     assert_eq!(
         hooks(&report),
@@ -438,7 +400,7 @@ async fn generate_name_is_accepted_only_for_hooks() {
         &[("run.yaml", job("generateName: run-", &[], "busybox:1.36"))],
     );
     for command in ["diff", "sync"] {
-        let out = run(&sandbox, command, &dir, "unnamed").await;
+        let out = tether_app(&sandbox, command, &dir, "unnamed", &[]).await;
         assert_eq!(out.code, Some(2), "{command}: {}{}", out.stdout, out.stderr);
         assert!(
             out.stderr
@@ -516,12 +478,7 @@ async fn a_charts_helm_hooks_run_as_argo_cd_maps_them() {
     // hook-succeeded deleted migrate; the test hook was never created.
     let names: Vec<String> = jobs(&sandbox).await.into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["notify"]);
-    let resources: Vec<&str> = report["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["name"].as_str())
-        .collect();
+    let resources = resource_fields(&report, "name", |_| true);
     assert_eq!(resources, ["settings"], "{report}");
 }
 
@@ -536,12 +493,7 @@ async fn job_uid(sandbox: &TestSandbox, name: &str) -> Option<String> {
 
 /// The count of the app's succeeded passes, from `tether serve`'s metrics.
 async fn passes(serve: &crate::serve::Serve, app: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = get_text(format!("{}/metrics", serve.url)).await;
     let series = format!("tether_reconcile_passes_total{{app=\"{app}\",result=\"Succeeded\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
@@ -594,19 +546,13 @@ async fn serve_runs_hooks_only_on_a_pass_that_writes() {
 
     // A pass that writes (healing an edit) runs it again: a new instance.
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "settings",
-            "-n",
             "default",
-            "--type",
-            "merge",
-            "-p",
             r#"{"data":{"key":"tampered"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
     crate::support::eventually("the healing pass ran the hook again", || async {
         job_uid(&sandbox, "migrate")
             .await
@@ -634,9 +580,7 @@ async fn a_pre_sync_hook_of_a_kind_the_revision_defines_runs() {
             ("settings.yaml", configmap("settings", "1")),
         ],
     );
-    let out = run(&sandbox, "sync", &dir, "defined").await;
-    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
-    let report = json(&out);
+    let report = app_report(&sandbox, "sync", &dir, "defined", &[], 0).await;
     assert_eq!(
         hooks(&report),
         vec![("PreSync".into(), "schema".into(), "succeeded".into(), false)],

@@ -6,8 +6,9 @@
 
 use serde_json::Value;
 
+use crate::app_crd::{SERVICE_ACCOUNT_T1, app_sandbox};
 use crate::notify::Recorder;
-use crate::serve::{Serve, configmap, origin, origin_http, server_section};
+use crate::serve::{Serve, configmap, origin_http, server_section, with_origin};
 use crate::support::{TestSandbox, eventually};
 
 const POLL: &str = "1h";
@@ -21,12 +22,11 @@ async fn automation_reason(serve: &Serve) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("guarded").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "guarded",
         &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
@@ -126,40 +126,19 @@ async fn a_cross_site_post_and_a_rebound_host_are_refused_without_a_token() {
     assert!(serve.log().contains("refused an API request"));
 }
 
-async fn install_crd(sandbox: &TestSandbox) {
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(tether_controller::config::APP_CRD_YAML),
-        )
-        .await
-        .ok();
-}
-
 /// An App in `t1` acting as a ServiceAccount with no rights: every pass fails, and
 /// each failure is a `syncFailed` notification to `url`.
 async fn failing_app(sandbox: &TestSandbox, repo: &str, url: &str) {
     let spec = format!(
         "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: t1\nspec:\n  serviceAccountName: deployer\n  source: {{repo: \"{repo}\", ref: main, path: web, interval: 1h}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n  notifications:\n  - {{type: webhook, url: \"{url}\", events: [syncFailed], minInterval: 0s}}\n"
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&spec))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&spec).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_notification_to_loopback_is_refused_unless_the_operator_allows_it() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    install_crd(&sandbox).await;
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n"),
-        )
-        .await
-        .ok();
+    let sandbox = app_sandbox(&["t1"]).await;
+    sandbox.kubectl_apply(SERVICE_ACCOUNT_T1).await;
     let origin = origin_http(&sandbox, &[("web/cm.yaml", &configmap("web", "t1", "v1"))]);
     let internal = Recorder::start().await;
     let url = format!("{}/internal/admin/reset", internal.base);

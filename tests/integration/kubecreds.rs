@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::people::{action_notes, team_apps, teams, token};
-use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
+use crate::people::{RBAC, action_notes, team_apps, team_origin, teams, token};
+use crate::serve::{Origin, Serve, server_section_with_token, tether_client};
 use crate::support::{TestSandbox, eventually};
 
 const API_TOKEN: &str = "operator-break-glass";
@@ -52,17 +52,7 @@ fn exec_user(dir: &Path, name: &str, api_version: &str, token: &str) -> String {
 /// `tether ARGS --server URL --kubeconfig FILE`, with no token in the environment;
 /// its exit code and what it printed (stdout, then stderr).
 async fn cli(serve_url: &str, kubeconfig: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(args)
-        .args(["--server", serve_url, "--kubeconfig"])
-        .arg(kubeconfig)
-        .env_remove("TETHER_API_TOKEN")
-        .output()
-        .await
-        .expect("tether runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
+    tether_client(serve_url, args, ("--kubeconfig", kubeconfig)).await
 }
 
 /// The names of the apps `tether status -o json` lists with this kubeconfig.
@@ -84,22 +74,10 @@ async fn listed(serve_url: &str, kubeconfig: &Path) -> Vec<String> {
 /// tether serve with team-a's apps, and their Git server: the caller keeps it, so that
 /// it serves for as long as the test runs (dropping it stops it).
 async fn start(sandbox: &TestSandbox) -> (Serve, Origin) {
-    teams(sandbox).await;
-    let origin = origin_http(
-        sandbox,
-        &[
-            ("apps/web/config.yaml", &configmap("web", "live", "a")),
-            ("apps/api/config.yaml", &configmap("api", "live", "b")),
-        ],
-    );
-    let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, API_TOKEN).expect("write the token");
-    let config = format!(
-        "{}  apiToken: {{secretFile: {}}}\napps: []\n",
-        server_section(dir),
-        token_file.display()
-    );
+    teams(sandbox, RBAC).await;
+    let origin = team_origin(sandbox, &[]);
+    let server = server_section_with_token(sandbox.dir.path(), API_TOKEN);
+    let config = format!("{server}apps: []\n");
     let serve = Serve::start(sandbox, "kubecreds", &config, &[]).await;
     team_apps(sandbox, &origin.url).await;
     (serve, origin)

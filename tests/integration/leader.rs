@@ -76,11 +76,9 @@ async fn wait_for(
 }
 
 async fn lease_spec(sandbox: &TestSandbox) -> Value {
-    let out = sandbox
-        .kubectl(&["get", "lease", "-n", NAMESPACE, LEASE, "-o", "json"])
-        .await
-        .ok();
-    let lease: Value = serde_json::from_str(&out.stdout).expect("kubectl prints JSON");
+    let lease = sandbox
+        .kubectl_json(&["get", "lease", "-n", NAMESPACE, LEASE, "-o", "json"])
+        .await;
     lease["spec"].clone()
 }
 
@@ -133,10 +131,8 @@ async fn two_electors_make_one_leader_and_a_follower_that_knows_it() {
 
     // The namespace did not exist: the elector created it, and the Lease in it.
     let namespace = sandbox
-        .kubectl(&["get", "namespace", NAMESPACE, "-o", "json"])
-        .await
-        .ok();
-    let namespace: Value = serde_json::from_str(&namespace.stdout).expect("kubectl prints JSON");
+        .kubectl_json(&["get", "namespace", NAMESPACE, "-o", "json"])
+        .await;
     assert_eq!(
         namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "tether"

@@ -8,9 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, cm_value, configmap, get_text, origin, server_section};
 use crate::support::{TestSandbox, eventually};
 
 /// Every app: (name, path, namespace).
@@ -77,12 +75,7 @@ async fn per_app(serve: &Serve, counter: &str) -> BTreeMap<String, u64> {
 /// The value of a counter's series (`tether_<counter>_total{app=...}`) for each of
 /// `apps` (0 for an app without one yet).
 pub(crate) async fn counters(serve: &Serve, counter: &str, apps: &[&str]) -> BTreeMap<String, u64> {
-    let text = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = get_text(format!("{}/metrics", serve.url)).await;
     let mut found = BTreeMap::new();
     for name in apps {
         let prefix = format!("tether_{counter}_total{{app=\"{name}\"");
@@ -116,17 +109,6 @@ async fn all_at(serve: &Serve, sha: &str) {
     for (name, ..) in APPS {
         serve.wait_synced_at(name, sha).await;
     }
-}
-
-async fn data(sandbox: &TestSandbox, name: &str, namespace: &str, key: &str) -> Option<String> {
-    let out = sandbox
-        .kubectl(&["get", "cm", name, "-n", namespace, "-o", "json"])
-        .await;
-    if out.code != 0 {
-        return None;
-    }
-    let object: Value = serde_json::from_str(&out.stdout).expect("JSON");
-    object["data"][key].as_str().map(str::to_string)
 }
 
 /// The namespaces of the apps other than `changed` that the audit shows requests for.
@@ -172,7 +154,7 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
     let first = crate::support::git(&origin.repo.dir, &["rev-parse", "HEAD"]);
     all_at(&serve, first.trim()).await;
     assert_eq!(
-        data(&sandbox, "web-cfg", "mono-web", "color")
+        cm_value(&sandbox, "web-cfg", "mono-web", "color")
             .await
             .as_deref(),
         Some("blue")
@@ -190,7 +172,7 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
     assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
     all_at(&serve, &second).await;
     eventually("plain is applied", || async {
-        (data(&sandbox, "plain", "mono-plain", "key")
+        (cm_value(&sandbox, "plain", "mono-plain", "key")
             .await
             .as_deref()
             == Some("two"))
@@ -217,8 +199,11 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
     all_at(&serve, &third).await;
     for namespace in ["mono-front", "mono-back"] {
         eventually("the base is applied", || async {
-            (data(&sandbox, "shared", namespace, "key").await.as_deref() == Some("two"))
-                .then_some(())
+            (cm_value(&sandbox, "shared", namespace, "key")
+                .await
+                .as_deref()
+                == Some("two"))
+            .then_some(())
         })
         .await;
     }
@@ -236,7 +221,7 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
     assert_eq!(serve.push(&origin.url).await, reqwest::StatusCode::ACCEPTED);
     all_at(&serve, &fourth).await;
     eventually("the chart's new value is applied", || async {
-        (data(&sandbox, "web-cfg", "mono-web", "color")
+        (cm_value(&sandbox, "web-cfg", "mono-web", "color")
             .await
             .as_deref()
             == Some("green"))
@@ -278,20 +263,15 @@ async fn a_commit_re_renders_only_the_apps_whose_inputs_changed() {
 
     // A live change of an app that took the commit without a pass is still healed.
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "cm",
             "shared",
-            "-n",
             "mono-front",
-            "--type=merge",
-            "-p",
             "{\"data\":{\"key\":\"edited\"}}",
-        ])
-        .await
-        .ok();
+        )
+        .await;
     eventually("the live edit is healed", || async {
-        (data(&sandbox, "shared", "mono-front", "key")
+        (cm_value(&sandbox, "shared", "mono-front", "key")
             .await
             .as_deref()
             == Some("two"))

@@ -150,7 +150,7 @@ impl Recorder {
 }
 
 /// Options with short waits, so retry tests take milliseconds.
-fn fast() -> DeliveryOptions {
+pub(crate) fn fast() -> DeliveryOptions {
     DeliveryOptions {
         attempts: 3,
         attempt_timeout: Duration::from_secs(5),

@@ -11,29 +11,17 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::app_crd::install_crd;
 use crate::oidc_issuer::{CLIENT_SECRET, Flaw, Issuer, TestUser};
-use crate::people::team_apps;
-use crate::serve::{Serve, configmap, origin_http};
+use crate::people::{assert_forbidden, team_apps, team_origin, teams};
+use crate::serve::Serve;
 use crate::support::{TestSandbox, eventually};
 use crate::webdriver::Browser;
 
 const API_TOKEN: &str = "operator-break-glass";
 
 /// team-a's viewers (a group of the issuer) may see its Apps; joe may also change them.
+/// (They bind [`APP_ROLES`].)
 const RBAC: &str = "apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: app-viewer, namespace: team-a}
-rules:
-- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: app-operator, namespace: team-a}
-rules:
-- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: viewers, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: app-viewer}
@@ -70,24 +58,8 @@ struct Fixture {
 
 async fn fixture(name: &str, first: TestUser) -> Fixture {
     let sandbox = TestSandbox::start().await;
-    for namespace in ["team-a", "team-b", "live"] {
-        sandbox.namespace(namespace).await;
-    }
-    install_crd(&sandbox).await;
-    for namespace in ["team-a", "team-b"] {
-        sandbox.trusted_service_account(namespace, "deployer").await;
-    }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
-    let origin = origin_http(
-        &sandbox,
-        &[
-            ("apps/web/config.yaml", &configmap("web", "live", "a")),
-            ("apps/api/config.yaml", &configmap("api", "live", "b")),
-        ],
-    );
+    teams(&sandbox, RBAC).await;
+    let origin = team_origin(&sandbox, &[]);
     let issuer = Issuer::start(first).await;
     let dir = sandbox.dir.path();
     let token_file = dir.join("api-token");
@@ -292,13 +264,11 @@ async fn an_oidc_login_stands_for_the_user_rbac_judges_and_refuses_what_is_wrong
         me,
         json!({"user": "oidc:jane@example.com", "groups": ["oidc:team-a-viewers"]})
     );
-    let (status, refused) = steps
-        .call(post.clone(), "/api/v1/apps/team-a.web/sync", &jane_session)
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
-    assert_eq!(
-        refused["error"],
-        "oidc:jane@example.com may view app \"team-a.web\" but not sync it: needs patch on apps.tether.dev in team-a"
+    assert_forbidden(
+        steps
+            .call(post.clone(), "/api/v1/apps/team-a.web/sync", &jane_session)
+            .await,
+        "oidc:jane@example.com may view app \"team-a.web\" but not sync it: needs patch on apps.tether.dev in team-a",
     );
     // A cookie rides along on another site's request too: that is refused.
     let cross = steps
@@ -464,34 +434,25 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
     let browser = Browser::start().await;
     browser.goto(&format!("{}/", fixture.serve.url)).await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page",
             "return document.getElementById('oidc-login') !== null",
-            json!([]),
         )
         .await;
     browser.click("#oidc-login").await;
     // Through the issuer and back to the dashboard: team-a's app, not team-b's.
     browser
-        .wait_for(
+        .wait_until(
             "the dashboard with team-a's app",
             "return document.querySelector('tr[data-app=\"team-a.web\"]') !== null",
-            json!([]),
         )
         .await;
     let rows = browser
-        .eval(
-            "return [...document.querySelectorAll('tr[data-app]')].map(r => r.dataset.app)",
-            json!([]),
-        )
+        .run("return [...document.querySelectorAll('tr[data-app]')].map(r => r.dataset.app)")
         .await;
     assert_eq!(rows, json!(["team-a.web"]));
     let who = browser
-        .wait_for(
-            "who is logged in",
-            "const w = document.getElementById('who'); return w && !w.hidden ? w.textContent : null",
-            json!([]),
-        )
+        .wait_until("who is logged in", "const w = document.getElementById('who'); return w && !w.hidden ? w.textContent : null")
         .await;
     assert_eq!(who, "oidc:jane@example.com");
     // Sync from the app's page is refused, saying what is missing.
@@ -499,19 +460,14 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
         .goto(&format!("{}/#/apps/team-a.web", fixture.serve.url))
         .await;
     browser
-        .wait_for(
+        .wait_until(
             "the app's page",
             "return document.getElementById('sync') !== null",
-            json!([]),
         )
         .await;
     browser.click("#sync").await;
     let notice = browser
-        .wait_for(
-            "the refusal",
-            "const n = document.getElementById('notice'); return n && n.textContent.includes('refused') ? n.textContent : null",
-            json!([]),
-        )
+        .wait_until("the refusal", "const n = document.getElementById('notice'); return n && n.textContent.includes('refused') ? n.textContent : null")
         .await;
     assert!(
         notice
@@ -522,18 +478,16 @@ async fn a_person_logs_in_through_the_page_sees_their_apps_and_is_told_what_they
     // Logging out leads back to the login page, and the dashboard asks again.
     browser.click("#logout").await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page again",
             "return document.getElementById('oidc-login') !== null",
-            json!([]),
         )
         .await;
     browser.goto(&format!("{}/", fixture.serve.url)).await;
     browser
-        .wait_for(
+        .wait_until(
             "the login page, not the dashboard",
             "return location.pathname === '/login'",
-            json!([]),
         )
         .await;
     assert_eq!(fixture.issuer.exchanges(), 1);

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::serve::{Serve, configmap, origin, server_section};
+use crate::serve::{Serve, configmap, server_section_with_token, with_origin};
 use crate::support::{POLL_TIMEOUT, TestSandbox, eventually};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/tether-system/leases";
@@ -135,21 +135,17 @@ async fn watch_until_retaken(sandbox: &TestSandbox, serve: &Serve, me: &str) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_member_lease_gets_no_token_shows_no_status_and_holds_no_shard() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("peers").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "peers",
         &[("web/cm.yaml", &configmap("web", "peers", "v1"))],
-    );
+    )
+    .await;
     let dir = sandbox.dir.path();
-    let api = dir.join("api-token");
-    std::fs::write(&api, API_TOKEN).expect("write the token");
+    let server = server_section_with_token(dir, API_TOKEN);
     let peer = dir.join("peer-token");
     std::fs::write(&peer, PEER_TOKEN).expect("write the token");
-    let server = server_section(dir);
     let config = format!(
-        "{server}  apiToken: {{secretFile: {}}}\n  peerToken: {{secretFile: {}}}\nshards: 2\nleaderElection: {{leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 300ms}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: web, interval: 1h}}\n  destination: {{namespace: peers}}\n",
-        api.display(),
+        "{server}  peerToken: {{secretFile: {}}}\nshards: 2\nleaderElection: {{leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 300ms}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: web, interval: 1h}}\n  destination: {{namespace: peers}}\n",
         peer.display(),
         origin.url
     );

@@ -8,15 +8,30 @@
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::app_crd::{app_yaml, install_crd};
-use crate::serve::{Serve, configmap, origin_http, server_section};
+use crate::app_crd::{apply_app, install_crd};
+use crate::serve::{Origin, Serve, configmap, origin_http, server_section_with_token};
 use crate::support::{TestSandbox, eventually};
 
 const API_TOKEN: &str = "operator-break-glass";
 const POLL: &str = "1h";
 
+/// team-a's two Roles on `apps.tether.dev`: `app-viewer` (get, list) and
+/// `app-operator` (get, list, patch), for the tests to bind to their people.
+pub(crate) const APP_ROLES: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: app-viewer, namespace: team-a}
+rules:
+- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: app-operator, namespace: team-a}
+rules:
+- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list, patch]}
+";
+
 /// team-a's viewer may see its Apps, its operator may also change them, and nobody
-/// may do anything: three ServiceAccounts of team-a, with RBAC on `apps.tether.dev`.
+/// may do anything: three ServiceAccounts of team-a, bound to [`APP_ROLES`].
 pub(crate) const RBAC: &str = "apiVersion: v1
 kind: ServiceAccount
 metadata: {name: viewer, namespace: team-a}
@@ -28,18 +43,6 @@ metadata: {name: operator, namespace: team-a}
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: nobody, namespace: team-a}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: app-viewer, namespace: team-a}
-rules:
-- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: app-operator, namespace: team-a}
-rules:
-- {apiGroups: [tether.dev], resources: [apps], verbs: [get, list, patch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -55,6 +58,14 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: app-operator}
 subjects:
 - {kind: ServiceAccount, name: operator, namespace: team-a}
 ";
+
+/// Asserts that an answer of the status API (its code and body) refuses with 403
+/// Forbidden, saying `error`.
+#[track_caller]
+pub(crate) fn assert_forbidden((status, refused): (StatusCode, Value), error: &str) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert_eq!(refused["error"], error);
+}
 
 struct Api {
     url: String,
@@ -129,19 +140,28 @@ pub(crate) async fn action_notes(sandbox: &TestSandbox, count: usize) -> Vec<Str
 }
 
 /// Namespaces team-a, team-b (each with a trusted `deployer`) and live, the App CRD,
-/// and [`RBAC`].
-pub(crate) async fn teams(sandbox: &TestSandbox) {
-    for namespace in ["team-a", "team-b", "live"] {
-        sandbox.namespace(namespace).await;
-    }
+/// and [`APP_ROLES`] with `people`: who is bound to them ([`RBAC`] for tokens).
+pub(crate) async fn teams(sandbox: &TestSandbox, people: &str) {
+    sandbox.namespaces(&["team-a", "team-b", "live"]).await;
     install_crd(sandbox).await;
     for namespace in ["team-a", "team-b"] {
         sandbox.trusted_service_account(namespace, "deployer").await;
     }
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    sandbox.kubectl_apply(APP_ROLES).await;
+    sandbox.kubectl_apply(people).await;
+}
+
+/// A Git repository over HTTP with team-a's `apps/web` and team-b's `apps/api` (a
+/// ConfigMap each, for live), and the files `more`.
+pub(crate) fn team_origin(sandbox: &TestSandbox, more: &[(&str, &str)]) -> Origin {
+    let web = configmap("web", "live", "a");
+    let api = configmap("api", "live", "b");
+    let mut files = vec![
+        ("apps/web/config.yaml", web.as_str()),
+        ("apps/api/config.yaml", api.as_str()),
+    ];
+    files.extend_from_slice(more);
+    origin_http(sandbox, &files)
 }
 
 /// The Apps team-a/web and team-b/api, auto-syncing `apps/web` and `apps/api` of the
@@ -151,13 +171,7 @@ pub(crate) async fn team_apps(sandbox: &TestSandbox, origin: &str) {
         let spec = format!(
             "  serviceAccountName: deployer\n  source: {{repo: \"{origin}\", ref: main, path: apps/{name}, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n"
         );
-        sandbox
-            .kubectl_with_stdin(
-                &["apply", "-f", "-"],
-                Some(&app_yaml(name, namespace, &spec)),
-            )
-            .await
-            .ok();
+        apply_app(sandbox, name, namespace, &spec).await;
     }
 }
 
@@ -172,22 +186,14 @@ pub(crate) async fn token(sandbox: &TestSandbox, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_see_and_change_only_the_apps_rbac_allows_them() {
     let sandbox = TestSandbox::start().await;
-    teams(&sandbox).await;
-    let origin = origin_http(
+    teams(&sandbox, RBAC).await;
+    let origin = team_origin(
         &sandbox,
-        &[
-            ("apps/web/config.yaml", &configmap("web", "live", "a")),
-            ("apps/api/config.yaml", &configmap("api", "live", "b")),
-            ("apps/plain/config.yaml", &configmap("plain", "live", "p")),
-        ],
+        &[("apps/plain/config.yaml", &configmap("plain", "live", "p"))],
     );
-    let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, API_TOKEN).expect("write the token");
-    let server = server_section(dir);
+    let server = server_section_with_token(sandbox.dir.path(), API_TOKEN);
     let config = format!(
-        "{server}  apiToken: {{secretFile: {}}}\napps:\n- name: plain\n  source: {{repo: \"{}\", ref: main, path: apps/plain, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
-        token_file.display(),
+        "{server}apps:\n- name: plain\n  source: {{repo: \"{}\", ref: main, path: apps/plain, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     let serve = Serve::start(&sandbox, "people", &config, &[]).await;
@@ -228,28 +234,18 @@ async fn users_see_and_change_only_the_apps_rbac_allows_them() {
         .await;
     assert_eq!(status, StatusCode::OK, "{app}");
     assert_eq!(app["name"], "team-a.web");
-    let (status, refused) = api
-        .call(Method::GET, "/api/v1/apps/team-b.api", &viewer)
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
-    assert_eq!(
-        refused["error"],
-        "system:serviceaccount:team-a:viewer may not view app \"team-b.api\": needs get on apps.tether.dev in team-b"
+    assert_forbidden(
+        api.call(Method::GET, "/api/v1/apps/team-b.api", &viewer)
+            .await,
+        "system:serviceaccount:team-a:viewer may not view app \"team-b.api\": needs get on apps.tether.dev in team-b",
     );
     for action in ["sync", "suspend"] {
-        let (status, refused) = api
-            .call(
-                Method::POST,
-                &format!("/api/v1/apps/team-a.web/{action}"),
-                &viewer,
-            )
-            .await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
-        assert_eq!(
-            refused["error"],
-            format!(
+        let path = format!("/api/v1/apps/team-a.web/{action}");
+        assert_forbidden(
+            api.call(Method::POST, &path, &viewer).await,
+            &format!(
                 "system:serviceaccount:team-a:viewer may view app \"team-a.web\" but not {action} it: needs patch on apps.tether.dev in team-a"
-            )
+            ),
         );
     }
     // A file app is authorized in the inventory namespace, where nobody here has rights.

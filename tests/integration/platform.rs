@@ -15,12 +15,12 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::app_crd::{exists, install_crd};
-use crate::appsets::{apply, apps, configmap, ready};
-use crate::fleets::{condition, first_pass, time, waits_for};
+use crate::appsets::{apps, configmap, ready};
+use crate::fleets::{first_pass, time, waits_for};
 use crate::health_cel::{CRD, GADGET, RULES, gadget, set_status};
 use crate::monorepo::{counters, grown};
 use crate::serve::{Origin, Serve, data_key, origin_http, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::support::{TestSandbox, condition, eventually};
 
 /// Long enough that only webhooks and spec changes bring a new commit.
 const POLL: &str = "1h";
@@ -96,9 +96,7 @@ fn cluster_secret(remote: &TestSandbox, region: &str) -> String {
 /// Both sandboxes ready for the platform: namespaces, the CRDs of Apps and AppSets at
 /// home, the teams' ServiceAccount on both, the cluster Secrets; and the repository.
 async fn prepare(home: &TestSandbox, remote: &TestSandbox) -> Origin {
-    for ns in [PLATFORM_NS, "platform"] {
-        home.namespace(ns).await;
-    }
+    home.namespaces(&[PLATFORM_NS, "platform"]).await;
     for ns in ["platform", REGIONS[0], REGIONS[1]] {
         remote.namespace(ns).await;
     }
@@ -109,7 +107,7 @@ async fn prepare(home: &TestSandbox, remote: &TestSandbox) -> Origin {
             .await;
     }
     for region in REGIONS {
-        apply(home, &cluster_secret(remote, region)).await;
+        home.kubectl_apply(&cluster_secret(remote, region)).await;
     }
     origin_http(
         home,
@@ -192,7 +190,7 @@ async fn a_platform_syncs_from_empty_in_dependency_order_with_teams_generated_pe
     let origin = prepare(&home, &remote).await;
     let server = server_section(home.dir.path());
     let serve = Serve::start(&home, "platform", &config(&server, &origin.url), &[]).await;
-    apply(&home, &teams_appset(&origin.url)).await;
+    home.kubectl_apply(&teams_appset(&origin.url)).await;
 
     // The platform applies its CRD and operator at once; the operator is not ready yet,
     // so `crs` waits, says for what, and neither reads nor writes anything.

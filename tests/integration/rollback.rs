@@ -10,9 +10,11 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::app_crd::{app_yaml, install_crd};
-use crate::people::{RBAC, action_notes, token};
-use crate::serve::{Origin, Serve, configmap, origin_http, server_section};
+use crate::app_crd::{apply_app, install_crd};
+use crate::people::{APP_ROLES, RBAC, action_notes, token};
+use crate::serve::{
+    Origin, Serve, configmap, origin_http, server_section_with_token, tether_client,
+};
 use crate::support::{TestSandbox, eventually};
 
 const API_TOKEN: &str = "operator-break-glass";
@@ -79,16 +81,7 @@ fn pinned_condition(status: &Value) -> Option<(String, String)> {
 
 /// `tether rollback|unpin ARGS --server URL --token-file FILE`.
 async fn cli(serve: &Serve, token_file: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(args)
-        .args(["--server", &serve.url, "--token-file"])
-        .arg(token_file)
-        .output()
-        .await
-        .expect("tether runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
+    tether_client(&serve.url, args, ("--token-file", token_file)).await
 }
 
 async fn start(sandbox: &TestSandbox, config: &str) -> Serve {
@@ -105,22 +98,15 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     }
     install_crd(&sandbox).await;
     sandbox.trusted_service_account("team-a", "deployer").await;
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(RBAC))
-        .await
-        .ok();
+    sandbox.kubectl_apply(APP_ROLES).await;
+    sandbox.kubectl_apply(RBAC).await;
     let origin = origin_http(
         &sandbox,
         &[("apps/web/config.yaml", &configmap("web", "live", "one"))],
     );
     let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, API_TOKEN).expect("write the token");
-    let config = format!(
-        "{}  apiToken: {{secretFile: {}}}\napps: []\n",
-        server_section(dir),
-        token_file.display()
-    );
+    let server = server_section_with_token(dir, API_TOKEN);
+    let config = format!("{server}apps: []\n");
     let mut serve = start_app(&sandbox, &origin, &config).await;
     live_becomes(&sandbox, "one").await;
     let first = status_when(&serve, "the first commit is applied", |s| {
@@ -177,19 +163,7 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     assert_eq!(live_value(&sandbox).await, "one");
     // A hand edit is healed toward the pinned revision, not Git's head.
     let edit = r#"{"data":{"key":"edited"}}"#;
-    sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "web",
-            "-n",
-            "live",
-            "--type=merge",
-            "-p",
-            edit,
-        ])
-        .await
-        .ok();
+    sandbox.kubectl_merge_patch("cm", "web", "live", edit).await;
     live_becomes(&sandbox, "one").await;
 
     // `tether unpin` with the operator's own token: Git's head is applied again.
@@ -291,13 +265,7 @@ async fn start_app(sandbox: &TestSandbox, origin: &Origin, config: &str) -> Serv
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, selfHeal: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("web", "team-a", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(sandbox, "web", "team-a", &spec).await;
     status_when(&serve, "the app runs", |s| s["name"] == APP).await;
     serve
 }

@@ -153,12 +153,7 @@ impl Serve {
     }
 
     pub(crate) async fn status(&self, app: &str) -> Value {
-        reqwest::get(format!("{}/api/v1/apps/{app}", self.url))
-            .await
-            .expect("status answers")
-            .json()
-            .await
-            .expect("status is JSON")
+        get_json(format!("{}/api/v1/apps/{app}", self.url)).await
     }
 
     /// Waits until `check` holds for the app's status.
@@ -286,6 +281,18 @@ pub(crate) fn server_section(dir: &Path) -> String {
     )
 }
 
+/// [`server_section`] with an API token: `token` written to the file `api-token` in
+/// `dir`, which `server.apiToken` names.
+pub(crate) fn server_section_with_token(dir: &Path, token: &str) -> String {
+    let file = dir.join("api-token");
+    std::fs::write(&file, token).expect("write the token");
+    format!(
+        "{}  apiToken: {{secretFile: {}}}\n",
+        server_section(dir),
+        file.display()
+    )
+}
+
 /// Which object answers to a ConfigMap's name: its uid, and whether it is only
 /// marked for deletion.
 struct Identity {
@@ -310,32 +317,36 @@ async fn identity(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<
     })
 }
 
-pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+/// The value at `key` of the ConfigMap `namespace/name`, as kubectl's jsonpath reads
+/// it (empty for a key it lacks); None while the ConfigMap is not there.
+pub(crate) async fn cm_value(
+    sandbox: &TestSandbox,
+    name: &str,
+    namespace: &str,
+    key: &str,
+) -> Option<String> {
+    let jsonpath = format!("jsonpath={{.data.{key}}}");
     let out = sandbox
-        .kubectl(&[
-            "get",
-            "cm",
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.data.key}",
-        ])
+        .kubectl(&["get", "cm", name, "-n", namespace, "-o", &jsonpath])
         .await;
     (out.code == 0).then_some(out.stdout)
 }
 
+/// The value at `key` of the ConfigMap `namespace/name` (see [`cm_value`]).
+pub(crate) async fn data_key(sandbox: &TestSandbox, name: &str, namespace: &str) -> Option<String> {
+    cm_value(sandbox, name, namespace, "key").await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_syncs_heals_follows_webhooks_and_prunes() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "live",
         &[
             ("apps/web/config.yaml", &configmap("web", "live", "v1")),
             ("apps/web/extra.yaml", &configmap("extra", "live", "x")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",
@@ -357,19 +368,8 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
 
     // Live drift is healed: an edited field, then a deleted object.
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "web",
-            "-n",
-            "live",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"tampered"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "web", "live", r#"{"data":{"key":"tampered"}}"#)
+        .await;
     eventually("the edit is healed", || async {
         (data_key(&sandbox, "web", "live").await.as_deref() == Some("v1")).then_some(())
     })
@@ -414,12 +414,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     .await;
 
     // The HTTP surface.
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/web/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "web").await;
     let missing = reqwest::get(format!("{}/api/v1/apps/nope", serve.url))
         .await
         .expect("answer");
@@ -428,12 +423,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
         .await
         .expect("readyz");
     assert_eq!(ready.status(), reqwest::StatusCode::OK);
-    let metrics = reqwest::get(format!("{}/metrics", serve.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(format!("{}/metrics", serve.url)).await;
     for series in [
         "tether_reconcile_passes_total{app=\"web\",result=\"Succeeded\"}",
         "tether_app_sync_status{app=\"web\",status=\"Synced\"} 1",
@@ -443,20 +433,11 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
     ] {
         assert!(metrics.contains(series), "{series} missing:\n{metrics}");
     }
-    let listed: Value = reqwest::get(format!("{}/api/v1/apps", serve.url))
-        .await
-        .expect("apps")
-        .json()
-        .await
-        .expect("JSON");
+    let listed: Value = get_json(format!("{}/api/v1/apps", serve.url)).await;
     assert_eq!(listed["apps"][0]["name"], "web");
 
     // `tether status` prints it.
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     assert!(table.contains("web") && table.contains("Synced"), "{table}");
@@ -468,9 +449,7 @@ async fn serve_syncs_heals_follows_webhooks_and_prunes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["held", "frozen", "flaky"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&["held", "frozen", "flaky"]).await;
     let origin = origin(
         &sandbox,
         &[
@@ -583,12 +562,8 @@ async fn windows_suspend_backoff_and_reload_hold_or_release_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("team").await;
-    let origin = origin(
-        &sandbox,
-        &[("team/cm.yaml", &configmap("team", "team", "1"))],
-    );
+    let (sandbox, origin) =
+        with_origin("team", &[("team/cm.yaml", &configmap("team", "team", "1"))]).await;
     let config = |dir: &Path| {
         let server = server_section(dir);
         format!(
@@ -630,19 +605,8 @@ async fn with_two_replicas_only_the_leader_writes_and_the_other_takes_over() {
     // The leader stops (releasing its Lease): the follower takes over and heals.
     assert_eq!(first.stop().await, Some(0));
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "team",
-            "-n",
-            "team",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"key":"drift"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "team", "team", r#"{"data":{"key":"drift"}}"#)
+        .await;
     eventually("the new leader heals the drift", || async {
         (data_key(&sandbox, "team", "team").await.as_deref() == Some("1")).then_some(())
     })
@@ -685,8 +649,126 @@ async fn serve_once(sandbox: &TestSandbox, config: &Path) -> std::process::Outpu
         .expect("tether serve runs")
 }
 
+/// A sandbox with the namespace `namespace`, and a repository served by `git daemon`
+/// holding `files` ([`origin`]): where most tests of a served app begin.
+pub(crate) async fn with_origin(namespace: &str, files: &[(&str, &str)]) -> (TestSandbox, Origin) {
+    let sandbox = TestSandbox::start().await;
+    sandbox.namespace(namespace).await;
+    let origin = origin(&sandbox, files);
+    (sandbox, origin)
+}
+
+/// Files of owned strings as the Git helpers ([`origin`], [`origin_http`]) take them.
+pub(crate) fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
+    files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect()
+}
+
+/// `tether ARGS --server URL FLAG FILE`: a client of the service at `url` with its
+/// credential (`--kubeconfig` or `--token-file`), none from the environment; its exit
+/// code and what it printed (stdout, then stderr).
+pub(crate) async fn tether_client(
+    url: &str,
+    args: &[&str],
+    (flag, file): (&str, &Path),
+) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(args)
+        .args(["--server", url, flag])
+        .arg(file)
+        .env_remove("TETHER_API_TOKEN")
+        .output()
+        .await
+        .expect("tether runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// The body of `GET url` as text (whatever the status), failing the test (naming the
+/// URL) if there is none.
+pub(crate) async fn get_text(url: String) -> String {
+    reqwest::get(&url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+/// The body of `GET url` as JSON, failing the test (naming the URL) if it is not.
+pub(crate) async fn get_json(url: String) -> Value {
+    let text = get_text(url.clone()).await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {text}"))
+}
+
+/// The body of `GET url` as text, or None while the service does not answer: for
+/// polls.
+pub(crate) async fn try_get_text(url: String) -> Option<String> {
+    reqwest::get(url).await.ok()?.text().await.ok()
+}
+
+/// The body of `GET url` as JSON, or None while the service does not answer with
+/// JSON: for polls.
+pub(crate) async fn try_get_json(url: String) -> Option<Value> {
+    reqwest::get(url).await.ok()?.json().await.ok()
+}
+
+/// Asks the service at `url` for a manual sync of `app` (`POST /api/v1/apps/{app}/sync`),
+/// failing the test unless it is accepted.
+pub(crate) async fn manual_sync(url: &str, app: &str) -> reqwest::Response {
+    let answer = reqwest::Client::new()
+        .post(format!("{url}/api/v1/apps/{app}/sync"))
+        .send()
+        .await
+        .expect("the status API answers");
+    assert_eq!(
+        answer.status(),
+        reqwest::StatusCode::ACCEPTED,
+        "manual sync of {app}"
+    );
+    answer
+}
+
 /// The waits every test of a served app repeats, on `tether_testkit`'s predicates.
 impl Serve {
+    /// `tether status --server URL [extra]` against this service: what it printed and
+    /// how it ended.
+    pub(crate) async fn tether_status(&self, extra: &[&str]) -> std::process::Output {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+            .args(["status", "--server", &self.url])
+            .args(extra)
+            .output()
+            .await
+            .expect("tether status runs")
+    }
+
+    /// Waits until `app`'s status, as JSON text, contains `needle`; returns that text.
+    pub(crate) async fn wait_status_text(&self, app: &str, what: &str, needle: &str) -> String {
+        self.wait_status(app, what, |s| s.to_string().contains(needle))
+            .await
+            .to_string()
+    }
+
+    /// Waits until `app` is Synced at a revision starting with `prefix` (a chart's
+    /// `name@version@`); returns its status.
+    pub(crate) async fn wait_synced_from(&self, app: &str, prefix: &str) -> Value {
+        let what = format!("{app} is Synced at {prefix}…");
+        self.wait_status(app, &what, |s| {
+            tether_testkit::serve::synced_at(s, |r| r.starts_with(prefix))
+        })
+        .await
+    }
+
+    /// Waits until `app`'s source fails (`source.ready` false); returns its status.
+    pub(crate) async fn wait_source_failed(&self, app: &str) -> Value {
+        let what = format!("{app}'s source fails");
+        self.wait_status(app, &what, |s| s["source"]["ready"] == false)
+            .await
+    }
+
     /// Waits until `app` is Synced; returns its status.
     pub(crate) async fn wait_synced(&self, app: &str) -> Value {
         let what = format!("{app} is Synced");

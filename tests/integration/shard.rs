@@ -20,7 +20,9 @@ use tether_testkit::free_port;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::{configmap, origin, origin_http};
+use crate::serve::{
+    borrowed, configmap, get_json, manual_sync, origin, origin_http, try_get_json, try_get_text,
+};
 use crate::support::{GitDaemon, GitRepo, POLL_TIMEOUT, TestSandbox, eventually};
 
 mod cache;
@@ -202,6 +204,14 @@ async fn identity_of(sandbox: &TestSandbox, replica: &Replica) -> String {
         .unwrap_or_else(|| panic!("{} has no member Lease", replica.user))
 }
 
+/// The apps among `apps` whose shard `user` holds (`held`: the holder of each shard).
+fn held_by(apps: &[String], held: &[String], user: &str) -> Vec<String> {
+    apps.iter()
+        .filter(|app| held[shard_of(app, SHARDS) as usize] == user)
+        .cloned()
+        .collect()
+}
+
 /// Waits until the shards are held by exactly `replicas`, each with its fair share.
 async fn wait_for_split(sandbox: &TestSandbox, replicas: &[&Replica]) -> Vec<String> {
     let users: Vec<String> = replicas.iter().map(|r| r.user.clone()).collect();
@@ -308,11 +318,7 @@ async fn setup_with(
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = serve_origin(&sandbox, &files);
+    let origin = serve_origin(&sandbox, &borrowed(&files));
     (sandbox, origin)
 }
 
@@ -320,12 +326,7 @@ async fn setup_with(
 async fn check_status_from_every_replica(replicas: &[&Replica]) {
     for replica in replicas {
         let body: Value = eventually("every app Synced from this replica", || async {
-            let body: Value = reqwest::get(format!("{}/api/v1/apps", replica.url))
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let body: Value = try_get_json(format!("{}/api/v1/apps", replica.url)).await?;
             let apps = body["apps"].as_array()?;
             (apps.len() == APPS && apps.iter().all(|a| a["sync"] == "Synced")).then_some(body)
         })
@@ -339,22 +340,12 @@ async fn check_status_from_every_replica(replicas: &[&Replica]) {
         }
         assert_eq!(owners.len(), replicas.len(), "owners {owners:?}");
         // One app, asked of a replica that does not hold it, as its holder says it.
-        let one: Value = reqwest::get(format!("{}/api/v1/apps/app-0", replica.url))
-            .await
-            .expect("the status API answers")
-            .json()
-            .await
-            .expect("JSON");
+        let one: Value = get_json(format!("{}/api/v1/apps/app-0", replica.url)).await;
         assert_eq!(one["sync"], "Synced", "{one}");
         assert_eq!(one["shard"], shard_of("app-0", SHARDS));
         assert_eq!(one["automation"]["acting"], true, "{one}");
         // A manual sync asked of any replica reaches the holder's worker.
-        let accepted = reqwest::Client::new()
-            .post(format!("{}/api/v1/apps/app-0/sync", replica.url))
-            .send()
-            .await
-            .expect("the status API answers");
-        assert_eq!(accepted.status(), reqwest::StatusCode::ACCEPTED);
+        let accepted = manual_sync(&replica.url, "app-0").await;
         let body: Value = accepted.json().await.expect("JSON");
         assert_eq!(body["status"], "accepted", "{body}");
     }
@@ -389,11 +380,7 @@ async fn split_heal_and_takeover(count: usize) {
 
     // Kill the first replica: its shards move, its apps (drifted at once) are healed.
     let victim = replicas[0].user.clone();
-    let orphaned: Vec<String> = apps
-        .iter()
-        .filter(|app| held[shard_of(app, SHARDS) as usize] == victim)
-        .cloned()
-        .collect();
+    let orphaned = held_by(&apps, &held, &victim);
     assert!(!orphaned.is_empty(), "{victim} held no app");
     let victim_identity = identity_of(&sandbox, &replicas[0]).await;
     sandbox.sandbox.reset_requests();
@@ -612,12 +599,7 @@ async fn a_joining_replica_takes_its_share_while_apps_drift_without_two_writers(
 
 /// Which shards a `tether serve` process says it holds, from its `/metrics`.
 async fn owned_shards(url: &str) -> Option<BTreeSet<u32>> {
-    let text = reqwest::get(format!("{url}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let text = try_get_text(format!("{url}/metrics")).await?;
     let mut owned = BTreeSet::new();
     let mut seen = 0;
     for line in text.lines() {

@@ -11,7 +11,7 @@ use base64::Engine;
 use serde_json::json;
 use tether_sops::{Format, Recipients, Rule, encrypt};
 
-use crate::support::{Run, TestSandbox, app_dir, sync_app, tether, tether_with_env};
+use crate::support::{Run, TestSandbox, app_dir, run_ok, sync_app, tether, tether_with_env};
 
 const AGE_PLAIN: &str = "age-plaintext-Zq7vW2";
 const PGP_PLAIN: &str = "pgp-plaintext-Kx9mP4";
@@ -39,17 +39,12 @@ pub(crate) fn encrypted_secret(
 pub(crate) fn gpg_key(home: &Path) -> (String, String) {
     std::fs::create_dir_all(home).expect("mkdir");
     let gpg = |args: &[&str]| {
-        let out = std::process::Command::new("gpg")
-            .arg("--homedir")
-            .arg(home)
-            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""])
-            .args(args)
-            .output()
-            .expect("gpg runs");
-        assert!(
-            out.status.success(),
-            "gpg {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_ok(
+            std::process::Command::new("gpg")
+                .arg("--homedir")
+                .arg(home)
+                .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""])
+                .args(args),
         );
         String::from_utf8(out.stdout).expect("armored")
     };

@@ -60,19 +60,15 @@ fn offline(args: &[&str]) -> Run {
 
 /// [`offline`], run in `dir` (a Git checkout, for `--base`).
 fn offline_in(dir: &Path, args: &[&str]) -> Run {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+    std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
         .arg("diff")
         .args(args)
         .current_dir(dir)
         .env_remove("SOPS_AGE_KEY")
         .env_remove("SOPS_AGE_KEY_FILE")
         .output()
-        .expect("tether runs");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .expect("tether runs")
+        .into()
 }
 
 #[track_caller]

@@ -9,10 +9,10 @@ use age::secrecy::ExposeSecret;
 use base64::Engine;
 use tether_sops::Recipients;
 
-use crate::app_crd::{app_yaml, install_crd};
-use crate::serve::{Serve, origin_http, server_section};
+use crate::app_crd::{app_sandbox, apply_app};
+use crate::serve::{Serve, get_text, origin_http, server_section};
 use crate::sops::{encrypted_secret, gpg_key, password_in as password};
-use crate::support::{TestSandbox, eventually, tether};
+use crate::support::{eventually, tether};
 
 const AGE_PLAIN: &str = "served-age-plain-Vb3nQ8";
 const PGP_PLAIN: &str = "served-pgp-plain-Hm5tR1";
@@ -34,20 +34,9 @@ fn key_secret(namespace: &str, entries: &[(&str, &str)]) -> String {
     )
 }
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_no_plaintext() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["vault-f", "vault-t", "vault-a", "team-s", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["vault-f", "vault-t", "vault-a", "team-s", "tether-system"]).await;
     sandbox.trusted_service_account("team-s", "deployer").await;
 
     let identity = age::x25519::Identity::generate();
@@ -100,20 +89,19 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
 
     // The file app: its key Secret is missing at first, which stops it, named.
     let status = serve
-        .wait_status("files", "the missing key Secret reported", |s| {
-            s.to_string().contains("DecryptionFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "files",
+            "the missing key Secret reported",
+            "DecryptionFailed",
+        )
+        .await;
     assert!(
         status.contains("Secret tether-system/sops-keys not found"),
         "{status}"
     );
-    apply(
-        &sandbox,
-        &key_secret("tether-system", &[("age.agekey", &age_key)]),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&key_secret("tether-system", &[("age.agekey", &age_key)]))
+        .await;
     eventually("the file app's Secrets decrypted", || async {
         (password(&sandbox, "db", "vault-f").await.as_deref() == Some(AGE_PLAIN)).then_some(())
     })
@@ -136,28 +124,28 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
 
     // A tampered file fails its revision, named, and nothing of it is applied.
     let status = serve
-        .wait_status("tampered", "the MAC mismatch reported", |s| {
-            s.to_string().contains("MAC mismatch")
-        })
-        .await
-        .to_string();
+        .wait_status_text("tampered", "the MAC mismatch reported", "MAC mismatch")
+        .await;
     assert!(status.contains("ManifestInvalid"), "{status}");
     assert!(status.contains("db.enc.yaml"), "{status}");
     assert_eq!(password(&sandbox, "api", "vault-t").await, None);
 
     // The App: its key Secret opens the age file only.
-    apply(&sandbox, &key_secret("team-s", &[("age.agekey", &age_key)])).await;
+    sandbox
+        .kubectl_apply(&key_secret("team-s", &[("age.agekey", &age_key)]))
+        .await;
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/tenant, interval: 1h}}\n  destination: {{namespace: vault-a}}\n  sync: {{automated: true}}\n  decryption: {{provider: sops, secretRef: {{name: sops-keys}}}}\n",
         origin.url
     );
-    apply(&sandbox, &app_yaml("web", "team-s", &spec)).await;
+    apply_app(&sandbox, "web", "team-s", &spec).await;
     let status = serve
-        .wait_status("team-s.web", "the missing PGP key reported", |s| {
-            s.to_string().contains("no key that opens it")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-s.web",
+            "the missing PGP key reported",
+            "no key that opens it",
+        )
+        .await;
     assert!(status.contains("api.enc.yaml"), "{status}");
     assert!(status.contains("PGP"), "{status}");
     assert_eq!(
@@ -167,11 +155,12 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     );
 
     // A changed key Secret is a new desired state: the revision is tried again.
-    apply(
-        &sandbox,
-        &key_secret("team-s", &[("age.agekey", &age_key), ("ci.asc", &pgp_key)]),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&key_secret(
+            "team-s",
+            &[("age.agekey", &age_key), ("ci.asc", &pgp_key)],
+        ))
+        .await;
     eventually("the App's Secrets decrypted", || async {
         (password(&sandbox, "api", "vault-a").await.as_deref() == Some(PGP_PLAIN)).then_some(())
     })
@@ -194,20 +183,10 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
     ]);
     for app in ["files", "tampered", "team-s.web"] {
         shown.push(("status API", serve.status(app).await.to_string()));
-        let tree = reqwest::get(format!("{}/api/v1/apps/{app}/tree", serve.url))
-            .await
-            .expect("tree answers")
-            .text()
-            .await
-            .expect("text");
+        let tree = get_text(format!("{}/api/v1/apps/{app}/tree", serve.url)).await;
         shown.push(("dashboard tree", tree));
     }
-    let page = reqwest::get(format!("{}/", serve.url))
-        .await
-        .expect("dashboard answers")
-        .text()
-        .await
-        .expect("text");
+    let page = get_text(format!("{}/", serve.url)).await;
     shown.push(("dashboard", page));
     for plain in [AGE_PLAIN, PGP_PLAIN] {
         let b64 = base64::engine::general_purpose::STANDARD.encode(plain);

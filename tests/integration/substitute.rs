@@ -8,7 +8,7 @@
 use base64::Engine;
 use serde_json::Value;
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::serve::{Serve, origin_http, server_section};
 use crate::support::{TestSandbox, app_dir, eventually, json, resource, tether_app};
 
@@ -61,13 +61,6 @@ pub(crate) async fn data(sandbox: &TestSandbox, kind: &str, name: &str, namespac
     object["data"].clone()
 }
 
-pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
 /// The "done when" for substitution: an App's `${cluster}` comes from a
 /// ConfigMap of its namespace (absent first: VariablesFailed naming it), its token
 /// from a Secret, and a changed ConfigMap is a new desired state; a file app takes
@@ -75,11 +68,7 @@ pub(crate) async fn apply(sandbox: &TestSandbox, yaml: &str) {
 /// app with an undefined variable stalls, naming file, document and variable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_changes() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-v", "plain", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["live", "team-v", "plain", "tether-system"]).await;
     sandbox.trusted_service_account("team-v", "deployer").await;
     let origin = origin_http(
         &sandbox,
@@ -117,11 +106,9 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
         (data(&sandbox, "cm", "plain", "plain").await["cluster"] == "file-inline").then_some(())
     })
     .await;
-    apply(
-        &sandbox,
-        &one_key("file-vars", "tether-system", "cluster", "file-cm"),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&one_key("file-vars", "tether-system", "cluster", "file-cm"))
+        .await;
     eventually("the file app's ConfigMap variable", || async {
         (data(&sandbox, "cm", "plain", "plain").await["cluster"] == "file-cm").then_some(())
     })
@@ -129,11 +116,8 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
 
     // An undefined variable stops the app before anything is applied.
     let status = serve
-        .wait_status("broken", "the undefined variable reported", |s| {
-            s.to_string().contains("\\\"nope\\\"")
-        })
-        .await
-        .to_string();
+        .wait_status_text("broken", "the undefined variable reported", "\\\"nope\\\"")
+        .await;
     assert!(status.contains("ManifestInvalid"), "{status}");
     assert!(
         status.contains("apps/broken/config.yaml, document 1"),
@@ -146,27 +130,24 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n  postBuild:\n    substituteFrom:\n    - {{kind: ConfigMap, name: cluster-vars}}\n    - {{kind: Secret, name: token-vars}}\n",
         origin.url
     );
-    apply(&sandbox, &app_yaml("web", "team-v", &spec)).await;
+    apply_app(&sandbox, "web", "team-v", &spec).await;
     let status = serve
-        .wait_status("team-v.web", "the missing ConfigMap reported", |s| {
-            s.to_string().contains("VariablesFailed")
-        })
-        .await
-        .to_string();
+        .wait_status_text(
+            "team-v.web",
+            "the missing ConfigMap reported",
+            "VariablesFailed",
+        )
+        .await;
     assert!(
         status.contains("ConfigMap team-v/cluster-vars not found"),
         "{status}"
     );
     assert!(data(&sandbox, "cm", "web", "live").await.is_null());
 
-    apply(
-        &sandbox,
-        &one_key("cluster-vars", "team-v", "cluster", "prod"),
-    )
-    .await;
-    apply(
-        &sandbox,
-        &format!(
+    sandbox
+        .kubectl_apply(&one_key("cluster-vars", "team-v", "cluster", "prod"))
+        .await;
+    sandbox.kubectl_apply(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token-vars\n  namespace: team-v\nstringData:\n  token: {TOKEN}\n"
         ),
     )
@@ -189,11 +170,9 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
     );
 
     // A changed ConfigMap is a new desired state: applied without a commit.
-    apply(
-        &sandbox,
-        &one_key("cluster-vars", "team-v", "cluster", "dev"),
-    )
-    .await;
+    sandbox
+        .kubectl_apply(&one_key("cluster-vars", "team-v", "cluster", "dev"))
+        .await;
     eventually("the changed variable applied", || async {
         (data(&sandbox, "cm", "web", "live").await["cluster"] == "dev").then_some(())
     })

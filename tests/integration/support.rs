@@ -497,3 +497,161 @@ pub fn action_of(report: &Value, object: &str) -> String {
 // Real git servers and repositories: the test kit's, shared with the benches.
 
 pub use tether_testkit::git::{GitDaemon, GitRepo, HttpGit, git};
+
+// ---------------------------------------------------------------------------------
+// App objects and their conditions, as the serve-facing tests read them.
+
+impl TestSandbox {
+    /// `kubectl apply -f -` of `yaml`, failing the test with kubectl's output unless it
+    /// succeeds.
+    pub async fn kubectl_apply(&self, yaml: &str) -> KubectlOutput {
+        self.kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await
+            .ok()
+    }
+
+    /// `kubectl patch KIND NAME -n NAMESPACE --type=merge -p PATCH`: a hand edit of a
+    /// live object, failing the test with kubectl's output unless it succeeds.
+    pub async fn kubectl_merge_patch(
+        &self,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+        patch: &str,
+    ) -> KubectlOutput {
+        self.kubectl(&[
+            "patch",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            patch,
+        ])
+        .await
+        .ok()
+    }
+
+    /// Applies the CustomResourceDefinition in `file` (server-side, as large CRDs need)
+    /// and waits until `crd/NAME` is Established, failing the test unless both succeed.
+    pub async fn apply_crd(&self, file: &str, name: &str) {
+        self.kubectl(&["apply", "--server-side", "-f", file])
+            .await
+            .ok();
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{name}"),
+            "--timeout=10s",
+        ])
+        .await
+        .ok();
+    }
+
+    /// Runs kubectl (`-o json` among `args`), failing the test unless it succeeds and
+    /// prints JSON; what it printed.
+    pub async fn kubectl_json(&self, args: &[&str]) -> Value {
+        let out = self.kubectl(args).await.ok();
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}):\n{}", out.stdout))
+    }
+
+    /// `kubectl get KIND NAME -n NAMESPACE -o json --show-managed-fields`: the object
+    /// with who wrote which field, failing the test unless kubectl succeeds.
+    pub async fn get_with_managers(&self, kind: &str, name: &str, namespace: &str) -> Value {
+        self.kubectl_json(&[
+            "get",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await
+    }
+
+    /// Creates the namespaces `names`, failing the test if one cannot be.
+    pub async fn namespaces(&self, names: &[&str]) {
+        for name in names {
+            self.namespace(name).await;
+        }
+    }
+}
+
+/// What `tether <command> --path DIR --app APP -o json [extra]` reported, failing the
+/// test (showing both streams) unless it exited with `code`.
+pub async fn app_report(
+    sandbox: &TestSandbox,
+    command: &str,
+    dir: &Path,
+    app: &str,
+    extra: &[&str],
+    code: i32,
+) -> Value {
+    let run = tether_app(sandbox, command, dir, app, extra).await;
+    assert_eq!(run.code, Some(code), "{}{}", run.stdout, run.stderr);
+    json(&run)
+}
+
+/// The `field` of each entry of a report's `resources` that `keep` keeps, in order.
+pub fn resource_fields<'r>(
+    report: &'r Value,
+    field: &str,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<&'r str> {
+    report["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| keep(r))
+        .filter_map(|r| r[field].as_str())
+        .collect()
+}
+
+/// Runs `command` (a tool the test needs: helm, gpg, python3) to its end, failing the
+/// test with the command line and its stderr unless it succeeds; its output.
+#[track_caller]
+pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?} does not run: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// How a process the test ran itself ended and what it printed.
+impl From<std::process::Output> for Run {
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// The condition of type `kind` in `status` (an App object's `status`, or an app's
+/// status as tether's status API answers it); `null` while it has none, as a poll
+/// reads it.
+pub fn find_condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// [`find_condition`], failing the test (showing the status) when there is none.
+#[track_caller]
+pub fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
+    match find_condition(status, kind) {
+        Value::Null => panic!("no {kind} condition: {status}"),
+        found => found,
+    }
+}

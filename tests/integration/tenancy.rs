@@ -11,8 +11,8 @@ use serde_json::Value;
 use tether_core::cluster::{Bookkeeping, Cluster, ClusterError, ServiceAccount};
 use tether_sandbox::RequestCounts;
 
-use crate::serve::{Serve, origin, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::serve::{Serve, manual_sync, origin, server_section, with_origin};
+use crate::support::{TestSandbox, eventually, find_condition};
 
 const POLL: &str = "1h";
 
@@ -42,22 +42,8 @@ fn deployer_role(verbs: &str) -> String {
     )
 }
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
-fn condition<'s>(status: &'s Value, kind: &str) -> &'s Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .unwrap_or(&Value::Null)
-}
-
 fn stalled_with(status: &Value, reason: &str) -> bool {
-    let stalled = condition(status, "Stalled");
+    let stalled = find_condition(status, "Stalled");
     stalled["status"] == "True" && stalled["reason"] == reason
 }
 
@@ -69,26 +55,17 @@ fn writes(counts: &RequestCounts) -> u64 {
         .sum()
 }
 
-async fn manual_sync(serve: &Serve, app: &str) {
-    let answer = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/{app}/sync", serve.url))
-        .send()
-        .await
-        .expect("the status API answers");
-    assert_eq!(answer.status(), reqwest::StatusCode::ACCEPTED);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing_until_a_role_grants_it()
  {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("t1").await;
     sandbox.namespace("tether-system").await;
-    apply(
-        &sandbox,
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n",
-    )
-    .await;
+    sandbox
+        .kubectl_apply(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: deployer\n  namespace: t1\n",
+        )
+        .await;
     let origin = origin(&sandbox, &[("web/web.yaml", &deployment("web", "t1"))]);
     let server = server_section(sandbox.dir.path());
     let config = format!(
@@ -104,7 +81,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
             stalled_with(s, "Forbidden")
         })
         .await;
-    let message = condition(&status, "Stalled")["message"]
+    let message = find_condition(&status, "Stalled")["message"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -115,7 +92,11 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
         ),
         "{status}"
     );
-    assert_eq!(condition(&status, "Ready")["status"], "False", "{status}");
+    assert_eq!(
+        find_condition(&status, "Ready")["status"],
+        "False",
+        "{status}"
+    );
     let counts = sandbox.sandbox.requests();
     // The labelled list across namespaces was refused and tolerated (observe falls
     // back to reading by name: the refusal above is of that `get`); nothing was
@@ -125,17 +106,23 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
     assert_eq!(counts.verb("dryrun:patch"), 0, "{counts:?}");
 
     // Read but not write: the dry run is refused, and it stops the pass before any write.
-    apply(&sandbox, &deployer_role("get, list, watch")).await;
+    sandbox
+        .kubectl_apply(&deployer_role("get, list, watch"))
+        .await;
     sandbox.sandbox.reset_requests();
-    manual_sync(&serve, "web").await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "web stalls on the refused dry run", |s| {
-            condition(s, "Stalled")["message"]
+            find_condition(s, "Stalled")["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("cannot patch resource \"deployments\""))
         })
         .await;
-    assert_eq!(condition(&status, "Stalled")["status"], "True", "{status}");
+    assert_eq!(
+        find_condition(&status, "Stalled")["status"],
+        "True",
+        "{status}"
+    );
     let counts = sandbox.sandbox.requests();
     assert!(
         counts.get("dryrun:patch", "apps/deployments") >= 1,
@@ -152,28 +139,17 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
     assert_ne!(inventory.code, 0, "not even the inventory was written");
 
     // Granted: the app syncs, as the ServiceAccount; its inventory is tether's.
-    apply(&sandbox, &deployer_role("get, list, watch, patch")).await;
-    manual_sync(&serve, "web").await;
+    sandbox
+        .kubectl_apply(&deployer_role("get, list, watch, patch"))
+        .await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "web syncs once granted", |s| {
-            condition(s, "Ready")["status"] == "True"
+            find_condition(s, "Ready")["status"] == "True"
         })
         .await;
     assert_eq!(status["sync"], "Synced", "{status}");
-    let deployment = sandbox
-        .kubectl(&[
-            "get",
-            "deployment",
-            "web",
-            "-n",
-            "t1",
-            "-o",
-            "json",
-            "--show-managed-fields",
-        ])
-        .await
-        .ok();
-    let deployment: Value = serde_json::from_str(&deployment.stdout).expect("JSON");
+    let deployment = sandbox.get_with_managers("deployment", "web", "t1").await;
     assert_eq!(
         deployment["metadata"]["managedFields"][0]["manager"], "tether",
         "{deployment}"
@@ -187,7 +163,7 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
     // namespaces is refused (the Role is t1's), so the object is read by name.
     let finished = status["lastPass"]["finishedAt"].clone();
     sandbox.sandbox.reset_requests();
-    manual_sync(&serve, "web").await;
+    manual_sync(&serve.url, "web").await;
     let status = serve
         .wait_status("web", "another pass", |s| {
             s["lastPass"]["finishedAt"] != finished
@@ -203,9 +179,8 @@ async fn a_service_account_without_rbac_stalls_with_forbidden_and_writes_nothing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_service_account_makes_an_app_naming_none_act_as_it() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("t1").await;
-    let origin = origin(&sandbox, &[("app/cm.yaml", &configmap("settings", "t1"))]);
+    let (sandbox, origin) =
+        with_origin("t1", &[("app/cm.yaml", &configmap("settings", "t1"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: plain\n  source: {{repo: \"{}\", ref: main, path: app, interval: {POLL}}}\n  destination: {{namespace: t1}}\n  sync: {{automated: true}}\n",
@@ -223,7 +198,7 @@ async fn the_default_service_account_makes_an_app_naming_none_act_as_it() {
             stalled_with(s, "Forbidden")
         })
         .await;
-    let message = condition(&status, "Stalled")["message"]
+    let message = find_condition(&status, "Stalled")["message"]
         .as_str()
         .unwrap_or_default();
     assert!(
@@ -253,17 +228,13 @@ async fn an_impersonating_connection_keeps_the_inventory_as_tether() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("t1").await;
     sandbox.namespace("tether-system").await;
-    apply(
-        &sandbox,
-        &configmap("tether-inventory-web", "tether-system"),
-    )
-    .await;
-    apply(
-        &sandbox,
-        &configmap("tether-inventory-other", "tether-system"),
-    )
-    .await;
-    apply(&sandbox, &configmap("settings", "t1")).await;
+    sandbox
+        .kubectl_apply(&configmap("tether-inventory-web", "tether-system"))
+        .await;
+    sandbox
+        .kubectl_apply(&configmap("tether-inventory-other", "tether-system"))
+        .await;
+    sandbox.kubectl_apply(&configmap("settings", "t1")).await;
     let tether = Cluster::connect(Some(&sandbox.kubeconfig), None)
         .await
         .expect("connects");
@@ -323,9 +294,7 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
     // Two Secrets with the same kubeconfig: the same cluster, as the same user.
     let kubeconfig = base64::engine::general_purpose::STANDARD.encode(remote.sandbox.kubeconfig());
     for name in ["edge-a", "edge-b"] {
-        apply(
-            &home,
-            &format!(
+        home.kubectl_apply(&format!(
                 "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: tether-system\ndata:\n  value: {kubeconfig}\n"
             ),
         )
@@ -350,7 +319,11 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
     let serve = Serve::start(&home, "remote", &config, &[]).await;
     for name in ["a", "b"] {
         let status = serve.wait_synced(name).await;
-        assert_eq!(condition(&status, "Ready")["status"], "True", "{status}");
+        assert_eq!(
+            find_condition(&status, "Ready")["status"],
+            "True",
+            "{status}"
+        );
     }
     for name in ["a", "b"] {
         remote
@@ -415,9 +388,7 @@ async fn a_kubeconfig_secret_deploys_into_a_second_sandbox_through_one_shared_co
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_whose_kubeconfig_secret_is_missing_is_stalled_and_the_others_run() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("live").await;
-    let origin = origin(&sandbox, &[("ok/cm.yaml", &configmap("ok", "live"))]);
+    let (sandbox, origin) = with_origin("live", &[("ok/cm.yaml", &configmap("ok", "live"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n\
@@ -432,7 +403,7 @@ async fn an_app_whose_kubeconfig_secret_is_missing_is_stalled_and_the_others_run
             stalled_with(s, "ClusterFailed")
         })
         .await;
-    let message = condition(&status, "Stalled")["message"].to_string();
+    let message = find_condition(&status, "Stalled")["message"].to_string();
     assert!(message.contains("nowhere"), "{status}");
     assert_eq!(serve.stop().await, Some(0));
 }
@@ -457,7 +428,9 @@ async fn kubectl_as_a_service_account_meets_rbac() {
         "{}",
         refused.stderr
     );
-    apply(&sandbox, &deployer_role("get, list, watch, patch")).await;
+    sandbox
+        .kubectl_apply(&deployer_role("get, list, watch, patch"))
+        .await;
     sandbox
         .kubectl(&["get", "deployments", "-n", "t1", as_deployer])
         .await

@@ -12,9 +12,9 @@ use base64::Engine as _;
 use serde_json::Value;
 use tether_sandbox::{SandboxOptions, UserRequest};
 
-use crate::app_crd::{app, app_yaml, exists, install_crd};
+use crate::app_crd::{app, apply_app, exists, install_crd, wait_app};
 use crate::serve::{Serve, configmap, origin_http, server_section};
-use crate::support::{TestSandbox, eventually};
+use crate::support::{TestSandbox, eventually, find_condition};
 
 /// Long enough that only webhooks and spec changes move an app during a test.
 const POLL: &str = "1h";
@@ -40,43 +40,18 @@ const ESCALATION: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Cluste
 metadata:\n  name: team-a-admin\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n\
 subjects:\n- kind: Group\n  name: system:serviceaccounts:team-a\n  apiGroup: rbac.authorization.k8s.io\n";
 
-async fn apply(sandbox: &TestSandbox, yaml: &str) {
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
-        .await
-        .ok();
-}
-
-/// An App condition of the object `kubectl get` printed.
-fn condition(object: &Value, kind: &str) -> Value {
-    object["status"]["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 /// Waits until the App's Stalled condition has `reason`; returns the App.
 async fn stalled(sandbox: &TestSandbox, name: &str, reason: &str) -> Value {
     eventually(&format!("App {name} stalled with {reason}"), || async {
         let object = app(sandbox, name, "team-a").await;
-        let stalled = condition(&object, "Stalled");
+        let stalled = find_condition(&object["status"], "Stalled");
         (stalled["status"] == "True" && stalled["reason"] == reason).then_some(object)
     })
     .await
 }
 
 async fn wait_ready(sandbox: &TestSandbox, name: &str) {
-    let out = sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            &format!("tapp/{name}"),
-            "-n",
-            "team-a",
-            "--timeout=30s",
-        ])
-        .await;
+    let out = wait_app(sandbox, "Ready", name, "team-a", "30s").await;
     assert_eq!(out.code, 0, "{name} not Ready: {}", out.stderr);
 }
 
@@ -103,13 +78,11 @@ fn tenant_requests(audit: &[UserRequest]) -> Vec<&UserRequest> {
 async fn an_app_without_a_service_account_takes_nothing_of_the_cluster() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("team-a").await;
-    apply(
-        &sandbox,
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-system\n",
-    )
-    .await;
+    sandbox
+        .kubectl_apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-system\n")
+        .await;
     install_crd(&sandbox).await;
-    apply(&sandbox, DEPLOYER_RBAC).await;
+    sandbox.kubectl_apply(DEPLOYER_RBAC).await;
     let origin = origin_http(
         &sandbox,
         &[
@@ -130,9 +103,9 @@ async fn an_app_without_a_service_account_takes_nothing_of_the_cluster() {
             origin.url
         )
     };
-    apply(&sandbox, &app_yaml("escalate", "team-a", &spec(""))).await;
+    apply_app(&sandbox, "escalate", "team-a", &spec("")).await;
     let object = stalled(&sandbox, "escalate", "ServiceAccountNameRequired").await;
-    let message = condition(&object, "Ready")["message"]
+    let message = find_condition(&object["status"], "Ready")["message"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -140,7 +113,10 @@ async fn an_app_without_a_service_account_takes_nothing_of_the_cluster() {
         message.starts_with("App team-a/escalate: spec.serviceAccountName is required"),
         "{message}"
     );
-    assert_eq!(condition(&object, "Ready")["status"], "False");
+    assert_eq!(
+        find_condition(&object["status"], "Ready")["status"],
+        "False"
+    );
     // No worker ran: nothing of its Git was read from or written to the cluster.
     let audit = sandbox.sandbox.audit();
     let touched: Vec<&UserRequest> = audit
@@ -151,17 +127,15 @@ async fn an_app_without_a_service_account_takes_nothing_of_the_cluster() {
 
     // Named, it acts as its ServiceAccount: RBAC refuses both objects.
     sandbox.sandbox.reset_requests();
-    apply(
+    apply_app(
         &sandbox,
-        &app_yaml(
-            "escalate",
-            "team-a",
-            &spec("  serviceAccountName: deployer\n"),
-        ),
+        "escalate",
+        "team-a",
+        &spec("  serviceAccountName: deployer\n"),
     )
     .await;
     let object = stalled(&sandbox, "escalate", "Forbidden").await;
-    let message = condition(&object, "Stalled")["message"].to_string();
+    let message = find_condition(&object["status"], "Stalled")["message"].to_string();
     assert!(message.contains(DEPLOYER), "{message}");
     let audit = sandbox.sandbox.audit();
     let attempts: Vec<&UserRequest> = audit
@@ -197,7 +171,7 @@ async fn every_path_of_an_app_acts_as_its_service_account() {
     .await;
     sandbox.namespace("team-a").await;
     install_crd(&sandbox).await;
-    apply(&sandbox, DEPLOYER_RBAC).await;
+    sandbox.kubectl_apply(DEPLOYER_RBAC).await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: team-a\n\
         spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n\
         \x20   spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
@@ -227,7 +201,7 @@ async fn every_path_of_an_app_acts_as_its_service_account() {
          destination: {{namespace: team-a}}\n  sync: {{automated: true, prune: true}}\n  deletionPolicy: Prune\n",
         origin.url
     );
-    apply(&sandbox, &app_yaml("web", "team-a", &spec)).await;
+    apply_app(&sandbox, "web", "team-a", &spec).await;
     wait_ready(&sandbox, "web").await;
 
     // Prune: a file removed from Git.
@@ -322,13 +296,11 @@ async fn a_deleted_app_without_its_identity_leaves_its_objects() {
     let sandbox = TestSandbox::start().await;
     sandbox.namespace("team-a").await;
     install_crd(&sandbox).await;
-    apply(&sandbox, DEPLOYER_RBAC).await;
+    sandbox.kubectl_apply(DEPLOYER_RBAC).await;
     // A kubeconfig Secret reaching this same cluster: tether's own connection and
     // the Secret's reach the same objects.
     let kubeconfig = base64::engine::general_purpose::STANDARD.encode(sandbox.sandbox.kubeconfig());
-    apply(
-        &sandbox,
-        &format!(
+    sandbox.kubectl_apply(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: home\n  namespace: team-a\ndata:\n  value: {kubeconfig}\n"
         ),
     )
@@ -350,25 +322,13 @@ async fn a_deleted_app_without_its_identity_leaves_its_objects() {
         )
     };
     let remote = ", kubeConfig: {secretRef: {name: home}}";
-    apply(
-        &sandbox,
-        &app_yaml("broken", "team-a", &spec("broken", POLL, "")),
-    )
-    .await;
-    apply(
-        &sandbox,
-        &app_yaml("remote", "team-a", &spec("remote", POLL, remote)),
-    )
-    .await;
+    apply_app(&sandbox, "broken", "team-a", &spec("broken", POLL, "")).await;
+    apply_app(&sandbox, "remote", "team-a", &spec("remote", POLL, remote)).await;
     wait_ready(&sandbox, "broken").await;
     wait_ready(&sandbox, "remote").await;
 
     // A spec that no longer parses, and a kubeconfig Secret gone.
-    apply(
-        &sandbox,
-        &app_yaml("broken", "team-a", &spec("broken", "soon", "")),
-    )
-    .await;
+    apply_app(&sandbox, "broken", "team-a", &spec("broken", "soon", "")).await;
     stalled(&sandbox, "broken", "SpecInvalid").await;
     sandbox
         .kubectl(&["delete", "secret", "home", "-n", "team-a"])
@@ -418,7 +378,7 @@ async fn git_cannot_write_tethers_inventory() {
     sandbox.namespace("team-a").await;
     sandbox.namespace("tether-system").await;
     install_crd(&sandbox).await;
-    apply(&sandbox, DEPLOYER_RBAC).await;
+    sandbox.kubectl_apply(DEPLOYER_RBAC).await;
     let forged = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tether-inventory-team-a.web\n  namespace: tether-system\n\
         data:\n  objects: '{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"namespace\":\"kube-system\",\"name\":\"coredns\"}'\n";
     let origin = origin_http(
@@ -436,9 +396,9 @@ async fn git_cannot_write_tethers_inventory() {
          destination: {{namespace: team-a}}\n  sync: {{automated: true, prune: true}}\n",
         origin.url
     );
-    apply(&sandbox, &app_yaml("web", "team-a", &spec)).await;
+    apply_app(&sandbox, "web", "team-a", &spec).await;
     let object = stalled(&sandbox, "web", "ManifestInvalid").await;
-    let message = condition(&object, "Stalled")["message"].to_string();
+    let message = find_condition(&object["status"], "Stalled")["message"].to_string();
     assert!(
         message.contains("app/inventory.yaml, document 1")
             && message.contains("tether-system/tether-inventory-team-a.web is tether's own record"),

@@ -32,8 +32,8 @@ async fn sync(sandbox: &TestSandbox, url: &str, extra: &[&str]) -> Run {
 }
 
 async fn value(sandbox: &TestSandbox) -> String {
-    let out = sandbox
-        .kubectl(&[
+    let object = sandbox
+        .kubectl_json(&[
             "get",
             "configmap",
             "settings",
@@ -42,9 +42,7 @@ async fn value(sandbox: &TestSandbox) -> String {
             "-o",
             "json",
         ])
-        .await
-        .ok();
-    let object: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        .await;
     object["data"]["value"]
         .as_str()
         .unwrap_or_default()

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use tether_testkit::signing::Signer;
 
-use crate::app_crd::{app_yaml, install_crd};
+use crate::app_crd::{app_sandbox, apply_app};
 use crate::serve::{Serve, origin_http, server_section};
 use crate::support::{TestSandbox, eventually};
 
@@ -57,11 +57,7 @@ fn verified(status: &Value) -> Option<(String, String)> {
 /// nothing changes in the cluster until a signed one follows").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows() {
-    let sandbox = TestSandbox::start().await;
-    for ns in ["live", "team-s", "tether-system"] {
-        sandbox.namespace(ns).await;
-    }
-    install_crd(&sandbox).await;
+    let sandbox = app_sandbox(&["live", "team-s", "tether-system"]).await;
     sandbox.trusted_service_account("team-s", "deployer").await;
     let alice = Signer::generate(sandbox.dir.path(), "alice");
     let origin = origin_http(
@@ -86,21 +82,12 @@ async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows()
         indent(&std::fs::read_to_string(&alice.pgp_public).expect("key")),
         indent(&std::fs::read_to_string(&alice.allowed_signers).expect("signers")),
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&secret).await;
     let spec = format!(
         "  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/object, interval: 1h, verify: {{mode: all-since-last, keys: {{secretRef: {{name: signers}}}}}}}}\n  destination: {{namespace: live}}\n  sync: {{automated: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(&app_yaml("object", "team-s", &spec)),
-        )
-        .await
-        .ok();
+    apply_app(&sandbox, "object", "team-s", &spec).await;
     wait_value(&sandbox, "file-cm", "one").await;
     wait_value(&sandbox, "object-cm", "one").await;
     for app in ["file", "team-s.object"] {
@@ -137,18 +124,8 @@ async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows()
     }
     // The last verified revision is still healed.
     sandbox
-        .kubectl(&[
-            "patch",
-            "cm",
-            "file-cm",
-            "-n",
-            "live",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"value":"drifted"}}"#,
-        ])
-        .await
-        .ok();
+        .kubectl_merge_patch("cm", "file-cm", "live", r#"{"data":{"value":"drifted"}}"#)
+        .await;
     wait_value(&sandbox, "file-cm", "one").await;
     assert_eq!(value(&sandbox, "object-cm").await, "one");
     let table = serve.status("file").await.to_string();

@@ -171,6 +171,31 @@ impl Browser {
         }
     }
 
+    /// [`Self::eval`] of a script that takes no arguments.
+    pub async fn run(&self, script: &str) -> Value {
+        self.eval(script, json!([])).await
+    }
+
+    /// [`Self::wait_for`] of a script that takes no arguments.
+    pub async fn wait_until(&self, what: &str, script: &str) -> Value {
+        self.wait_for(what, script, json!([])).await
+    }
+
+    /// Waits until the dashboard asks for its API token.
+    pub async fn wait_token_prompt(&self) {
+        self.wait_until(
+            "the token prompt",
+            "return document.getElementById('token-dialog').open",
+        )
+        .await;
+    }
+
+    /// Types `token` into the dashboard's token prompt and saves it.
+    pub async fn enter_token(&self, token: &str) {
+        self.type_into("#token-input", token).await;
+        self.click("#token-save").await;
+    }
+
     async fn element(&self, css: &str) -> String {
         let found = self
             .command(

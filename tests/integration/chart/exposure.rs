@@ -148,18 +148,11 @@ async fn service_monitor_scrapes_the_metrics_port_once_its_crd_exists() {
     let crd =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chart/servicemonitor-crd.yaml");
     sandbox
-        .kubectl(&["apply", "--server-side", "-f", crd.to_str().expect("utf-8")])
-        .await
-        .ok();
-    sandbox
-        .kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/servicemonitors.monitoring.coreos.com",
-            "--timeout=10s",
-        ])
-        .await
-        .ok();
+        .apply_crd(
+            crd.to_str().expect("utf-8"),
+            "servicemonitors.monitoring.coreos.com",
+        )
+        .await;
     let dir = rendered.write_to(sandbox.dir.path());
     apply_rendered(&sandbox, &dir).await;
     let live = get(&sandbox, "servicemonitor", FULLNAME, Some("monitoring")).await;

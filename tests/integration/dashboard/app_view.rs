@@ -43,20 +43,13 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
     browser.goto(&format!("{}/#/apps/{APP}", serve.url)).await;
     // Closing the prompt without a token: not "Loading…" for ever, but what the page
     // needs, a notice, and no second prompt from the live stream.
-    browser
-        .wait_for(
-            "the token prompt",
-            "return document.getElementById('token-dialog').open",
-            json!([]),
-        )
-        .await;
+    browser.wait_token_prompt().await;
     browser.click("#token-cancel").await;
     let main = browser
-        .wait_for(
+        .wait_until(
             "the page after the prompt closed",
             "const m = document.getElementById('main').innerText; \
              return !document.getElementById('token-dialog').open && !m.includes('Loading') && m",
-            json!([]),
         )
         .await;
     assert!(
@@ -64,10 +57,7 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         "{main}"
     );
     let notice = browser
-        .eval(
-            "return document.getElementById('notice').textContent",
-            json!([]),
-        )
+        .run("return document.getElementById('notice').textContent")
         .await;
     assert!(
         notice.as_str().unwrap().contains("No API token given"),
@@ -76,37 +66,29 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         browser
-            .eval(
-                "return document.getElementById('token-dialog').open",
-                json!([])
-            )
+            .run("return document.getElementById('token-dialog').open")
             .await,
         false,
         "closed means closed: nothing asks again by itself"
     );
     assert_eq!(
         browser
-            .eval(
-                "return document.getElementById('live').textContent",
-                json!([])
-            )
+            .run("return document.getElementById('live').textContent")
             .await,
         "paused: no API token"
     );
     browser.click("#token-again").await;
-    browser.type_into("#token-input", TOKEN).await;
-    browser.click("#token-save").await;
+    browser.enter_token(TOKEN).await;
 
     // The tree: kinds, the app's objects, and below the Deployment its ReplicaSet and
     // the ReplicaSet's Pods, with their health.
     let deployment_key = format!("Deployment/{NAMESPACE}/hello-web");
     let items = browser
-        .wait_for(
+        .wait_until(
             "the Pods in the tree",
             &format!(
                 "{TREE_ITEMS} return items.filter(i => i[4].includes('Pod ')).length === 2 && items"
             ),
-            json!([]),
         )
         .await;
     println!("dashboard tree: {items}");
@@ -159,20 +141,16 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         );
     }
     browser
-        .eval(
-            "document.querySelector('#objects').closest('section').scrollIntoView()",
-            json!([]),
-        )
+        .run("document.querySelector('#objects').closest('section').scrollIntoView()")
         .await;
     browser
         .screenshot(&screenshot_path("dashboard-tree.png"))
         .await;
     let roles = browser
-        .eval(
+        .run(
             "const t = document.getElementById('object-tree'); \
              return [t.getAttribute('role'), t.getAttribute('aria-label'), \
                t.querySelectorAll('[role=treeitem][tabindex=\"0\"]').length]",
-            json!([]),
         )
         .await;
     assert_eq!(
@@ -196,10 +174,9 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         "false"
     );
     let hidden = browser
-        .eval(
+        .run(
             "return [...document.querySelectorAll('#object-tree [role=treeitem]')]\
                .filter(i => i.closest('[hidden]')).length",
-            json!([]),
         )
         .await;
     assert_eq!(hidden, 3, "the ReplicaSet and its Pods are folded away");
@@ -209,9 +186,9 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         "true"
     );
     browser.keys("\u{E014}").await;
-    let rs_key = browser.eval(focused, json!([])).await;
+    let rs_key = browser.run(focused).await;
     browser.keys("\u{E015}").await; // ArrowDown
-    let pod_key = browser.eval(focused, json!([])).await;
+    let pod_key = browser.run(focused).await;
     assert_ne!(rs_key, pod_key);
     assert!(
         items
@@ -220,42 +197,32 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
         "{pod_key}"
     );
     browser.keys("\u{E011}").await; // Home
-    assert_eq!(browser.eval(focused, json!([])).await, "kind:ConfigMap");
+    assert_eq!(browser.run(focused).await, "kind:ConfigMap");
     assert_eq!(
-        browser
-            .eval("return document.activeElement.tabIndex", json!([]))
-            .await,
+        browser.run("return document.activeElement.tabIndex").await,
         0,
         "the focused item is the tree's one tab stop"
     );
 
     // An action whose token prompt is closed is abandoned: the view stays.
     browser
-        .eval("sessionStorage.removeItem('tether.apiToken')", json!([]))
+        .run("sessionStorage.removeItem('tether.apiToken')")
         .await;
     browser.click("#sync").await;
     browser
-        .wait_for(
+        .wait_until(
             "the token prompt for Sync",
             "return document.getElementById('token-dialog').open",
-            json!([]),
         )
         .await;
     browser.keys("\u{E00C}").await; // Escape closes a modal dialog
     let notice = browser
-        .wait_for(
-            "the sync abandoned",
-            "const n = document.getElementById('notice').textContent; return n.includes('sync cancelled') && n",
-            json!([]),
-        )
+        .wait_until("the sync abandoned", "const n = document.getElementById('notice').textContent; return n.includes('sync cancelled') && n")
         .await;
     println!("dashboard: {notice}");
     assert!(
         browser
-            .eval(
-                "return document.querySelector('main h1').innerText",
-                json!([])
-            )
+            .run("return document.querySelector('main h1').innerText")
             .await
             .as_str()
             .unwrap()
@@ -264,7 +231,7 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
     );
     assert_eq!(
         browser
-            .eval("return document.getElementById('sync').disabled", json!([]))
+            .run("return document.getElementById('sync').disabled")
             .await,
         false
     );
@@ -278,10 +245,9 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
     // Suspend: recorded in the cluster, so a new process holds the app too.
     browser.click("#suspend").await;
     browser
-        .wait_for(
+        .wait_until(
             "the app suspended",
             "const b = document.getElementById('suspend'); return b && b.textContent === 'Resume'",
-            json!([]),
         )
         .await;
     let recorded = configmap_data(
@@ -305,32 +271,20 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
     .await;
     // A new origin (another port): the token is asked for again.
     browser.goto(&format!("{}/#/apps/{APP}", serve.url)).await;
-    browser
-        .wait_for(
-            "the token prompt",
-            "return document.getElementById('token-dialog').open",
-            json!([]),
-        )
-        .await;
-    browser.type_into("#token-input", TOKEN).await;
-    browser.click("#token-save").await;
+    browser.wait_token_prompt().await;
+    browser.enter_token(TOKEN).await;
     let said = browser
-        .wait_for(
-            "the page says suspended",
-            "const b = document.getElementById('suspend'); \
-             return b && b.textContent === 'Resume' && document.querySelector('dl.summary').innerText",
-            json!([]),
-        )
+        .wait_until("the page says suspended", "const b = document.getElementById('suspend'); \
+             return b && b.textContent === 'Resume' && document.querySelector('dl.summary').innerText")
         .await;
     assert!(said.as_str().unwrap().contains(reason), "{said}");
 
     // Resume clears the record.
     browser.click("#suspend").await;
     browser
-        .wait_for(
+        .wait_until(
             "the app resumed",
             "const b = document.getElementById('suspend'); return b && b.textContent === 'Suspend'",
-            json!([]),
         )
         .await;
     let recorded = configmap_data(
@@ -353,16 +307,10 @@ async fn the_app_view_shows_its_tree_and_a_suspend_outlives_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
     let sandbox = TestSandbox::start().await;
-    for ns in ["team-s", "live-s"] {
-        sandbox.namespace(ns).await;
-    }
+    sandbox.namespaces(&["team-s", "live-s"]).await;
     sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(tether_controller::config::APP_CRD_YAML),
-        )
-        .await
-        .ok();
+        .kubectl_apply(tether_controller::config::APP_CRD_YAML)
+        .await;
     let origin = origin_http(
         &sandbox,
         &[(
@@ -381,10 +329,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
         "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: web\n  namespace: team-s\nspec:\n  serviceAccountName: deployer\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: 1h}}\n  destination: {{namespace: live-s}}\n  sync: {{automated: true}}\n",
         origin.url
     );
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&app))
-        .await
-        .ok();
+    sandbox.kubectl_apply(&app).await;
     let serve = Serve::start(&sandbox, "dashboard-app-suspend", &config, &[]).await;
     let id = "team-s.web";
     let status = |serve: &Serve| {
@@ -439,20 +384,7 @@ async fn an_apps_suspend_from_the_api_is_its_spec_and_outlives_a_restart() {
     );
     assert_eq!(post(&serve, "suspend").await, reqwest::StatusCode::OK);
     let spec_suspend = || async {
-        let out = sandbox
-            .kubectl(&[
-                "get",
-                "tapp",
-                "web",
-                "-n",
-                "team-s",
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ])
-            .await
-            .ok();
-        let object: Value = serde_json::from_str(&out.stdout).expect("JSON");
+        let object = sandbox.get_with_managers("tapp", "web", "team-s").await;
         let by_tether = object["metadata"]["managedFields"]
             .as_array()
             .is_some_and(|m| {

@@ -18,10 +18,7 @@ async fn the_tree_is_read_as_the_apps_service_account_and_shared_for_a_moment() 
         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: deployer\n  namespace: t1\n\
         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployer}\n\
         subjects:\n- kind: ServiceAccount\n  name: deployer\n  namespace: t1\n";
-    sandbox
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(rbac))
-        .await
-        .ok();
+    sandbox.kubectl_apply(rbac).await;
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: t1\n\
         spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n\
         \x20   metadata:\n      labels: {app: web}\n    spec:\n      containers:\n\
@@ -105,13 +102,12 @@ async fn a_thousand_apps_fit_the_page_budget() {
     let browser = Browser::start().await;
     browser.goto(&format!("http://{address}/")).await;
     browser
-        .wait_for(
+        .wait_until(
             "the app list",
             "return performance.getEntriesByName('apps-rendered').length > 0",
-            json!([]),
         )
         .await;
-    let figures = browser.eval(FIGURES, json!([])).await;
+    let figures = browser.run(FIGURES).await;
     browser
         .screenshot(&screenshot_path("dashboard-apps.png"))
         .await;
@@ -130,27 +126,21 @@ async fn a_thousand_apps_fit_the_page_budget() {
     // Search and filter narrow the list.
     browser.type_into("#search", "service-0421").await;
     browser
-        .wait_for(
+        .wait_until(
             "one app left",
             "return document.querySelectorAll('#app-rows tr[data-app]').length === 1",
-            json!([]),
         )
         .await;
     browser
-        .eval(
+        .run(
             "const s = document.getElementById('search'); s.value = ''; \
              s.dispatchEvent(new Event('input')); \
              const f = document.getElementById('filter'); f.value = 'OutOfSync'; \
              f.dispatchEvent(new Event('change'))",
-            json!([]),
         )
         .await;
     let shown = browser
-        .wait_for(
-            "the out-of-sync apps",
-            "const n = document.querySelectorAll('#app-rows tr[data-app]').length; return n < 1000 && n",
-            json!([]),
-        )
+        .wait_until("the out-of-sync apps", "const n = document.querySelectorAll('#app-rows tr[data-app]').length; return n < 1000 && n")
         .await;
     assert_eq!(shown, 100);
     let client = reqwest::Client::new();
@@ -170,12 +160,9 @@ async fn a_thousand_apps_fit_the_page_budget() {
     }
     // Every control has a label a screen reader can name.
     let unlabelled = browser
-        .eval(
-            "return [...document.querySelectorAll('input, select, button')]\
+        .run("return [...document.querySelectorAll('input, select, button')]\
                .filter(e => !(e.labels?.length || e.getAttribute('aria-label') || e.textContent.trim()))\
-               .map(e => e.outerHTML)",
-            json!([]),
-        )
+               .map(e => e.outerHTML)")
         .await;
     assert_eq!(unlabelled, json!([]));
     drop(browser);
@@ -203,19 +190,13 @@ async fn tether_diff_names_the_manager_that_changed_each_field() {
     let in_sync = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
     assert_eq!(in_sync.code, Some(0), "{in_sync:?}");
     sandbox
-        .kubectl(&[
-            "patch",
+        .kubectl_merge_patch(
             "configmap",
             "settings",
-            "-n",
             "who",
-            "--type",
-            "merge",
-            "-p",
             r#"{"data":{"level":"debug"}}"#,
-        ])
-        .await
-        .ok();
+        )
+        .await;
 
     let drift = tether_app(&sandbox, "diff", &dir, "who", &[]).await;
     assert_eq!(drift.code, Some(1), "{drift:?}");

@@ -81,12 +81,7 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
     };
     let last = finished(&serve.status("shop").await).expect("shop has passed once");
     let before = provider.seen().len();
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "shop").await;
     let passed = serve
         .wait_status("shop", "a pass after the manual sync", |s| {
             finished(s).is_some_and(|at| at != last)
@@ -104,19 +99,15 @@ async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_api_asks_for_the_configured_token() {
     const TOKEN: &str = "api-t0ken-value";
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("guarded").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "guarded",
         &[("apps/web/config.yaml", &configmap("web", "guarded", "v1"))],
-    );
-    let dir = sandbox.dir.path();
-    let token_file = dir.join("api-token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token");
-    let server = server_section(dir);
+    )
+    .await;
+    let server = server_section_with_token(sandbox.dir.path(), &format!("{TOKEN}\n"));
+    let token_file = sandbox.dir.path().join("api-token");
     let config = format!(
-        "{server}  apiToken: {{secretFile: {}}}\napps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
-        token_file.display(),
+        "{server}apps:\n- name: web\n  source: {{repo: \"{}\", ref: main, path: apps/web, interval: {POLL}}}\n  destination: {{namespace: guarded}}\n  sync: {{automated: true}}\n",
         origin.url
     );
     let serve = Serve::start(&sandbox, "guarded", &config, &[]).await;

@@ -3,6 +3,7 @@
 //! and a broken kustomize overlay.
 
 use super::*;
+use crate::support::condition;
 
 /// Issue #12: Kubernetes sends SIGKILL 30 s after SIGTERM, so a pass stuck on a slow
 /// API server must not hold the stop: passes in flight get what `shutdownTimeout`
@@ -22,11 +23,7 @@ async fn sigterm_during_a_slow_pass_stops_within_the_shutdown_budget() {
             )
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(&sandbox, &files);
+    let origin = origin(&sandbox, &borrowed(&files));
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}  shutdownTimeout: 4s\napps:\n- name: slow\n  source: {{repo: \"{}\", ref: main, path: slow, interval: {POLL}}}\n  destination: {{namespace: slow}}\n  sync: {{automated: true}}\n",
@@ -118,9 +115,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     assert!(synced["source"].get("failingSince").is_none(), "{synced}");
 
     daemon.stop();
-    let failing = serve
-        .wait_status("web", "the source fails", |s| s["source"]["ready"] == false)
-        .await;
+    let failing = serve.wait_source_failed("web").await;
     let source = &failing["source"];
     let since = source["failingSince"]
         .as_str()
@@ -129,11 +124,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     assert!(source["reason"].is_string(), "{failing}");
     assert!(source["message"].is_string(), "{failing}");
     assert!(source["lastSuccess"].is_string(), "{failing}");
-    let condition = failing["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == "SourceReady"))
-        .unwrap_or_else(|| panic!("no SourceReady: {failing}"))
-        .clone();
+    let condition = condition(&failing, "SourceReady");
     assert_eq!(condition["status"], "False", "{condition}");
     assert_eq!(condition["reason"], source["reason"], "{failing}");
     let since_time = chrono::DateTime::parse_from_rfc3339(&since).expect("an RFC 3339 time");
@@ -169,11 +160,7 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
         })
         .await;
     assert_eq!(stale["source"]["failingSince"], since.as_str(), "{stale}");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["status", "--server", &serve.url])
-        .output()
-        .await
-        .expect("tether status runs");
+    let out = serve.tether_status(&[]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table
@@ -235,15 +222,6 @@ async fn a_failing_source_shows_its_age_keeps_the_last_revision_and_recovers() {
     assert_eq!(serve.stop().await, Some(0));
 }
 
-/// The condition of `kind` in an app's status.
-fn condition(status: &Value, kind: &str) -> Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .unwrap_or_else(|| panic!("no {kind} condition: {status}"))
-        .clone()
-}
-
 /// Issue #12: an app stalled on a refusal a retry cannot fix (its namespace is missing)
 /// is not retried by passes, but a manual sync retries it: once the cause is fixed in
 /// the cluster (no new commit), `POST /api/v1/apps/{name}/sync` brings it to Synced.
@@ -282,12 +260,7 @@ async fn a_stalled_app_is_retried_by_a_manual_sync_after_the_cluster_is_fixed() 
     // Fixed in the cluster; the revision is the same, so the stall holds until asked.
     sandbox.namespace("later").await;
     assert_eq!(data_key(&sandbox, "web", "later").await, None);
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/web/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "web").await;
     let synced = serve
         .wait_status("web", "web leaves Stalled and syncs", |s| {
             s["sync"] == "Synced" && s["lastPass"]["result"] == "Succeeded"
@@ -347,12 +320,7 @@ async fn a_kustomize_overlay_is_served_rendered_once_per_commit_and_a_broken_one
     assert_eq!(rendered(&serve.log()), 1, "{}", serve.log());
 
     // Another pass at the same commit reads the parsed objects it kept.
-    let sync = reqwest::Client::new()
-        .post(format!("{}/api/v1/apps/shop/sync", serve.url))
-        .send()
-        .await
-        .expect("manual sync");
-    assert_eq!(sync.status(), reqwest::StatusCode::ACCEPTED);
+    manual_sync(&serve.url, "shop").await;
     serve
         .wait_status("shop", "a second pass ran", |s| {
             s["lastPass"]["finishedAt"] != first_pass && s["lastPass"]["result"] == "Succeeded"

@@ -19,11 +19,7 @@ async fn a_storm_of_live_changes_heals_a_bounded_number_of_apps_at_once() {
             (format!("{name}/cm.yaml"), configmap(&name, "storm", "1"))
         })
         .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let origin = origin(&sandbox, &files);
+    let origin = origin(&sandbox, &borrowed(&files));
     let server = server_section(sandbox.dir.path());
     let apps: String = (0..APPS)
         .map(|i| {
@@ -98,9 +94,8 @@ fn web_deployment(namespace: &str) -> String {
 /// run precedes it, and the pass the heal's own write wakes writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("heal").await;
-    let origin = origin(&sandbox, &[("heal/web.yaml", &web_deployment("heal"))]);
+    let (sandbox, origin) =
+        with_origin("heal", &[("heal/web.yaml", &web_deployment("heal"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: heal\n  source: {{repo: \"{}\", ref: main, path: heal, interval: {POLL}}}\n  destination: {{namespace: heal}}\n  sync: {{automated: true, selfHeal: true}}\n",
@@ -200,9 +195,8 @@ async fn a_scaled_deployment_is_healed_with_one_apply_and_no_dry_run() {
 /// reported failed and retried, and nothing is written meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heal_refused_as_a_conflict_is_reported_failed_and_writes_nothing() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("held").await;
-    let origin = origin(&sandbox, &[("held/web.yaml", &web_deployment("held"))]);
+    let (sandbox, origin) =
+        with_origin("held", &[("held/web.yaml", &web_deployment("held"))]).await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}apps:\n- name: held\n  source: {{repo: \"{}\", ref: main, path: held, interval: {POLL}}}\n  destination: {{namespace: held}}\n  sync: {{automated: true, selfHeal: true, force: false}}\n",
@@ -319,19 +313,9 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
     .await;
 
     let began = std::time::Instant::now();
-    let edited = sandbox
-        .kubectl(&[
-            "patch",
-            "configmap",
-            "cm",
-            "-n",
-            "quick",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"key":"edited"}}"#,
-        ])
+    sandbox
+        .kubectl_merge_patch("configmap", "cm", "quick", r#"{"data":{"key":"edited"}}"#)
         .await;
-    assert_eq!(edited.code, 0, "{}", edited.stderr);
     eventually("the edit is healed", || async {
         (data_key(&sandbox, "cm", "quick").await.as_deref() == Some("git")).then_some(())
     })
@@ -360,15 +344,14 @@ async fn a_heal_does_not_wait_behind_a_slow_pass_of_another_app() {
 /// the API server sees no request but the open watches, and no write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resync_makes_no_request_and_no_write() {
-    let sandbox = TestSandbox::start().await;
-    sandbox.namespace("still").await;
-    let origin = origin(
-        &sandbox,
+    let (sandbox, origin) = with_origin(
+        "still",
         &[
             ("still/cm.yaml", &configmap("cm", "still", "git")),
             ("still/web.yaml", &web_deployment("still")),
         ],
-    );
+    )
+    .await;
     let server = server_section(sandbox.dir.path());
     let config = format!(
         "{server}resyncInterval: 1s\napps:\n- name: still\n  source: {{repo: \"{}\", ref: main, path: still, interval: {POLL}}}\n  destination: {{namespace: still}}\n  sync: {{automated: true, prune: true, selfHeal: true}}\n",

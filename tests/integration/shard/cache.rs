@@ -177,12 +177,7 @@ async fn a_sharded_cache_holds_its_shards_apps_and_says_not_known_of_the_others(
 
 /// `tether_cache_objects` on a replica's /metrics.
 async fn cache_objects(replica: &Replica) -> Option<usize> {
-    let text = reqwest::get(format!("{}/metrics", replica.url))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let text = try_get_text(format!("{}/metrics", replica.url)).await?;
     text.lines()
         .find_map(|l| l.strip_prefix("tether_cache_objects "))
         .and_then(|n| n.trim().parse().ok())
@@ -278,11 +273,7 @@ async fn each_replica_caches_its_apps_objects_only_and_a_takeover_recreates_noth
     println!("objects cached per replica: {counts:?} ({APPS} apps, {namespaces} namespaces)");
 
     let victim = replicas[0].user.clone();
-    let orphaned: Vec<String> = apps
-        .iter()
-        .filter(|app| held[shard_of(app, SHARDS) as usize] == victim)
-        .cloned()
-        .collect();
+    let orphaned = held_by(&apps, &held, &victim);
     let uids = configmap_uids(&sandbox).await;
     sandbox.sandbox.reset_requests();
     replicas[0].kill();

@@ -3,6 +3,7 @@
 //! dashboard of any replica showing every app live.
 
 use super::*;
+use crate::app_crd::wait_app;
 
 /// The CPU time `pid` has used so far, in seconds (utime + stime of /proc/<pid>/stat).
 fn cpu_seconds(pid: u32) -> f64 {
@@ -98,12 +99,8 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
     let (sandbox, origin) = setup_http().await;
     sandbox.namespace("team-a").await;
     sandbox
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(tether_controller::config::APP_CRD_YAML),
-        )
-        .await
-        .ok();
+        .kubectl_apply(tether_controller::config::APP_CRD_YAML)
+        .await;
     // An App acts as a ServiceAccount (issue #24): each replica's default is its own,
     // so the App's objects tell which replica wrote them too.
     let mut replicas = Vec::new();
@@ -127,23 +124,10 @@ async fn app_objects_are_written_and_reported_by_their_shards_holder_only() {
             "apiVersion: tether.dev/v1alpha1\nkind: App\nmetadata:\n  name: {app}\n  namespace: team-a\nspec:\n  source: {{repo: \"{}\", ref: main, path: apps/{app}, interval: 1h}}\n  destination: {{namespace: {NAMESPACE}}}\n  sync: {{automated: true}}\n",
             origin.url
         );
-        sandbox
-            .kubectl_with_stdin(&["apply", "-f", "-"], Some(&object))
-            .await
-            .ok();
+        sandbox.kubectl_apply(&object).await;
     }
     for app in &apps {
-        sandbox
-            .kubectl(&[
-                "wait",
-                "--for=condition=Ready",
-                &format!("tapp/{app}"),
-                "-n",
-                "team-a",
-                "--timeout=20s",
-            ])
-            .await
-            .ok();
+        wait_app(&sandbox, "Ready", app, "team-a", "20s").await.ok();
     }
     wait_healed(&sandbox, &apps).await;
     // Writes settle: the status of the last pass is written within a status period.

@@ -132,12 +132,7 @@ async fn a_replica_fetches_only_the_repositories_of_the_apps_it_holds() {
     );
     // Its passes are done once its apps say Synced from B itself.
     eventually("B's apps Synced on B", || async {
-        let body: Value = reqwest::get(format!("{}/api/v1/apps", b.url))
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let body: Value = try_get_json(format!("{}/api/v1/apps", b.url)).await?;
         let apps = body["apps"].as_array()?;
         apps.iter()
             .filter(|x| of_b.contains(x["name"].as_str().unwrap_or_default()))
@@ -223,12 +218,7 @@ async fn a_webhook_to_one_replica_wakes_every_holders_sources() {
     // A's view of who holds what catches up with the Leases within a retry period;
     // until then it passes deliveries to whoever it last saw holding them.
     eventually("A sees both holders", || async {
-        let body: Value = reqwest::get(format!("{}/api/v1/apps", a.url))
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let body: Value = try_get_json(format!("{}/api/v1/apps", a.url)).await?;
         let apps = body["apps"].as_array()?;
         let owners: BTreeSet<&str> = apps.iter().filter_map(|x| x["owner"].as_str()).collect();
         (apps.iter().all(|x| x["sync"] == "Synced") && owners.len() == 2).then_some(())

@@ -128,10 +128,7 @@ async fn a_credentials_secret_is_read_before_each_fetch_and_never_shown() {
         );
         let sandbox = &sandbox;
         async move {
-            sandbox
-                .kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml))
-                .await
-                .ok();
+            sandbox.kubectl_apply(&yaml).await;
         }
     };
     apply("  username: tether\n").await;
