@@ -9,7 +9,8 @@ use tether_core::report::commit_status::{CommitState, StatusReport};
 use tether_core::report::drift::Summary;
 use tether_core::report::notify::{Event, EventKind, EventRevision};
 use tether_core::report::status::{
-    AppStatus, ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo, SyncStatus, reason,
+    AppStatus, Automation, ConditionStatus, ConditionType, PassInfo, PassResult, SourceInfo,
+    SyncStatus, reason,
 };
 use tether_core::source::{Revision, SourceStatus};
 use tether_core::sync::SyncReport;
@@ -18,18 +19,59 @@ use tether_core::sync::health::Health;
 use super::Worker;
 use crate::reconcile::pass::PassError;
 
+/// What a pass that got as far as a sync (or a heal) found: written in the same
+/// status update as the pass's record, so no reader sees a verdict without the
+/// pass that made it.
+pub(super) struct Found {
+    pub(super) report: SyncReport,
+    /// A full pass's automation standing; a heal (`None`) keeps the last one and
+    /// records only the objects it looked at.
+    pub(super) automation: Option<Automation>,
+    /// Whether the pass could write (else it was a dry run).
+    pub(super) acting: bool,
+    /// How many objects it changed.
+    pub(super) changed: usize,
+}
+
+impl Found {
+    /// The report's failure, if any.
+    fn error(&self) -> Option<PassError> {
+        self.report.failure().map(PassError::from)
+    }
+
+    /// Takes the report into the status: the whole app's state after a sync, the
+    /// objects it looked at after a heal.
+    fn write(&self, s: &mut AppStatus, now: DateTime<Utc>) {
+        match &self.automation {
+            Some(automation) => {
+                s.record_sync(&self.report, now);
+                s.automation = automation.clone();
+            }
+            None => s.record_heal(&self.report, now),
+        }
+    }
+}
+
 impl Worker {
-    /// Records how a pass (or a heal) ended: the result, the error and its
-    /// notification, the backoff, the conditions and the metrics.
+    /// Records how a pass (or a heal) ended, in one status update: what it found,
+    /// the result, the error, the backoff and the conditions; then the metrics, the
+    /// notifications and the commit status.
     pub(super) fn record_pass(
         &mut self,
         revision: &Revision,
         started: Instant,
-        outcome: Result<usize, (PassError, usize)>,
+        ended: Result<Found, (PassError, usize)>,
     ) {
         let name = self.config.name.clone();
         let took = started.elapsed();
         let now = Utc::now();
+        let (outcome, found) = match ended {
+            Ok(found) => match found.error() {
+                Some(err) => (Err((err, found.changed)), Some(found)),
+                None => (Ok(found.changed), Some(found)),
+            },
+            Err(failed) => (Err(failed), None),
+        };
         let (result, error, changed) = match outcome {
             Ok(changed) => {
                 self.schedule.succeeded();
@@ -45,12 +87,15 @@ impl Worker {
                 (PassResult::Stalled, Some(err), changed)
             }
         };
-        if let Some(err) = &error {
-            self.announce_failure(revision, result, err);
-        }
         METRICS.pass(&name, result.as_str(), took);
         let retry_at = self.schedule.retry_at();
+        let (mut synced, mut health) = (false, Health::Unknown);
         self.shared.statuses.update(&name, |s| {
+            if let Some(found) = &found {
+                found.write(s, now);
+                synced = s.sync == SyncStatus::Synced;
+                health = s.health;
+            }
             s.last_pass = Some(PassInfo {
                 finished_at: now,
                 duration_ms: took.as_millis() as u64,
@@ -65,6 +110,13 @@ impl Worker {
             }
             METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
         });
+        if let Some(found) = &found {
+            let report = &found.report;
+            self.announce(&revision.sha, report, health, found.acting, synced, changed);
+        }
+        if let Some(err) = &error {
+            self.announce_failure(revision, result, err);
+        }
     }
 
     /// A failed pass told to the log, the notification channels and the commit's

@@ -15,6 +15,7 @@ use tether_core::sync::{HookRuns, SyncOptions, heal, sync};
 use tether_diff::manifest::ObjectKey;
 use tether_schema::ownership::is_hook;
 
+use super::outcome::Found;
 use super::{PASS_DEADLINE, Worker};
 use crate::reconcile::decryption;
 use crate::reconcile::depends::Gate;
@@ -154,12 +155,13 @@ impl Worker {
         true
     }
 
-    /// Syncs (or dry-runs) the app at `sha`. Returns how many objects changed; a
-    /// failure carries how many changed before it.
+    /// Syncs (or dry-runs) the app at `sha`. Returns what it found, for
+    /// [`Worker::record_pass`] to write with the pass's record; a failure before the
+    /// sync reported carries how many objects changed before it.
     pub(super) async fn sync_revision(
         &mut self,
         revision: &Revision,
-    ) -> Result<usize, (PassError, usize)> {
+    ) -> Result<Found, (PassError, usize)> {
         let sha = revision.sha.as_str();
         let desired = self.desired(revision).await.map_err(|e| (e, 0))?;
         self.watch_kinds(&desired).await;
@@ -199,19 +201,12 @@ impl Worker {
             self.synced_revision = Some(id);
             self.synced_hooks = desired.objects.iter().any(|m| is_hook(&m.object));
         }
-        let changed = if acting { report.written() } else { 0 };
-        let now = Utc::now();
-        let mut synced = false;
-        self.shared.statuses.update(&self.config.name, |s| {
-            s.record_sync(&report, now);
-            s.automation = automation;
-            synced = s.sync == SyncStatus::Synced;
-        });
-        self.announce(sha, &report, report.health, acting, synced, changed);
-        match report.failure() {
-            Some(failure) => Err((PassError::from(failure), changed)),
-            None => Ok(changed),
-        }
+        Ok(Found {
+            changed: if acting { report.written() } else { 0 },
+            report,
+            automation: Some(automation),
+            acting,
+        })
     }
 
     /// How a pass at revision `id` ([`variables::revision_id`]) syncs.
@@ -289,22 +284,12 @@ impl Worker {
             return false;
         };
         let outcome = match healed {
-            Ok(report) => {
-                let changed = report.written();
-                let now = Utc::now();
-                let (mut synced, mut health) = (false, Health::Unknown);
-                self.shared.statuses.update(&self.config.name, |s| {
-                    s.record_heal(&report, now);
-                    synced = s.sync == SyncStatus::Synced;
-                    health = s.health;
-                    METRICS.app_state(&s.name, s.drifted.len(), s.sync.as_str(), s.health.as_str());
-                });
-                self.announce(sha, &report, health, true, synced, changed);
-                match report.failure() {
-                    Some(failure) => Err((PassError::from(failure), changed)),
-                    None => Ok(changed),
-                }
-            }
+            Ok(report) => Ok(Found {
+                changed: report.written(),
+                report,
+                automation: None,
+                acting: true,
+            }),
             Err(err) => {
                 // What the heal wrote of the inventory is unknown: read it next time.
                 self.inventory = None;
