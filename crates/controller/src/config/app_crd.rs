@@ -218,73 +218,15 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
     // The name is metadata's (and not a DNS label: it holds a dot); a stand-in passes
     // the entry's name check, and the identity replaces it below.
     entry.insert("name".into(), Value::String("app".into()));
-    // A bare name in an App's `dependsOn` is an App of its own namespace (Flux's
-    // reading), never one of the file's apps: the operator's apps are not a tenant's.
-    if let (Some(Value::Array(refs)), Some((namespace, _))) =
-        (entry.get_mut("dependsOn"), identity.split_once('.'))
-    {
-        for reference in refs.iter_mut() {
-            // A name, or Flux's form `{name, readyExpr}`.
-            let name = match reference {
-                Value::Object(entry) => entry.get_mut("name"),
-                other => Some(other),
-            };
-            if let Some(name) = name.filter(|n| n.as_str().is_some_and(|r| !r.contains('/'))) {
-                *name = Value::String(format!("{namespace}/{}", name.as_str().unwrap_or_default()));
-            }
-        }
-    }
+    qualify_depends_on(&mut entry, identity);
     let text = serde_json::json!({ "apps": [entry] }).to_string();
     let respell = |path: String| match path.strip_prefix("apps[0]") {
         Some(rest) => format!("spec{rest}"),
         None => path,
     };
     match Config::parse(&text, &origin) {
-        Ok(mut config) => {
-            let mut app = config.apps.remove(0);
-            // A tenant reads only what its credentials can fetch over the network,
-            // never tether's own files (its Git cache among them).
-            if let Err(message) = tether_core::source::check_tenant_repo_url(&app.source.repo) {
-                return Err(ConfigError::Invalid {
-                    origin,
-                    problems: vec![super::Problem {
-                        path: "spec.source.repo".into(),
-                        line: None,
-                        message,
-                    }],
-                });
-            }
-            // Its value sources are fetched under the same rule.
-            let problems: Vec<super::Problem> = app
-                .source
-                .helm
-                .value_sources
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| {
-                    let message = tether_core::source::check_tenant_repo_url(&v.repo).err()?;
-                    Some(super::Problem {
-                        path: format!("spec.source.helm.valueSources[{i}].repo"),
-                        line: None,
-                        message,
-                    })
-                })
-                .collect();
-            if !problems.is_empty() {
-                return Err(ConfigError::Invalid { origin, problems });
-            }
-            app.name = identity.to_string();
-            // Its ServiceAccount and Secrets are its namespace's (no other was named).
-            app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
-            // Its notifications go where a tenant may send (`report::outbound`).
-            for channel in app.notifications.iter_mut() {
-                Arc::make_mut(channel).requester = Requester::Tenant;
-            }
-            if let Some(target) = app.commit_status.as_mut() {
-                Arc::make_mut(target).requester = Requester::Tenant;
-            }
-            Ok(app)
-        }
+        Ok(mut config) => confine(config.apps.remove(0), identity)
+            .map_err(|problems| ConfigError::Invalid { origin, problems }),
         // Lines and columns are of the JSON text made here, not of anything the user
         // wrote: the field path alone says where.
         Err(ConfigError::Syntax {
@@ -311,6 +253,63 @@ pub fn app_from_spec(identity: &str, spec: &Value) -> Result<AppConfig, ConfigEr
         }),
         Err(other) => Err(other),
     }
+}
+
+/// A bare name in an App's `dependsOn` is an App of its own namespace (Flux's
+/// reading), never one of the file's apps: the operator's apps are not a tenant's.
+fn qualify_depends_on(entry: &mut serde_json::Map<String, Value>, identity: &str) {
+    let (Some(Value::Array(refs)), Some((namespace, _))) =
+        (entry.get_mut("dependsOn"), identity.split_once('.'))
+    else {
+        return;
+    };
+    for reference in refs.iter_mut() {
+        // A name, or Flux's form `{name, readyExpr}`.
+        let name = match reference {
+            Value::Object(entry) => entry.get_mut("name"),
+            other => Some(other),
+        };
+        if let Some(name) = name.filter(|n| n.as_str().is_some_and(|r| !r.contains('/'))) {
+            *name = Value::String(format!("{namespace}/{}", name.as_str().unwrap_or_default()));
+        }
+    }
+}
+
+/// Confines an App's parsed app to its tenant: it reads only what its credentials
+/// can fetch over the network (never tether's own files, its Git cache among them),
+/// its ServiceAccount and Secrets are its namespace's, and its notifications go
+/// where a tenant may send (`report::outbound`).
+fn confine(mut app: AppConfig, identity: &str) -> Result<AppConfig, Vec<super::Problem>> {
+    let repos = std::iter::once(("spec.source.repo".to_string(), &app.source.repo)).chain(
+        app.source
+            .helm
+            .value_sources
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("spec.source.helm.valueSources[{i}].repo"), &v.repo)),
+    );
+    let problems: Vec<super::Problem> = repos
+        .filter_map(|(path, repo)| {
+            let message = tether_core::source::check_tenant_repo_url(repo).err()?;
+            Some(super::Problem {
+                path,
+                line: None,
+                message,
+            })
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    app.name = identity.to_string();
+    app.tenant_namespace = identity.split_once('.').map(|(ns, _)| ns.to_string());
+    for channel in app.notifications.iter_mut() {
+        Arc::make_mut(channel).requester = Requester::Tenant;
+    }
+    if let Some(target) = app.commit_status.as_mut() {
+        Arc::make_mut(target).requester = Requester::Tenant;
+    }
+    Ok(app)
 }
 
 #[cfg(test)]

@@ -94,33 +94,41 @@ pub(super) fn resolve_credentials(
     );
     let token = one_of(token_env, token_file, "token", line_at(&c.token_file));
 
-    if password.is_some() && username.is_none() {
-        check.report(path, line, "a password needs a username");
-    }
-    if ssh_key_file.is_some() && known_hosts_file.is_none() {
-        check.report(
-            path,
-            line,
-            "sshKeyFile needs knownHostsFile (the server's host key is always checked)",
-        );
-    }
-    if known_hosts_file.is_some() && ssh_key_file.is_none() {
-        check.report(path, line, "knownHostsFile is only used with sshKeyFile");
-    }
-    if username.is_some() && password.is_none() && token.is_none() && ssh_key_file.is_none() {
-        check.report(
-            path,
-            line,
-            "a username alone authenticates nothing: add a password, a token or sshKeyFile",
-        );
-    }
-    Credentials {
+    let credentials = Credentials {
         username,
         password,
         token,
         ssh_key_file,
         known_hosts_file,
         secret_ref,
+    };
+    check_combination(&credentials, path, line, check);
+    credentials
+}
+
+/// The credentials that only work together: a password with a username, an SSH key
+/// with the known hosts that check the server, a username with something to prove it.
+fn check_combination(c: &Credentials, path: &str, line: Option<usize>, check: &mut Checker) {
+    if c.password.is_some() && c.username.is_none() {
+        check.report(path, line, "a password needs a username");
+    }
+    if c.ssh_key_file.is_some() && c.known_hosts_file.is_none() {
+        check.report(
+            path,
+            line,
+            "sshKeyFile needs knownHostsFile (the server's host key is always checked)",
+        );
+    }
+    if c.known_hosts_file.is_some() && c.ssh_key_file.is_none() {
+        check.report(path, line, "knownHostsFile is only used with sshKeyFile");
+    }
+    if c.username.is_some() && c.password.is_none() && c.token.is_none() && c.ssh_key_file.is_none()
+    {
+        check.report(
+            path,
+            line,
+            "a username alone authenticates nothing: add a password, a token or sshKeyFile",
+        );
     }
 }
 

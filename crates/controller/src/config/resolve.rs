@@ -15,6 +15,8 @@ use super::credentials::{resolve_credentials, resolve_kube_config};
 use super::model::*;
 use super::raw::{self, S};
 use crate::windows::{SyncWindow, WindowKind, parse_schedule};
+use tether_core::report::commit_status::CommitStatusTarget;
+use tether_core::report::notify::Channel;
 use tether_core::source::{Provider, SecretRef};
 use tether_schema::duration::format_duration;
 use tether_schema::ownership::{DEFAULT_INVENTORY_NAMESPACE, INVENTORY_PREFIX, MAX_APP_NAME_LEN};
@@ -192,46 +194,10 @@ fn resolve_shards(raw: Option<&S<i64>>, check: &mut Checker) -> u32 {
 }
 
 fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
-    let listen = match &raw.listen {
-        Some(l) => match SocketAddr::from_str(l.value.trim()) {
-            Ok(addr) => addr,
-            Err(_) => {
-                check.report(
-                    "server.listen",
-                    line_of(l),
-                    format!(
-                        "{:?} is not an address and port (like 0.0.0.0:8080 or [::]:8080)",
-                        l.value
-                    ),
-                );
-                DEFAULT_LISTEN
-            }
-        },
-        None => DEFAULT_LISTEN,
-    };
-    let mut secret = |path: String, s: &Option<S<raw::SecretFrom>>| {
-        let s = s.as_ref()?;
-        let line = line_of(s);
-        match (&s.value.secret_file, &s.value.secret_env) {
-            (Some(file), None) => check
-                .non_empty(&format!("{path}.secretFile"), file)
-                .then(|| SecretRef::File(PathBuf::from(&file.value))),
-            (None, Some(env)) => check
-                .non_empty(&format!("{path}.secretEnv"), env)
-                .then(|| SecretRef::Env(env.value.clone())),
-            (Some(_), Some(_)) => {
-                check.report(path, line, "set secretFile or secretEnv, not both");
-                None
-            }
-            (None, None) => {
-                check.report(path, line, "set secretFile or secretEnv");
-                None
-            }
-        }
-    };
+    let listen = resolve_listen(raw, check);
     let w = &raw.webhooks;
     let mut webhook = |provider: Provider, s| {
-        secret(format!("server.webhooks.{provider}"), s).map(WebhookSecretRef)
+        resolve_secret(format!("server.webhooks.{provider}"), s, check).map(WebhookSecretRef)
     };
     let webhooks = WebhooksConfig {
         github: webhook(Provider::Github, &w.github),
@@ -242,32 +208,20 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         generic: webhook(Provider::Generic, &w.generic),
         allow_unsigned: w.allow_unsigned,
     };
-    let api_token = secret("server.apiToken".into(), &raw.api_token);
-    let peer_token = secret("server.peerToken".into(), &raw.peer_token);
-    let oidc_secrets = raw
-        .oidc
-        .as_ref()
-        .map(|o| o.value.secrets().map(|(path, s)| secret(path.into(), s)));
+    let api_token = resolve_secret("server.apiToken".into(), &raw.api_token, check);
+    let peer_token = resolve_secret("server.peerToken".into(), &raw.peer_token, check);
+    let oidc = raw.oidc.as_ref().map(|oidc| {
+        let secrets = oidc
+            .value
+            .secrets()
+            .map(|(path, s)| resolve_secret(path.into(), s, check));
+        super::oidc::resolve(oidc, secrets, raw.api_token.is_some(), check)
+    });
     let shutdown_timeout = check.duration(
         "server.shutdownTimeout",
         raw.shutdown_timeout.as_ref(),
         DEFAULT_SHUTDOWN_TIMEOUT,
     );
-    // Issue #12: the status API triggers syncs and shows drifted values, so without a
-    // token it stays on loopback unless the file says the network is trusted. An
-    // apiToken block that is itself wrong is reported already; no second problem.
-    if raw.api_token.is_none() && !is_loopback(&listen) && !raw.insecure_open_api {
-        check.report(
-            "server.listen",
-            raw.listen.as_ref().and_then(line_of),
-            format!(
-                "{listen} is reachable from other hosts and server.apiToken is not set: the \
-                 status API could be used by anyone to trigger syncs and read drifted values; \
-                 set server.apiToken, listen on 127.0.0.1, or set server.insecureOpenAPI: true \
-                 on a trusted network"
-            ),
-        );
-    }
     let default_service_account = raw.default_service_account.as_ref().map(|name| {
         if let Err(message) = dns1123_subdomain(&name.value) {
             check.report("server.defaultServiceAccount", line_of(name), message);
@@ -293,8 +247,87 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
         }
         checked.ok()
     });
-    let outbound_allowed = raw
-        .outbound
+    ServerConfig {
+        oidc,
+        listen,
+        webhooks,
+        api_token,
+        peer_token,
+        outbound_allowed: resolve_outbound(raw, check),
+        insecure_open_api: raw.insecure_open_api,
+        shutdown_timeout,
+        default_service_account,
+        apps,
+        advertise_url,
+    }
+}
+
+/// `server.listen`: an address and port. Issue #12: the status API triggers syncs
+/// and shows drifted values, so without a token it stays on loopback unless the file
+/// says the network is trusted. An apiToken block that is itself wrong is reported
+/// already; no second problem.
+fn resolve_listen(raw: &raw::Server, check: &mut Checker) -> SocketAddr {
+    let listen = match &raw.listen {
+        Some(l) => match SocketAddr::from_str(l.value.trim()) {
+            Ok(addr) => addr,
+            Err(_) => {
+                check.report(
+                    "server.listen",
+                    line_of(l),
+                    format!(
+                        "{:?} is not an address and port (like 0.0.0.0:8080 or [::]:8080)",
+                        l.value
+                    ),
+                );
+                DEFAULT_LISTEN
+            }
+        },
+        None => DEFAULT_LISTEN,
+    };
+    if raw.api_token.is_none() && !is_loopback(&listen) && !raw.insecure_open_api {
+        check.report(
+            "server.listen",
+            raw.listen.as_ref().and_then(line_of),
+            format!(
+                "{listen} is reachable from other hosts and server.apiToken is not set: the \
+                 status API could be used by anyone to trigger syncs and read drifted values; \
+                 set server.apiToken, listen on 127.0.0.1, or set server.insecureOpenAPI: true \
+                 on a trusted network"
+            ),
+        );
+    }
+    listen
+}
+
+/// A secret the server reads from a file or an environment variable (one of them).
+fn resolve_secret(
+    path: String,
+    s: &Option<S<raw::SecretFrom>>,
+    check: &mut Checker,
+) -> Option<SecretRef> {
+    let s = s.as_ref()?;
+    let line = line_of(s);
+    match (&s.value.secret_file, &s.value.secret_env) {
+        (Some(file), None) => check
+            .non_empty(&format!("{path}.secretFile"), file)
+            .then(|| SecretRef::File(PathBuf::from(&file.value))),
+        (None, Some(env)) => check
+            .non_empty(&format!("{path}.secretEnv"), env)
+            .then(|| SecretRef::Env(env.value.clone())),
+        (Some(_), Some(_)) => {
+            check.report(path, line, "set secretFile or secretEnv, not both");
+            None
+        }
+        (None, None) => {
+            check.report(path, line, "set secretFile or secretEnv");
+            None
+        }
+    }
+}
+
+/// `server.outbound.allowedNetworks`: the networks outbound calls may reach.
+fn resolve_outbound(raw: &raw::Server, check: &mut Checker) -> Vec<ipnet::IpNet> {
+    raw.outbound
         .allowed_networks
         .iter()
         .enumerate()
@@ -306,24 +339,7 @@ fn resolve_server(raw: &raw::Server, check: &mut Checker) -> ServerConfig {
             }
             parsed.ok()
         })
-        .collect();
-    let oidc =
-        raw.oidc.as_ref().zip(oidc_secrets).map(|(oidc, secrets)| {
-            super::oidc::resolve(oidc, secrets, raw.api_token.is_some(), check)
-        });
-    ServerConfig {
-        oidc,
-        listen,
-        webhooks,
-        api_token,
-        peer_token,
-        outbound_allowed,
-        insecure_open_api: raw.insecure_open_api,
-        shutdown_timeout,
-        default_service_account,
-        apps,
-        advertise_url,
-    }
+        .collect()
 }
 
 /// `server.advertiseURL`: an `http` or `https` URL with a host and no path, query or
@@ -434,9 +450,60 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
         MAX_APP_NAME_LEN,
         &format!(" ({INVENTORY_PREFIX}<name> must fit in 63)"),
     );
-    let src = &raw.source;
+    let source = resolve_source(&raw.source, path, check);
+    let service_account_name = raw.service_account_name.as_ref().map(|name| {
+        if let Err(message) = dns1123_subdomain(&name.value) {
+            check.report(format!("{path}.serviceAccountName"), line_of(name), message);
+        }
+        name.value.clone()
+    });
+    let ignore_differences = raw
+        .ignore_differences
+        .iter()
+        .enumerate()
+        .map(|(i, d)| resolve_ignore(d, &format!("{path}.ignoreDifferences[{i}]"), check))
+        .collect();
+    let sync_windows = raw
+        .sync_windows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| resolve_window(w, &format!("{path}.syncWindows[{i}]"), check))
+        .collect();
+    let (notifications, commit_status) = resolve_reporting(raw, &source, path, check);
+    let (depends_on, ready_exprs) =
+        super::depends::resolve_references(&raw.depends_on, path, check);
+    AppConfig {
+        name: raw.name.value.clone(),
+        destination: resolve_destination(&raw.destination, path, check),
+        sync: resolve_sync_policy(&raw.sync, path, check),
+        source,
+        ignore_differences,
+        sync_windows,
+        suspend: raw.suspend,
+        notifications,
+        commit_status,
+        service_account_name,
+        tenant_namespace: None,
+        depends_on,
+        ready_exprs,
+        post_build: raw.post_build.as_ref().map(|p| {
+            super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
+        }),
+        decryption: raw.decryption.as_ref().map(|d| {
+            super::decryption::resolve_decryption(&d.value, &format!("{path}.decryption"), check)
+        }),
+        health_checks: super::health::resolve_health_checks(
+            &raw.health_check_exprs,
+            &format!("{path}.healthCheckExprs"),
+            check,
+        ),
+    }
+}
+
+/// An app's `source`: where its manifests come from and how they are read.
+fn resolve_source(src: &raw::Source, path: &str, check: &mut Checker) -> SourceConfig {
     let artifact = super::artifact::resolve_artifact(src, path, check);
-    let source = SourceConfig {
+    SourceConfig {
         repo: super::artifact::source_repo(src, path, check),
         reference: match &artifact {
             Some(tag) => tag.clone(),
@@ -476,35 +543,41 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             .as_ref()
             .map(|v| super::verify::resolve_verify(v, &format!("{path}.source.verify"), check)),
         dependency_credentials: super::dependency_credentials::resolve(src, path, check),
-    };
-    let destination = DestinationConfig {
-        namespace: match &raw.destination.namespace {
+    }
+}
+
+/// An app's `destination`: the namespace its objects default to and the cluster
+/// (a context or a kubeconfig, not both).
+fn resolve_destination(
+    raw: &raw::Destination,
+    path: &str,
+    check: &mut Checker,
+) -> DestinationConfig {
+    if raw.context.is_some() && raw.kube_config.is_some() {
+        check.report(
+            format!("{path}.destination"),
+            raw.kube_config.as_ref().and_then(line_of),
+            "set context or kubeConfig, not both",
+        );
+    }
+    DestinationConfig {
+        namespace: match &raw.namespace {
             Some(ns) => {
                 check.label(&format!("{path}.destination.namespace"), ns, 63, "");
                 ns.value.clone()
             }
             None => tether_diff::manifest::DEFAULT_NAMESPACE.to_string(),
         },
-        context: raw.destination.context.clone(),
-        kube_config: raw.destination.kube_config.as_ref().map(|k| {
+        context: raw.context.clone(),
+        kube_config: raw.kube_config.as_ref().map(|k| {
             resolve_kube_config(&k.value, &format!("{path}.destination.kubeConfig"), check)
         }),
-    };
-    if raw.destination.context.is_some() && raw.destination.kube_config.is_some() {
-        check.report(
-            format!("{path}.destination"),
-            raw.destination.kube_config.as_ref().and_then(line_of),
-            "set context or kubeConfig, not both",
-        );
     }
-    let service_account_name = raw.service_account_name.as_ref().map(|name| {
-        if let Err(message) = dns1123_subdomain(&name.value) {
-            check.report(format!("{path}.serviceAccountName"), line_of(name), message);
-        }
-        name.value.clone()
-    });
-    let s = &raw.sync;
-    let sync = SyncPolicy {
+}
+
+/// An app's `sync` policy, with tether's defaults (self-heal and force on).
+fn resolve_sync_policy(s: &raw::Sync, path: &str, check: &mut Checker) -> SyncPolicy {
+    SyncPolicy {
         automated: s.automated,
         prune: s.prune,
         self_heal: s.self_heal.unwrap_or(true),
@@ -515,20 +588,18 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             s.hook_timeout.as_ref(),
             tether_core::sync::hooks::DEFAULT_HOOK_TIMEOUT,
         ),
-    };
-    let ignore_differences = raw
-        .ignore_differences
-        .iter()
-        .enumerate()
-        .map(|(i, d)| resolve_ignore(d, &format!("{path}.ignoreDifferences[{i}]"), check))
-        .collect();
-    let sync_windows = raw
-        .sync_windows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, w)| resolve_window(w, &format!("{path}.syncWindows[{i}]"), check))
-        .collect();
-    // Resolved here, once: the worker takes the result and has nothing left to fail.
+    }
+}
+
+/// Where an app's outcomes are told: its notification channels and its commit
+/// status target. Resolved here, once: the worker takes the result and has nothing
+/// left to fail.
+fn resolve_reporting(
+    raw: &raw::App,
+    source: &SourceConfig,
+    path: &str,
+    check: &mut Checker,
+) -> (Vec<Arc<Channel>>, Option<Arc<CommitStatusTarget>>) {
     let notifications = match tether_core::report::notify::resolve_channels(&raw.notifications) {
         Ok(channels) => channels,
         Err(err) => {
@@ -552,34 +623,7 @@ fn resolve_app(raw: &raw::App, path: &str, check: &mut Checker) -> AppConfig {
             }
         }
     });
-    let (depends_on, ready_exprs) =
-        super::depends::resolve_references(&raw.depends_on, path, check);
-    AppConfig {
-        name: raw.name.value.clone(),
-        source,
-        destination,
-        sync,
-        ignore_differences,
-        sync_windows,
-        suspend: raw.suspend,
-        notifications,
-        commit_status,
-        service_account_name,
-        tenant_namespace: None,
-        depends_on,
-        ready_exprs,
-        post_build: raw.post_build.as_ref().map(|p| {
-            super::post_build::resolve_post_build(&p.value, &format!("{path}.postBuild"), check)
-        }),
-        decryption: raw.decryption.as_ref().map(|d| {
-            super::decryption::resolve_decryption(&d.value, &format!("{path}.decryption"), check)
-        }),
-        health_checks: super::health::resolve_health_checks(
-            &raw.health_check_exprs,
-            &format!("{path}.healthCheckExprs"),
-            check,
-        ),
-    }
+    (notifications, commit_status)
 }
 
 fn resolve_ignore(

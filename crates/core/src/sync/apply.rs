@@ -69,81 +69,16 @@ pub(super) async fn apply_steps(
         {
             return Ok(());
         }
-        let writes: Vec<_> = step
-            .objects
-            .iter()
-            .copied()
-            .filter(|&i| items[i].result.is_none())
-            .map(|i| {
-                let item = &items[i];
-                async move {
-                    let started = Instant::now();
-                    let executed = execute(cluster, item, options).await;
-                    (i, executed, started.elapsed())
-                }
-            })
-            .collect();
-        let results: Vec<(usize, Executed, Duration)> = futures::stream::iter(writes)
-            .buffer_unordered(options.concurrency.max(1))
-            .collect()
-            .await;
+        let results = write_step(cluster, items, step, options).await;
         let mut failed = false;
-        for (i, result, took) in results {
-            let item = &mut items[i];
-            match result {
-                Ok((mut action, answer)) => {
-                    if answer.is_some() {
-                        // An answer means a request went out (Unchanged and the like
-                        // send none).
-                        item.written_in = Some(took);
-                    }
-                    if item.undecided
-                        && let Some(answer) = &answer
-                    {
-                        // Applied without a dry run: what it changed is its answer
-                        // against the live copy it was planned from.
-                        let diff = diff_object(
-                            &item.manifest.id,
-                            Some(answer),
-                            item.live.as_ref(),
-                            diff_options,
-                        );
-                        if item.live.is_some() {
-                            item.plan = match &diff.drift {
-                                Drift::InSync => Plan::Unchanged,
-                                drift => Plan::Configure(describe_changes(drift)),
-                            };
-                            if item.plan == Plan::Unchanged {
-                                action = Action::Unchanged;
-                            }
-                        }
-                        item.diff = diff.drift.is_drift().then_some(diff);
-                    }
-                    if let Some(answer) = answer {
-                        item.latest = Latest::Fresh(answer);
-                    }
-                    let message = match &item.plan {
-                        Plan::Configure(m)
-                        | Plan::Replace(m)
-                        | Plan::Conflict(m)
-                        | Plan::Skip(m) => m.clone(),
-                        _ => String::new(),
-                    };
-                    let message = match action {
-                        Action::Conflict => format!("labelled for app {message:?}: not applied"),
-                        _ => message,
-                    };
-                    item.result = Some((action, message));
-                    let id = &item.manifest.id;
-                    if is_namespace(id) {
-                        created_namespaces.insert(id.name.clone());
-                    }
-                }
-                Err(message) => {
-                    failed = true;
-                    item.result = Some((Action::Failed, message));
-                }
-            }
+        for (i, executed, took) in results {
+            failed |= !record_write(
+                &mut items[i],
+                executed,
+                took,
+                diff_options,
+                created_namespaces,
+            );
         }
         if let Some(progress) = options.progress {
             let done = items.iter().filter(|i| i.result.is_some()).count();
@@ -194,6 +129,100 @@ pub(super) async fn apply_steps(
     )
     .await;
     Ok(())
+}
+
+/// Writes a step's objects not yet decided, as many at once as the options allow;
+/// each result comes with how long its write took.
+async fn write_step(
+    cluster: &Cluster,
+    items: &[Item<'_>],
+    step: &Step,
+    options: &SyncOptions<'_>,
+) -> Vec<(usize, Executed, Duration)> {
+    let writes: Vec<_> = step
+        .objects
+        .iter()
+        .copied()
+        .filter(|&i| items[i].result.is_none())
+        .map(|i| {
+            let item = &items[i];
+            async move {
+                let started = Instant::now();
+                let executed = execute(cluster, item, options).await;
+                (i, executed, started.elapsed())
+            }
+        })
+        .collect();
+    futures::stream::iter(writes)
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Takes a write's result into its item: the action and message, its answer as the
+/// latest live copy, and what it changed when it was applied without a dry run.
+/// False when the write failed.
+fn record_write(
+    item: &mut Item<'_>,
+    executed: Executed,
+    took: Duration,
+    diff_options: &DiffOptions<'_>,
+    created_namespaces: &mut HashSet<String>,
+) -> bool {
+    match executed {
+        Ok((mut action, answer)) => {
+            if answer.is_some() {
+                // An answer means a request went out (Unchanged and the like
+                // send none).
+                item.written_in = Some(took);
+            }
+            if item.undecided
+                && let Some(answer) = &answer
+            {
+                // Applied without a dry run: what it changed is its answer
+                // against the live copy it was planned from.
+                let diff = diff_object(
+                    &item.manifest.id,
+                    Some(answer),
+                    item.live.as_ref(),
+                    diff_options,
+                );
+                if item.live.is_some() {
+                    item.plan = match &diff.drift {
+                        Drift::InSync => Plan::Unchanged,
+                        drift => Plan::Configure(describe_changes(drift)),
+                    };
+                    if item.plan == Plan::Unchanged {
+                        action = Action::Unchanged;
+                    }
+                }
+                item.diff = diff.drift.is_drift().then_some(diff);
+            }
+            if let Some(answer) = answer {
+                item.latest = Latest::Fresh(answer);
+            }
+            let message = match &item.plan {
+                Plan::Configure(m) | Plan::Replace(m) | Plan::Conflict(m) | Plan::Skip(m) => {
+                    m.clone()
+                }
+                _ => String::new(),
+            };
+            let message = match action {
+                Action::Conflict => format!("labelled for app {message:?}: not applied"),
+                _ => message,
+            };
+            item.result = Some((action, message));
+            let id = &item.manifest.id;
+            if is_namespace(id) {
+                created_namespaces.insert(id.name.clone());
+            }
+            true
+        }
+        Err(message) => {
+            item.result = Some((Action::Failed, message));
+            false
+        }
+    }
 }
 
 /// What the report says of a Namespace deleted again by [`undo_namespaces`].
