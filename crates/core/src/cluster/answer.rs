@@ -190,7 +190,7 @@ mod tests {
         );
         assert_eq!(
             *asked.lock(),
-            ["/api/v1/namespaces/shop/configmaps?labelSelector=tether.dev%2Fapp%3Dweb"]
+            ["/api/v1/namespaces/shop/configmaps?&labelSelector=tether.dev%2Fapp%3Dweb"]
         );
         let (cluster, _) = answering(200, r#"{"items": null, "metadata": {}}"#);
         let none = cluster.list(&configmaps(), None, "").await;
@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(applied.expect("an answer"), answer);
         assert_eq!(
             *asked.lock(),
-            ["/api/v1/namespaces/shop/configmaps/web?dryRun=All&fieldManager=tether"]
+            ["/api/v1/namespaces/shop/configmaps/web?&dryRun=All&fieldManager=tether"]
         );
     }
 }
