@@ -198,7 +198,8 @@ mod tests {
 
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "shop"}});
         let mut answer = object.clone();
-        answer["metadata"]["managedFields"] = json!([{"manager": "tether", "operation": "Apply", "fieldsV1": {"f:data": {}}}]);
+        answer["metadata"]["managedFields"] =
+            json!([{"manager": "tether", "operation": "Apply", "fieldsV1": {"f:data": {}}}]);
         let (cluster, asked) = answering(200, &answer.to_string());
         let applied = cluster.dry_run_apply(&configmaps(), &object, false).await;
         assert_eq!(applied.expect("an answer"), answer);

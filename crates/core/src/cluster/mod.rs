@@ -623,7 +623,9 @@ impl Cluster {
         let body = typed_body(object)?;
         let request = self.request(kind, namespace);
         let created = self
-            .answer(Retry::Never, || request.create(&write_params(), body.clone()))
+            .answer(Retry::Never, || {
+                request.create(&write_params(), body.clone())
+            })
             .await?;
         Ok(Value::Object(created))
     }
