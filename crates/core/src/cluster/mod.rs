@@ -1,13 +1,18 @@
 //! The Kubernetes API, through kube-rs: the only stage that talks to an API server.
 //!
-//! Objects travel as `serde_json::Value` (kube's `DynamicObject` underneath): tether
-//! manages any kind, including custom resources it has never seen, and the diff stage
-//! compares values, not Rust types.
+//! Objects travel as `serde_json::Value`: tether manages any kind, including custom
+//! resources it has never seen, and the diff stage compares values, not Rust types.
+//! Reads and applies are parsed from the server's answer straight into values (see
+//! [`Cluster::answer`]); kube's `DynamicObject` is kept for watches and for the
+//! bodies of creates and replaces.
 
+mod answer;
 pub mod cache;
 pub mod lookup;
 pub mod objects;
 pub(crate) mod tenancy;
+
+use answer::{Page, typed_body, typed_item};
 
 pub use tenancy::{Bookkeeping, ClusterKey, KubeConfigSecret, ServiceAccount};
 
@@ -25,7 +30,7 @@ use kube::discovery::ApiResource;
 use kube::discovery::Scope as ServedScope;
 use kube::{Client, Config};
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use tether_diff::manifest::{GroupKind, ObjectKey, Scope};
 use tether_schema::ownership::FIELD_MANAGER;
@@ -162,6 +167,8 @@ impl From<kube::Error> for ClusterError {
                 reason: status.reason.clone(),
                 message: status.message.clone(),
             },
+            // Not the JSON it should be (a proxy's page, a cut body).
+            kube::Error::SerdeError(err) => ClusterError::Answer(err),
             other => ClusterError::Transport(other),
         }
     }
@@ -518,22 +525,19 @@ impl Cluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, ClusterError> {
-        let api = self.api(kind, namespace);
+        let request = self.request(kind, namespace);
         let mut params = kube::api::ListParams::default();
         if !label_selector.is_empty() {
             params = params.labels(label_selector);
         }
         let mut objects = Vec::new();
         loop {
-            let page = self.bounded(Retry::WhenBusy, || api.list(&params)).await?;
-            let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-            for mut object in page.items {
-                // List items may come without their type; the request knows it.
-                object.types = Some(kube::api::TypeMeta {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                });
-                objects.push(to_value(object)?);
+            let page: Page = self
+                .answer(Retry::WhenBusy, || request.list(&params))
+                .await?;
+            let next = page.metadata.continue_.filter(|c| !c.is_empty());
+            for item in page.items.into_iter().flatten() {
+                objects.push(typed_item(item, kind));
             }
             match next {
                 Some(token) => params = params.continue_token(&token),
@@ -549,14 +553,15 @@ impl Cluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ClusterError> {
+        let request = self.request(kind, namespace);
+        let params = kube::api::GetParams::default();
         match self
-            .bounded(Retry::WhenBusy, || async {
-                self.api(kind, namespace).get_opt(name).await
-            })
-            .await?
+            .answer::<Map<String, Value>>(Retry::WhenBusy, || request.get(name, &params))
+            .await
         {
-            Some(object) => Ok(Some(to_value(object)?)),
-            None => Ok(None),
+            Ok(object) => Ok(Some(Value::Object(object))),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
         }
     }
 
@@ -597,13 +602,14 @@ impl Cluster {
         params: &PatchParams,
     ) -> Result<Value, ClusterError> {
         let (namespace, name) = identity(object, "applied")?;
-        let api = self.api(kind, namespace);
+        let request = self.request(kind, namespace);
+        // Serialised once, however many attempts send it.
+        let body = serde_json::value::to_raw_value(object).map_err(ObjectError::NotAnObject)?;
+        let patch = Patch::Apply(&*body);
         let applied = self
-            .bounded(Retry::WhenBusy, || async {
-                api.patch(name, params, &Patch::Apply(object)).await
-            })
+            .answer(Retry::WhenBusy, || request.patch(name, params, &patch))
             .await?;
-        to_value(applied)
+        Ok(Value::Object(applied))
     }
 
     /// Creates an object (POST) as field manager `tether`. An object that already
@@ -614,14 +620,14 @@ impl Cluster {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
-        let typed = to_dynamic(object)?;
-        let api = self.api(kind, namespace);
+        let body = typed_body(object)?;
+        let request = self.request(kind, namespace);
         let created = self
-            .bounded(Retry::Never, || async {
-                api.create(&write_params(), &typed).await
+            .answer(Retry::Never, || {
+                request.create(&write_params(), body.clone())
             })
             .await?;
-        to_value(created)
+        Ok(Value::Object(created))
     }
 
     /// Replaces an object (PUT) as field manager `tether`. With `metadata.resourceVersion`
@@ -630,14 +636,14 @@ impl Cluster {
     /// caller re-reads and decides again.
     pub async fn replace(&self, kind: &Resolved, object: &Value) -> Result<Value, ClusterError> {
         let (namespace, name) = identity(object, "replaced")?;
-        let typed = to_dynamic(object)?;
-        let api = self.api(kind, namespace);
+        let body = typed_body(object)?;
+        let request = self.request(kind, namespace);
         let replaced = self
-            .bounded(Retry::WhenBusy, || async {
-                api.replace(name, &write_params(), &typed).await
+            .answer(Retry::WhenBusy, || {
+                request.replace(name, &write_params(), body.clone())
             })
             .await?;
-        to_value(replaced)
+        Ok(Value::Object(replaced))
     }
 
     /// Deletes an object with background propagation; an object already gone is fine.
@@ -757,8 +763,4 @@ fn identity<'a>(
         .pointer("/metadata/namespace")
         .and_then(Value::as_str);
     Ok((namespace, name))
-}
-
-fn to_dynamic(object: &Value) -> Result<DynamicObject, ClusterError> {
-    serde_json::from_value(object.clone()).map_err(|e| ObjectError::NotAnObject(e).into())
 }

@@ -5,7 +5,7 @@
 use futures::{Stream, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Cluster, ClusterError, Resolved, Retry, to_value};
 
@@ -73,14 +73,15 @@ impl Cluster {
         manager: &str,
     ) -> Result<Value, ClusterError> {
         let (namespace, name) = super::identity(object, "given a status")?;
-        let api = self.api(kind, namespace);
+        let request = self.request(kind, namespace);
         let params = PatchParams::apply(manager).force();
-        let applied = self
-            .bounded(Retry::WhenBusy, || async {
-                api.patch_status(name, &params, &Patch::Apply(object)).await
+        let patch = Patch::Apply(object);
+        let applied: Map<String, Value> = self
+            .answer(Retry::WhenBusy, || {
+                request.patch_subresource("status", name, &params, &patch)
             })
             .await?;
-        to_value(applied)
+        Ok(Value::Object(applied))
     }
 
     /// A JSON merge patch of one object (RFC 7386), as tether's field manager.
@@ -91,16 +92,15 @@ impl Cluster {
         name: &str,
         patch: &Value,
     ) -> Result<Value, ClusterError> {
-        let api = self.api(kind, namespace);
+        let request = self.request(kind, namespace);
         let params = PatchParams {
             field_manager: Some(tether_schema::ownership::FIELD_MANAGER.to_string()),
             ..PatchParams::default()
         };
-        let patched = self
-            .bounded(Retry::WhenBusy, || async {
-                api.patch(name, &params, &Patch::Merge(patch)).await
-            })
+        let patch = Patch::Merge(patch);
+        let patched: Map<String, Value> = self
+            .answer(Retry::WhenBusy, || request.patch(name, &params, &patch))
             .await?;
-        to_value(patched)
+        Ok(Value::Object(patched))
     }
 }
