@@ -9,6 +9,7 @@ use crate::app_crd::exists;
 use crate::appsets::configmap;
 use crate::serve::{Serve, refused, server_section, with_origin};
 use crate::support::{TestSandbox, eventually};
+use tether_testkit::assert_contains;
 
 /// A Git-directories appSet over `dirs` of `url`, its apps syncing to `live`.
 fn app_set(name: &str, url: &str, dirs: &str, deletion: &str, path: &str) -> String {
@@ -104,9 +105,9 @@ async fn an_invalid_template_or_a_taken_name_is_refused_naming_the_app_set_and_n
     );
     let (code, stderr) = refused(&sandbox, "typo.yaml", &typo).await;
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("appSets[0] (team): parameter set directory teams/a: template.spec.source.path: unknown parameter {{pth}}"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "appSets[0] (team): parameter set directory teams/a: template.spec.source.path: unknown parameter {{pth}}",
     );
 
     let taken = format!(

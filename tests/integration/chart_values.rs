@@ -8,6 +8,7 @@
 //! whose target selects nothing stops its app, naming the patch.
 
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
 
 use crate::app_crd::{app_sandbox, apply_app};
 use crate::charts_deps::HelmRepo;
@@ -154,9 +155,9 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
     let status = serve
         .wait_status_text("missing", "the missing Secret reported", "ValuesFailed")
         .await;
-    assert!(
-        status.contains("source.helm.valuesFrom[0]: Secret tether-system/absent-values not found"),
-        "{status}"
+    assert_contains(
+        &status,
+        "source.helm.valuesFrom[0]: Secret tether-system/absent-values not found",
     );
     // A Secret whose values do not parse: named, its text shown nowhere.
     let status = serve
@@ -166,9 +167,9 @@ async fn values_from_configmaps_and_secrets_merge_in_order_follow_changes_and_fa
             "ValuesFailed",
         )
         .await;
-    assert!(
-        status.contains("Secret tether-system/broken-values key values.yaml: is not YAML"),
-        "{status}"
+    assert_contains(
+        &status,
+        "Secret tether-system/broken-values key values.yaml: is not YAML",
     );
     // A post-renderer's patch whose target selects nothing: named, nothing applied.
     let bad = serve

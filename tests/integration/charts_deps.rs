@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tether_testkit::assert_contains;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
@@ -338,11 +339,7 @@ async fn dependency_failures_name_the_repository_chart_and_version_and_apply_not
     repo.commit("lock without sub");
     let unlisted = run(&[]).await;
     assert_eq!(unlisted.code, Some(2), "{unlisted:?}");
-    assert!(
-        unlisted.stderr.contains("is missing from Chart.lock"),
-        "{}",
-        unlisted.stderr
-    );
+    assert_contains(&unlisted.stderr, "is missing from Chart.lock");
 
     assert!(
         config_maps(&sandbox).await.is_empty(),

@@ -4,6 +4,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tether_testkit::assert_contains;
 
 use crate::support::git;
 
@@ -217,10 +218,9 @@ fn a_silent_api_server_fails_diff_and_sync_within_the_request_timeout() {
     }
     let refused = tether(&["diff", "--path", path, "--request-timeout", "soon"]);
     assert_eq!(refused.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("\"soon\" is not a duration"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+    assert_contains(
+        &String::from_utf8_lossy(&refused.stderr),
+        "\"soon\" is not a duration",
     );
 }
 

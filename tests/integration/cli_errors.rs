@@ -3,6 +3,7 @@
 //! no library's log line reaches a user at the default level.
 
 use std::process::{Command, Output};
+use tether_testkit::assert_contains;
 
 use tether_sandbox::SandboxOptions;
 
@@ -84,10 +85,7 @@ fn status_says_it_could_not_connect_and_asks_whether_serve_runs_there() {
     let out = tether(&["status", "--server", &server], home.path());
     let text = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
-    assert!(
-        text.contains(&format!("could not connect to {server}")),
-        "{text}"
-    );
+    assert_contains(&text, &format!("could not connect to {server}"));
     assert!(text.to_lowercase().contains("connection refused"), "{text}");
     assert!(text.contains("is `tether serve` running there?"), "{text}");
     assert!(!text.contains("error sending request"), "{text}");

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
 
 use serde_json::{Value, json};
 use tether_core::report::drift::{DriftReport, Format, render};
@@ -399,10 +400,7 @@ fn offline_diff_exit_codes_follow_kubectl() -> anyhow::Result<()> {
     write(&l, "cm.yaml", &cm.replace("k: v", "k: w"))?;
     let (code, text, _) = tether_diff(&args("never"));
     assert_eq!(code, Some(1), "drift: {text}");
-    assert!(
-        text.contains("Modified: ConfigMap shop/a\n  ~ data.k\n"),
-        "{text}"
-    );
+    assert_contains(&text, "Modified: ConfigMap shop/a\n  ~ data.k\n");
     assert!(text.contains("-  k: w\n+  k: v\n"), "{text}");
     assert!(
         text.ends_with("1 object: 0 in sync, 1 modified, 0 missing, 0 extra\n"),
@@ -416,9 +414,9 @@ fn offline_diff_exit_codes_follow_kubectl() -> anyhow::Result<()> {
     let (code, out, message) = tether_diff(&args("never"));
     assert_eq!(code, Some(2), "an error is never exit 1: {out}");
     assert!(out.is_empty(), "nothing on stdout for an error: {out}");
-    assert!(
-        message.contains("bad.yaml, document 1, line 1: missing metadata.name"),
-        "{message}"
+    assert_contains(
+        &message,
+        "bad.yaml, document 1, line 1: missing metadata.name",
     );
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! and a Git source is read at its revision. Secrets never appear in any format.
 
 use std::path::Path;
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 
@@ -392,9 +393,5 @@ async fn the_apps_of_a_configuration_are_diffed_from_git() {
 
     let unknown = tether_diff(&sandbox, &["--config", config, "--app", "nope"]).await;
     assert_eq!(unknown.code, Some(2));
-    assert!(
-        unknown.stderr.contains("no app named \"nope\""),
-        "{}",
-        unknown.stderr
-    );
+    assert_contains(&unknown.stderr, "no app named \"nope\"");
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 
@@ -388,10 +389,9 @@ async fn the_workflow_installs_tether_from_its_own_repository_at_a_pinned_commit
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("TETHER_REV must be the 40-hex commit"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_contains(
+        &String::from_utf8_lossy(&out.stderr),
+        "TETHER_REV must be the 40-hex commit",
     );
     let sha = "0123456789abcdef0123456789abcdef01234567";
     let out = run(sha).await;

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 use tether_core::cluster::Cluster;
@@ -380,10 +381,7 @@ async fn dropping_a_namespace_with_its_contents_counts_each_deletion_once() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(
-        refused.contains("refusing to prune 8 of the app's 12 objects"),
-        "{refused}"
-    );
+    assert_contains(&refused, "refusing to prune 8 of the app's 12 objects");
 
     // One Namespace of three, 4 of 12: pruned, contents and all.
     let dir = app_dir(&sandbox, "drop", &set(&["drop-a", "drop-b"]));

@@ -7,6 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tether_testkit::assert_contains;
 
 use crate::app_crd::{app, app_sandbox, app_yaml, exists};
 use crate::serve::{Serve, configmap, origin_http, refused, server_section, with_origin};
@@ -168,9 +169,9 @@ async fn a_configuration_with_a_dependency_cycle_is_refused_naming_the_chain() {
     );
     let (code, stderr) = refused(&sandbox, "cycle.yaml", &config).await;
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("apps[0].dependsOn: a dependency cycle: a → b → c → a"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "apps[0].dependsOn: a dependency cycle: a → b → c → a",
     );
 }
 

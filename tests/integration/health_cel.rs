@@ -6,6 +6,7 @@
 //! the rule and the position in the expression.
 
 use serde_json::Value;
+use tether_testkit::assert_contains;
 
 use crate::serve::{Serve, configmap, refused, server_section, with_origin};
 use crate::support::{TestSandbox, app_dir, json, resource, sync_app};
@@ -103,9 +104,9 @@ async fn a_custom_resource_is_judged_by_its_apps_cel_rule() {
     );
     let out = serve.tether_status(&["--app", "gadgets"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("Gadget/g1: disk full [failed (status.phase == 'Failed') holds]"),
-        "{text}"
+    assert_contains(
+        &text,
+        "Gadget/g1: disk full [failed (status.phase == 'Failed') holds]",
     );
     assert_eq!(serve.stop().await, Some(0));
 }

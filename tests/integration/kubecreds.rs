@@ -9,6 +9,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 
@@ -152,10 +153,7 @@ async fn the_cli_acts_with_the_kubeconfig_users_token_as_rbac_allows() {
     let rollback = ["rollback", "team-a.web", sha.as_str(), "--reason", "test"];
     let (code, out) = cli(&serve.url, &viewer_config, &rollback).await;
     assert_eq!(code, Some(2), "{out}");
-    assert!(
-        out.contains("needs patch on apps.tether.dev in team-a"),
-        "{out}"
-    );
+    assert_contains(&out, "needs patch on apps.tether.dev in team-a");
     // The operator, through the exec plugin, may; the Event names them.
     let (code, out) = cli(&serve.url, &operator_config, &rollback).await;
     assert_eq!(code, Some(0), "{out}");
@@ -170,9 +168,9 @@ async fn the_cli_acts_with_the_kubeconfig_users_token_as_rbac_allows() {
     let (code, out) = cli(&serve.url, &forged_config, &["status"]).await;
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("401 Unauthorized"), "{out}");
-    assert!(
-        out.contains("did not accept the token of kubeconfig context \"me\""),
-        "{out}"
+    assert_contains(
+        &out,
+        "did not accept the token of kubeconfig context \"me\"",
     );
     assert!(!out.contains(forged), "the token was printed: {out}");
 
@@ -204,9 +202,9 @@ async fn a_client_certificate_only_context_is_refused_with_what_to_use() {
     let config = kubeconfig(dir.path(), "cert", "https://127.0.0.1:1", &user);
     let (code, out) = cli("http://127.0.0.1:1", &config, &["status"]).await;
     assert_eq!(code, Some(2), "{out}");
-    assert!(
-        out.contains("kubeconfig context \"me\" authenticates with a client certificate only, which cannot be forwarded to tether serve"),
-        "{out}"
+    assert_contains(
+        &out,
+        "kubeconfig context \"me\" authenticates with a client certificate only, which cannot be forwarded to tether serve",
     );
     assert!(out.contains("kubectl create token"), "{out}");
     assert!(!out.contains("could not connect"), "{out}");

@@ -6,6 +6,7 @@
 
 use std::process::Stdio;
 use std::time::Duration;
+use tether_testkit::assert_contains;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -50,11 +51,7 @@ async fn deployed(namespace: &str) -> (TestSandbox, String) {
     let sandbox = TestSandbox::start().await;
     let file = sandbox.write_file("web.yaml", &web(namespace, "nginx:1.25"));
     let out = sandbox.kubectl(&["apply", "-f", &file]).await.ok();
-    assert!(
-        out.stdout.contains("deployment.apps/web created"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "deployment.apps/web created");
     rolled_out(&sandbox, namespace).await;
     (sandbox, file)
 }
@@ -143,11 +140,7 @@ async fn scale_changes_the_replicas_and_the_controller_follows() {
         ])
         .await;
     assert_eq!(stale.code, 1, "{stale:?}");
-    assert!(
-        stale.stderr.contains("Expected replicas to be 2, was 4"),
-        "{}",
-        stale.stderr
-    );
+    assert_contains(&stale.stderr, "Expected replicas to be 2, was 4");
 }
 
 #[tokio::test]
@@ -420,11 +413,7 @@ async fn replace_from_a_file_replaces_the_object_and_refuses_a_stale_one() {
     // The same file again names a resourceVersion that is no longer current.
     let stale = sandbox.kubectl(&["replace", "-f", &file]).await;
     assert_eq!(stale.code, 1, "{stale:?}");
-    assert!(
-        stale.stderr.contains("the object has been modified"),
-        "{}",
-        stale.stderr
-    );
+    assert_contains(&stale.stderr, "the object has been modified");
 }
 
 /// Every manifest of the recording, so that each kind can be described.

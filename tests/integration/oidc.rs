@@ -10,6 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
+use tether_testkit::assert_contains;
 
 use crate::oidc_issuer::{CLIENT_SECRET, Flaw, Issuer, TestUser};
 use crate::people::{assert_forbidden, team_apps, team_origin, teams};
@@ -159,10 +160,7 @@ impl Steps {
         assert_eq!(start.status(), StatusCode::SEE_OTHER);
         let login = set_cookie(&start, "tether_login").expect("a login cookie");
         let authorize = location(&start);
-        assert!(
-            authorize.contains("code_challenge_method=S256"),
-            "{authorize}"
-        );
+        assert_contains(&authorize, "code_challenge_method=S256");
         let back = self.http.get(&authorize).send().await.expect("the issuer");
         assert_eq!(back.status(), StatusCode::FOUND);
         (login, location(&back))

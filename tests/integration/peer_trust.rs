@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tether_testkit::assert_contains;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -195,9 +196,5 @@ async fn a_forged_member_lease_gets_no_token_shows_no_status_and_holds_no_shard(
         !received.to_ascii_lowercase().contains("authorization"),
         "{received}"
     );
-    assert!(
-        serve.log().contains("did not answer as a peer"),
-        "{}",
-        serve.log()
-    );
+    assert_contains(&serve.log(), "did not answer as a peer");
 }

@@ -5,6 +5,7 @@
 //! the others.
 
 use std::path::Path;
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 
@@ -310,11 +311,7 @@ fn a_render_failure_fails_the_job_only_when_asked() {
     );
     no_secret_value(&run);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
-    assert!(
-        run.stderr.contains("render failed for app(s) broken"),
-        "{}",
-        run.stderr
-    );
+    assert_contains(&run.stderr, "render failed for app(s) broken");
     // The report is written all the same.
     assert!(
         run.stdout.contains(
@@ -323,11 +320,7 @@ fn a_render_failure_fails_the_job_only_when_asked() {
         "{}",
         run.stdout
     );
-    assert!(
-        run.stdout.contains("app api: unchanged (not rendered)"),
-        "{}",
-        run.stdout
-    );
+    assert_contains(&run.stdout, "app api: unchanged (not rendered)");
 }
 
 /// An overlay whose base changed is rendered again though its own folder did not
@@ -361,11 +354,7 @@ fn an_app_is_rendered_when_a_base_it_uses_changes_and_only_then() {
     // Nothing changed: nothing rendered, exit 0.
     let run = tether_in(&repo.dir, &["--base", "HEAD", "--path", "apps/web"]);
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stdout.contains("app web: unchanged (not rendered)"),
-        "{}",
-        run.stdout
-    );
+    assert_contains(&run.stdout, "app web: unchanged (not rendered)");
 }
 
 #[test]
@@ -435,11 +424,7 @@ fn outside_a_git_checkout_the_error_says_so() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let run = tether_in(tmp.path(), &["--base", "main", "--path", "."]);
     assert_eq!(run.code, Some(2));
-    assert!(
-        run.stderr.contains("is in no Git repository"),
-        "{}",
-        run.stderr
-    );
+    assert_contains(&run.stderr, "is in no Git repository");
 }
 
 /// One test case of a JUnit report: its suite, class, name, and the kind and

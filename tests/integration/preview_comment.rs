@@ -8,6 +8,7 @@ mod forge;
 
 use std::path::Path;
 use std::time::Duration;
+use tether_testkit::assert_contains;
 
 use serde_json::json;
 use tether_core::report::comment::{CommentError, CommentTarget, Posted, upsert};
@@ -398,11 +399,7 @@ async fn a_pull_request_gets_one_comment_edited_on_the_next_push() {
     repo.commit("push 2");
     let second = in_github_actions(&repo.dir, &base, &forge, TOKEN, &[]).await;
     assert_eq!(second.code, Some(1), "{}", second.stderr);
-    assert!(
-        second.stderr.contains("tether: comment 1 updated"),
-        "{}",
-        second.stderr
-    );
+    assert_contains(&second.stderr, "tether: comment 1 updated");
     let comments = forge.comments();
     assert_eq!(comments.len(), 1, "edited, not duplicated");
     assert!(comments[0].body.contains("`nginx:1.25` → `nginx:1.28`"));
@@ -431,11 +428,7 @@ async fn a_pull_request_gets_one_comment_edited_on_the_next_push() {
     let comments = forge.comments();
     assert_eq!(comments.len(), 1);
     assert!(comments[0].body.len() <= 1500, "{}", comments[0].body.len());
-    assert!(
-        comments[0].body.contains("left out"),
-        "{}",
-        comments[0].body
-    );
+    assert_contains(&comments[0].body, "left out");
     for c in &comments {
         for value in [SECRET_BASE, SECRET_HEAD] {
             assert!(!c.body.contains(value), "a Secret value in the comment");
@@ -455,10 +448,9 @@ async fn a_comment_that_cannot_be_posted_fails_the_job_after_the_report() {
         run.stdout.contains("nginx:1.27"),
         "the report is printed first"
     );
-    assert!(
-        run.stderr.contains("error: the pull-request comment was not posted: listing the comments on github pull request 7: rejected with HTTP 401"),
-        "{}",
-        run.stderr
+    assert_contains(
+        &run.stderr,
+        "error: the pull-request comment was not posted: listing the comments on github pull request 7: rejected with HTTP 401",
     );
     assert!(!run.stderr.contains(wrong) && !run.stdout.contains(wrong));
 
@@ -483,9 +475,9 @@ async fn a_comment_that_cannot_be_posted_fails_the_job_after_the_report() {
         .expect("tether runs");
     assert_eq!(push.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&push.stderr);
-    assert!(
-        stderr.contains("--comment: which pull request? pass --comment-pr N"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "--comment: which pull request? pass --comment-pr N",
     );
     assert!(push.stdout.is_empty(), "settled before any render");
 }
@@ -527,11 +519,7 @@ async fn each_configuration_keeps_its_own_comment_and_the_old_one_is_adopted() {
     std::fs::write(repo.dir.join("staging.yaml"), staging).expect("staging.yaml");
     let second = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &[]).await;
     assert_eq!(second.code, Some(1), "{}", second.stderr);
-    assert!(
-        second.stderr.contains("tether: comment added"),
-        "{}",
-        second.stderr
-    );
+    assert_contains(&second.stderr, "tether: comment added");
     let comments = forge.comments();
     assert_eq!(comments.len(), 2, "{comments:?}");
     assert!(
@@ -544,24 +532,12 @@ async fn each_configuration_keeps_its_own_comment_and_the_old_one_is_adopted() {
     // Reruns find their own comment (edited, or left alone when it says the same);
     // a named id is a third one.
     let again = in_github_actions(&repo.dir, &base, &forge, TOKEN, &[]).await;
-    assert!(
-        again.stderr.contains("tether: comment 1 "),
-        "{}",
-        again.stderr
-    );
+    assert_contains(&again.stderr, "tether: comment 1 ");
     let again = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &[]).await;
-    assert!(
-        again.stderr.contains("tether: comment 2 "),
-        "{}",
-        again.stderr
-    );
+    assert_contains(&again.stderr, "tether: comment 2 ");
     let named = ["--comment-id", "prod-eu"];
     let run = previewing(&repo.dir, &base, &forge, TOKEN, "staging.yaml", &named).await;
-    assert!(
-        run.stderr.contains("tether: comment added"),
-        "{}",
-        run.stderr
-    );
+    assert_contains(&run.stderr, "tether: comment added");
     let comments = forge.comments();
     assert_eq!(comments.len(), 3, "{comments:?}");
     assert_eq!(
@@ -598,11 +574,7 @@ async fn the_github_action_posts_the_comment_and_fails_only_on_errors() {
     assert_eq!(outputs, "exit-code=1\n");
     let comments = forge.comments();
     assert_eq!(comments.len(), 1, "{comments:?}");
-    assert!(
-        comments[0].body.contains("`nginx:1.25` → `nginx:1.27`"),
-        "{}",
-        comments[0].body
-    );
+    assert_contains(&comments[0].body, "`nginx:1.25` → `nginx:1.27`");
     assert_eq!(
         comments[0].body, markdown,
         "the comment is the step's Markdown"

@@ -4,6 +4,7 @@
 //! changes and what merging it does live, in its own section of every format.
 
 use std::path::Path;
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 
@@ -185,11 +186,7 @@ async fn a_snapshot_stands_in_for_the_cluster_and_unrendered_apps_get_no_live_se
     // Without --base, --live and --config do not combine.
     let both = in_checkout(&repo.dir, &["--config", "tether.yaml", "--live", &snap]).await;
     assert_eq!(both.code, Some(2));
-    assert!(
-        both.stderr.contains("--live with --config needs --base"),
-        "{}",
-        both.stderr
-    );
+    assert_contains(&both.stderr, "--live with --config needs --base");
 }
 
 /// Issue #29: the JUnit report carries the head-vs-live section too, as one more

@@ -9,6 +9,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use tether_testkit::assert_contains;
 
 use crate::app_crd::{apply_app, install_crd};
 use crate::people::{APP_ROLES, RBAC, action_notes, token};
@@ -240,10 +241,7 @@ async fn a_rollback_holds_through_commits_edits_and_restarts_until_unpinned() {
     std::fs::write(&viewer_file, &viewer).expect("write the token");
     let (code, out) = cli(&serve, &viewer_file, &["unpin", APP]).await;
     assert_eq!(code, Some(2), "{out}");
-    assert!(
-        out.contains("needs patch on apps.tether.dev in team-a"),
-        "{out}"
-    );
+    assert_contains(&out, "needs patch on apps.tether.dev in team-a");
 
     // Each action is an Event on the App naming the operator.
     let notes = action_notes(&sandbox, 4).await;

@@ -2,6 +2,7 @@
 //! types, each in its own sandbox and namespace.
 
 use serde_json::Value;
+use tether_testkit::assert_contains;
 
 use crate::support::{TestSandbox, eventually};
 
@@ -269,20 +270,12 @@ async fn delete_removes_the_object() {
         .kubectl(&["delete", "configmap", "app-config", "-n", "kx-delete"])
         .await
         .ok();
-    assert!(
-        out.stdout.contains("configmap \"app-config\" deleted"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "configmap \"app-config\" deleted");
     let out = sandbox
         .kubectl(&["get", "configmap", "app-config", "-n", "kx-delete"])
         .await;
     assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("configmaps \"app-config\" not found"),
-        "{}",
-        out.stderr
-    );
+    assert_contains(&out.stderr, "configmaps \"app-config\" not found");
 }
 
 #[tokio::test]
@@ -439,10 +432,7 @@ async fn a_wrong_token_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     // kubectl's words for a 401.
-    assert!(
-        stderr.contains("You must be logged in to the server"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "You must be logged in to the server");
 }
 
 #[tokio::test]
@@ -671,9 +661,5 @@ async fn rollout_status_fails_for_a_broken_image() {
         ])
         .await;
     assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("exceeded its progress deadline"),
-        "{}",
-        out.stderr
-    );
+    assert_contains(&out.stderr, "exceeded its progress deadline");
 }

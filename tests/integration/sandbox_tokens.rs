@@ -5,6 +5,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use tether_testkit::assert_contains;
 
 use crate::support::TestSandbox;
 
@@ -108,11 +109,7 @@ async fn kubectl_create_token_issues_a_token_that_runs_as_the_service_account() 
         .kubectl(&["get", "configmaps", "-n", "team-a", "--token=not-issued"])
         .await;
     assert_eq!(unknown.code, 1);
-    assert!(
-        unknown.stderr.contains("Unauthorized"),
-        "{}",
-        unknown.stderr
-    );
+    assert_contains(&unknown.stderr, "Unauthorized");
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@
 //! output format, with drift and without, and the errors when a key is missing).
 
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
+use tether_testkit::assert_lacks;
 
 use age::secrecy::ExposeSecret;
 use base64::Engine;
@@ -180,11 +182,7 @@ async fn age_and_pgp_encrypted_secrets_reach_the_cluster_as_plaintext_and_no_out
         let diff = tether(&sandbox, "diff", &args).await;
         assert_no_plaintext(&format!("diff -o {format}"), &diff);
         assert_eq!(diff.code, Some(1), "drift on db only: {diff:?}");
-        assert!(
-            !diff.stdout.contains("changed-in-cluster"),
-            "{}",
-            diff.stdout
-        );
+        assert_lacks(&diff.stdout, "changed-in-cluster");
     }
 }
 
@@ -198,11 +196,7 @@ async fn without_the_key_nothing_is_applied_and_the_error_names_file_and_recipie
     assert_no_plaintext("a refused sync", &refused);
     assert_ne!(refused.code, Some(0), "{refused:?}");
     assert!(refused.stderr.contains("db.enc.yaml"), "{}", refused.stderr);
-    assert!(
-        refused.stderr.contains(&app.age_recipient),
-        "{}",
-        refused.stderr
-    );
+    assert_contains(&refused.stderr, &app.age_recipient);
     let listed = sandbox
         .kubectl(&["get", "secrets", "-n", "default", "-o", "name"])
         .await
@@ -238,9 +232,5 @@ async fn without_the_key_nothing_is_applied_and_the_error_names_file_and_recipie
     )
     .await;
     assert_ne!(bad.code, Some(0));
-    assert!(
-        bad.stderr.contains("/nonexistent/key.txt"),
-        "{}",
-        bad.stderr
-    );
+    assert_contains(&bad.stderr, "/nonexistent/key.txt");
 }

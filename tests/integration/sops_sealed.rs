@@ -6,6 +6,7 @@
 //! fail naming the file. No output holds ciphertext or plaintext.
 
 use std::path::{Path, PathBuf};
+use tether_testkit::assert_contains;
 
 use age::secrecy::ExposeSecret;
 use tether_sops::Recipients;
@@ -116,18 +117,9 @@ fn without_keys_an_encrypted_secret_is_not_compared_in_every_format_and_the_rest
         run
     };
     let text = run("text").stdout;
-    assert!(
-        text.contains("Modified: ConfigMap default/settings"),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("{NOT_COMPARED}: Secret default/db")),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("{NOT_COMPARED}: {fixture_title}")),
-        "{text}"
-    );
+    assert_contains(&text, "Modified: ConfigMap default/settings");
+    assert_contains(&text, &format!("{NOT_COMPARED}: Secret default/db"));
+    assert_contains(&text, &format!("{NOT_COMPARED}: {fixture_title}"));
     assert!(
         text.contains(
             "3 objects: 0 in sync, 1 modified, 0 missing, 0 extra, 2 encrypted: not compared"
@@ -164,10 +156,7 @@ fn without_keys_an_encrypted_secret_is_not_compared_in_every_format_and_the_rest
     );
 
     let markdown = run("markdown").stdout;
-    assert!(
-        markdown.contains(&format!("| {NOT_COMPARED} | 2 |")),
-        "{markdown}"
-    );
+    assert_contains(&markdown, &format!("| {NOT_COMPARED} | 2 |"));
     assert!(markdown.contains("- `Secret default/db`"), "{markdown}");
     let junit = run("junit").stdout;
     assert!(junit.contains("failures=\"1\""), "{junit}");

@@ -8,6 +8,7 @@
 use age::secrecy::ExposeSecret;
 use base64::Engine;
 use tether_sops::Recipients;
+use tether_testkit::assert_contains;
 
 use crate::app_crd::{app_sandbox, apply_app};
 use crate::serve::{Serve, get_text, origin_http, server_section};
@@ -95,10 +96,7 @@ async fn serve_decrypts_with_an_apps_key_secret_and_a_file_apps_keys_and_shows_n
             "DecryptionFailed",
         )
         .await;
-    assert!(
-        status.contains("Secret tether-system/sops-keys not found"),
-        "{status}"
-    );
+    assert_contains(&status, "Secret tether-system/sops-keys not found");
     sandbox
         .kubectl_apply(&key_secret("tether-system", &[("age.agekey", &age_key)]))
         .await;

@@ -7,6 +7,7 @@
 
 use base64::Engine;
 use serde_json::Value;
+use tether_testkit::assert_contains;
 
 use crate::app_crd::{app_sandbox, apply_app};
 use crate::serve::{Serve, origin_http, server_section};
@@ -119,10 +120,7 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
         .wait_status_text("broken", "the undefined variable reported", "\\\"nope\\\"")
         .await;
     assert!(status.contains("ManifestInvalid"), "{status}");
-    assert!(
-        status.contains("apps/broken/config.yaml, document 1"),
-        "{status}"
-    );
+    assert_contains(&status, "apps/broken/config.yaml, document 1");
     assert!(data(&sandbox, "cm", "broken", "plain").await.is_null());
 
     // The App: its ConfigMap is missing at first.
@@ -138,10 +136,7 @@ async fn variables_from_configmaps_and_secrets_reach_the_cluster_and_follow_chan
             "VariablesFailed",
         )
         .await;
-    assert!(
-        status.contains("ConfigMap team-v/cluster-vars not found"),
-        "{status}"
-    );
+    assert_contains(&status, "ConfigMap team-v/cluster-vars not found");
     assert!(data(&sandbox, "cm", "web", "live").await.is_null());
 
     sandbox

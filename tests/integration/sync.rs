@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tether_testkit::assert_contains;
 
 use serde_json::Value;
 use tether_sandbox::SandboxOptions;
@@ -650,10 +651,7 @@ async fn a_long_sync_shows_progress_on_a_terminal_only() {
         .expect("script runs");
     let shown = String::from_utf8_lossy(&on_terminal.stdout);
     assert!(on_terminal.status.success(), "{shown}");
-    assert!(
-        shown.contains("applying [##############################] 60/60"),
-        "{shown}"
-    );
+    assert_contains(&shown, "applying [##############################] 60/60");
     // In a pipe (CI logs), no bar.
     let piped = sync(&sandbox, &dir, "many", &[]).await;
     assert_eq!(piped.code, Some(0));

@@ -5,6 +5,7 @@
 //! continues) until a signed commit follows.
 
 use serde_json::Value;
+use tether_testkit::assert_contains;
 use tether_testkit::signing::Signer;
 
 use crate::app_crd::{app_sandbox, apply_app};
@@ -116,10 +117,7 @@ async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows()
             })
             .await;
         let (_, message) = verified(&status).expect("condition");
-        assert!(
-            message.contains(&format!("commit {unsigned} is not signed")),
-            "{message}"
-        );
+        assert_contains(&message, &format!("commit {unsigned} is not signed"));
         assert!(message.contains("stays applied"), "{message}");
     }
     // The last verified revision is still healed.
@@ -154,10 +152,7 @@ async fn an_unsigned_commit_is_not_applied_by_serve_until_a_signed_one_follows()
         .await;
     let (condition, message) = verified(&status).expect("condition");
     assert_eq!(condition, "False", "{message}");
-    assert!(
-        message.contains(&format!("commit {unsigned} is not signed")),
-        "{message}"
-    );
+    assert_contains(&message, &format!("commit {unsigned} is not signed"));
     assert_eq!(value(&sandbox, "object-cm").await, "one");
 }
 

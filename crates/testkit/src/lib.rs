@@ -44,3 +44,16 @@ pub fn sops_fixtures(from: &std::path::Path) -> std::path::PathBuf {
             "the SOPS fixtures: shared/fixtures/sops above the repository, or TETHER_SOPS_FIXTURES",
         )
 }
+
+/// Asserts that `text` (a process's output, an answer's body) says `needle`, and shows
+/// the whole text when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} is not in:\n{text}");
+}
+
+/// Asserts that `text` does not say `needle`, and shows the whole text when it does.
+#[track_caller]
+pub fn assert_lacks(text: &str, needle: &str) {
+    assert!(!text.contains(needle), "{needle:?} is in:\n{text}");
+}

@@ -2,6 +2,7 @@
 //! kube-apiserver's printers, events at either version, and `describe`.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 #[tokio::test]
 async fn wait_for_a_condition_a_jsonpath_and_a_deletion() {
@@ -392,11 +393,7 @@ async fn describe_shows_each_kind_and_its_events() {
         .kubectl(&["describe", "replicaset", rs_name, "-n", "fixtures"])
         .await
         .ok();
-    assert!(
-        out.stdout.contains("Controlled By:  Deployment/web"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "Controlled By:  Deployment/web");
 }
 
 /// core/v1 and events.k8s.io/v1 Events are one storage with renamed fields: an Event
@@ -557,16 +554,8 @@ async fn events_written_at_either_version_read_back_at_the_other() {
         ])
         .await
         .ok();
-    assert!(
-        yaml.stdout.contains("apiVersion: events.k8s.io/v1"),
-        "{}",
-        yaml.stdout
-    );
-    assert!(
-        yaml.stdout.contains("note: settings changed outside git"),
-        "{}",
-        yaml.stdout
-    );
+    assert_contains(&yaml.stdout, "apiVersion: events.k8s.io/v1");
+    assert_contains(&yaml.stdout, "note: settings changed outside git");
 
     // `describe` finds both by the core fields it selects on.
     let out = sandbox

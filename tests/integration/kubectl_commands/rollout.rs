@@ -2,6 +2,7 @@
 //! completes, and `kubectl autoscale`: the commands that follow a controller's work.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 #[tokio::test]
 async fn rollout_status_history_restart_and_undo() {
@@ -41,11 +42,7 @@ async fn rollout_status_history_restart_and_undo() {
         ])
         .await
         .ok();
-    assert!(
-        revision.stdout.contains("nginx:1.25"),
-        "{}",
-        revision.stdout
-    );
+    assert_contains(&revision.stdout, "nginx:1.25");
 
     let restart = sandbox
         .kubectl(&["rollout", "restart", "deployment/web", "-n", "kc-rollout"])
@@ -330,27 +327,15 @@ async fn autoscale_creates_an_hpa_served_at_autoscaling_v1_and_v2() {
         ])
         .await
         .ok();
-    assert!(
-        out.stdout.contains("apiVersion: autoscaling/v1"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("  targetCPUUtilizationPercentage: 50"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "apiVersion: autoscaling/v1");
+    assert_contains(&out.stdout, "  targetCPUUtilizationPercentage: 50");
     assert!(!out.stdout.contains("metrics"), "{}", out.stdout);
     // The v1 schema is served for `explain`.
     let out = sandbox
         .kubectl(&["explain", "hpa.spec", "--api-version=autoscaling/v1"])
         .await
         .ok();
-    assert!(
-        out.stdout.contains("targetCPUUtilizationPercentage"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "targetCPUUtilizationPercentage");
     // kubectl expands a short name to its group's preferred version: `hpa.v1.autoscaling`
     // reads v2 (the discovery is the recorded one, so kube-apiserver sees the same).
     let out = sandbox

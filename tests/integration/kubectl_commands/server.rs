@@ -2,6 +2,7 @@
 //! cascading deletion, discovery and `explain`, access reviews, server-side dry run.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 #[tokio::test]
 async fn delete_cascade_foreground_deletes_dependents_and_orphan_keeps_them() {
@@ -97,11 +98,7 @@ async fn api_resources_and_explain_read_discovery_and_openapi() {
     );
     let out = sandbox.kubectl(&["explain", "deployment.spec"]).await.ok();
     assert!(out.stdout.contains("GROUP:      apps"), "{}", out.stdout);
-    assert!(
-        out.stdout.contains("FIELD: spec <DeploymentSpec>"),
-        "{}",
-        out.stdout
-    );
+    assert_contains(&out.stdout, "FIELD: spec <DeploymentSpec>");
     assert!(out.stdout.contains("replicas\t<integer>"), "{}", out.stdout);
     let missing = sandbox
         .kubectl(&["explain", "deployment.spec.colour"])
@@ -164,11 +161,7 @@ subjects:
     sandbox.kubectl(&["apply", "-f", &role]).await.ok();
     assert_eq!(ask().await, (0, "yes".to_string()));
     let whoami = sandbox.kubectl(&["auth", "whoami"]).await.ok();
-    assert!(
-        whoami.stdout.contains("kubernetes-admin"),
-        "{}",
-        whoami.stdout
-    );
+    assert_contains(&whoami.stdout, "kubernetes-admin");
     // Its rules: those of its binding, and asking about itself, as system:basic-user.
     let rules = crate::support::read(
         sandbox

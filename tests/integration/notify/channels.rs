@@ -3,6 +3,7 @@
 //! delivery of what was queued after every handle is dropped.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 /// A drift report with a Deployment change and a Secret whose value sits in the
 /// change and in the desired and live objects, as a careless caller could pass it.
@@ -205,14 +206,11 @@ async fn no_request_of_any_kind_carries_a_secret_value() {
         .collect();
     assert_eq!(slack.len(), EventKind::ALL.len());
     let text = slack[0].json()["text"].as_str().unwrap().to_string();
-    assert!(
-        text.contains("*shop*: sync failed at `0123456789ab` Scale web to 3 (ApplyFailed)"),
-        "{text}"
+    assert_contains(
+        &text,
+        "*shop*: sync failed at `0123456789ab` Scale web to 3 (ApplyFailed)",
     );
-    assert!(
-        text.contains("• Deployment shop/web Modified: `spec.replicas`"),
-        "{text}"
-    );
+    assert_contains(&text, "• Deployment shop/web Modified: `spec.replicas`");
     assert!(text.contains("• ConfigMap shop/settings Missing"), "{text}");
     assert!(
         slack[0].headers.get("x-tether-signature-256").is_none(),

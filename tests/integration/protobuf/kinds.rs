@@ -2,6 +2,7 @@
 //! stores what its JSON twin stores, the scale subresource and converted kinds speak it.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 #[tokio::test]
 async fn custom_resources_refuse_protobuf_bodies_answer_json_and_406_protobuf_alone() {
@@ -297,16 +298,8 @@ async fn the_scale_subresource_speaks_protobuf_and_kubectl_scale_uses_it() {
         ])
         .await
         .ok();
-    assert!(
-        out.stdout.contains("deployment.apps/web scaled"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stderr.contains("/deployments/web/scale"),
-        "{}",
-        out.stderr
-    );
+    assert_contains(&out.stdout, "deployment.apps/web scaled");
+    assert_contains(&out.stderr, "/deployments/web/scale");
     let deployment = stored(
         &sandbox,
         "/apis/apps/v1/namespaces/pb-scale/deployments/web",

@@ -3,6 +3,7 @@
 //! when asked for.
 
 use super::*;
+use tether_testkit::assert_contains;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_posts_commit_statuses_and_notifies_without_secret_values() {
@@ -171,10 +172,9 @@ async fn the_status_api_asks_for_the_configured_token() {
     };
     let refused = status(&[], None).await;
     assert_eq!(refused.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("401 Unauthorized"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+    assert_contains(
+        &String::from_utf8_lossy(&refused.stderr),
+        "401 Unauthorized",
     );
     let from_file = status(&["--token-file", token_file.to_str().expect("utf-8")], None).await;
     assert_eq!(
@@ -235,12 +235,9 @@ async fn an_open_api_beyond_loopback_needs_insecure_open_api() {
     let allowed = serve_once(&sandbox, &path).await;
     let stderr = String::from_utf8_lossy(&allowed.stderr);
     assert!(!stderr.contains("server.listen:"), "{stderr}");
-    assert!(
-        stderr.contains("server.insecureOpenAPI: the status API (/api/v1) can trigger syncs"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "server.insecureOpenAPI: the status API (/api/v1) can trigger syncs",
     );
-    assert!(
-        stderr.contains(&format!("cannot listen on 192.0.2.1:{port}")),
-        "{stderr}"
-    );
+    assert_contains(&stderr, &format!("cannot listen on 192.0.2.1:{port}"));
 }
