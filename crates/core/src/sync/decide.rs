@@ -16,7 +16,7 @@ use futures::StreamExt as _;
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, ClusterError, LiveObjects};
+use crate::cluster::{Cluster, ClusterError, LiveObjects, Resolved};
 use tether_diff::diff::{
     DiffOptions, Drift, ObjectDiff, diff_object, is_secret, unchanged_by_apply,
 };
@@ -301,25 +301,7 @@ async fn dry_run(
         let answer = match cluster.dry_run_apply(kind, object, force).await {
             Ok(answer) => answer,
             Err(err) if is_immutable(&err) && replace_immutable => {
-                // Not in the view (unlabelled): the delete needs its uid.
-                if live.is_none() {
-                    live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
-                        Ok(found) => found,
-                        Err(err) => return (refused(id, &err), None, None),
-                    };
-                    reread = true;
-                }
-                let Some(current) = &live else {
-                    return (refused(id, &err), None, None);
-                };
-                let diff = ObjectDiff {
-                    id: id.clone(),
-                    drift: Drift::Modified(Vec::new()),
-                    desired: None,
-                    live: None,
-                };
-                let current = reread.then(|| current.clone());
-                return (Plan::Replace(server_message(id, &err)), current, Some(diff));
+                return plan_replace(cluster, kind, id, live, reread, &err).await;
             }
             Err(err) if is_immutable(&err) => {
                 let message = format!(
@@ -388,6 +370,37 @@ async fn dry_run(
         let diff = diff.drift.is_drift().then_some(diff);
         return (plan, reread.then(|| current.clone()), diff);
     }
+}
+
+/// The plan for an object the server refused to change in place (an immutable
+/// field) when it may be replaced: delete and recreate it, which needs the live
+/// object's uid, read here if the view did not have it (unlabelled).
+async fn plan_replace(
+    cluster: &Cluster,
+    kind: &Resolved,
+    id: &ObjectId,
+    mut live: Option<Value>,
+    mut reread: bool,
+    err: &ClusterError,
+) -> Decided {
+    if live.is_none() {
+        live = match cluster.get(kind, namespace_of(kind, id), &id.name).await {
+            Ok(found) => found,
+            Err(err) => return (refused(id, &err), None, None),
+        };
+        reread = true;
+    }
+    let Some(current) = live else {
+        return (refused(id, err), None, None);
+    };
+    let diff = ObjectDiff {
+        id: id.clone(),
+        drift: Drift::Modified(Vec::new()),
+        desired: None,
+        live: None,
+    };
+    let current = reread.then_some(current);
+    (Plan::Replace(server_message(id, err)), current, Some(diff))
 }
 
 /// The app another app's label names on a live object, when it is not `app` (and
